@@ -1,0 +1,121 @@
+// Command swerl is the single binary of swerl: reinforcement learning for
+// code LLMs on real software evolution (SWE-RL) as a streaming dataflow.
+//
+// Every subcommand lives in its own file in this package and registers
+// itself in an init function; flags are parsed here and nowhere else, then
+// turned into the Config structs of the library packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one swerl subcommand.
+type command struct {
+	name    string
+	summary string // one line for the command list
+	// run parses args (everything after the subcommand name) and runs.
+	// It returns flag.ErrHelp after printing usage for -h.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]*command{}
+
+// register adds a subcommand; called from init functions.
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("swerl: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "swerl: reinforcement learning for code LLMs on real software evolution (SWE-RL).\n\n")
+	fmt.Fprintf(w, "Usage:\n  swerl <command> [flags]\n  swerl <command> -h    (flags of one command)\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// runMain dispatches to a subcommand and returns the process exit code:
+// 0 on success, 1 on a runtime error, 2 on a usage error.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "swerl: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := c.run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "swerl %s: %v\n", c.name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "swerl %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+// usageError marks a bad flag or argument (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// newFlags returns a FlagSet for a subcommand that writes its usage to stderr
+// and returns errors instead of exiting.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("swerl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: swerl %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and maps parse failures to usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}

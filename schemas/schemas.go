@@ -1,0 +1,216 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Version is the schema_version this build writes and the newest it reads.
+const Version = 1
+
+// Sources of an Instance.
+const (
+	SourceGit       = "git"
+	SourceGHArchive = "gharchive"
+	SourceSWEBench  = "swebench"
+)
+
+// ChangeStats summarises an instance's oracle change.
+type ChangeStats struct {
+	FilesChanged int `json:"files_changed" parquet:"files_changed"`
+	LinesAdded   int `json:"lines_added" parquet:"lines_added"`
+	LinesDeleted int `json:"lines_deleted" parquet:"lines_deleted"`
+	Hunks        int `json:"hunks" parquet:"hunks"`
+	PatchBytes   int `json:"patch_bytes" parquet:"patch_bytes"`
+}
+
+// Instance is one merged pull request turned into an SWE-RL task: the issue
+// to solve, the code at the merge base, and the oracle change.
+//
+// ID is "owner/repo#<pr_number>". CodeContext holds every file shown to the
+// policy (modified and relevant files) at the base commit; OracleNewContent
+// holds the modified files after the PR (an absent key in CodeContext means
+// a new file; an empty string in OracleNewContent means the file was
+// deleted). OraclePatch is a git-compatible unified diff of the same change.
+type Instance struct {
+	SchemaVersion    int               `json:"schema_version" parquet:"schema_version"`
+	ID               string            `json:"id" parquet:"id"`
+	Repo             string            `json:"repo" parquet:"repo"`
+	PRNumber         int               `json:"pr_number" parquet:"pr_number"`
+	BaseCommit       string            `json:"base_commit" parquet:"base_commit"`
+	MergeCommit      string            `json:"merge_commit" parquet:"merge_commit"`
+	CreatedAt        string            `json:"created_at" parquet:"created_at"` // RFC 3339
+	ProblemStatement string            `json:"problem_statement" parquet:"problem_statement"`
+	PRTitle          string            `json:"pr_title" parquet:"pr_title"`
+	PRBody           string            `json:"pr_body" parquet:"pr_body"`
+	LinkedIssues     []int             `json:"linked_issues" parquet:"linked_issues,list"`
+	CodeContext      map[string]string `json:"code_context" parquet:"code_context"`
+	OracleNewContent map[string]string `json:"oracle_new_content" parquet:"oracle_new_content"`
+	OraclePatch      string            `json:"oracle_patch" parquet:"oracle_patch"`
+	RelevantFiles    []string          `json:"relevant_files" parquet:"relevant_files,list"`
+	Language         string            `json:"language" parquet:"language"`
+	Stats            ChangeStats       `json:"stats" parquet:"stats"`
+	Source           string            `json:"source" parquet:"source"`
+}
+
+// Rollout is one completion of the policy for one instance. The G rollouts of
+// an instance for one policy version share GroupID.
+type Rollout struct {
+	SchemaVersion    int       `json:"schema_version" parquet:"schema_version"`
+	ID               string    `json:"id" parquet:"id"` // "<group_id>/<index>"
+	InstanceID       string    `json:"instance_id" parquet:"instance_id"`
+	GroupID          string    `json:"group_id" parquet:"group_id"`
+	GroupSize        int       `json:"group_size" parquet:"group_size"`
+	Index            int       `json:"index" parquet:"index"` // 0 ≤ index < group_size
+	PolicyVersion    int64     `json:"policy_version" parquet:"policy_version"`
+	Prompt           string    `json:"prompt" parquet:"prompt"`
+	PromptTokens     []int32   `json:"prompt_tokens,omitempty" parquet:"prompt_tokens,list"`
+	Completion       string    `json:"completion" parquet:"completion"`
+	CompletionTokens []int32   `json:"completion_tokens,omitempty" parquet:"completion_tokens,list"`
+	LogProbs         []float32 `json:"logprobs,omitempty" parquet:"logprobs,list"`
+	FinishReason     string    `json:"finish_reason" parquet:"finish_reason"`
+	LatencyMS        int64     `json:"latency_ms" parquet:"latency_ms"`
+	CreatedAt        string    `json:"created_at" parquet:"created_at"` // RFC 3339
+}
+
+// Sample is a Rollout scored by the reward, with its group-relative advantage.
+type Sample struct {
+	Rollout
+	Reward       float64            `json:"reward" parquet:"reward"`
+	FormatError  string             `json:"format_error,omitempty" parquet:"format_error"`
+	Similarities map[string]float64 `json:"similarities,omitempty" parquet:"similarities"`
+	Advantage    float64            `json:"advantage" parquet:"advantage"`
+	GroupMean    float64            `json:"group_mean" parquet:"group_mean"`
+	GroupStd     float64            `json:"group_std" parquet:"group_std"`
+	// GroupComplete is false when the group was emitted after its timeout
+	// with fewer than GroupSize members.
+	GroupComplete bool   `json:"group_complete" parquet:"group_complete"`
+	Repo          string `json:"repo" parquet:"repo"`
+}
+
+// TopicOffset is how far a consumer read one partition: the next offset to read.
+type TopicOffset struct {
+	Topic     string `json:"topic" parquet:"topic"`
+	Partition int    `json:"partition" parquet:"partition"`
+	Offset    int64  `json:"offset" parquet:"offset"`
+}
+
+// FileHash is the sha256 of one checkpoint file.
+type FileHash struct {
+	Path   string `json:"path" parquet:"path"`
+	SHA256 string `json:"sha256" parquet:"sha256"`
+	Bytes  int64  `json:"bytes" parquet:"bytes"`
+}
+
+// WeightVersion is one published policy checkpoint: a row of index.parquet
+// and the value announced on the weights topic.
+type WeightVersion struct {
+	SchemaVersion int           `json:"schema_version" parquet:"schema_version"`
+	Version       int64         `json:"version" parquet:"version"`
+	Step          int64         `json:"step" parquet:"step"`
+	Parent        int64         `json:"parent" parquet:"parent"` // -1 for the initial version
+	URI           string        `json:"uri" parquet:"uri"`
+	Files         []FileHash    `json:"files" parquet:"files,list"`
+	CreatedAt     string        `json:"created_at" parquet:"created_at"` // RFC 3339
+	Loss          float64       `json:"loss" parquet:"loss"`
+	KL            float64       `json:"kl" parquet:"kl"`
+	MeanReward    float64       `json:"mean_reward" parquet:"mean_reward"`
+	Tokens        int64         `json:"tokens" parquet:"tokens"`
+	Samples       int64         `json:"samples" parquet:"samples"`
+	Offsets       []TopicOffset `json:"offsets" parquet:"offsets,list"`
+}
+
+// DeadLetter is a record that could not be decoded, prompted or scored,
+// routed aside with the reason instead of being dropped.
+type DeadLetter struct {
+	SchemaVersion int    `json:"schema_version" parquet:"schema_version"`
+	Stage         string `json:"stage" parquet:"stage"`   // e.g. "decode", "prompt", "reward"
+	Source        string `json:"source" parquet:"source"` // topic@partition:offset, file:line, …
+	Key           string `json:"key" parquet:"key"`
+	Reason        string `json:"reason" parquet:"reason"`
+	Value         []byte `json:"value" parquet:"value"`
+	CreatedAt     string `json:"created_at" parquet:"created_at"`
+}
+
+// record is implemented by every versioned record.
+type record interface {
+	*Instance | *Rollout | *Sample | *WeightVersion | *DeadLetter
+}
+
+func versionOf[T record](r T) *int {
+	switch v := any(r).(type) {
+	case *Instance:
+		return &v.SchemaVersion
+	case *Rollout:
+		return &v.SchemaVersion
+	case *Sample:
+		return &v.SchemaVersion
+	case *WeightVersion:
+		return &v.SchemaVersion
+	case *DeadLetter:
+		return &v.SchemaVersion
+	}
+	panic("unreachable")
+}
+
+// Encode returns the JSON wire form of r, setting schema_version when it is
+// zero. Map keys are sorted, so equal records encode to equal bytes.
+func Encode[T record](r T) ([]byte, error) {
+	if p := versionOf(r); *p == 0 {
+		*p = Version
+	}
+	return json.Marshal(r)
+}
+
+// Decode parses the JSON wire form into r. It fails, naming the problem, on
+// invalid JSON, trailing data, a missing or newer schema_version, or a field
+// of the wrong type. Unknown fields are ignored (forward compatibility).
+func Decode[T record](data []byte, r T) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(r); err != nil {
+		return fmt.Errorf("schemas: decode %T: %w", r, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("schemas: decode %T: trailing data after the JSON value", r)
+	}
+	v := *versionOf(r)
+	switch {
+	case v == 0:
+		return fmt.Errorf("schemas: decode %T: missing schema_version", r)
+	case v > Version:
+		return fmt.Errorf("schemas: decode %T: schema_version %d is newer than this build understands (%d)", r, v, Version)
+	case v < 0:
+		return fmt.Errorf("schemas: decode %T: invalid schema_version %d", r, v)
+	}
+	return nil
+}
+
+// SortedPaths returns the keys of m in byte order: the canonical order in
+// which swerl shows and diffs files.
+func SortedPaths[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Validate checks the invariants every Instance must hold before it is used
+// for training; the error names the instance and the field.
+func (in *Instance) Validate() error {
+	switch {
+	case in.ID == "":
+		return fmt.Errorf("schemas: instance: empty id")
+	case len(in.OracleNewContent) == 0:
+		return fmt.Errorf("schemas: instance %s: no oracle_new_content", in.ID)
+	}
+	for p := range in.OracleNewContent {
+		if p == "" {
+			return fmt.Errorf("schemas: instance %s: empty path in oracle_new_content", in.ID)
+		}
+	}
+	return nil
+}
