@@ -1,0 +1,243 @@
+package parquetio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// tempFile creates a hidden temporary file beside path.
+func tempFile(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("parquetio: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("parquetio: %w", err)
+	}
+	return f, nil
+}
+
+// IsTemp reports whether name is a temporary file of this package (a write
+// that did not complete).
+func IsTemp(name string) bool {
+	b := filepath.Base(name)
+	return strings.HasPrefix(b, ".") && strings.Contains(b, ".tmp-")
+}
+
+func writerOptions() []parquet.WriterOption {
+	return []parquet.WriterOption{parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault})}
+}
+
+// WriteFile writes rows to path atomically: temporary name, fsync, rename.
+// An existing file at path is replaced.
+func WriteFile[T any](path string, rows []T) error {
+	f, err := tempFile(path)
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("parquetio: write %s: %w", path, err)
+	}
+	w := parquet.NewGenericWriter[T](f, writerOptions()...)
+	if len(rows) > 0 {
+		if _, err := w.Write(rows); err != nil {
+			return fail(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("parquetio: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("parquetio: write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil // best effort: not every platform opens directories
+	}
+	defer d.Close()
+	d.Sync()
+	return nil
+}
+
+// ReadFile reads every row of the Parquet file at path as T. Columns of the
+// file that T lacks are ignored; columns T has that the file lacks are zero.
+func ReadFile[T any](path string) ([]T, error) {
+	var out []T
+	err := Scan(path, func(rows []T) error {
+		out = append(out, rows...)
+		return nil
+	})
+	return out, err
+}
+
+// Scan reads the file at path in batches and calls fn with each batch. The
+// slice passed to fn is reused between calls: copy rows to keep them.
+func Scan[T any](path string, fn func(rows []T) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("parquetio: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("parquetio: %w", err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return fmt.Errorf("parquetio: read %s: %w", path, err)
+	}
+	r := parquet.NewGenericReader[T](pf)
+	defer r.Close()
+	buf := make([]T, 256)
+	for {
+		clear(buf)
+		n, err := r.Read(buf)
+		if n > 0 {
+			if ferr := fn(buf[:n]); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("parquetio: read %s: %w", path, err)
+		}
+	}
+}
+
+// Files lists the complete *.parquet files in dir in name order, skipping
+// temporary files left by interrupted writes. A missing dir yields no files.
+func Files(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parquetio: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() || IsTemp(e.Name()) || !strings.HasSuffix(e.Name(), ".parquet") {
+			continue
+		}
+		out = append(out, filepath.Join(dir, e.Name()))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ReadDir reads every complete *.parquet file in dir, in name order.
+func ReadDir[T any](dir string) ([]T, error) {
+	files, err := Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, f := range files {
+		rows, err := ReadFile[T](f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// DirWriter writes rows to a sequence of files "<prefix>-<seq>.parquet" in
+// one directory, each completed atomically. Rows are buffered in memory
+// until RowsPerFile rows are pending or Flush is called.
+type DirWriter[T any] struct {
+	dir, prefix string
+	rowsPerFile int
+	seq         int
+	pending     []T
+	files       []string
+}
+
+// NewDirWriter returns a writer into dir. rowsPerFile ≤ 0 means 10000. The
+// sequence number continues after the highest existing "<prefix>-N.parquet"
+// in dir, so a restarted writer never overwrites earlier files.
+func NewDirWriter[T any](dir, prefix string, rowsPerFile int) *DirWriter[T] {
+	if rowsPerFile <= 0 {
+		rowsPerFile = 10000
+	}
+	w := &DirWriter[T]{dir: dir, prefix: prefix, rowsPerFile: rowsPerFile}
+	if files, err := Files(dir); err == nil {
+		for _, f := range files {
+			var n int
+			base := filepath.Base(f)
+			if _, err := fmt.Sscanf(base, prefix+"-%d.parquet", &n); err == nil && n >= w.seq {
+				w.seq = n + 1
+			}
+		}
+	}
+	return w
+}
+
+// Write buffers rows, writing a file each time RowsPerFile rows are pending.
+func (w *DirWriter[T]) Write(rows ...T) error {
+	w.pending = append(w.pending, rows...)
+	for len(w.pending) >= w.rowsPerFile {
+		if err := w.writeFile(w.pending[:w.rowsPerFile]); err != nil {
+			return err
+		}
+		w.pending = append(w.pending[:0], w.pending[w.rowsPerFile:]...)
+	}
+	return nil
+}
+
+// Flush writes any pending rows to a new complete file.
+func (w *DirWriter[T]) Flush() error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	if err := w.writeFile(w.pending); err != nil {
+		return err
+	}
+	w.pending = w.pending[:0]
+	return nil
+}
+
+// Close flushes pending rows.
+func (w *DirWriter[T]) Close() error { return w.Flush() }
+
+// Files returns the files this writer completed, in order.
+func (w *DirWriter[T]) Files() []string { return append([]string(nil), w.files...) }
+
+func (w *DirWriter[T]) writeFile(rows []T) error {
+	name := filepath.Join(w.dir, fmt.Sprintf("%s-%06d.parquet", w.prefix, w.seq))
+	if err := WriteFile(name, rows); err != nil {
+		return err
+	}
+	w.seq++
+	w.files = append(w.files, name)
+	return nil
+}
