@@ -114,4 +114,3 @@ func TestReadFileErrorsNameTheFile(t *testing.T) {
 		t.Fatalf("want an error naming bad.parquet, got %v", err)
 	}
 }
-
