@@ -1,0 +1,145 @@
+package parquetio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// ScanAny reads the file at path without knowing its row type: each row is
+// reconstructed from the file's own schema into a map from column name to
+// value (nested groups become maps, lists slices, MAP columns maps). It is
+// how `swerl cat` prints any file swerl writes.
+func ScanAny(path string, fn func(row map[string]any) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("parquetio: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("parquetio: %w", err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return fmt.Errorf("parquetio: read %s: %w", path, err)
+	}
+	schema := pf.Schema()
+	r := parquet.NewReader(pf, schema)
+	defer r.Close()
+	rows := make([]parquet.Row, 64)
+	for {
+		n, err := r.ReadRows(rows)
+		for _, row := range rows[:n] {
+			var v any
+			if rerr := reconstruct(schema, &v, row); rerr != nil {
+				return fmt.Errorf("parquetio: read %s: %w", path, rerr)
+			}
+			v = textify(schema, v)
+			m, ok := v.(map[string]any)
+			if !ok {
+				return fmt.Errorf("parquetio: read %s: row is %T, not a group", path, v)
+			}
+			if ferr := fn(m); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("parquetio: read %s: %w", path, err)
+		}
+	}
+}
+
+// reconstruct turns parquet-go's panics on unexpected shapes into errors.
+func reconstruct(s *parquet.Schema, v any, row parquet.Row) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("reconstruct row: %v", p)
+		}
+	}()
+	return s.Reconstruct(v, row)
+}
+
+// textify turns the []byte values that reconstruction leaves in MAP and LIST
+// elements back into strings where the column's logical type is STRING, so
+// JSON output shows text rather than base64.
+func textify(n parquet.Node, v any) any {
+	if n.Leaf() {
+		if b, ok := v.([]byte); ok {
+			if isLogical[*format.StringType](n) {
+				return string(b)
+			}
+		}
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if isLogical[*format.MapType](n) {
+			valueNode := mapValueNode(n)
+			for k, e := range x {
+				if valueNode != nil {
+					x[k] = textify(valueNode, e)
+				}
+			}
+			return x
+		}
+		for _, f := range n.Fields() {
+			if e, ok := x[f.Name()]; ok {
+				x[f.Name()] = textify(f, e)
+			}
+		}
+		return x
+	case []any:
+		elem := listElemNode(n)
+		if elem != nil {
+			for i, e := range x {
+				x[i] = textify(elem, e)
+			}
+		}
+		return x
+	}
+	return v
+}
+
+// mapValueNode returns the value node of a MAP group (MAP → key_value → value).
+func mapValueNode(n parquet.Node) parquet.Node {
+	for _, kv := range n.Fields() {
+		for _, f := range kv.Fields() {
+			if f.Name() == "value" {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// listElemNode returns the element node of a LIST group (LIST → list → element).
+func listElemNode(n parquet.Node) parquet.Node {
+	if isLogical[*format.ListType](n) {
+		for _, l := range n.Fields() {
+			if fs := l.Fields(); len(fs) == 1 {
+				return fs[0]
+			}
+		}
+	}
+	if n.Repeated() && n.Leaf() {
+		return n
+	}
+	return nil
+}
+
+func isLogical[T any](n parquet.Node) bool {
+	lt := n.Type().LogicalType()
+	if lt == nil {
+		return false
+	}
+	_, ok := lt.Value.(T)
+	return ok
+}
