@@ -128,8 +128,8 @@ func label(v float64) string {
 func (c *Chart) draw(cv canvas, w, h float64) {
 	cv.rect(0, 0, w, h, white)
 	left, right, top, bottom := 60.0, 20.0, 30.0, 45.0
-	if c.Categories != nil {
-		bottom = 90
+	if len(c.Series) > 1 && c.Categories == nil {
+		top = 48 // room for the legend row under the title
 	}
 	pw, ph := w-left-right, h-top-bottom
 	x0, x1, y0, y1 := c.bounds()
@@ -169,13 +169,24 @@ func (c *Chart) draw(cv canvas, w, h float64) {
 		}
 		return
 	}
+	intX := true
+	for _, s := range c.Series {
+		for _, x := range s.X {
+			intX = intX && x == math.Trunc(x)
+		}
+	}
 	for _, t := range ticks(x0, x1, 6) {
+		if intX && t != math.Trunc(t) {
+			continue // integer data (versions, steps): no fractional ticks
+		}
 		cv.text(px(t), top+ph+16, label(t), "middle", black)
 	}
+	lx := left
+
 	for si, s := range c.Series {
 		col := Palette[si%len(Palette)]
 		prev := false
-		var lx, ly float64
+		var lastX, lastY float64
 		for i := range s.Y {
 			if math.IsNaN(s.Y[i]) {
 				prev = false
@@ -183,17 +194,17 @@ func (c *Chart) draw(cv canvas, w, h float64) {
 			}
 			x, y := px(s.X[i]), py(s.Y[i])
 			if prev {
-				cv.line(lx, ly, x, y, col, 2)
+				cv.line(lastX, lastY, x, y, col, 2)
 			}
 			if len(s.Y) <= 60 {
 				cv.dot(x, y, 3, col)
 			}
-			lx, ly, prev = x, y, true
+			lastX, lastY, prev = x, y, true
 		}
 		if len(c.Series) > 1 {
-			ly := top + 14 + float64(si)*14
-			cv.rect(left+pw-120, ly-8, 10, 10, col)
-			cv.text(left+pw-105, ly+1, s.Name, "start", black)
+			cv.rect(lx, top-20, 10, 10, col)
+			cv.text(lx+15, top-11, s.Name, "start", black)
+			lx += 15 + float64(7*len([]rune(s.Name))) + 20
 		}
 	}
 }
