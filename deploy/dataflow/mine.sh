@@ -5,7 +5,7 @@
 # Run it on linux/amd64 (the running binary is staged as the worker) with
 # application-default credentials (gcloud auth application-default login).
 set -euo pipefail
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
 
 exec "${SWERL:-swerl}" mine \

@@ -7,7 +7,7 @@
 # --execute_async returns once Dataflow accepted the job; drain it with
 #   gcloud dataflow jobs drain JOB_ID --region "$REGION"
 set -euo pipefail
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "$0")/common.sh"
 : "${POLICY_URL:?set POLICY_URL to the policy server, e.g. http://10.0.0.5:8000/v1}"
 
