@@ -273,7 +273,7 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 					doi := do[((b*Tq+i)*NH+h)*HS:][:HS]
 					// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
 					for j := 0; j <= last; j++ {
-						off := ((b*Tk + j) * NKV + kh) * HS
+						off := ((b*Tk+j)*NKV + kh) * HS
 						vj := vd[off:][:HS]
 						var s F
 						for c := range doi {
@@ -301,7 +301,7 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 					for j := 0; j <= last; j++ {
 						ds := row[j] * (drow[j] - dot) * scale
 						drow[j] = ds
-						off := ((b*Tk + j) * NKV + kh) * HS
+						off := ((b*Tk+j)*NKV + kh) * HS
 						if dq != nil {
 							kj := kd[off:][:HS]
 							for c := range dqi {
