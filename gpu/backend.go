@@ -133,7 +133,8 @@ type Backend interface {
 // HostBacked is implemented by backends whose buffers live in host memory
 // as float32. Wrap returns a Buf that aliases data without copying, so the
 // model's host parameter arena is trained in place; Host returns the
-// float32 memory of a buffer.
+// float32 memory of a buffer. Both return nil when this backend instance
+// cannot alias float32 memory (the float64 CPU backend).
 type HostBacked interface {
 	Wrap(data []float32) Buf
 	Host(b Buf) []float32

@@ -37,9 +37,7 @@ func New() *Backend[float32] { return newBackend[float32]("cpu", runtime.GOMAXPR
 // the reference precision for finite-difference gradient checks.
 func NewFloat64() *Backend[float64] { return newBackend[float64]("cpu64", runtime.GOMAXPROCS(0)) }
 
-// NewWorkers returns a float32 backend with a fixed worker count (>= 1);
-// results depend on the worker count only through nothing: partitions
-// never split a reduction, so any count gives the same bits.
+// NewWorkers returns a float32 backend with a fixed worker count (>= 1).
 func NewWorkers(workers int) *Backend[float32] {
 	return newBackend[float32]("cpu", max(workers, 1))
 }
@@ -152,12 +150,11 @@ func (b *Backend[F]) Download(dst []float32, src gpu.Buf) error {
 func (b *Backend[F]) Err() error { return b.err }
 
 // Wrap implements gpu.HostBacked for the float32 backend: the Buf aliases
-// data. It panics on the float64 backend, which is not HostBacked through
-// the interface (see HostBacked).
+// data. The float64 backend returns nil.
 func (b *Backend[F]) Wrap(data []float32) gpu.Buf {
 	d, ok := any(data).([]F)
 	if !ok {
-		panic("cpu: Wrap on a float64 backend")
+		return nil
 	}
 	if data == nil {
 		d = make([]F, 0, 1)
@@ -174,15 +171,6 @@ func (b *Backend[F]) Host(x gpu.Buf) []float32 {
 // Data returns the memory of x in the backend's precision, for tests that
 // perturb or read buffers of the float64 backend directly.
 func (b *Backend[F]) Data(x gpu.Buf) []F { return b.get("data", x) }
-
-// HostBacked returns b as a gpu.HostBacked when it stores float32, and nil
-// for the float64 backend.
-func (b *Backend[F]) HostBacked() gpu.HostBacked {
-	if _, ok := any(b).(*Backend[float32]); ok {
-		return b
-	}
-	return nil
-}
 
 var errClosed = errors.New("cpu: backend closed")
 
@@ -243,7 +231,6 @@ func (p *pool) parallel(j job, n, grain, align int) {
 	}
 	size := (n + chunks - 1) / chunks
 	size = (size + align - 1) / align * align
-	p.wg.Add(0)
 	first := min(size, n)
 	for lo := size; lo < n; lo += size {
 		p.wg.Add(1)
