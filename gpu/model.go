@@ -116,6 +116,18 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_attention_heads", c.NumAttentionHeads},
+		{"num_key_value_heads", c.NumKeyValueHeads}, {"head_dim", c.HeadDim}, {"vocab_size", c.VocabSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"num_hidden_layers", c.NumHiddenLayers},
+	} {
+		if f.v > maxDim {
+			return fmt.Errorf("gpu: config %s %d exceeds %d", f.name, f.v, maxDim)
+		}
+	}
 	if c.NumKeyValueHeads < 0 || c.NumAttentionHeads%c.KVHeads() != 0 {
 		return fmt.Errorf("gpu: config num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())
 	}
@@ -125,6 +137,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeadDim == 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
 		return fmt.Errorf("gpu: config hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	if n := approxParams(c); n > maxParams {
+		return fmt.Errorf("gpu: config describes %.3g parameters, more than %g", n, float64(maxParams))
 	}
 	if !(c.RMSNormEps > 0) {
 		return errors.New("gpu: config rms_norm_eps must be positive")
@@ -144,6 +159,21 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Bounds that keep sizes far from integer overflow.
+const (
+	maxDim    = 1 << 24
+	maxParams = 1 << 36
+)
+
+// approxParams counts parameters in float64, safe from overflow.
+func approxParams(c Config) float64 {
+	C, I, V := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.VocabSize)
+	QC := float64(c.NumAttentionHeads) * float64(c.HeadSize())
+	KVC := float64(c.KVHeads()) * float64(c.HeadSize())
+	per := 2*C + 2*QC*C + 2*KVC*C + 3*I*C + QC + 2*KVC
+	return 2*V*C + float64(c.NumHiddenLayers)*per + C
 }
 
 func (s *RopeScaling) kind() string {
