@@ -1,0 +1,141 @@
+package gpu
+
+// Buf is a buffer of floats owned by a Backend: host memory for the CPU
+// backend, device memory for a GPU backend. Element type and precision are
+// the backend's business (the reference CPU backend has a float64 variant for
+// gradient checks); every exchange with the host goes through Upload and
+// Download as float32.
+//
+// A Buf is only valid with the Backend that allocated it, and a view made
+// by Backend.Slice aliases its parent.
+type Buf interface {
+	// Len is the number of elements.
+	Len() int
+}
+
+// AdamWParams are the hyper-parameters of one AdamW update.
+type AdamWParams struct {
+	LR          float32 // learning rate of this step
+	Beta1       float32 // first-moment decay
+	Beta2       float32 // second-moment decay
+	Eps         float32 // denominator epsilon
+	WeightDecay float32 // decoupled weight decay (0 for norms and biases)
+	GradScale   float32 // multiplies every gradient first (clipping and accumulation averaging)
+	Step        int     // 1-based step count for bias correction
+}
+
+// Backend is the small set of ops the model needs, forward and backward.
+//
+// # Conventions
+//
+// Dimensions: N rows (tokens, B*T), C channels, OC output channels, V
+// vocabulary, NH query heads, NKV key/value heads, HS head size, I the MLP
+// width. Every tensor is a dense row-major Buf; shapes are stated per op.
+//
+// Forward ops overwrite their outputs. Backward ops ACCUMULATE (+=) into
+// every gradient output, like llm.c, so that gradients of parameters add up
+// over micro-batches and a gradient flowing into one activation from two
+// places needs no extra op; the caller zeroes scratch gradients with Zero.
+// The RoPE ops are the exception: they rotate in place.
+//
+// A nil gradient output of a backward op means "not needed" and is skipped.
+//
+// Errors are sticky, as in bufio.Writer: ops return nothing, and the first
+// failure (a bad shape, a failed launch) is kept and returned by Err,
+// Download or SumSquares; later ops are then no-ops. This keeps the model
+// code readable and lets a GPU backend queue ops asynchronously.
+//
+// Host slices passed to ops ([]int32 token ids) are read during the call
+// only; a GPU backend copies them.
+//
+// A Backend is not safe for concurrent use.
+type Backend interface {
+	// Name identifies the backend ("cpu", "cpu64", "cuda").
+	Name() string
+
+	// Alloc returns a zeroed buffer of n elements.
+	Alloc(n int) (Buf, error)
+	// Slice returns the view b[off : off+n]; it aliases b.
+	Slice(b Buf, off, n int) Buf
+	// Free releases a buffer from Alloc (not a view). Using it after is an error.
+	Free(b Buf)
+	// Upload copies len(src) floats into dst[0:len(src)].
+	Upload(dst Buf, src []float32)
+	// Download waits for queued ops and copies src[0:len(dst)] into dst.
+	// It returns the sticky error, if any.
+	Download(dst []float32, src Buf) error
+	// Err waits for queued ops and returns the sticky error.
+	Err() error
+
+	// Zero sets every element of x to 0.
+	Zero(x Buf)
+	// Copy sets dst[0:src.Len()] = src.
+	Copy(dst, src Buf)
+	// Add sets out = a + b over n elements; out may alias a or b.
+	Add(out, a, b Buf, n int)
+	// SumSquares returns the sum of x*x over x, accumulated in float64.
+	SumSquares(x Buf) (float64, error)
+
+	// EmbeddingForward: out[N,C] = wte[tokens[n], :], N = len(tokens).
+	EmbeddingForward(out, wte Buf, tokens []int32, C int)
+	// EmbeddingBackward: dwte[tokens[n], :] += dout[n, :].
+	EmbeddingBackward(dwte, dout Buf, tokens []int32, C int)
+
+	// MatmulForward: out[N,OC] = inp[N,C] @ w[OC,C]^T + bias[OC]; bias may be nil.
+	// w is in the Hugging Face linear layout [out, in].
+	MatmulForward(out, inp, w, bias Buf, N, C, OC int)
+	// MatmulBackward: dinp[N,C] += dout[N,OC] @ w[OC,C];
+	// dw[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout.
+	MatmulBackward(dinp, dw, dbias, dout, inp, w Buf, N, C, OC int)
+
+	// RMSNormForward: rstd[N] = 1/sqrt(mean(inp[n,:]^2) + eps);
+	// out[N,C] = inp * rstd * w[C].
+	RMSNormForward(out, rstd, inp, w Buf, N, C int, eps float32)
+	// RMSNormBackward: dinp[N,C] += ..., dw[C] += ... given the forward's rstd.
+	RMSNormBackward(dinp, dw, dout, inp, w, rstd Buf, N, C int)
+
+	// RoPEForward rotates x[B,T,NH,HS] in place at positions pos0+t, with
+	// the Hugging Face "rotate_half" pairing (i, i+HS/2) and the tables
+	// cos[P,HS/2], sin[P,HS/2], P >= pos0+T. HS must be even.
+	RoPEForward(x, cos, sin Buf, B, T, NH, HS, pos0 int)
+	// RoPEBackward applies the inverse rotation to the gradient dx in place.
+	RoPEBackward(dx, cos, sin Buf, B, T, NH, HS, pos0 int)
+
+	// AttentionForward is causal grouped-query attention.
+	// q[B,Tq,NH,HS], k[B,Tk,NKV,HS], v[B,Tk,NKV,HS], NH a multiple of NKV
+	// (query head h uses kv head h/(NH/NKV)); query i sits at position
+	// Tk-Tq+i and attends to keys 0..Tk-Tq+i (Tq = Tk in training, Tq = 1
+	// when decoding from a KV cache). Scale 1/sqrt(HS).
+	// att[B,NH,Tq,Tk] receives the probabilities (0 above the diagonal),
+	// out[B,Tq,NH,HS] the weighted values.
+	AttentionForward(out, att, q, k, v Buf, B, Tq, Tk, NH, NKV, HS int)
+	// AttentionBackward accumulates dq, dk, dv from dout[B,Tq,NH,HS] and the
+	// forward's att; datt[B,NH,Tq,Tk] is scratch (overwritten).
+	AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att Buf, B, Tq, Tk, NH, NKV, HS int)
+
+	// SwiGLUForward: out[n] = silu(gate[n]) * up[n] over n elements.
+	SwiGLUForward(out, gate, up Buf, n int)
+	// SwiGLUBackward: dgate += ..., dup += ... from dout.
+	SwiGLUBackward(dgate, dup, dout, gate, up Buf, n int)
+
+	// LogProbForward is log-softmax and gather: with N = len(targets),
+	// lse[n] = log(sum_v exp(logits[n,v])) and logp[n] = logits[n,targets[n]] - lse[n].
+	// Cross-entropy is -logp. A target outside [0,V) is an error.
+	LogProbForward(logp, lse, logits Buf, targets []int32, V int)
+	// LogProbBackward: dlogits[n,v] += dlogp[n] * (1[v==targets[n]] - exp(logits[n,v]-lse[n])).
+	LogProbBackward(dlogits, dlogp, logits, lse Buf, targets []int32, V int)
+
+	// AdamW updates n elements of p with gradient g and moments m, v
+	// (decoupled weight decay: p -= lr*(mhat/(sqrt(vhat)+eps) + wd*p)).
+	AdamW(p, g, m, v Buf, n int, h AdamWParams)
+}
+
+// HostBacked is implemented by backends whose buffers live in host memory
+// as float32. Wrap returns a Buf that aliases data without copying, so the
+// model's host parameter arena is trained in place; Host returns the
+// float32 memory of a buffer. Both return nil when this backend instance
+// cannot alias float32 memory (the float64 CPU backend).
+type HostBacked interface {
+	Wrap(data []float32) Buf
+	Host(b Buf) []float32
+}

@@ -1,0 +1,250 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"swerl/gpu"
+)
+
+type float interface{ ~float32 | ~float64 }
+
+// buf is a Buf of this package: a window on host memory.
+type buf[F float] struct{ d []F }
+
+func (b *buf[F]) Len() int { return len(b.d) }
+
+// Backend is the CPU implementation of gpu.Backend, for float32 (New) or
+// float64 (NewFloat64) storage. It is not safe for concurrent use; one op
+// at a time uses all workers.
+type Backend[F float] struct {
+	name string
+	pool *pool
+	err  error
+	// scratch holds the transposed panels of the matmul backward; it grows
+	// to the largest size seen and is then reused.
+	scratch []F
+	mm      gemmJob[F]
+}
+
+// New returns a float32 backend with GOMAXPROCS workers.
+func New() *Backend[float32] { return newBackend[float32]("cpu", runtime.GOMAXPROCS(0)) }
+
+// NewFloat64 returns a backend that stores and computes in float64; it is
+// the reference precision for finite-difference gradient checks.
+func NewFloat64() *Backend[float64] { return newBackend[float64]("cpu64", runtime.GOMAXPROCS(0)) }
+
+// NewWorkers returns a float32 backend with a fixed worker count (>= 1).
+func NewWorkers(workers int) *Backend[float32] {
+	return newBackend[float32]("cpu", max(workers, 1))
+}
+
+func newBackend[F float](name string, workers int) *Backend[F] {
+	b := &Backend[F]{name: name, pool: newPool(workers)}
+	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
+	return b
+}
+
+// Name implements gpu.Backend.
+func (b *Backend[F]) Name() string { return b.name }
+
+// Workers is the number of goroutines that share each op.
+func (b *Backend[F]) Workers() int { return b.pool.n }
+
+func (b *Backend[F]) fail(op string, format string, a ...any) {
+	if b.err == nil {
+		b.err = fmt.Errorf("cpu: %s: %s", op, fmt.Sprintf(format, a...))
+	}
+}
+
+// get unwraps x; nil stays nil. A foreign Buf records an error.
+func (b *Backend[F]) get(op string, x gpu.Buf) []F {
+	if x == nil {
+		return nil
+	}
+	p, ok := x.(*buf[F])
+	if !ok {
+		b.fail(op, "buffer of type %T does not belong to backend %s", x, b.name)
+		return nil
+	}
+	if p.d == nil && cap(p.d) == 0 {
+		// Allocated buffers always have capacity; a nil window is a freed
+		// buffer.
+		b.fail(op, "use of a freed buffer")
+	}
+	return p.d
+}
+
+// need checks that every named buffer has at least n elements.
+func (b *Backend[F]) need(op string, n int, bufs ...any) bool {
+	if b.err != nil {
+		return false
+	}
+	if n < 0 {
+		b.fail(op, "negative size %d", n)
+		return false
+	}
+	for i := 0; i+1 < len(bufs); i += 2 {
+		name := bufs[i].(string)
+		s := bufs[i+1].([]F)
+		if len(s) < n {
+			b.fail(op, "%s has %d elements, need %d", name, len(s), n)
+			return false
+		}
+	}
+	return b.err == nil
+}
+
+// Alloc implements gpu.Backend.
+func (b *Backend[F]) Alloc(n int) (gpu.Buf, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: alloc: negative size %d", n)
+	}
+	return &buf[F]{d: make([]F, n, max(n, 1))}, nil
+}
+
+// Slice implements gpu.Backend.
+func (b *Backend[F]) Slice(x gpu.Buf, off, n int) gpu.Buf {
+	d := b.get("slice", x)
+	if off < 0 || n < 0 || off+n > len(d) {
+		b.fail("slice", "window [%d:%d] out of range of %d elements", off, off+n, len(d))
+		return &buf[F]{d: make([]F, 0, 1)}
+	}
+	return &buf[F]{d: d[off : off+n : off+n]}
+}
+
+// Free implements gpu.Backend.
+func (b *Backend[F]) Free(x gpu.Buf) {
+	if p, ok := x.(*buf[F]); ok {
+		p.d = nil
+	}
+}
+
+// Upload implements gpu.Backend.
+func (b *Backend[F]) Upload(dst gpu.Buf, src []float32) {
+	d := b.get("upload", dst)
+	if !b.need("upload", len(src), "dst", d) {
+		return
+	}
+	for i, v := range src {
+		d[i] = F(v)
+	}
+}
+
+// Download implements gpu.Backend.
+func (b *Backend[F]) Download(dst []float32, src gpu.Buf) error {
+	s := b.get("download", src)
+	if !b.need("download", len(dst), "src", s) {
+		return b.err
+	}
+	for i := range dst {
+		dst[i] = float32(s[i])
+	}
+	return nil
+}
+
+// Err implements gpu.Backend.
+func (b *Backend[F]) Err() error { return b.err }
+
+// Wrap implements gpu.HostBacked for the float32 backend: the Buf aliases
+// data. The float64 backend returns nil.
+func (b *Backend[F]) Wrap(data []float32) gpu.Buf {
+	d, ok := any(data).([]F)
+	if !ok {
+		return nil
+	}
+	if data == nil {
+		d = make([]F, 0, 1)
+	}
+	return &buf[F]{d: d}
+}
+
+// Host implements gpu.HostBacked: the float32 memory of x.
+func (b *Backend[F]) Host(x gpu.Buf) []float32 {
+	d, _ := any(b.get("host", x)).([]float32)
+	return d
+}
+
+// Data returns the memory of x in the backend's precision, for tests that
+// perturb or read buffers of the float64 backend directly.
+func (b *Backend[F]) Data(x gpu.Buf) []F { return b.get("data", x) }
+
+var errClosed = errors.New("cpu: backend closed")
+
+// Close stops the worker goroutines; the backend must not be used after.
+// Backends that are garbage collected stop their workers anyway.
+func (b *Backend[F]) Close() error {
+	b.pool.close()
+	if b.err == nil {
+		b.err = errClosed
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// worker pool
+
+// job is one parallel op: run handles rows [lo, hi).
+type job interface{ run(lo, hi int) }
+
+type task struct {
+	j      job
+	lo, hi int
+}
+
+type pool struct {
+	n    int
+	work chan task
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func newPool(n int) *pool {
+	p := &pool{n: n, work: make(chan task, n)}
+	for i := 1; i < n; i++ {
+		go func() {
+			for t := range p.work {
+				t.j.run(t.lo, t.hi)
+				p.wg.Done()
+			}
+		}()
+	}
+	return p
+}
+
+func (p *pool) close() { p.once.Do(func() { close(p.work) }) }
+
+// parallel runs j over [0, n) split into at most p.n contiguous chunks of
+// at least grain rows each (aligned to align rows), the caller taking the
+// first. The split depends only on n, grain, align and p.n.
+func (p *pool) parallel(j job, n, grain, align int) {
+	if n <= 0 {
+		return
+	}
+	chunks := min(p.n, max(1, n/max(grain, 1)))
+	if chunks <= 1 {
+		j.run(0, n)
+		return
+	}
+	size := (n + chunks - 1) / chunks
+	size = (size + align - 1) / align * align
+	first := min(size, n)
+	for lo := size; lo < n; lo += size {
+		p.wg.Add(1)
+		p.work <- task{j, lo, min(lo+size, n)}
+	}
+	j.run(0, first)
+	p.wg.Wait()
+}
+
+// funcJob adapts a function; it allocates, so hot ops use their own job
+// structs instead.
+type funcJob func(lo, hi int)
+
+func (f funcJob) run(lo, hi int) { f(lo, hi) }
+
+func sqrt[F float](x F) F { return F(math.Sqrt(float64(x))) }
+func exp[F float](x F) F  { return F(math.Exp(float64(x))) }

@@ -1,0 +1,74 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	peakOnce sync.Once
+	peak     = map[int]float64{}
+)
+
+// peakFor measures the multiply-add peak once per worker count in this run.
+func peakFor(workers int) float64 {
+	peakOnce.Do(func() {})
+	if p, ok := peak[workers]; ok {
+		return p
+	}
+	p := PeakFLOPS(workers, 300*time.Millisecond)
+	peak[workers] = p
+	return p
+}
+
+// BenchmarkMatmul reports GFLOP/s of MatmulForward and the fraction of the
+// pure-Go multiply-add peak (PeakFLOPS) measured in the same run with the
+// same worker count.
+func BenchmarkMatmul(b *testing.B) {
+	for _, s := range []struct{ N, C, OC int }{{256, 512, 512}, {512, 512, 1536}, {64, 768, 768}} {
+		b.Run(fmt.Sprintf("fwd/N=%d,C=%d,OC=%d", s.N, s.C, s.OC), func(b *testing.B) {
+			be := New()
+			defer be.Close()
+			r := rand.New(rand.NewPCG(1, 2))
+			inp, w, out := randBuf(be, r, s.N*s.C), randBuf(be, r, s.OC*s.C), randBuf(be, r, s.N*s.OC)
+			pk := peakFor(be.Workers())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				be.MatmulForward(out, inp, w, nil, s.N, s.C, s.OC)
+			}
+			flops := 2 * float64(s.N*s.C*s.OC) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(flops/1e9, "GFLOP/s")
+			b.ReportMetric(pk/1e9, "peakGFLOP/s")
+			b.ReportMetric(flops/pk, "of_peak")
+		})
+		b.Run(fmt.Sprintf("bwd/N=%d,C=%d,OC=%d", s.N, s.C, s.OC), func(b *testing.B) {
+			be := New()
+			defer be.Close()
+			r := rand.New(rand.NewPCG(1, 2))
+			inp, w, dout := randBuf(be, r, s.N*s.C), randBuf(be, r, s.OC*s.C), randBuf(be, r, s.N*s.OC)
+			dinp, dw := randBuf(be, r, s.N*s.C), randBuf(be, r, s.OC*s.C)
+			pk := peakFor(be.Workers())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				be.MatmulBackward(dinp, dw, nil, dout, inp, w, s.N, s.C, s.OC)
+			}
+			flops := 4 * float64(s.N*s.C*s.OC) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(flops/1e9, "GFLOP/s")
+			b.ReportMetric(flops/pk, "of_peak")
+		})
+	}
+}
+
+func randBuf(be *Backend[float32], r *rand.Rand, n int) *buf[float32] {
+	x, _ := be.Alloc(n)
+	d := be.Data(x)
+	for i := range d {
+		d[i] = float32(r.NormFloat64())
+	}
+	return x.(*buf[float32])
+}

@@ -1,0 +1,671 @@
+package gpu
+
+// Dimension legend, used in the shape comments of this file:
+//
+//	B   batch size (sequences)          T   sequence length (tokens)
+//	N   rows, B*T                       C   hidden size (channels)
+//	V   vocabulary size                 L   number of layers
+//	NH  query heads                     NKV key/value heads (GQA)
+//	HS  head size                       QC  NH*HS, KVC NKV*HS
+//	I   MLP intermediate size           P   max positions (RoPE tables)
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// RopeScaling mirrors the rope_scaling object of a Hugging Face
+// config.json. Only rope_type "llama3" (Llama 3.1+) changes the
+// frequencies; an empty RopeType means no scaling.
+type RopeScaling struct {
+	RopeType                      string  `json:"rope_type,omitempty"`
+	Type                          string  `json:"type,omitempty"` // older spelling of rope_type
+	Factor                        float64 `json:"factor,omitempty"`
+	LowFreqFactor                 float64 `json:"low_freq_factor,omitempty"`
+	HighFreqFactor                float64 `json:"high_freq_factor,omitempty"`
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings,omitempty"`
+}
+
+// Config is the architecture, with the JSON keys of a Hugging Face
+// config.json for Llama and Qwen2 models, so config.json unmarshals into it
+// directly. Unknown keys are ignored.
+type Config struct {
+	ModelType             string       `json:"model_type,omitempty"` // "llama", "qwen2", ...
+	HiddenSize            int          `json:"hidden_size"`          // C
+	IntermediateSize      int          `json:"intermediate_size"`    // I
+	NumHiddenLayers       int          `json:"num_hidden_layers"`    // L
+	NumAttentionHeads     int          `json:"num_attention_heads"`  // NH
+	NumKeyValueHeads      int          `json:"num_key_value_heads"`  // NKV; 0 means NH
+	HeadDim               int          `json:"head_dim,omitempty"`   // HS; 0 means C/NH
+	VocabSize             int          `json:"vocab_size"`           // V
+	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
+	RMSNormEps            float64      `json:"rms_norm_eps"`
+	RopeTheta             float64      `json:"rope_theta"`
+	RopeScaling           *RopeScaling `json:"rope_scaling,omitempty"`
+	TieWordEmbeddings     bool         `json:"tie_word_embeddings"`
+	// AttentionBias adds biases to q, k and v (and not o), as Qwen2 does.
+	// Qwen2 configs omit the key and always have the biases: see
+	// UnmarshalJSON.
+	AttentionBias bool `json:"attention_bias"`
+	BosTokenID    int  `json:"bos_token_id,omitempty"`
+	EosTokenID    any  `json:"eos_token_id,omitempty"` // an int or a list of ints in HF files
+}
+
+// UnmarshalJSON decodes a Hugging Face config.json. A qwen2 config without
+// an attention_bias key gets AttentionBias true, as transformers' Qwen2
+// model always has q/k/v biases.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.ModelType == "qwen2" {
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(b, &keys); err != nil {
+			return err
+		}
+		if _, ok := keys["attention_bias"]; !ok {
+			p.AttentionBias = true
+		}
+	}
+	*c = Config(p)
+	return nil
+}
+
+// KVHeads returns NKV (NumKeyValueHeads, or NumAttentionHeads when 0).
+func (c Config) KVHeads() int {
+	if c.NumKeyValueHeads == 0 {
+		return c.NumAttentionHeads
+	}
+	return c.NumKeyValueHeads
+}
+
+// HeadSize returns HS (HeadDim, or HiddenSize/NumAttentionHeads when 0).
+func (c Config) HeadSize() int {
+	if c.HeadDim != 0 {
+		return c.HeadDim
+	}
+	if c.NumAttentionHeads == 0 {
+		return 0
+	}
+	return c.HiddenSize / c.NumAttentionHeads
+}
+
+// Validate reports the first field that makes the architecture unusable.
+func (c Config) Validate() error {
+	pos := func(name string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("gpu: config %s must be positive, got %d", name, v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize},
+		{"num_hidden_layers", c.NumHiddenLayers}, {"num_attention_heads", c.NumAttentionHeads},
+		{"vocab_size", c.VocabSize}, {"max_position_embeddings", c.MaxPositionEmbeddings},
+	} {
+		if err := pos(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_attention_heads", c.NumAttentionHeads},
+		{"num_key_value_heads", c.NumKeyValueHeads}, {"head_dim", c.HeadDim}, {"vocab_size", c.VocabSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"num_hidden_layers", c.NumHiddenLayers},
+	} {
+		if f.v > maxDim {
+			return fmt.Errorf("gpu: config %s %d exceeds %d", f.name, f.v, maxDim)
+		}
+	}
+	if c.NumKeyValueHeads < 0 || c.NumAttentionHeads%c.KVHeads() != 0 {
+		return fmt.Errorf("gpu: config num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())
+	}
+	hs := c.HeadSize()
+	if hs <= 0 || hs%2 != 0 {
+		return fmt.Errorf("gpu: config head size %d must be positive and even (head_dim or hidden_size/num_attention_heads)", hs)
+	}
+	if c.HeadDim == 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
+		return fmt.Errorf("gpu: config hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	if n := approxParams(c); n > maxParams {
+		return fmt.Errorf("gpu: config describes %.3g parameters, more than %g", n, float64(maxParams))
+	}
+	if !(c.RMSNormEps > 0) {
+		return errors.New("gpu: config rms_norm_eps must be positive")
+	}
+	if !(c.RopeTheta > 0) {
+		return errors.New("gpu: config rope_theta must be positive")
+	}
+	if s := c.RopeScaling; s != nil {
+		switch s.kind() {
+		case "", "default":
+		case "llama3":
+			if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || s.OriginalMaxPositionEmbeddings <= 0 {
+				return errors.New("gpu: config rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0")
+			}
+		default:
+			return fmt.Errorf("gpu: config rope_scaling rope_type %q is not supported (want llama3)", s.kind())
+		}
+	}
+	return nil
+}
+
+// Bounds that keep sizes far from integer overflow.
+const (
+	maxDim    = 1 << 24
+	maxParams = 1 << 36
+)
+
+// approxParams counts parameters in float64, safe from overflow.
+func approxParams(c Config) float64 {
+	C, I, V := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.VocabSize)
+	QC := float64(c.NumAttentionHeads) * float64(c.HeadSize())
+	KVC := float64(c.KVHeads()) * float64(c.HeadSize())
+	per := 2*C + 2*QC*C + 2*KVC*C + 3*I*C + QC + 2*KVC
+	return 2*V*C + float64(c.NumHiddenLayers)*per + C
+}
+
+func (s *RopeScaling) kind() string {
+	if s.RopeType != "" {
+		return s.RopeType
+	}
+	return s.Type
+}
+
+// TinyConfig is the built-in tiny model: a Qwen2-style decoder (q/k/v bias,
+// grouped-query attention, tied embeddings) small enough to train in tests
+// on a CPU. Its vocabulary (512) covers the built-in tokenizer's byte-level
+// ids; random weights come from NewModel(TinyConfig(), seed).
+func TinyConfig() Config {
+	return Config{
+		ModelType:             "qwen2",
+		HiddenSize:            64,
+		IntermediateSize:      176,
+		NumHiddenLayers:       2,
+		NumAttentionHeads:     4,
+		NumKeyValueHeads:      2,
+		VocabSize:             512,
+		MaxPositionEmbeddings: 1024,
+		RMSNormEps:            1e-6,
+		RopeTheta:             10000,
+		TieWordEmbeddings:     true,
+		AttentionBias:         true,
+	}
+}
+
+// ropeTables fills cos and sin [P, HS/2] for positions 0..P-1, with the
+// inverse frequencies theta^(-2i/HS), adjusted by llama3 rope scaling when
+// configured (the same piecewise rule as transformers'
+// _compute_llama3_parameters).
+func ropeTables(c Config, P int) (cos, sin []float32) {
+	hs := c.HeadSize()
+	half := hs / 2
+	inv := make([]float64, half)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(hs))
+	}
+	if s := c.RopeScaling; s != nil && s.kind() == "llama3" {
+		old := float64(s.OriginalMaxPositionEmbeddings)
+		lowWavelen := old / s.LowFreqFactor
+		highWavelen := old / s.HighFreqFactor
+		for i, f := range inv {
+			wavelen := 2 * math.Pi / f
+			switch {
+			case wavelen < highWavelen:
+				// high frequency: unchanged
+			case wavelen > lowWavelen:
+				inv[i] = f / s.Factor
+			default:
+				smooth := (old/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+				inv[i] = (1-smooth)*f/s.Factor + smooth*f
+			}
+		}
+	}
+	cos = make([]float32, P*half)
+	sin = make([]float32, P*half)
+	for p := 0; p < P; p++ {
+		for i, f := range inv {
+			// float32 frequencies as transformers computes them, then the
+			// angle in float64 so large positions keep their precision.
+			a := float64(p) * float64(float32(f))
+			cos[p*half+i] = float32(math.Cos(a))
+			sin[p*half+i] = float32(math.Sin(a))
+		}
+	}
+	return cos, sin
+}
+
+// ---------------------------------------------------------------------------
+// parameters
+
+// Params are the weights of the model, in Hugging Face order and layout,
+// over T = []float32 (the host arena) or T = Buf (a backend's copy).
+// Linear weights are [out, in] row-major.
+type Params[T any] struct {
+	Wte    T // [V, C] model.embed_tokens.weight
+	Layers []LayerParams[T]
+	Norm   T // [C] model.norm.weight
+	LMHead T // [V, C] lm_head.weight; the same memory as Wte when tied
+}
+
+// LayerParams are the weights of one decoder layer. The bias fields are
+// zero values without attention_bias.
+type LayerParams[T any] struct {
+	InputNorm T // [C] input_layernorm.weight
+	Q         T // [QC, C] self_attn.q_proj.weight
+	QBias     T // [QC] self_attn.q_proj.bias
+	K         T // [KVC, C] self_attn.k_proj.weight
+	KBias     T // [KVC] self_attn.k_proj.bias
+	V         T // [KVC, C] self_attn.v_proj.weight
+	VBias     T // [KVC] self_attn.v_proj.bias
+	O         T // [C, QC] self_attn.o_proj.weight
+	PostNorm  T // [C] post_attention_layernorm.weight
+	Gate      T // [I, C] mlp.gate_proj.weight
+	Up        T // [I, C] mlp.up_proj.weight
+	Down      T // [C, I] mlp.down_proj.weight
+}
+
+// Tensor is a named view into the parameter arena.
+type Tensor struct {
+	Name  string // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
+	Shape []int  // row-major, HF order
+	Data  []float32
+}
+
+// spec is one parameter tensor: its name, shape, arena offset and the
+// field that receives it.
+type spec struct {
+	name  string
+	shape []int
+	off   int
+}
+
+// layout lists the parameter tensors in HF order with their arena offsets,
+// and returns the arena size. A tied lm_head has no entry of its own.
+func layout(c Config) ([]spec, int) {
+	C, I, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	QC, KVC := c.NumAttentionHeads*c.HeadSize(), c.KVHeads()*c.HeadSize()
+	var specs []spec
+	off := 0
+	add := func(name string, shape ...int) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		specs = append(specs, spec{name: name, shape: shape, off: off})
+		off += n
+	}
+	add("model.embed_tokens.weight", V, C)
+	for l := range c.NumHiddenLayers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add(p+"input_layernorm.weight", C)
+		add(p+"self_attn.q_proj.weight", QC, C)
+		if c.AttentionBias {
+			add(p+"self_attn.q_proj.bias", QC)
+		}
+		add(p+"self_attn.k_proj.weight", KVC, C)
+		if c.AttentionBias {
+			add(p+"self_attn.k_proj.bias", KVC)
+		}
+		add(p+"self_attn.v_proj.weight", KVC, C)
+		if c.AttentionBias {
+			add(p+"self_attn.v_proj.bias", KVC)
+		}
+		add(p+"self_attn.o_proj.weight", C, QC)
+		add(p+"post_attention_layernorm.weight", C)
+		add(p+"mlp.gate_proj.weight", I, C)
+		add(p+"mlp.up_proj.weight", I, C)
+		add(p+"mlp.down_proj.weight", C, I)
+	}
+	add("model.norm.weight", C)
+	if !c.TieWordEmbeddings {
+		add("lm_head.weight", V, C)
+	}
+	return specs, off
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// bindParams builds Params over an arena through view(off, n).
+func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
+	specs, _ := layout(c)
+	byName := make(map[string]T, len(specs))
+	for _, s := range specs {
+		byName[s.name] = view(s.off, numel(s.shape))
+	}
+	p := Params[T]{Wte: byName["model.embed_tokens.weight"], Norm: byName["model.norm.weight"]}
+	p.LMHead = p.Wte
+	if !c.TieWordEmbeddings {
+		p.LMHead = byName["lm_head.weight"]
+	}
+	p.Layers = make([]LayerParams[T], c.NumHiddenLayers)
+	for l := range p.Layers {
+		n := func(s string) T { return byName[fmt.Sprintf("model.layers.%d.%s", l, s)] }
+		p.Layers[l] = LayerParams[T]{
+			InputNorm: n("input_layernorm.weight"),
+			Q:         n("self_attn.q_proj.weight"), QBias: n("self_attn.q_proj.bias"),
+			K: n("self_attn.k_proj.weight"), KBias: n("self_attn.k_proj.bias"),
+			V: n("self_attn.v_proj.weight"), VBias: n("self_attn.v_proj.bias"),
+			O:        n("self_attn.o_proj.weight"),
+			PostNorm: n("post_attention_layernorm.weight"),
+			Gate:     n("mlp.gate_proj.weight"),
+			Up:       n("mlp.up_proj.weight"),
+			Down:     n("mlp.down_proj.weight"),
+		}
+	}
+	return p
+}
+
+// Model is a configuration and its parameters in one host arena.
+// It is not safe for concurrent mutation; Trainer and Sampler read or
+// write it as documented on them.
+type Model struct {
+	Config Config
+	Params Params[[]float32] // views into the arena
+	arena  []float32
+	specs  []spec
+}
+
+// NumParams is the number of parameters (a tied lm_head counted once).
+func (m *Model) NumParams() int { return len(m.arena) }
+
+// Tensors returns the parameter tensors in Hugging Face order, as views
+// into the arena: writing Data changes the model. A tied lm_head is not
+// listed (it is model.embed_tokens.weight).
+func (m *Model) Tensors() []Tensor {
+	ts := make([]Tensor, len(m.specs))
+	for i, s := range m.specs {
+		n := numel(s.shape)
+		ts[i] = Tensor{Name: s.name, Shape: append([]int(nil), s.shape...), Data: m.arena[s.off : s.off+n : s.off+n]}
+	}
+	return ts
+}
+
+// NewZeroModel returns a model with all parameters zero, to be filled
+// through Tensors (e.g. from safetensors).
+func NewZeroModel(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	specs, size := layout(cfg)
+	arena := make([]float32, size)
+	m := &Model{Config: cfg, arena: arena, specs: specs}
+	m.Params = bindParams(cfg, func(off, n int) []float32 { return arena[off : off+n : off+n] })
+	return m, nil
+}
+
+// NewModel returns a model with weights drawn from seed: normal(0, 0.02)
+// for matrices, ones for norm weights, zeros for biases, as transformers
+// initialises Llama (initializer_range 0.02). The result depends only on
+// cfg and seed.
+func NewModel(cfg Config, seed uint64) (*Model, error) {
+	m, err := NewZeroModel(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5357_4552_4c00))
+	for _, t := range m.Tensors() {
+		switch {
+		case len(t.Shape) == 1 && strings.HasSuffix(t.Name, "norm.weight"):
+			for i := range t.Data {
+				t.Data[i] = 1
+			}
+		case len(t.Shape) == 1: // biases
+		default:
+			for i := range t.Data {
+				t.Data[i] = float32(0.02 * r.NormFloat64())
+			}
+		}
+	}
+	return m, nil
+}
+
+// ---------------------------------------------------------------------------
+// activations
+
+// acts are the forward activations kept for the backward pass (training)
+// or reused layer after layer (sampling), sized for at most B*T rows.
+type acts struct {
+	res    []Buf // L+1 x [N, C]: the residual stream entering each layer, then the last
+	ln1    []Buf // L x [N, C]
+	rstd1  []Buf // L x [N]
+	q      []Buf // L x [N, QC] after RoPE
+	k      []Buf // L x [N, KVC] after RoPE (sampling: the cache [P, KVC])
+	v      []Buf // L x [N, KVC] (sampling: the cache [P, KVC])
+	att    []Buf // L x [B, NH, T, T] attention probabilities
+	atty   []Buf // L x [N, QC] attention output
+	resMid []Buf // L x [N, C] residual after attention
+	ln2    []Buf // L x [N, C]
+	rstd2  []Buf // L x [N]
+	gate   []Buf // L x [N, I]
+	up     []Buf // L x [N, I]
+	swi    []Buf // L x [N, I]
+	lnf    Buf   // [N, C]
+	rstdf  Buf   // [N]
+	logits Buf   // [N, V] (sampling: [1, V], the last position)
+	lse    Buf   // [N]
+	logp   Buf   // [N]
+	proj   Buf   // [N, C] output of o_proj and down_proj before the residual add
+}
+
+// gradActs are the backward scratch buffers, shared by all layers.
+type gradActs struct {
+	dlogits Buf // [N, V]
+	dlogp   Buf // [N]
+	dlnf    Buf // [N, C]
+	dres    Buf // [N, C] gradient of the residual stream
+	dln     Buf // [N, C]
+	datty   Buf // [N, QC]
+	dq      Buf // [N, QC]
+	dk      Buf // [N, KVC]
+	dv      Buf // [N, KVC]
+	datt    Buf // [B, NH, T, T]
+	dswi    Buf // [N, I]
+	dgate   Buf // [N, I]
+	dup     Buf // [N, I]
+}
+
+// arena hands out consecutive windows of one backend allocation.
+type arena struct {
+	be   Backend
+	buf  Buf
+	off  int
+	size int
+}
+
+// take returns the next n elements; with buf nil it only counts.
+func (a *arena) take(n int) Buf {
+	a.off += n
+	if a.buf == nil {
+		return nil
+	}
+	return a.be.Slice(a.buf, a.off-n, n)
+}
+
+func (a *arena) takeL(L, n int) []Buf {
+	bs := make([]Buf, L)
+	for i := range bs {
+		bs[i] = a.take(n)
+	}
+	return bs
+}
+
+// allocArena sizes a layout with a counting pass of fill, allocates one
+// buffer and runs fill again to slice it.
+func allocArena(be Backend, fill func(a *arena)) (Buf, int, error) {
+	count := &arena{be: be}
+	fill(count)
+	buf, err := be.Alloc(count.off)
+	if err != nil {
+		return nil, 0, fmt.Errorf("gpu: allocate %d floats: %w", count.off, err)
+	}
+	fill(&arena{be: be, buf: buf})
+	return buf, count.off, nil
+}
+
+// dims are the derived sizes of a config.
+type dims struct {
+	C, I, V, L, NH, NKV, HS, QC, KVC int
+	eps                              float32
+}
+
+func dimsOf(c Config) dims {
+	hs := c.HeadSize()
+	return dims{
+		C: c.HiddenSize, I: c.IntermediateSize, V: c.VocabSize, L: c.NumHiddenLayers,
+		NH: c.NumAttentionHeads, NKV: c.KVHeads(), HS: hs,
+		QC: c.NumAttentionHeads * hs, KVC: c.KVHeads() * hs, eps: float32(c.RMSNormEps),
+	}
+}
+
+// trainActs lays out the activations for B*T rows.
+func trainActs(d dims, B, T int, a *arena) (acts, gradActs) {
+	N := B * T
+	ac := acts{
+		res: a.takeL(d.L+1, N*d.C), ln1: a.takeL(d.L, N*d.C), rstd1: a.takeL(d.L, N),
+		q: a.takeL(d.L, N*d.QC), k: a.takeL(d.L, N*d.KVC), v: a.takeL(d.L, N*d.KVC),
+		att: a.takeL(d.L, B*d.NH*T*T), atty: a.takeL(d.L, N*d.QC), resMid: a.takeL(d.L, N*d.C),
+		ln2: a.takeL(d.L, N*d.C), rstd2: a.takeL(d.L, N),
+		gate: a.takeL(d.L, N*d.I), up: a.takeL(d.L, N*d.I), swi: a.takeL(d.L, N*d.I),
+		lnf: a.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
+		proj: a.take(N * d.C),
+	}
+	g := gradActs{
+		dlogits: a.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
+		dln: a.take(N * d.C), datty: a.take(N * d.QC), dq: a.take(N * d.QC), dk: a.take(N * d.KVC),
+		dv: a.take(N * d.KVC), datt: a.take(B * d.NH * T * T),
+		dswi: a.take(N * d.I), dgate: a.take(N * d.I), dup: a.take(N * d.I),
+	}
+	return ac, g
+}
+
+// ---------------------------------------------------------------------------
+// forward
+
+// step is one forward call's geometry: B sequences of T new tokens at
+// positions pos0..pos0+T-1. In training pos0 is 0 and every layer keeps
+// its own activations; when sampling from a KV cache (B = 1) the layer
+// buffers are shared and k, v are the cache.
+type step struct {
+	B, T, pos0 int
+	cached     bool
+}
+
+// layer returns layer l's activation windows for a step: in training the
+// k and v written are the ones attended to; with the cache the new rows
+// are written at pos0 and attention reads rows 0..pos0+T-1.
+func (ac *acts) layer(be Backend, d dims, s step, l int) (in, out, k, v, kAll, vAll Buf, li int) {
+	if !s.cached {
+		return ac.res[l], ac.res[l+1], ac.k[l], ac.v[l], ac.k[l], ac.v[l], l
+	}
+	tk := s.pos0 + s.T
+	k = be.Slice(ac.k[l], s.pos0*d.KVC, s.T*d.KVC)
+	v = be.Slice(ac.v[l], s.pos0*d.KVC, s.T*d.KVC)
+	kAll = be.Slice(ac.k[l], 0, tk*d.KVC)
+	vAll = be.Slice(ac.v[l], 0, tk*d.KVC)
+	return ac.res[0], ac.res[0], k, v, kAll, vAll, 0
+}
+
+// forward runs the decoder over tokens[B*T] and, when targets is not nil,
+// the log-probabilities of targets[B*T] into ac.logp. With lastOnly, only
+// the last row's logits are computed (sampling).
+func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step, tokens, targets []int32, lastOnly bool) {
+	B, T := s.B, s.T
+	N := B * T
+	Tk := s.pos0 + T
+	be.EmbeddingForward(ac.res[0], p.Wte, tokens, d.C)
+	for l := range d.L {
+		w := &p.Layers[l]
+		in, out, k, v, kAll, vAll, i := ac.layer(be, d, s, l)
+		be.RMSNormForward(ac.ln1[i], ac.rstd1[i], in, w.InputNorm, N, d.C, d.eps)
+		be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
+		be.MatmulForward(k, ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
+		be.MatmulForward(v, ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
+		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
+		be.RoPEForward(k, cos, sin, B, T, d.NKV, d.HS, s.pos0)
+		be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], kAll, vAll, B, T, Tk, d.NH, d.NKV, d.HS)
+		be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
+		be.Add(ac.resMid[i], in, ac.proj, N*d.C)
+		be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
+		be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
+		be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
+		be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
+		be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
+		be.Add(out, ac.resMid[i], ac.proj, N*d.C)
+	}
+	last := ac.res[len(ac.res)-1]
+	if s.cached {
+		last = ac.res[0]
+	}
+	be.RMSNormForward(ac.lnf, ac.rstdf, last, p.Norm, N, d.C, d.eps)
+	if lastOnly {
+		be.MatmulForward(ac.logits, be.Slice(ac.lnf, (N-1)*d.C, d.C), p.LMHead, nil, 1, d.C, d.V)
+		return
+	}
+	be.MatmulForward(ac.logits, ac.lnf, p.LMHead, nil, N, d.C, d.V)
+	if targets != nil {
+		be.LogProbForward(ac.logp, ac.lse, ac.logits, targets, d.V)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// backward
+
+// backward accumulates into g the gradient of sum_n dlogp[n]*logp[n],
+// given a training forward over the same tokens and targets. Rows with
+// dlogp 0 (prompt and padding) cost nothing in the log-prob backward.
+func backward(be Backend, d dims, p, g *Params[Buf], ac *acts, ga *gradActs, cos, sin Buf, B, T int, tokens, targets []int32) {
+	N := B * T
+	be.Zero(ga.dlogits)
+	be.LogProbBackward(ga.dlogits, ga.dlogp, ac.logits, ac.lse, targets, d.V)
+	be.Zero(ga.dlnf)
+	be.MatmulBackward(ga.dlnf, g.LMHead, nil, ga.dlogits, ac.lnf, p.LMHead, N, d.C, d.V)
+	be.Zero(ga.dres)
+	be.RMSNormBackward(ga.dres, g.Norm, ga.dlnf, ac.res[d.L], p.Norm, ac.rstdf, N, d.C)
+	for l := d.L - 1; l >= 0; l-- {
+		w, gw := &p.Layers[l], &g.Layers[l]
+		// out = resMid + down(swiglu(gate(ln2), up(ln2))): dres flows
+		// through unchanged and the MLP branch adds to it.
+		be.Zero(ga.dswi)
+		be.MatmulBackward(ga.dswi, gw.Down, nil, ga.dres, ac.swi[l], w.Down, N, d.I, d.C)
+		be.Zero(ga.dgate)
+		be.Zero(ga.dup)
+		be.SwiGLUBackward(ga.dgate, ga.dup, ga.dswi, ac.gate[l], ac.up[l], N*d.I)
+		be.Zero(ga.dln)
+		be.MatmulBackward(ga.dln, gw.Gate, nil, ga.dgate, ac.ln2[l], w.Gate, N, d.C, d.I)
+		be.MatmulBackward(ga.dln, gw.Up, nil, ga.dup, ac.ln2[l], w.Up, N, d.C, d.I)
+		be.RMSNormBackward(ga.dres, gw.PostNorm, ga.dln, ac.resMid[l], w.PostNorm, ac.rstd2[l], N, d.C)
+		// resMid = in + o(attention(rope(q), rope(k), v)).
+		be.Zero(ga.datty)
+		be.MatmulBackward(ga.datty, gw.O, nil, ga.dres, ac.atty[l], w.O, N, d.QC, d.C)
+		be.Zero(ga.dq)
+		be.Zero(ga.dk)
+		be.Zero(ga.dv)
+		be.AttentionBackward(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, T, d.NH, d.NKV, d.HS)
+		be.RoPEBackward(ga.dq, cos, sin, B, T, d.NH, d.HS, 0)
+		be.RoPEBackward(ga.dk, cos, sin, B, T, d.NKV, d.HS, 0)
+		be.Zero(ga.dln)
+		be.MatmulBackward(ga.dln, gw.Q, gw.QBias, ga.dq, ac.ln1[l], w.Q, N, d.C, d.QC)
+		be.MatmulBackward(ga.dln, gw.K, gw.KBias, ga.dk, ac.ln1[l], w.K, N, d.C, d.KVC)
+		be.MatmulBackward(ga.dln, gw.V, gw.VBias, ga.dv, ac.ln1[l], w.V, N, d.C, d.KVC)
+		be.RMSNormBackward(ga.dres, gw.InputNorm, ga.dln, ac.res[l], w.InputNorm, ac.rstd1[l], N, d.C)
+	}
+	be.EmbeddingBackward(g.Wte, ga.dres, tokens, d.C)
+}

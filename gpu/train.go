@@ -1,0 +1,474 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// TrainConfig configures a Trainer. The zero value is valid: every field
+// documents its default.
+type TrainConfig struct {
+	// MaxBatch and MaxSeq bound a micro-batch: at most MaxBatch sequences
+	// of at most MaxSeq tokens (prompt + completion). Activations are
+	// allocated for MaxBatch*MaxSeq rows on the first step and reused.
+	// Defaults 8 and 256.
+	MaxBatch, MaxSeq int
+	// LR is the peak learning rate. Default 1e-5.
+	LR float64
+	// MinLR is the learning rate at the end of the cosine decay. Default 0.
+	MinLR float64
+	// WarmupSteps of linear warm-up from 0 to LR. Default 0.
+	WarmupSteps int
+	// DecaySteps is the optimizer step at which the cosine decay reaches
+	// MinLR (counted from step 1, warm-up included); 0 keeps LR constant
+	// after warm-up. Default 0.
+	DecaySteps int
+	// Beta1, Beta2, Eps of AdamW. Defaults 0.9, 0.95, 1e-8.
+	Beta1, Beta2, Eps float64
+	// WeightDecay of AdamW on matrices (never on norms and biases).
+	// Default 0.
+	WeightDecay float64
+	// GradClip is the maximum global L2 norm of the gradient; 0 means 1.0
+	// and a negative value disables clipping.
+	GradClip float64
+	// AccumSteps micro-batches make one optimizer step; their gradients
+	// are averaged. Default 1.
+	AccumSteps int
+	// GRPO configures the RL objective of Step.
+	GRPO GRPOParams
+}
+
+func (c TrainConfig) withDefaults() TrainConfig {
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 8
+	}
+	if c.MaxSeq == 0 {
+		c.MaxSeq = 256
+	}
+	def(&c.LR, 1e-5)
+	def(&c.Beta1, 0.9)
+	def(&c.Beta2, 0.95)
+	def(&c.Eps, 1e-8)
+	def(&c.GradClip, 1)
+	if c.AccumSteps == 0 {
+		c.AccumSteps = 1
+	}
+	return c
+}
+
+// Validate names the first invalid field.
+func (c TrainConfig) Validate() error {
+	switch {
+	case c.MaxBatch < 0:
+		return fmt.Errorf("gpu: TrainConfig.MaxBatch %d is negative", c.MaxBatch)
+	case c.MaxSeq < 0:
+		return fmt.Errorf("gpu: TrainConfig.MaxSeq %d is negative", c.MaxSeq)
+	case c.LR < 0 || c.MinLR < 0:
+		return fmt.Errorf("gpu: TrainConfig.LR %v or MinLR %v is negative", c.LR, c.MinLR)
+	case c.WarmupSteps < 0 || c.DecaySteps < 0:
+		return fmt.Errorf("gpu: TrainConfig.WarmupSteps %d or DecaySteps %d is negative", c.WarmupSteps, c.DecaySteps)
+	case c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1:
+		return fmt.Errorf("gpu: TrainConfig.Beta1 %v or Beta2 %v outside [0,1)", c.Beta1, c.Beta2)
+	case c.Eps < 0 || c.WeightDecay < 0:
+		return fmt.Errorf("gpu: TrainConfig.Eps %v or WeightDecay %v is negative", c.Eps, c.WeightDecay)
+	case c.AccumSteps < 0:
+		return fmt.Errorf("gpu: TrainConfig.AccumSteps %d is negative", c.AccumSteps)
+	}
+	return c.GRPO.Validate()
+}
+
+// LRAt returns the learning rate of optimizer step (1-based): linear
+// warm-up, then cosine decay to MinLR at DecaySteps, then MinLR.
+func (c TrainConfig) LRAt(step int) float64 {
+	c = c.withDefaults()
+	if c.WarmupSteps > 0 && step <= c.WarmupSteps {
+		return c.LR * float64(step) / float64(c.WarmupSteps)
+	}
+	if c.DecaySteps <= c.WarmupSteps {
+		return c.LR
+	}
+	if step >= c.DecaySteps {
+		return c.MinLR
+	}
+	frac := float64(step-c.WarmupSteps) / float64(c.DecaySteps-c.WarmupSteps)
+	return c.MinLR + 0.5*(c.LR-c.MinLR)*(1+math.Cos(math.Pi*frac))
+}
+
+// Sequence is one training example: a prompt and a sampled completion,
+// with the completion's advantage and the log-probabilities recorded when
+// it was sampled.
+type Sequence struct {
+	Prompt     []int32 // at least one token
+	Completion []int32 // the tokens trained on
+	Advantage  float64 // group-relative advantage (GRPO); unused by SFTStep
+	// OldLogProbs[t] is log π_old(Completion[t]) from the sampler
+	// (Sampler.Sample's LogProbs); nil means on-policy (ratio 1).
+	OldLogProbs []float32
+	// RefLogProbs[t] is log π_ref(Completion[t]) under the frozen reference
+	// model; required when GRPO.KLCoef > 0.
+	RefLogProbs []float32
+}
+
+// Metrics describe one micro-batch (and the optimizer step it completed).
+type Metrics struct {
+	Loss     float64 // objective value of the micro-batch
+	KL       float64 // mean k3 KL estimate per token (0 without KL)
+	ClipFrac float64 // fraction of tokens whose ratio was clipped
+	Tokens   int     // completion tokens trained on
+	Applied  bool    // this micro-batch completed an optimizer step
+	Step     int     // optimizer steps taken so far
+	LR       float64 // learning rate of the step (when Applied)
+	GradNorm float64 // global gradient norm before clipping (when Applied)
+}
+
+// Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
+// and AdamW. Memory: the parameters (the model's arena itself on a
+// HostBacked backend), one gradient arena, AdamW m and v, and activations
+// for MaxBatch*MaxSeq rows; nothing else grows. A Trainer is not safe for
+// concurrent use; it writes the model's parameters (on a backend that is
+// not HostBacked, only after SyncHost).
+type Trainer struct {
+	cfg   TrainConfig
+	model *Model
+	be    Backend
+	d     dims
+
+	params   Params[Buf]
+	grads    Params[Buf]
+	paramBuf Buf
+	gradBuf  Buf
+	mBuf     Buf
+	vBuf     Buf
+	hostView bool // paramBuf aliases model.arena
+
+	cos, sin Buf
+	acts     acts
+	gacts    gradActs
+	actBuf   Buf
+
+	micro int // micro-batches accumulated since the last optimizer step
+	step  int
+
+	tokens, targets []int32
+	logp, dlogp     []float32
+}
+
+// NewTrainer binds m to be. The backend's copy of the weights starts from
+// m's arena.
+func NewTrainer(m *Model, be Backend, cfg TrainConfig) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if cfg.MaxSeq > m.Config.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("gpu: TrainConfig.MaxSeq %d exceeds max_position_embeddings %d", cfg.MaxSeq, m.Config.MaxPositionEmbeddings)
+	}
+	t := &Trainer{cfg: cfg, model: m, be: be, d: dimsOf(m.Config)}
+	var err error
+	if t.paramBuf, t.hostView, err = bindWeights(be, m); err != nil {
+		return nil, err
+	}
+	n := len(m.arena)
+	for _, b := range []*Buf{&t.gradBuf, &t.mBuf, &t.vBuf} {
+		if *b, err = be.Alloc(n); err != nil {
+			return nil, fmt.Errorf("gpu: allocate optimizer state: %w", err)
+		}
+	}
+	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
+	t.grads = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.gradBuf, off, n) })
+	if t.cos, t.sin, err = uploadRope(be, m.Config, cfg.MaxSeq); err != nil {
+		return nil, err
+	}
+	B, T := cfg.MaxBatch, cfg.MaxSeq
+	t.actBuf, _, err = allocArena(be, func(a *arena) { t.acts, t.gacts = trainActs(t.d, B, T, a) })
+	if err != nil {
+		return nil, err
+	}
+	N := B * T
+	t.tokens, t.targets = make([]int32, N), make([]int32, N)
+	t.logp, t.dlogp = make([]float32, N), make([]float32, N)
+	return t, be.Err()
+}
+
+// bindWeights returns the backend buffer of m's weights: the arena itself
+// on a HostBacked backend, else an uploaded copy.
+func bindWeights(be Backend, m *Model) (Buf, bool, error) {
+	if hb, ok := be.(HostBacked); ok {
+		if w := hb.Wrap(m.arena); w != nil {
+			return w, true, nil
+		}
+	}
+	b, err := be.Alloc(len(m.arena))
+	if err != nil {
+		return nil, false, fmt.Errorf("gpu: allocate weights: %w", err)
+	}
+	be.Upload(b, m.arena)
+	return b, false, be.Err()
+}
+
+func uploadRope(be Backend, c Config, P int) (cos, sin Buf, err error) {
+	hc, hs := ropeTables(c, P)
+	if cos, err = be.Alloc(len(hc)); err != nil {
+		return nil, nil, err
+	}
+	if sin, err = be.Alloc(len(hs)); err != nil {
+		return nil, nil, err
+	}
+	be.Upload(cos, hc)
+	be.Upload(sin, hs)
+	return cos, sin, be.Err()
+}
+
+// ErrBatch reports a micro-batch that does not fit the Trainer.
+var ErrBatch = errors.New("gpu: bad batch")
+
+// pack lays the batch out as tokens and next-token targets in B rows of T
+// (right-padded with token 0, masked) and returns B, T and, per sequence,
+// the row offset of its first completion target.
+func (t *Trainer) pack(batch []Sequence) (B, T int, starts []int, err error) {
+	if len(batch) == 0 || len(batch) > t.cfg.MaxBatch {
+		return 0, 0, nil, fmt.Errorf("%w: %d sequences, want 1..%d", ErrBatch, len(batch), t.cfg.MaxBatch)
+	}
+	V := int32(t.d.V)
+	for i, s := range batch {
+		n := len(s.Prompt) + len(s.Completion) - 1
+		if len(s.Prompt) == 0 || len(s.Completion) == 0 {
+			return 0, 0, nil, fmt.Errorf("%w: sequence %d has an empty prompt or completion", ErrBatch, i)
+		}
+		if n > t.cfg.MaxSeq {
+			return 0, 0, nil, fmt.Errorf("%w: sequence %d has %d positions, MaxSeq is %d", ErrBatch, i, n, t.cfg.MaxSeq)
+		}
+		for _, tok := range append(s.Prompt[:len(s.Prompt):len(s.Prompt)], s.Completion...) {
+			if tok < 0 || tok >= V {
+				return 0, 0, nil, fmt.Errorf("%w: sequence %d has token %d outside the vocabulary of %d", ErrBatch, i, tok, V)
+			}
+		}
+		T = max(T, n)
+	}
+	B = len(batch)
+	clear(t.tokens[:B*T])
+	clear(t.targets[:B*T])
+	starts = make([]int, B)
+	for b, s := range batch {
+		row := t.tokens[b*T : b*T+T]
+		tgt := t.targets[b*T : b*T+T]
+		n := copy(row, s.Prompt)
+		copy(row[n:], s.Completion[:len(s.Completion)-1])
+		copy(tgt, s.Prompt[1:])
+		copy(tgt[len(s.Prompt)-1:], s.Completion)
+		starts[b] = b*T + len(s.Prompt) - 1
+	}
+	return B, T, starts, nil
+}
+
+// run does forward, the host-side objective and backward for a packed
+// batch; objective fills dlogp (zero outside completions) from logp.
+func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (Metrics, error)) (Metrics, error) {
+	if err := t.be.Err(); err != nil {
+		return Metrics{}, err
+	}
+	B, T, starts, err := t.pack(batch)
+	if err != nil {
+		return Metrics{}, err
+	}
+	N := B * T
+	s := step{B: B, T: T}
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N], false)
+	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
+		return Metrics{}, err
+	}
+	clear(t.dlogp[:N])
+	met, err := objective(B, T, starts)
+	if err != nil {
+		return Metrics{}, err
+	}
+	if t.micro == 0 {
+		t.be.Zero(t.gradBuf)
+	}
+	t.be.Upload(t.gacts.dlogp, t.dlogp[:N])
+	backward(t.be, t.d, &t.params, &t.grads, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N])
+	t.micro++
+	if t.micro == t.cfg.AccumSteps {
+		if err := t.update(&met); err != nil {
+			return met, err
+		}
+	}
+	met.Step = t.step
+	return met, t.be.Err()
+}
+
+// Step runs one GRPO micro-batch: every cfg.AccumSteps calls make one
+// optimizer step. Loss is the clipped surrogate (plus KL) averaged as
+// configured.
+func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
+	g := t.cfg.GRPO
+	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+		var met Metrics
+		total := 0
+		for _, s := range batch {
+			total += len(s.Completion)
+		}
+		for i, s := range batch {
+			n := len(s.Completion)
+			if s.OldLogProbs != nil && len(s.OldLogProbs) != n {
+				return met, fmt.Errorf("%w: sequence %d has %d old log-probs for %d completion tokens", ErrBatch, i, len(s.OldLogProbs), n)
+			}
+			if g.KLCoef > 0 && len(s.RefLogProbs) != n {
+				return met, fmt.Errorf("%w: sequence %d has %d reference log-probs for %d completion tokens (KLCoef > 0)", ErrBatch, i, len(s.RefLogProbs), n)
+			}
+			weight := 1 / float64(total)
+			if g.Averaging == SequenceMean {
+				weight = 1 / float64(n*len(batch))
+			}
+			lp := widen(t.logp[starts[i] : starts[i]+n])
+			var old, ref []float64
+			if s.OldLogProbs != nil {
+				old = widen(s.OldLogProbs)
+			}
+			if g.KLCoef > 0 {
+				ref = widen(s.RefLogProbs)
+			}
+			tl := GRPOLoss(g, s.Advantage, lp, old, ref, weight)
+			met.Loss += tl.Loss
+			met.KL += tl.KL / float64(total)
+			met.ClipFrac += float64(tl.Clipped) / float64(total)
+			for k, d := range tl.DLogp {
+				// backward computes the gradient of sum dlogp*logp; the
+				// optimizer descends on the loss.
+				t.dlogp[starts[i]+k] = float32(d)
+			}
+		}
+		met.Tokens = total
+		return met, nil
+	})
+}
+
+// SFTStep runs one supervised micro-batch: cross-entropy on the completion
+// tokens only, averaged over them (the prompt is context).
+func (t *Trainer) SFTStep(batch []Sequence) (Metrics, error) {
+	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+		var met Metrics
+		for _, s := range batch {
+			met.Tokens += len(s.Completion)
+		}
+		w := 1 / float64(met.Tokens)
+		for i, s := range batch {
+			for k := range s.Completion {
+				met.Loss -= w * float64(t.logp[starts[i]+k])
+				t.dlogp[starts[i]+k] = float32(-w)
+			}
+		}
+		return met, nil
+	})
+}
+
+// update applies AdamW to the accumulated gradients: average over the
+// micro-batches, clip the global norm, decay matrices only.
+func (t *Trainer) update(met *Metrics) error {
+	scale := 1 / float64(t.cfg.AccumSteps)
+	ss, err := t.be.SumSquares(t.gradBuf)
+	if err != nil {
+		return err
+	}
+	norm := math.Sqrt(ss) * scale
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		t.micro = 0
+		return fmt.Errorf("gpu: gradient norm is %v at step %d; step skipped", norm, t.step+1)
+	}
+	if t.cfg.GradClip > 0 && norm > t.cfg.GradClip {
+		scale *= t.cfg.GradClip / norm
+	}
+	t.step++
+	lr := t.cfg.LRAt(t.step)
+	for _, s := range t.model.specs {
+		n := numel(s.shape)
+		wd := t.cfg.WeightDecay
+		if len(s.shape) == 1 {
+			wd = 0
+		}
+		t.be.AdamW(t.be.Slice(t.paramBuf, s.off, n), t.be.Slice(t.gradBuf, s.off, n),
+			t.be.Slice(t.mBuf, s.off, n), t.be.Slice(t.vBuf, s.off, n), n, AdamWParams{
+				LR: float32(lr), Beta1: float32(t.cfg.Beta1), Beta2: float32(t.cfg.Beta2),
+				Eps: float32(t.cfg.Eps), WeightDecay: float32(wd), GradScale: float32(scale), Step: t.step,
+			})
+	}
+	t.micro = 0
+	met.Applied, met.LR, met.GradNorm = true, lr, norm
+	return t.be.Err()
+}
+
+// SyncHost copies the trained weights into the model's arena (a no-op on
+// a HostBacked backend, where the arena is trained in place). Call it
+// before saving a checkpoint.
+func (t *Trainer) SyncHost() error {
+	if t.hostView {
+		return t.be.Err()
+	}
+	return t.be.Download(t.model.arena, t.paramBuf)
+}
+
+// Grads returns the gradient arena in the order of Model.Tensors (for
+// tests and diagnostics); valid until the next step.
+func (t *Trainer) Grads() Buf { return t.gradBuf }
+
+// Params returns the backend's weight buffer, laid out as Model's arena.
+func (t *Trainer) Params() Buf { return t.paramBuf }
+
+// LogProbs runs a forward pass only and returns log π(Completion[t]) for
+// each sequence, under the trainer's current weights.
+func (t *Trainer) LogProbs(batch []Sequence) ([][]float32, error) {
+	B, T, starts, err := t.pack(batch)
+	if err != nil {
+		return nil, err
+	}
+	N := B * T
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, B)
+	for i, s := range batch {
+		out[i] = append([]float32(nil), t.logp[starts[i]:starts[i]+len(s.Completion)]...)
+	}
+	return out, nil
+}
+
+// LogProbs64 is LogProbs read in the backend's precision when it exposes
+// float64 memory (the float64 CPU backend), for gradient checks; other
+// backends return LogProbs widened.
+func (t *Trainer) LogProbs64(batch []Sequence) ([][]float64, error) {
+	B, T, starts, err := t.pack(batch)
+	if err != nil {
+		return nil, err
+	}
+	N := B * T
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	lp := make([]float64, N)
+	if d, ok := t.be.(interface{ Data(Buf) []float64 }); ok {
+		copy(lp, d.Data(t.acts.logp))
+	} else {
+		if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
+			return nil, err
+		}
+		lp = widen(t.logp[:N])
+	}
+	out := make([][]float64, B)
+	for i, s := range batch {
+		out[i] = lp[starts[i] : starts[i]+len(s.Completion)]
+	}
+	return out, t.be.Err()
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
