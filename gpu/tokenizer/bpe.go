@@ -230,12 +230,15 @@ func (t *Tokenizer) appendOrdinary(dst []int32, s string) []int32 {
 	if s == "" {
 		return dst
 	}
-	switch t.norm {
-	case normNFC:
+	switch {
+	case t.norm == normNone || isASCII(s):
+		// ASCII text is in every normal form; checking it with the norm
+		// package would allocate.
+	case t.norm == normNFC:
 		if !norm.NFC.IsNormalString(s) {
 			s = norm.NFC.String(s)
 		}
-	case normNFKC:
+	case t.norm == normNFKC:
 		if !norm.NFKC.IsNormalString(s) {
 			s = norm.NFKC.String(s)
 		}
@@ -318,4 +321,13 @@ func (t *Tokenizer) DecodeBytes(dst []byte, ids []int32, withSpecial bool) ([]by
 func (t *Tokenizer) Decode(ids []int32) (string, error) {
 	b, err := t.DecodeBytes(nil, ids, true)
 	return string(b), err
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

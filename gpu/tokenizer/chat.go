@@ -62,10 +62,17 @@ func DetectChatTemplate(src string) (*ChatTemplate, error) {
 	case strings.Contains(src, "<|im_start|>"):
 		c := &ChatTemplate{Format: ChatML}
 		const marker = `<|im_start|>system\n`
-		if i := strings.Index(src, marker); i >= 0 {
-			rest := src[i+len(marker):]
+		// A default system message is a literal between the system
+		// header and <|im_end|>; other occurrences concatenate content.
+		for rest := src; ; {
+			i := strings.Index(rest, marker)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(marker):]
 			if j := strings.Index(rest, "<|im_end|>"); j > 0 && !strings.ContainsAny(rest[:j], `'"{}+`) {
 				c.DefaultSystem = strings.ReplaceAll(rest[:j], `\n`, "\n")
+				break
 			}
 		}
 		c.Think = strings.Contains(src, "<think>") && strings.Contains(src, "reasoning_content")

@@ -134,8 +134,8 @@ func contraction(s string, i int, fold bool) int {
 		return i + 2
 	}
 	if i+2 < len(s) {
-		switch string([]byte{lower(s[i+1]), lower(s[i+2])}) {
-		case "re", "ve", "ll":
+		switch a, b := lower(s[i+1]), lower(s[i+2]); {
+		case a == 'r' && b == 'e', a == 'v' && b == 'e', a == 'l' && b == 'l':
 			return i + 3
 		}
 	}
