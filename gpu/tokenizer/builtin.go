@@ -1,0 +1,59 @@
+package tokenizer
+
+// Special tokens of the built-in tokenizer, in id order after the merges.
+const (
+	EndOfText = "<|endoftext|>"
+	IMStart   = "<|im_start|>"
+	IMEnd     = "<|im_end|>"
+)
+
+// builtinMerges are the merges of the built-in tokenizer, in rank order,
+// as pairs of byte strings. They favour the spaces, newlines and short
+// English and Python fragments that dominate code prompts.
+var builtinMerges = [][2]string{
+	{" ", " "}, {"  ", "  "}, {"\n", "\n"}, {"e", "r"}, {"i", "n"}, {"o", "n"},
+	{"r", "e"}, {"t", "h"}, {" ", "t"}, {"th", "e"}, {" ", "a"}, {" ", "s"},
+	{"e", "s"}, {"a", "t"}, {"o", "r"}, {"e", "n"}, {"s", "e"}, {"l", "f"},
+	{"se", "lf"}, {"d", "e"}, {"de", "f"}, {" ", "the"}, {"i", "f"}, {"r", "n"},
+	{"re", "t"}, {"ret", "u"}, {"retu", "rn"}, {" ", "="}, {"(", ")"}, {"i", "m"},
+	{"im", "p"}, {"o", "u"},
+}
+
+// BuiltinVocabSize is the number of ids of Builtin: 256 bytes, the merges
+// and three special tokens.
+var BuiltinVocabSize = len(Builtin().tokens)
+
+// BuiltinConfig is the tokenizer_config.json of the built-in tokenizer:
+// ChatML template, <|im_end|> as end of turn, <|endoftext|> as padding.
+var BuiltinConfig = Config{ChatTemplate: ChatMLTemplate, EOS: IMEnd, PAD: EndOfText, ModelMaxLength: 4096}
+
+// Builtin returns the tokenizer of the built-in tiny model: byte-level BPE
+// created in code (ids 0–255 are the bytes, then one id a merge, then
+// <|endoftext|>, <|im_start|> and <|im_end|>), with the Qwen2 pre-tokenizer
+// and NFC normalization, so that everything runs without downloads.
+func Builtin() *Tokenizer {
+	v := Vocab{Regex: RegexQwen2, NFC: true, Tokens: map[string]int32{}}
+	for b := range 256 {
+		v.Tokens[string([]byte{byte(b)})] = int32(b)
+	}
+	next := int32(256)
+	for _, m := range builtinMerges {
+		joined := m[0] + m[1]
+		if _, dup := v.Tokens[joined]; dup {
+			continue
+		}
+		v.Tokens[joined] = next
+		next++
+		v.Merges = append(v.Merges, [2]int32{v.Tokens[m[0]], v.Tokens[m[1]]})
+	}
+	for _, s := range []string{EndOfText, IMStart, IMEnd} {
+		v.Added = append(v.Added, AddedToken{ID: next, Content: s, Special: true})
+		next++
+	}
+	t, err := New(v)
+	if err != nil {
+		panic("tokenizer: built-in vocabulary: " + err.Error()) // a bug in this file
+	}
+	t.Chat = &ChatTemplate{Format: ChatML}
+	return t
+}

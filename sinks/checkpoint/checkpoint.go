@@ -1,0 +1,316 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"swerl/internal/atomicfile"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+)
+
+// Layout names under the store directory.
+const (
+	// IndexFile is the Parquet index: one schemas.WeightVersion row a
+	// published version, in version order.
+	IndexFile = "index.parquet"
+	// CheckpointsDir holds one directory a version, named by VersionDir.
+	CheckpointsDir = "checkpoints"
+)
+
+// ErrNoCheckpoint is returned by LatestGood when no published version
+// passes verification (or none was published).
+var ErrNoCheckpoint = errors.New("checkpoint: no good checkpoint")
+
+// VersionDir returns the directory name of a version: v000123.
+func VersionDir(version int64) string { return fmt.Sprintf("v%06d", version) }
+
+// Config configures a Store. The zero value is valid.
+type Config struct {
+	// Dir is the store root holding index.parquet and checkpoints/.
+	// Default "swerl-out".
+	Dir string
+	// Now returns the publication time. Default time.Now.
+	Now func() time.Time
+	// Log receives one warning for every checkpoint skipped as corrupt and
+	// every leftover temporary directory removed. Default: slog.Default().
+	Log *slog.Logger
+}
+
+func (c Config) dir() string {
+	if c.Dir == "" {
+		return "swerl-out"
+	}
+	return c.Dir
+}
+
+func (c Config) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+func (c Config) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
+}
+
+// Store is a versioned checkpoint store on a local (or mounted) file
+// system. Methods are safe for concurrent use within one process; at most
+// one process may publish to a directory at a time.
+type Store struct {
+	cfg  Config
+	root string // absolute
+	mu   sync.Mutex
+}
+
+// Open opens (creating if needed) the store at cfg.Dir. Temporary
+// directories left by an interrupted Publish are removed, with a warning.
+func Open(cfg Config) (*Store, error) {
+	root, err := filepath.Abs(cfg.dir())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, CheckpointsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	s := &Store{cfg: cfg, root: root}
+	ents, err := os.ReadDir(filepath.Join(root, CheckpointsDir))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			p := filepath.Join(root, CheckpointsDir, e.Name())
+			s.cfg.log().Warn("checkpoint: removing the temporary directory of an interrupted publish", "path", p)
+			if err := os.RemoveAll(p); err != nil {
+				return nil, fmt.Errorf("checkpoint: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Dir returns the absolute store root.
+func (s *Store) Dir() string { return s.root }
+
+// Path returns the directory of a version.
+func (s *Store) Path(version int64) string {
+	return filepath.Join(s.root, CheckpointsDir, VersionDir(version))
+}
+
+// Versions returns the rows of index.parquet in version order; an absent
+// index is an empty store.
+func (s *Store) Versions() ([]schemas.WeightVersion, error) {
+	p := filepath.Join(s.root, IndexFile)
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	rows, err := parquetio.ReadFile[schemas.WeightVersion](p)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read index: %w", err)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Version < rows[j].Version })
+	return rows, nil
+}
+
+// Publish writes one checkpoint. write fills an empty temporary directory
+// (for a model: config.json, safetensors, tokenizer files); then every file
+// is synced and hashed, the directory is renamed to checkpoints/vNNNNNN,
+// and a row is appended to index.parquet by rewriting the small index to a
+// temporary file and renaming it. A crash at any point leaves either the
+// previous index (and at most an unindexed directory, replaced by the next
+// publish of that version) or the new one.
+//
+// meta supplies Version, Step, the training metrics and Offsets. Version
+// must be greater than every published version (any value ≥ 0 for the
+// first). Publish sets SchemaVersion, Parent (the previous version, or -1),
+// URI (file:// URL of the directory), Files and CreatedAt, and returns the
+// row as written.
+func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error) (schemas.WeightVersion, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows, err := s.Versions()
+	if err != nil {
+		return meta, err
+	}
+	meta.Parent = -1
+	if n := len(rows); n > 0 {
+		last := rows[n-1].Version
+		if meta.Version <= last {
+			return meta, fmt.Errorf("checkpoint: publish version %d: not after the latest version %d", meta.Version, last)
+		}
+		meta.Parent = last
+	}
+	if meta.Version < 0 {
+		return meta, fmt.Errorf("checkpoint: publish: negative version %d", meta.Version)
+	}
+	name := VersionDir(meta.Version)
+	cpDir := filepath.Join(s.root, CheckpointsDir)
+	tmp, err := os.MkdirTemp(cpDir, ".tmp-"+name+"-")
+	if err != nil {
+		return meta, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.RemoveAll(tmp) // a no-op after the rename
+	if err := write(tmp); err != nil {
+		return meta, fmt.Errorf("checkpoint: write %s: %w", name, err)
+	}
+	files, err := hashDir(tmp, true)
+	if err != nil {
+		return meta, fmt.Errorf("checkpoint: %s: %w", name, err)
+	}
+	if len(files) == 0 {
+		return meta, fmt.Errorf("checkpoint: write %s: no files written", name)
+	}
+	final := filepath.Join(cpDir, name)
+	// A directory without an index row is the leftover of a publish that
+	// crashed before the index was renamed: it was never announced.
+	if err := os.RemoveAll(final); err != nil {
+		return meta, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return meta, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := atomicfile.SyncDir(cpDir); err != nil {
+		return meta, err
+	}
+	meta.SchemaVersion = schemas.Version
+	meta.URI = "file://" + filepath.ToSlash(final)
+	meta.Files = files
+	meta.CreatedAt = s.cfg.now().UTC().Format(time.RFC3339)
+	if err := parquetio.WriteFile(filepath.Join(s.root, IndexFile), append(rows, meta)); err != nil {
+		return meta, fmt.Errorf("checkpoint: append to index: %w", err)
+	}
+	return meta, nil
+}
+
+// hashDir returns the sha256 and size of every regular file under dir,
+// sorted by relative path. With sync it also fsyncs each file and
+// directory, so that the hashes describe durable bytes.
+func hashDir(dir string, sync bool) ([]schemas.FileHash, error) {
+	var out []schemas.FileHash
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if sync {
+				return atomicfile.SyncDir(p)
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h, n, err := hashFile(p, sync)
+		if err != nil {
+			return err
+		}
+		out = append(out, schemas.FileHash{Path: filepath.ToSlash(rel), SHA256: h, Bytes: n})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, err
+}
+
+func hashFile(p string, sync bool) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	if sync {
+		if err := f.Sync(); err != nil {
+			return "", 0, err
+		}
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("hash %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// Verify checks that the directory of v holds exactly the files of its
+// index row with their sizes and hashes. The error names the version and
+// the first bad file.
+func (s *Store) Verify(v schemas.WeightVersion) error {
+	dir := s.Path(v.Version)
+	name := VersionDir(v.Version)
+	if len(v.Files) == 0 {
+		return fmt.Errorf("checkpoint %s: index row lists no files", name)
+	}
+	got, err := hashDir(dir, false)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	have := map[string]schemas.FileHash{}
+	for _, f := range got {
+		have[f.Path] = f
+	}
+	for _, want := range v.Files {
+		g, ok := have[want.Path]
+		switch {
+		case !ok:
+			return fmt.Errorf("checkpoint %s: %s is missing", name, want.Path)
+		case g.Bytes != want.Bytes:
+			return fmt.Errorf("checkpoint %s: %s has %d bytes, the index says %d (half-written?)", name, want.Path, g.Bytes, want.Bytes)
+		case g.SHA256 != want.SHA256:
+			return fmt.Errorf("checkpoint %s: %s sha256 %s does not match the index (%s): corrupt", name, want.Path, g.SHA256, want.SHA256)
+		}
+		delete(have, want.Path)
+	}
+	for p := range have {
+		return fmt.Errorf("checkpoint %s: unexpected file %s", name, p)
+	}
+	return nil
+}
+
+// LatestGood returns the newest indexed version whose files verify, for
+// --resume. Every newer version that fails verification is skipped with a
+// warning naming the reason. It returns ErrNoCheckpoint when none is good.
+func (s *Store) LatestGood() (schemas.WeightVersion, error) {
+	rows, err := s.Versions()
+	if err != nil {
+		return schemas.WeightVersion{}, err
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if err := s.Verify(rows[i]); err != nil {
+			s.cfg.log().Warn("checkpoint: skipping a corrupt checkpoint", "version", rows[i].Version, "reason", err.Error())
+			continue
+		}
+		return rows[i], nil
+	}
+	return schemas.WeightVersion{}, fmt.Errorf("%w in %s (%d indexed)", ErrNoCheckpoint, s.root, len(rows))
+}
+
+// Get returns the index row of version.
+func (s *Store) Get(version int64) (schemas.WeightVersion, error) {
+	rows, err := s.Versions()
+	if err != nil {
+		return schemas.WeightVersion{}, err
+	}
+	for _, r := range rows {
+		if r.Version == version {
+			return r, nil
+		}
+	}
+	return schemas.WeightVersion{}, fmt.Errorf("checkpoint: version %s is not in %s", strconv.FormatInt(version, 10), filepath.Join(s.root, IndexFile))
+}

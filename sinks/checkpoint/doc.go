@@ -1,0 +1,20 @@
+// Package checkpoint is the learner's versioned checkpoint store: one
+// directory a published policy version (checkpoints/v000123, in the Hugging
+// Face layout written by package swerl/gpu/hf) and a Parquet index
+// (index.parquet, one schemas.WeightVersion row a version).
+//
+// # Delivery guarantees
+//
+// Publish writes into a temporary directory, fsyncs and hashes (sha256)
+// every file, renames the directory into place, then rewrites the small
+// index to a temporary file and renames it. Whatever the point of a crash,
+// the index names only complete directories; a directory without an index
+// row was never announced and is replaced by the next publish of its
+// version; temporary directories are removed by Open.
+//
+// # Behavior
+//
+// LatestGood, for --resume, walks the index from the newest version down,
+// re-hashes each candidate and skips, with a warning naming the file and
+// reason, any checkpoint whose files are missing, truncated or altered.
+package checkpoint
