@@ -65,6 +65,7 @@ promtool test rules deploy/prometheus/rules_test.yml
 step "node: Kubernetes schemas, Dockerfile lint, dashboard expressions"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+node --check deploy/validate/validate.mjs
 node deploy/validate/validate.mjs "$tools" deploy "$tmp/dashboard-rules.yml"
 
 step "promtool: the dashboard's PromQL"
