@@ -51,6 +51,10 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	if isBeamWorker(os.Args[1:]) {
+		runBeamWorker(os.Args[1:])
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"flag"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers every runner and its flags
+)
+
+// isBeamWorker reports whether a Beam runner (Flink, Dataflow, a portable
+// job server) started this binary as an SDK worker: the container boot loader
+// runs it as `swerl --worker=true --id=… --control_endpoint=…` with no
+// subcommand.
+func isBeamWorker(args []string) bool {
+	for _, a := range args {
+		if a == "--worker" || a == "-worker" || strings.HasPrefix(a, "--worker=") || strings.HasPrefix(a, "-worker=") {
+			return true
+		}
+	}
+	return false
+}
+
+// runBeamWorker parses the runner's flags and hands the process to Beam's
+// worker harness, which exits the process when the worker is done.
+func runBeamWorker(args []string) {
+	flag.CommandLine.Parse(args)
+	beam.Init()
+}
+
+// addBeamFlags makes the flags that Beam registers globally (--runner,
+// --endpoint, --environment_type, --environment_config, Dataflow's --project,
+// --region, --temp_location, …) flags of a pipeline subcommand. Setting one
+// sets the global flag itself, so runners see it as set and forward it to
+// remote workers as a pipeline option.
+func addBeamFlags(fs *flag.FlagSet) {
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if fs.Lookup(f.Name) != nil || beamInternalFlags[f.Name] {
+			return
+		}
+		name := f.Name
+		set := func(s string) error { return flag.CommandLine.Set(name, s) }
+		usage := "Beam: " + f.Usage
+		if f.DefValue != "" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			fs.BoolFunc(name, usage, set)
+		} else {
+			fs.Func(name, usage, set)
+		}
+	})
+}
+
+// beamInternalFlags are the worker-mode flags set by runners, never by users.
+var beamInternalFlags = map[string]bool{
+	"worker": true, "id": true, "logging_endpoint": true, "control_endpoint": true,
+	"semi_persist_dir": true, "options": true,
+}
+
+// beamInit prepares Beam before a pipeline is constructed by a subcommand.
+func beamInit() {
+	if !flag.Parsed() {
+		flag.CommandLine.Parse(nil)
+	}
+	beam.Init()
+}
