@@ -45,6 +45,8 @@ type Instance struct {
 	ProblemStatement string            `json:"problem_statement" parquet:"problem_statement"`
 	PRTitle          string            `json:"pr_title" parquet:"pr_title"`
 	PRBody           string            `json:"pr_body" parquet:"pr_body"`
+	PRUser           string            `json:"pr_user,omitempty" parquet:"pr_user"`
+	HeadCommit       string            `json:"head_commit,omitempty" parquet:"head_commit"`
 	LinkedIssues     []int             `json:"linked_issues" parquet:"linked_issues,list"`
 	CodeContext      map[string]string `json:"code_context" parquet:"code_context"`
 	OracleNewContent map[string]string `json:"oracle_new_content" parquet:"oracle_new_content"`
@@ -65,6 +67,7 @@ type Rollout struct {
 	GroupSize        int       `json:"group_size" parquet:"group_size"`
 	Index            int       `json:"index" parquet:"index"` // 0 ≤ index < group_size
 	PolicyVersion    int64     `json:"policy_version" parquet:"policy_version"`
+	System           string    `json:"system,omitempty" parquet:"system"` // the system prompt
 	Prompt           string    `json:"prompt" parquet:"prompt"`
 	PromptTokens     []int32   `json:"prompt_tokens,omitempty" parquet:"prompt_tokens,list"`
 	Completion       string    `json:"completion" parquet:"completion"`
@@ -88,6 +91,9 @@ type Sample struct {
 	// with fewer than GroupSize members.
 	GroupComplete bool   `json:"group_complete" parquet:"group_complete"`
 	Repo          string `json:"repo" parquet:"repo"`
+	// Source is where the sample was read back from ("topic@partition:offset"
+	// or "file:line"); empty until then.
+	Source string `json:"source,omitempty" parquet:"source"`
 }
 
 // TopicOffset is how far a consumer read one partition: the next offset to read.

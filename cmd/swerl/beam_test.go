@@ -34,6 +34,9 @@ func TestBeamFlagsReachTheGlobalFlags(t *testing.T) {
 	if fs.Lookup("worker") != nil {
 		t.Error("the runner-internal --worker flag must not be offered to users")
 	}
+	// The Beam flags are process globals: put --endpoint back, or every later
+	// pipeline test in this binary dials a job server that is not there.
+	t.Cleanup(func() { flag.CommandLine.Set("endpoint", "") })
 	if err := parseFlags(fs, []string{"--endpoint", "localhost:8099"}); err != nil {
 		t.Fatal(err)
 	}

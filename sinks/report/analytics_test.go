@@ -143,8 +143,8 @@ func TestAnalyticsQueries(t *testing.T) {
 	}
 
 	// Every documented query must be exercised here.
-	ents, _ := os.ReadDir(filepath.Join(testenv.RepoRoot(t), "sinks", "report", "queries"))
-	if len(ents) != 5 {
-		t.Errorf("%d query files; this test checks 5: extend it", len(ents))
+	sqls, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(t), "sinks", "report", "queries", "*.sql"))
+	if len(sqls) != 5 {
+		t.Errorf("%d query files; this test checks 5: extend it", len(sqls))
 	}
 }
