@@ -28,6 +28,13 @@ type Backend[F float] struct {
 	// to the largest size seen and is then reused.
 	scratch []F
 	mm      gemmJob[F]
+	// vector selects the AVX2+FMA float32 matmul (sgemm.go); its state
+	// and packing buffers are reused from op to op.
+	vector bool
+	sg     sgemmJob
+	gv     gemvJob
+	packA  [][]float32
+	packB  []float32
 }
 
 // New returns a float32 backend with GOMAXPROCS workers.
@@ -44,6 +51,9 @@ func NewWorkers(workers int) *Backend[float32] {
 
 func newBackend[F float](name string, workers int) *Backend[F] {
 	b := &Backend[F]{name: name, pool: newPool(workers)}
+	var zero F
+	_, f32 := any(zero).(float32)
+	b.vector = f32 && haveFMA
 	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
 	return b
 }
