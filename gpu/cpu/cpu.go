@@ -35,6 +35,7 @@ type Backend[F float] struct {
 	gv     gemvJob
 	packA  [][]float32
 	packB  []float32
+	vec    vecOps[F]
 }
 
 // New returns a float32 backend with GOMAXPROCS workers.
@@ -54,6 +55,7 @@ func newBackend[F float](name string, workers int) *Backend[F] {
 	var zero F
 	_, f32 := any(zero).(float32)
 	b.vector = f32 && haveFMA
+	b.vec = newVecOps[F](b.vector)
 	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
 	return b
 }

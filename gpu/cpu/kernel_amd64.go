@@ -22,3 +22,8 @@ func sdot(n int, a, b *float32) float32
 
 // fmaLoop runs n steps of 12 independent 8-wide FMA chains.
 func fmaLoop(n int)
+
+// saxpy adds alpha*x[0:n] to y[0:n].
+//
+//go:noescape
+func saxpy(n int, alpha float32, x, y *float32)

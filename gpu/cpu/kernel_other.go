@@ -11,3 +11,5 @@ func kern6x16(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel i
 func sdot(n int, a, b *float32) float32 { panic("cpu: no vector kernel in this build") }
 
 func fmaLoop(n int) { panic("cpu: no vector kernel in this build") }
+
+func saxpy(n int, alpha float32, x, y *float32) { panic("cpu: no vector kernel in this build") }

@@ -200,6 +200,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
+	dot, axpy := be.vec.dot, be.vec.axpy
 	be.pool.parallel(funcJob(func(lo, hi int) {
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/NH, bh%NH
@@ -211,11 +212,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 				mx := F(math.Inf(-1))
 				for j := 0; j <= last; j++ {
 					kj := kd[((b*Tk+j)*NKV+kh)*HS:][:HS]
-					var s F
-					for c := range qi {
-						s += qi[c] * kj[c]
-					}
-					s *= scale
+					s := dot(qi, kj) * scale
 					row[j] = s
 					mx = max(mx, s)
 				}
@@ -233,11 +230,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 				oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
 				clear(oi)
 				for j := 0; j <= last; j++ {
-					vj := vd[((b*Tk+j)*NKV+kh)*HS:][:HS]
-					p := row[j]
-					for c := range oi {
-						oi[c] += p * vj[c]
-					}
+					axpy(row[j], vd[((b*Tk+j)*NKV+kh)*HS:][:HS], oi)
 				}
 			}
 		}
@@ -262,6 +255,7 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
+	dot, axpy := be.vec.dot, be.vec.axpy
 	be.pool.parallel(funcJob(func(lo, hi int) {
 		for bk := lo; bk < hi; bk++ {
 			b, kh := bk/NKV, bk%NKV
@@ -274,17 +268,9 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 					// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
 					for j := 0; j <= last; j++ {
 						off := ((b*Tk+j)*NKV + kh) * HS
-						vj := vd[off:][:HS]
-						var s F
-						for c := range doi {
-							s += doi[c] * vj[c]
-						}
-						drow[j] = s
+						drow[j] = dot(doi, vd[off:][:HS])
 						if dv != nil {
-							dvj, p := dvd[off:][:HS], row[j]
-							for c := range dvj {
-								dvj[c] += p * doi[c]
-							}
+							axpy(row[j], doi, dvd[off:][:HS])
 						}
 					}
 					clear(drow[last+1:])
@@ -303,16 +289,10 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 						drow[j] = ds
 						off := ((b*Tk+j)*NKV + kh) * HS
 						if dq != nil {
-							kj := kd[off:][:HS]
-							for c := range dqi {
-								dqi[c] += ds * kj[c]
-							}
+							axpy(ds, kd[off:][:HS], dqi)
 						}
 						if dk != nil {
-							dkj := dkd[off:][:HS]
-							for c := range dkj {
-								dkj[c] += ds * qi[c]
-							}
+							axpy(ds, qi, dkd[off:][:HS])
 						}
 					}
 				}
