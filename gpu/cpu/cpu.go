@@ -36,6 +36,7 @@ type Backend[F float] struct {
 	packA  [][]float32
 	packB  []float32
 	vec    vecOps[F]
+	jobs   jobs[F]
 }
 
 // New returns a float32 backend with GOMAXPROCS workers.
@@ -251,12 +252,6 @@ func (p *pool) parallel(j job, n, grain, align int) {
 	j.run(0, first)
 	p.wg.Wait()
 }
-
-// funcJob adapts a function; it allocates, so hot ops use their own job
-// structs instead.
-type funcJob func(lo, hi int)
-
-func (f funcJob) run(lo, hi int) { f(lo, hi) }
 
 func sqrt[F float](x F) F { return F(math.Sqrt(float64(x))) }
 func exp[F float](x F) F  { return F(math.Exp(float64(x))) }

@@ -39,7 +39,9 @@ type sgemmJob struct {
 	j0, jn        int // current column block
 	k0, kn        int // current k block
 	packing       bool
-	parts, strips int // row parts (one per worker) and 6-row strips of A
+	init          bool      // set C to the bias (or zero) before the first k block
+	bias          []float32 // may be nil
+	parts, strips int       // row parts (one per worker) and 6-row strips of A
 	bp            []float32
 	ap            [][]float32
 }
@@ -116,6 +118,17 @@ func (g *sgemmJob) packA(ap []float32, i0, rows int) {
 func (g *sgemmJob) compute(w int) {
 	s0, s1 := w*g.strips/g.parts, (w+1)*g.strips/g.parts
 	ap := g.ap[w]
+	if g.init && g.k0 == 0 {
+		// Each worker initialises its own rows of this column block.
+		for i := s0 * mr; i < min(s1*mr, g.m); i++ {
+			row := g.c[i*g.ldc+g.j0:][:g.jn]
+			if g.bias != nil {
+				copy(row, g.bias[g.j0:g.j0+g.jn])
+			} else {
+				clear(row)
+			}
+		}
+	}
 	for sb := s0; sb < s1; sb += mcBlock / mr {
 		i0 := sb * mr
 		rows := min(min(sb+mcBlock/mr, s1)*mr, g.m) - i0
@@ -146,20 +159,26 @@ func (g *sgemmJob) compute(w int) {
 }
 
 // sgemm runs C (+)= A·Bᵀ (+ bias) over the worker pool (see sgemmJob).
-// With acc false, C is first set to the bias (or zero).
+// With acc false, C is first set to the bias (or zero), each worker
+// setting its own rows.
 func (be *Backend[F]) sgemm(c []float32, ldc int, a []float32, ars, aks int, b []float32, brs, bks int, m, n, K int, bias []float32, acc bool) {
-	if !acc {
-		for i := range m {
-			row := c[i*ldc : i*ldc+n]
-			if bias != nil {
-				copy(row, bias[:n])
-			} else {
-				clear(row)
+	if m == 0 || n == 0 {
+		return
+	}
+	if K == 0 || m < gemvRows && aks == 1 && bks == 1 {
+		if !acc {
+			for i := range m {
+				row := c[i*ldc : i*ldc+n]
+				if bias != nil {
+					copy(row, bias[:n])
+				} else {
+					clear(row)
+				}
 			}
 		}
-	}
-	if m == 0 || n == 0 || K == 0 {
-		return
+		if K == 0 {
+			return
+		}
 	}
 	if m < gemvRows && aks == 1 && bks == 1 {
 		be.gv = gemvJob{c: c, ldc: ldc, a: a, lda: ars, b: b, ldb: brs, m: m, k: K}
@@ -168,7 +187,7 @@ func (be *Backend[F]) sgemm(c []float32, ldc int, a []float32, ars, aks int, b [
 		return
 	}
 	g := &be.sg
-	*g = sgemmJob{c: c, ldc: ldc, a: a, ars: ars, aks: aks, b: b, brs: brs, bks: bks, m: m, n: n, k: K}
+	*g = sgemmJob{c: c, ldc: ldc, a: a, ars: ars, aks: aks, b: b, brs: brs, bks: bks, m: m, n: n, k: K, init: !acc, bias: bias}
 	g.strips = (m + mr - 1) / mr
 	g.parts = min(be.pool.n, g.strips)
 	kc := min(K, kcBlock)
