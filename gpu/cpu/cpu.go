@@ -28,6 +28,15 @@ type Backend[F float] struct {
 	// to the largest size seen and is then reused.
 	scratch []F
 	mm      gemmJob[F]
+	// vector selects the AVX2+FMA float32 matmul (sgemm.go); its state
+	// and packing buffers are reused from op to op.
+	vector bool
+	sg     sgemmJob
+	gv     gemvJob
+	packA  [][]float32
+	packB  []float32
+	vec    vecOps[F]
+	jobs   jobs[F]
 }
 
 // New returns a float32 backend with GOMAXPROCS workers.
@@ -44,6 +53,10 @@ func NewWorkers(workers int) *Backend[float32] {
 
 func newBackend[F float](name string, workers int) *Backend[F] {
 	b := &Backend[F]{name: name, pool: newPool(workers)}
+	var zero F
+	_, f32 := any(zero).(float32)
+	b.vector = f32 && haveFMA
+	b.vec = newVecOps[F](b.vector)
 	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
 	return b
 }
@@ -239,12 +252,6 @@ func (p *pool) parallel(j job, n, grain, align int) {
 	j.run(0, first)
 	p.wg.Wait()
 }
-
-// funcJob adapts a function; it allocates, so hot ops use their own job
-// structs instead.
-type funcJob func(lo, hi int)
-
-func (f funcJob) run(lo, hi int) { f(lo, hi) }
 
 func sqrt[F float](x F) F { return F(math.Sqrt(float64(x))) }
 func exp[F float](x F) F  { return F(math.Exp(float64(x))) }

@@ -116,6 +116,11 @@ func (be *Backend[F]) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 		}
 		return
 	}
+	if be.vector {
+		f := func(x []F) []float32 { return any(x).([]float32) }
+		be.sgemm(f(o), OC, f(x), C, 1, f(wt), C, 1, N, OC, C, f(bs), false)
+		return
+	}
 	be.gemm(o, OC, x, C, wt, C, N, OC, C, bs, false)
 }
 
@@ -145,6 +150,18 @@ func (be *Backend[F]) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C
 				db[j] += v
 			}
 		}
+	}
+	if be.vector {
+		f := func(x []F) []float32 { return any(x).([]float32) }
+		if dinp != nil {
+			// dinp(n,c) += Σ_o dout(n,o)·w(o,c)
+			be.sgemm(f(di), C, f(do), OC, 1, f(wt), 1, C, N, C, OC, nil, true)
+		}
+		if dw != nil {
+			// dw(o,c) += Σ_n dout(n,o)·inp(n,c)
+			be.sgemm(f(dwt), C, f(do), 1, OC, f(x), 1, C, OC, C, N, nil, true)
+		}
+		return
 	}
 	if dinp != nil {
 		// dinp[N,C] += dout[N,OC]·w[OC,C]: panel over OC, with the panel

@@ -10,9 +10,16 @@ import (
 func (be *Backend[F]) Zero(x gpu.Buf) {
 	d := be.get("zero", x)
 	if be.err == nil {
-		clear(d)
+		be.jobs.zero = zeroJob[F]{d}
+		be.pool.parallel(&be.jobs.zero, len(d), 1<<16, 1)
+		be.jobs.zero = zeroJob[F]{}
 	}
 }
+
+// zeroJob clears elements [lo, hi) of d.
+type zeroJob[F float] struct{ d []F }
+
+func (j *zeroJob[F]) run(lo, hi int) { clear(j.d[lo:hi]) }
 
 // Copy implements gpu.Backend.
 func (be *Backend[F]) Copy(dst, src gpu.Buf) {
@@ -92,20 +99,9 @@ func (be *Backend[F]) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps fl
 	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
 		return
 	}
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			xr, or := x[n*C:n*C+C], o[n*C:n*C+C]
-			var ss F
-			for _, v := range xr {
-				ss += v * v
-			}
-			r := 1 / sqrt(ss/F(C)+F(eps))
-			rs[n] = r
-			for i, v := range xr {
-				or[i] = v * r * wt[i]
-			}
-		}
-	}), N, 16, 1)
+	be.jobs.rmsForward = rmsForward[F]{x: x, o: o, rs: rs, wt: wt, C: C, eps: eps}
+	be.pool.parallel(&be.jobs.rmsForward, N, 16, 1)
+	be.jobs.rmsForward = rmsForward[F]{}
 }
 
 // RMSNormBackward implements gpu.Backend.
@@ -134,20 +130,9 @@ func (be *Backend[F]) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C
 	}
 	// y = x*r*w with r = (mean(x²)+eps)^-1/2:
 	// dx = r*(w*dy) - x * r³/C * sum_i(w_i dy_i x_i).
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			r := rs[n]
-			xr, gr, dr := x[n*C:n*C+C], do[n*C:n*C+C], di[n*C:n*C+C]
-			var dot F
-			for i := range xr {
-				dot += wt[i] * gr[i] * xr[i]
-			}
-			c := dot * r * r * r / F(C)
-			for i := range xr {
-				dr[i] += r*wt[i]*gr[i] - xr[i]*c
-			}
-		}
-	}), N, 16, 1)
+	be.jobs.rmsBackward = rmsBackward[F]{x: x, do: do, di: di, rs: rs, wt: wt, C: C}
+	be.pool.parallel(&be.jobs.rmsBackward, N, 16, 1)
+	be.jobs.rmsBackward = rmsBackward[F]{}
 }
 
 // RoPEForward implements gpu.Backend.
@@ -172,21 +157,9 @@ func (be *Backend[F]) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0, d
 		return
 	}
 	s := F(dir)
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for bt := lo; bt < hi; bt++ {
-			p := pos0 + bt%T
-			c, sr := cs[p*half:p*half+half], sn[p*half:p*half+half]
-			for h := range NH {
-				v := d[(bt*NH+h)*HS : (bt*NH+h+1)*HS]
-				for i := range half {
-					x1, x2 := v[i], v[i+half]
-					si := s * sr[i]
-					v[i] = x1*c[i] - x2*si
-					v[i+half] = x2*c[i] + x1*si
-				}
-			}
-		}
-	}), B*T, 8, 1)
+	be.jobs.ropeJob = ropeJob[F]{d: d, cs: cs, sn: sn, pos0: pos0, T: T, NH: NH, HS: HS, half: half, s: s}
+	be.pool.parallel(&be.jobs.ropeJob, B*T, 8, 1)
+	be.jobs.ropeJob = ropeJob[F]{}
 }
 
 // AttentionForward implements gpu.Backend.
@@ -200,48 +173,10 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for bh := lo; bh < hi; bh++ {
-			b, h := bh/NH, bh%NH
-			kh := h / group
-			for i := range Tq {
-				last := Tk - Tq + i // attends to keys 0..last
-				qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
-				row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-				mx := F(math.Inf(-1))
-				for j := 0; j <= last; j++ {
-					kj := kd[((b*Tk+j)*NKV+kh)*HS:][:HS]
-					var s F
-					for c := range qi {
-						s += qi[c] * kj[c]
-					}
-					s *= scale
-					row[j] = s
-					mx = max(mx, s)
-				}
-				var sum F
-				for j := 0; j <= last; j++ {
-					e := exp(row[j] - mx)
-					row[j] = e
-					sum += e
-				}
-				inv := 1 / sum
-				for j := 0; j <= last; j++ {
-					row[j] *= inv
-				}
-				clear(row[last+1:])
-				oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
-				clear(oi)
-				for j := 0; j <= last; j++ {
-					vj := vd[((b*Tk+j)*NKV+kh)*HS:][:HS]
-					p := row[j]
-					for c := range oi {
-						oi[c] += p * vj[c]
-					}
-				}
-			}
-		}
-	}), B*NH, 1, 1)
+	dot, axpy := be.vec.dot, be.vec.axpy
+	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dot: dot, axpy: axpy}
+	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
+	be.jobs.attnForward = attnForward[F]{}
 }
 
 // AttentionBackward implements gpu.Backend. Work is split over (batch,
@@ -262,63 +197,10 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for bk := lo; bk < hi; bk++ {
-			b, kh := bk/NKV, bk%NKV
-			for h := kh * group; h < (kh+1)*group; h++ {
-				for i := range Tq {
-					last := Tk - Tq + i
-					row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-					drow := da[((b*NH+h)*Tq+i)*Tk:][:Tk]
-					doi := do[((b*Tq+i)*NH+h)*HS:][:HS]
-					// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
-					for j := 0; j <= last; j++ {
-						off := ((b*Tk+j)*NKV + kh) * HS
-						vj := vd[off:][:HS]
-						var s F
-						for c := range doi {
-							s += doi[c] * vj[c]
-						}
-						drow[j] = s
-						if dv != nil {
-							dvj, p := dvd[off:][:HS], row[j]
-							for c := range dvj {
-								dvj[c] += p * doi[c]
-							}
-						}
-					}
-					clear(drow[last+1:])
-					// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
-					var dot F
-					for j := 0; j <= last; j++ {
-						dot += row[j] * drow[j]
-					}
-					qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
-					var dqi []F
-					if dq != nil {
-						dqi = dqd[((b*Tq+i)*NH+h)*HS:][:HS]
-					}
-					for j := 0; j <= last; j++ {
-						ds := row[j] * (drow[j] - dot) * scale
-						drow[j] = ds
-						off := ((b*Tk+j)*NKV + kh) * HS
-						if dq != nil {
-							kj := kd[off:][:HS]
-							for c := range dqi {
-								dqi[c] += ds * kj[c]
-							}
-						}
-						if dk != nil {
-							dkj := dkd[off:][:HS]
-							for c := range dkj {
-								dkj[c] += ds * qi[c]
-							}
-						}
-					}
-				}
-			}
-		}
-	}), B*NKV, 1, 1)
+	dot, axpy := be.vec.dot, be.vec.axpy
+	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dot: dot, axpy: axpy}
+	be.pool.parallel(&be.jobs.attnBackward, B*NKV, 1, 1)
+	be.jobs.attnBackward = attnBackward[F]{}
 }
 
 func (be *Backend[F]) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
@@ -342,12 +224,9 @@ func (be *Backend[F]) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := g[i]
-			o[i] = x / (1 + exp(-x)) * u[i]
-		}
-	}), n, 4096, 1)
+	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u}
+	be.pool.parallel(&be.jobs.swigluForward, n, 4096, 1)
+	be.jobs.swigluForward = swigluForward[F]{}
 }
 
 // SwiGLUBackward implements gpu.Backend.
@@ -358,19 +237,9 @@ func (be *Backend[F]) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) 
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
 		return
 	}
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := g[i]
-			sig := 1 / (1 + exp(-x))
-			if dup != nil {
-				du[i] += do[i] * x * sig
-			}
-			if dgate != nil {
-				// d silu/dx = sig * (1 + x*(1-sig))
-				dg[i] += do[i] * u[i] * sig * (1 + x*(1-sig))
-			}
-		}
-	}), n, 4096, 1)
+	be.jobs.swigluBackward = swigluBackward[F]{dg: dg, du: du, do: do, g: g, u: u}
+	be.pool.parallel(&be.jobs.swigluBackward, n, 4096, 1)
+	be.jobs.swigluBackward = swigluBackward[F]{}
 }
 
 // LogProbForward implements gpu.Backend.
@@ -381,22 +250,9 @@ func (be *Backend[F]) LogProbForward(logp, lse, logits gpu.Buf, targets []int32,
 	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.targets(op, targets, V) {
 		return
 	}
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			row := lg[n*V : n*V+V]
-			mx := F(math.Inf(-1))
-			for _, v := range row {
-				mx = max(mx, v)
-			}
-			var s F
-			for _, v := range row {
-				s += exp(v - mx)
-			}
-			l := mx + F(math.Log(float64(s)))
-			ls[n] = l
-			lp[n] = row[targets[n]] - l
-		}
-	}), N, 4, 1)
+	be.jobs.logpForward = logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}
+	be.pool.parallel(&be.jobs.logpForward, N, 4, 1)
+	be.jobs.logpForward = logpForward[F]{}
 }
 
 // LogProbBackward implements gpu.Backend.
@@ -407,19 +263,9 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.targets(op, targets, V) {
 		return
 	}
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			g := dp[n]
-			if g == 0 {
-				continue
-			}
-			row, drow, l := lg[n*V:n*V+V], dl[n*V:n*V+V], ls[n]
-			for v, x := range row {
-				drow[v] -= g * exp(x-l)
-			}
-			drow[targets[n]] += g
-		}
-	}), N, 4, 1)
+	be.jobs.logpBackward = logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}
+	be.pool.parallel(&be.jobs.logpBackward, N, 4, 1)
+	be.jobs.logpBackward = logpBackward[F]{}
 }
 
 func (be *Backend[F]) targets(op string, targets []int32, V int) bool {
@@ -448,13 +294,7 @@ func (be *Backend[F]) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	c2 := F(1 - math.Pow(b2, float64(h.Step)))
 	lr, eps, wd, gs := F(h.LR), F(h.Eps), F(h.WeightDecay), F(h.GradScale)
 	fb1, fb2 := F(b1), F(b2)
-	be.pool.parallel(funcJob(func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			grad := gd[i] * gs
-			mi := fb1*md[i] + (1-fb1)*grad
-			vi := fb2*vd[i] + (1-fb2)*grad*grad
-			md[i], vd[i] = mi, vi
-			pd[i] -= lr * ((mi/c1)/(sqrt(vi/c2)+eps) + wd*pd[i])
-		}
-	}), n, 8192, 1)
+	be.jobs.adamwJob = adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: c1, c2: c2}
+	be.pool.parallel(&be.jobs.adamwJob, n, 8192, 1)
+	be.jobs.adamwJob = adamwJob[F]{}
 }

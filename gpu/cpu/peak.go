@@ -5,14 +5,25 @@ import (
 	"time"
 )
 
-// PeakFLOPS measures the machine's multiply-add peak for pure-Go float32
-// code: every worker runs a loop of 16 independent chains c = c*a + b
-// (one multiply and one add, 2 flops, per chain and step, with nothing to
-// hoist or vectorise) for about d, all workers at once. The result, in
-// flop/s, is the ceiling the matmul kernel can reach: Go emits scalar
-// SSE/AVX arithmetic and no SIMD for this code, so it is not the hardware's
-// vector FMA peak. Benchmarks report matmul throughput as a fraction of it.
+// PeakFLOPS measures the machine's float32 multiply-add peak with workers
+// goroutines running for about d, all at once, in flop/s. Where the AVX2+FMA
+// kernels run (VectorKernels), each worker runs 12 independent 8-wide
+// VFMADD231PS chains (16 flops per instruction), the hardware's ymm FMA
+// peak; otherwise it runs 16 scalar chains c = c*a + b of pure Go, the
+// ceiling of the portable kernel. Benchmarks report matmul throughput as a
+// fraction of it.
 func PeakFLOPS(workers int, d time.Duration) float64 {
+	if haveFMA {
+		return measure(workers, d, func() float64 { fmaLoop(1 << 14); return 1 << 14 * 12 * 16 })
+	}
+	return measure(workers, d, func() float64 { peakLoop(1 << 16); return 1 << 16 * 16 * 2 })
+}
+
+// VectorKernels reports whether float32 matmuls use the AVX2+FMA assembly
+// kernels (amd64 with AVX2 and FMA, not built with the purego tag).
+func VectorKernels() bool { return haveFMA }
+
+func measure(workers int, d time.Duration, loop func() float64) float64 {
 	workers = max(workers, 1)
 	var wg sync.WaitGroup
 	flops := make([]float64, workers)
@@ -21,8 +32,7 @@ func PeakFLOPS(workers int, d time.Duration) float64 {
 		wg.Go(func() {
 			var n float64
 			for time.Since(start) < d {
-				peakLoop(1 << 16)
-				n += 1 << 16 * 16 * 2
+				n += loop()
 			}
 			flops[w] = n
 		})

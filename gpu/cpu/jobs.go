@@ -1,0 +1,344 @@
+package cpu
+
+import "math"
+
+// Row jobs of the ops: a job struct per op lives in the backend, so an op
+// hands its operands to the worker pool without allocating (a closure
+// would escape to the heap on every call).
+
+// jobs holds one job of each kind; an op fills its job, runs it and clears
+// it so the backend keeps no references to the caller's buffers.
+type jobs[F float] struct {
+	zero           zeroJob[F]
+	rmsForward     rmsForward[F]
+	rmsBackward    rmsBackward[F]
+	ropeJob        ropeJob[F]
+	attnForward    attnForward[F]
+	attnBackward   attnBackward[F]
+	swigluForward  swigluForward[F]
+	swigluBackward swigluBackward[F]
+	logpForward    logpForward[F]
+	logpBackward   logpBackward[F]
+	adamwJob       adamwJob[F]
+}
+
+// rmsForward runs RMSNormForward over rows; its fields are the op's operands.
+type rmsForward[F float] struct {
+	x   []F
+	o   []F
+	rs  []F
+	wt  []F
+	C   int
+	eps float32
+}
+
+func (j *rmsForward[F]) run(lo, hi int) {
+	x, o, rs, wt, C, eps := j.x, j.o, j.rs, j.wt, j.C, j.eps
+	for n := lo; n < hi; n++ {
+		xr, or := x[n*C:n*C+C], o[n*C:n*C+C]
+		var ss F
+		for _, v := range xr {
+			ss += v * v
+		}
+		r := 1 / sqrt(ss/F(C)+F(eps))
+		rs[n] = r
+		for i, v := range xr {
+			or[i] = v * r * wt[i]
+		}
+	}
+}
+
+// rmsBackward runs RMSNormBackward's input gradient over rows; its fields are the op's operands.
+type rmsBackward[F float] struct {
+	x  []F
+	do []F
+	di []F
+	rs []F
+	wt []F
+	C  int
+}
+
+func (j *rmsBackward[F]) run(lo, hi int) {
+	x, do, di, rs, wt, C := j.x, j.do, j.di, j.rs, j.wt, j.C
+	for n := lo; n < hi; n++ {
+		r := rs[n]
+		xr, gr, dr := x[n*C:n*C+C], do[n*C:n*C+C], di[n*C:n*C+C]
+		var dot F
+		for i := range xr {
+			dot += wt[i] * gr[i] * xr[i]
+		}
+		c := dot * r * r * r / F(C)
+		for i := range xr {
+			dr[i] += r*wt[i]*gr[i] - xr[i]*c
+		}
+	}
+}
+
+// ropeJob runs RoPEForward and RoPEBackward over (batch, position) rows; its fields are the op's operands.
+type ropeJob[F float] struct {
+	d    []F
+	cs   []F
+	sn   []F
+	pos0 int
+	T    int
+	NH   int
+	HS   int
+	half int
+	s    F
+}
+
+func (j *ropeJob[F]) run(lo, hi int) {
+	d, cs, sn, pos0, T, NH, HS, half, s := j.d, j.cs, j.sn, j.pos0, j.T, j.NH, j.HS, j.half, j.s
+	for bt := lo; bt < hi; bt++ {
+		p := pos0 + bt%T
+		c, sr := cs[p*half:p*half+half], sn[p*half:p*half+half]
+		for h := range NH {
+			v := d[(bt*NH+h)*HS : (bt*NH+h+1)*HS]
+			for i := range half {
+				x1, x2 := v[i], v[i+half]
+				si := s * sr[i]
+				v[i] = x1*c[i] - x2*si
+				v[i+half] = x2*c[i] + x1*si
+			}
+		}
+	}
+}
+
+// attnForward runs AttentionForward over (batch, query head) pairs; its fields are the op's operands.
+type attnForward[F float] struct {
+	o     []F
+	a     []F
+	qd    []F
+	kd    []F
+	vd    []F
+	NH    int
+	NKV   int
+	Tq    int
+	Tk    int
+	HS    int
+	group int
+	scale F
+	dot   func(a, b []F) F
+	axpy  func(alpha F, x, y []F)
+}
+
+func (j *attnForward[F]) run(lo, hi int) {
+	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale, dot, axpy := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dot, j.axpy
+	for bh := lo; bh < hi; bh++ {
+		b, h := bh/NH, bh%NH
+		kh := h / group
+		for i := range Tq {
+			last := Tk - Tq + i // attends to keys 0..last
+			qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
+			row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
+			mx := F(math.Inf(-1))
+			for j := 0; j <= last; j++ {
+				kj := kd[((b*Tk+j)*NKV+kh)*HS:][:HS]
+				s := dot(qi, kj) * scale
+				row[j] = s
+				mx = max(mx, s)
+			}
+			var sum F
+			for j := 0; j <= last; j++ {
+				e := exp(row[j] - mx)
+				row[j] = e
+				sum += e
+			}
+			inv := 1 / sum
+			for j := 0; j <= last; j++ {
+				row[j] *= inv
+			}
+			clear(row[last+1:])
+			oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
+			clear(oi)
+			for j := 0; j <= last; j++ {
+				axpy(row[j], vd[((b*Tk+j)*NKV+kh)*HS:][:HS], oi)
+			}
+		}
+	}
+}
+
+// attnBackward runs AttentionBackward over (batch, kv head) pairs; its fields are the op's operands.
+type attnBackward[F float] struct {
+	dqd   []F
+	dkd   []F
+	dvd   []F
+	da    []F
+	do    []F
+	qd    []F
+	kd    []F
+	vd    []F
+	a     []F
+	NH    int
+	NKV   int
+	Tq    int
+	Tk    int
+	HS    int
+	group int
+	scale F
+	dot   func(a, b []F) F
+	axpy  func(alpha F, x, y []F)
+}
+
+func (j *attnBackward[F]) run(lo, hi int) {
+	dqd, dkd, dvd, da, do, qd, kd, vd, a, NH, NKV, Tq, Tk, HS, group, scale, dot, axpy := j.dqd, j.dkd, j.dvd, j.da, j.do, j.qd, j.kd, j.vd, j.a, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dot, j.axpy
+	for bk := lo; bk < hi; bk++ {
+		b, kh := bk/NKV, bk%NKV
+		for h := kh * group; h < (kh+1)*group; h++ {
+			for i := range Tq {
+				last := Tk - Tq + i
+				row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
+				drow := da[((b*NH+h)*Tq+i)*Tk:][:Tk]
+				doi := do[((b*Tq+i)*NH+h)*HS:][:HS]
+				// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
+				for j := 0; j <= last; j++ {
+					off := ((b*Tk+j)*NKV + kh) * HS
+					drow[j] = dot(doi, vd[off:][:HS])
+					if dvd != nil {
+						axpy(row[j], doi, dvd[off:][:HS])
+					}
+				}
+				clear(drow[last+1:])
+				// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
+				var dot F
+				for j := 0; j <= last; j++ {
+					dot += row[j] * drow[j]
+				}
+				qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
+				var dqi []F
+				if dqd != nil {
+					dqi = dqd[((b*Tq+i)*NH+h)*HS:][:HS]
+				}
+				for j := 0; j <= last; j++ {
+					ds := row[j] * (drow[j] - dot) * scale
+					drow[j] = ds
+					off := ((b*Tk+j)*NKV + kh) * HS
+					if dqd != nil {
+						axpy(ds, kd[off:][:HS], dqi)
+					}
+					if dkd != nil {
+						axpy(ds, qi, dkd[off:][:HS])
+					}
+				}
+			}
+		}
+	}
+}
+
+// swigluForward runs SwiGLUForward over elements; its fields are the op's operands.
+type swigluForward[F float] struct {
+	o []F
+	g []F
+	u []F
+}
+
+func (j *swigluForward[F]) run(lo, hi int) {
+	o, g, u := j.o, j.g, j.u
+	for i := lo; i < hi; i++ {
+		x := g[i]
+		o[i] = x / (1 + exp(-x)) * u[i]
+	}
+}
+
+// swigluBackward runs SwiGLUBackward over elements; its fields are the op's operands.
+type swigluBackward[F float] struct {
+	dg []F
+	du []F
+	do []F
+	g  []F
+	u  []F
+}
+
+func (j *swigluBackward[F]) run(lo, hi int) {
+	dg, du, do, g, u := j.dg, j.du, j.do, j.g, j.u
+	for i := lo; i < hi; i++ {
+		x := g[i]
+		sig := 1 / (1 + exp(-x))
+		if du != nil {
+			du[i] += do[i] * x * sig
+		}
+		if dg != nil {
+			// d silu/dx = sig * (1 + x*(1-sig))
+			dg[i] += do[i] * u[i] * sig * (1 + x*(1-sig))
+		}
+	}
+}
+
+// logpForward runs LogProbForward over rows; its fields are the op's operands.
+type logpForward[F float] struct {
+	lp      []F
+	ls      []F
+	lg      []F
+	targets []int32
+	V       int
+}
+
+func (j *logpForward[F]) run(lo, hi int) {
+	lp, ls, lg, targets, V := j.lp, j.ls, j.lg, j.targets, j.V
+	for n := lo; n < hi; n++ {
+		row := lg[n*V : n*V+V]
+		mx := F(math.Inf(-1))
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		var s F
+		for _, v := range row {
+			s += exp(v - mx)
+		}
+		l := mx + F(math.Log(float64(s)))
+		ls[n] = l
+		lp[n] = row[targets[n]] - l
+	}
+}
+
+// logpBackward runs LogProbBackward over rows; its fields are the op's operands.
+type logpBackward[F float] struct {
+	dl      []F
+	dp      []F
+	lg      []F
+	ls      []F
+	targets []int32
+	V       int
+}
+
+func (j *logpBackward[F]) run(lo, hi int) {
+	dl, dp, lg, ls, targets, V := j.dl, j.dp, j.lg, j.ls, j.targets, j.V
+	for n := lo; n < hi; n++ {
+		g := dp[n]
+		if g == 0 {
+			continue
+		}
+		row, drow, l := lg[n*V:n*V+V], dl[n*V:n*V+V], ls[n]
+		for v, x := range row {
+			drow[v] -= g * exp(x-l)
+		}
+		drow[targets[n]] += g
+	}
+}
+
+// adamwJob runs AdamW over elements; its fields are the op's operands.
+type adamwJob[F float] struct {
+	pd  []F
+	gd  []F
+	md  []F
+	vd  []F
+	lr  F
+	eps F
+	wd  F
+	gs  F
+	fb1 F
+	fb2 F
+	c1  F
+	c2  F
+}
+
+func (j *adamwJob[F]) run(lo, hi int) {
+	pd, gd, md, vd, lr, eps, wd, gs, fb1, fb2, c1, c2 := j.pd, j.gd, j.md, j.vd, j.lr, j.eps, j.wd, j.gs, j.fb1, j.fb2, j.c1, j.c2
+	for i := lo; i < hi; i++ {
+		grad := gd[i] * gs
+		mi := fb1*md[i] + (1-fb1)*grad
+		vi := fb2*vd[i] + (1-fb2)*grad*grad
+		md[i], vd[i] = mi, vi
+		pd[i] -= lr * ((mi/c1)/(sqrt(vi/c2)+eps) + wd*pd[i])
+	}
+}

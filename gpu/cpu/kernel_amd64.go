@@ -1,0 +1,29 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// haveFMA reports whether the AVX2+FMA kernels of kernel_amd64.s can run.
+// The vector kernels use 256-bit registers only, so AVX2 and FMA (and the
+// OS saving ymm state, which x/sys/cpu folds into HasAVX) are all it needs.
+var haveFMA = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// kern6x16 adds the product of a packed 6×k strip of A and a packed k×16
+// strip of B to the 6×16 tile at c (row stride ldc floats).
+//
+//go:noescape
+func kern6x16(k int, a, b, c *float32, ldc int)
+
+// sdot returns the dot product of a[0:n] and b[0:n].
+//
+//go:noescape
+func sdot(n int, a, b *float32) float32
+
+// fmaLoop runs n steps of 12 independent 8-wide FMA chains.
+func fmaLoop(n int)
+
+// saxpy adds alpha*x[0:n] to y[0:n].
+//
+//go:noescape
+func saxpy(n int, alpha float32, x, y *float32)

@@ -1,0 +1,237 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func kern6x16(k int, a, b, c *float32, ldc int)
+//
+// C[6,16] += A·B over k steps: a is packed 6 floats per step, b 16 floats
+// per step; c is row-major with a row stride of ldc floats. Twelve ymm
+// accumulators (Y4-Y15), two B vectors (Y0, Y1), two broadcasts (Y2, Y3).
+TEXT ·kern6x16(SB), NOSPLIT, $0-40
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	TESTQ CX, CX
+	JZ store
+loop:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VBROADCASTSS 0(SI), Y2
+	VFMADD231PS Y0, Y2, Y4
+	VFMADD231PS Y1, Y2, Y5
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS Y0, Y3, Y6
+	VFMADD231PS Y1, Y3, Y7
+	VBROADCASTSS 8(SI), Y2
+	VFMADD231PS Y0, Y2, Y8
+	VFMADD231PS Y1, Y2, Y9
+	VBROADCASTSS 12(SI), Y3
+	VFMADD231PS Y0, Y3, Y10
+	VFMADD231PS Y1, Y3, Y11
+	VBROADCASTSS 16(SI), Y2
+	VFMADD231PS Y0, Y2, Y12
+	VFMADD231PS Y1, Y2, Y13
+	VBROADCASTSS 20(SI), Y3
+	VFMADD231PS Y0, Y3, Y14
+	VFMADD231PS Y1, Y3, Y15
+	ADDQ $24, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ loop
+store:
+	VADDPS (DX), Y4, Y4
+	VMOVUPS Y4, (DX)
+	VADDPS 32(DX), Y5, Y5
+	VMOVUPS Y5, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y6, Y6
+	VMOVUPS Y6, (DX)
+	VADDPS 32(DX), Y7, Y7
+	VMOVUPS Y7, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y8, Y8
+	VMOVUPS Y8, (DX)
+	VADDPS 32(DX), Y9, Y9
+	VMOVUPS Y9, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y10, Y10
+	VMOVUPS Y10, (DX)
+	VADDPS 32(DX), Y11, Y11
+	VMOVUPS Y11, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y12, Y12
+	VMOVUPS Y12, (DX)
+	VADDPS 32(DX), Y13, Y13
+	VMOVUPS Y13, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y14, Y14
+	VMOVUPS Y14, (DX)
+	VADDPS 32(DX), Y15, Y15
+	VMOVUPS Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+// func sdot(n int, a, b *float32) float32
+//
+// The dot product of a[0:n] and b[0:n]: four ymm accumulators over 32
+// elements a step, then 8 at a time, then a scalar tail.
+TEXT ·sdot(SB), NOSPLIT, $0-28
+	MOVQ n+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+loop32:
+	CMPQ CX, $32
+	JLT loop8
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS 0(DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP loop32
+loop8:
+	CMPQ CX, $8
+	JLT reduce
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop8
+reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+tail:
+	TESTQ CX, CX
+	JZ done
+	VMOVSS (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP tail
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func fmaLoop(n int)
+//
+// n steps of 12 independent ymm FMA chains (12*8*2 flops a step): the
+// throughput ceiling of the matmul kernel on this core.
+TEXT ·fmaLoop(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	TESTQ CX, CX
+	JZ fdone
+floop:
+	VFMADD231PS Y0, Y1, Y4
+	VFMADD231PS Y0, Y1, Y5
+	VFMADD231PS Y0, Y1, Y6
+	VFMADD231PS Y0, Y1, Y7
+	VFMADD231PS Y0, Y1, Y8
+	VFMADD231PS Y0, Y1, Y9
+	VFMADD231PS Y0, Y1, Y10
+	VFMADD231PS Y0, Y1, Y11
+	VFMADD231PS Y0, Y1, Y12
+	VFMADD231PS Y0, Y1, Y13
+	VFMADD231PS Y0, Y1, Y14
+	VFMADD231PS Y0, Y1, Y15
+	DECQ CX
+	JNZ floop
+fdone:
+	VZEROUPPER
+	RET
+
+// func saxpy(n int, alpha float32, x, y *float32)
+//
+// y[0:n] += alpha*x[0:n]: 32 elements a step, then 8, then a scalar tail.
+TEXT ·saxpy(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	VBROADCASTSS alpha+8(FP), Y0
+	MOVQ x+16(FP), SI
+	MOVQ y+24(FP), DI
+aloop32:
+	CMPQ CX, $32
+	JLT aloop8
+	VMOVUPS 0(DI), Y1
+	VMOVUPS 32(DI), Y2
+	VMOVUPS 64(DI), Y3
+	VMOVUPS 96(DI), Y4
+	VFMADD231PS 0(SI), Y0, Y1
+	VFMADD231PS 32(SI), Y0, Y2
+	VFMADD231PS 64(SI), Y0, Y3
+	VFMADD231PS 96(SI), Y0, Y4
+	VMOVUPS Y1, 0(DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP aloop32
+aloop8:
+	CMPQ CX, $8
+	JLT atail
+	VMOVUPS (DI), Y1
+	VFMADD231PS (SI), Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP aloop8
+atail:
+	TESTQ CX, CX
+	JZ adone
+	VMOVSS (DI), X1
+	VFMADD231SS (SI), X0, X1
+	VMOVSS X1, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP atail
+adone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// haveFMA is false: this build has no vector kernels and every matmul runs
+// the portable Go kernel.
+const haveFMA = false
+
+func kern6x16(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel in this build") }
+
+func sdot(n int, a, b *float32) float32 { panic("cpu: no vector kernel in this build") }
+
+func fmaLoop(n int) { panic("cpu: no vector kernel in this build") }
+
+func saxpy(n int, alpha float32, x, y *float32) { panic("cpu: no vector kernel in this build") }
