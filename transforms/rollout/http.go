@@ -1,0 +1,318 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+func init() {
+	RegisterScheme("http", OpenHTTP)
+	RegisterScheme("https", OpenHTTP)
+}
+
+// VersionHeader is the response header an inference server sets to the
+// weight version it serves. Without it, a system_fingerprint of the form
+// "swerl-v<N>" is read instead; otherwise the version is -1 (unknown).
+const VersionHeader = "X-Swerl-Policy-Version"
+
+// HTTPPolicy calls an OpenAI-compatible chat-completions server (vLLM, SGLang,
+// llama.cpp server, hosted APIs).
+//
+// The spec is the server's base URL ("http://host:8000/v1"; "/chat/completions"
+// is appended unless present) with optional query parameters that configure
+// the client and are not sent: model (default $SWERL_OPENAI_MODEL, else
+// "default"), concurrency (requests in flight, default 8), retries (default
+// 5), timeout (per request, default 120s), backoff (first retry delay,
+// default 500ms, doubled each retry up to 20s, with jitter; a Retry-After
+// header is honoured). 429, 5xx, timeouts and connection errors are retried;
+// other statuses fail at once. The API key is read from $SWERL_API_KEY, else
+// $OPENAI_API_KEY, and sent as a bearer token.
+//
+// Each request asks for n completions and token logprobs; when a server
+// returns fewer choices than asked (some ignore n), the rest are requested
+// again.
+type HTTPPolicy struct {
+	url         string
+	model       string
+	key         string
+	retries     int
+	timeout     time.Duration
+	backoff     time.Duration
+	sem         chan struct{}
+	client      *http.Client
+	version     atomic.Int64
+	Attempts    atomic.Int64 // HTTP requests sent, retries included
+	RetriesDone atomic.Int64 // requests retried
+}
+
+// OpenHTTP opens an "http://…" or "https://…" spec.
+func OpenHTTP(spec string) (Policy, error) {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: policy %q: %w", spec, err)
+	}
+	q := u.Query()
+	p := &HTTPPolicy{model: os.Getenv("SWERL_OPENAI_MODEL"), retries: 5, timeout: 120 * time.Second,
+		backoff: 500 * time.Millisecond, client: &http.Client{}}
+	if p.model == "" {
+		p.model = "default"
+	}
+	concurrency := 8
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		var err error
+		switch k {
+		case "model":
+			p.model = v
+		case "concurrency":
+			concurrency, err = strconv.Atoi(v)
+			if err == nil && concurrency < 1 {
+				err = errors.New("must be at least 1")
+			}
+		case "retries":
+			p.retries, err = strconv.Atoi(v)
+		case "timeout":
+			p.timeout, err = time.ParseDuration(v)
+		case "backoff":
+			p.backoff, err = time.ParseDuration(v)
+		default:
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff)")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
+		}
+	}
+	u.RawQuery = ""
+	if !strings.HasSuffix(u.Path, "/chat/completions") {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
+	}
+	p.url = u.String()
+	p.sem = make(chan struct{}, concurrency)
+	p.key = os.Getenv("SWERL_API_KEY")
+	if p.key == "" {
+		p.key = os.Getenv("OPENAI_API_KEY")
+	}
+	p.version.Store(-1)
+	return p, nil
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []chatMessage `json:"messages"`
+	N           int           `json:"n"`
+	MaxTokens   int           `json:"max_tokens,omitempty"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	TopP        *float64      `json:"top_p,omitempty"`
+	Seed        *int64        `json:"seed,omitempty"`
+	LogProbs    bool          `json:"logprobs"`
+}
+
+type chatResponse struct {
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []struct {
+		Message      chatMessage `json:"message"`
+		FinishReason string      `json:"finish_reason"`
+		LogProbs     *struct {
+			Content []struct {
+				Token   string  `json:"token"`
+				LogProb float64 `json:"logprob"`
+			} `json:"content"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+}
+
+// Complete asks the server for req.N completions.
+func (p *HTTPPolicy) Complete(ctx context.Context, req Request) (Response, error) {
+	start := time.Now()
+	out := Response{PolicyVersion: -1}
+	for len(out.Completions) < req.N {
+		r, v, err := p.once(ctx, req, req.N-len(out.Completions))
+		if err != nil {
+			return Response{}, err
+		}
+		if len(r) == 0 {
+			return Response{}, fmt.Errorf("rollout: %s: instance %s: the server returned no choices", p.url, req.InstanceID)
+		}
+		if v >= 0 {
+			out.PolicyVersion = v
+		}
+		out.Completions = append(out.Completions, r...)
+	}
+	out.Completions = out.Completions[:req.N]
+	out.LatencyMS = time.Since(start).Milliseconds()
+	return out, nil
+}
+
+// once sends one request (with retries) for n completions.
+func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion, int64, error) {
+	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true}
+	if req.System != "" {
+		body.Messages = append(body.Messages, chatMessage{"system", req.System})
+	}
+	body.Messages = append(body.Messages, chatMessage{"user", req.Prompt})
+	if req.Temperature != 0 {
+		body.Temperature = &req.Temperature
+	}
+	if req.TopP != 0 {
+		body.TopP = &req.TopP
+	}
+	if req.Seed != 0 {
+		body.Seed = &req.Seed
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	delay := p.backoff
+	for attempt := 0; ; attempt++ {
+		res, retryAfter, err := p.post(ctx, b)
+		if err == nil {
+			return p.decode(res)
+		}
+		var perm permanent
+		if errors.As(err, &perm) || attempt >= p.retries || ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("rollout: %s: instance %s: after %d attempts: %w", p.url, req.InstanceID, attempt+1, err)
+		}
+		p.RetriesDone.Add(1)
+		wait := delay/2 + rand.N(delay/2+1)
+		if retryAfter > wait {
+			wait = retryAfter
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+		delay = min(2*delay, 20*time.Second)
+	}
+}
+
+type permanent struct{ error }
+
+type httpResult struct {
+	body    []byte
+	version string
+}
+
+// post sends one attempt. Errors wrapped in permanent are not retried.
+func (p *HTTPPolicy) post(ctx context.Context, body []byte) (httpResult, time.Duration, error) {
+	p.Attempts.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return httpResult{}, 0, permanent{err}
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if p.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := p.client.Do(hr)
+	if err != nil {
+		return httpResult{}, 0, err // timeouts and connection errors: retried
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return httpResult{}, 0, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		var ra time.Duration
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			ra = time.Duration(s) * time.Second
+		}
+		return httpResult{}, ra, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return httpResult{}, 0, permanent{fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))}
+	}
+	return httpResult{data, resp.Header.Get(VersionHeader)}, 0, nil
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// decode turns a response body into completions and the reported version.
+func (p *HTTPPolicy) decode(r httpResult) ([]Completion, int64, error) {
+	cs, v, err := decodeChat(r.body, r.version)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rollout: %s: %w", p.url, err)
+	}
+	if v >= 0 {
+		p.version.Store(v)
+	}
+	return cs, v, nil
+}
+
+// decodeChat parses a chat-completions response body; header is the value of
+// VersionHeader (may be empty).
+func decodeChat(body []byte, header string) ([]Completion, int64, error) {
+	var cr chatResponse
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return nil, 0, fmt.Errorf("bad chat-completions response: %v: %s", err, snippet(body))
+	}
+	v := ParseVersion(header, cr.SystemFingerprint)
+	var out []Completion
+	for _, ch := range cr.Choices {
+		c := Completion{Text: ch.Message.Content, FinishReason: ch.FinishReason}
+		if ch.LogProbs != nil {
+			for _, t := range ch.LogProbs.Content {
+				c.LogProbs = append(c.LogProbs, float32(t.LogProb))
+			}
+		}
+		out = append(out, c)
+	}
+	return out, v, nil
+}
+
+// ParseVersion reads a weight version from the VersionHeader value or, when
+// that is absent, from a system_fingerprint "swerl-v<N>"; -1 when neither
+// holds one.
+func ParseVersion(header, fingerprint string) int64 {
+	if v, err := strconv.ParseInt(strings.TrimSpace(header), 10, 64); err == nil && v >= 0 {
+		return v
+	}
+	if s, ok := strings.CutPrefix(fingerprint, "swerl-v"); ok {
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil && v >= 0 {
+			return v
+		}
+	}
+	return -1
+}
+
+// Version is the last version a server reported, or -1.
+func (p *HTTPPolicy) Version() int64 { return p.version.Load() }
+
+// Close releases idle connections.
+func (p *HTTPPolicy) Close() error {
+	p.client.CloseIdleConnections()
+	return nil
+}

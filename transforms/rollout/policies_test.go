@@ -1,0 +1,240 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestFilePolicy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	os.WriteFile(path, []byte(`{"instance_id":"a#1","completions":["x","y",{"text":"z","logprobs":[-0.5],"finish_reason":"length"}]}
+
+{"instance_id":"a#2","completions":["only"],"policy_version":7}
+`), 0o644)
+	p, err := Open("file:" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Complete(context.Background(), Request{InstanceID: "a#1", N: 3})
+	if err != nil || len(r.Completions) != 3 || r.Completions[2].Text != "z" || r.Completions[2].FinishReason != "length" ||
+		len(r.Completions[2].LogProbs) != 1 || r.Completions[0].FinishReason != "stop" || r.PolicyVersion != -1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if r, _ := p.Complete(context.Background(), Request{InstanceID: "a#2", N: 1}); r.PolicyVersion != 7 {
+		t.Fatalf("version %d", r.PolicyVersion)
+	}
+	if _, err := p.Complete(context.Background(), Request{InstanceID: "nope", N: 1}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("missing instance: %v", err)
+	}
+	if _, err := p.Complete(context.Background(), Request{InstanceID: "a#2", N: 2}); err == nil || !strings.Contains(err.Error(), "has 1 completions") {
+		t.Fatalf("short: %v", err)
+	}
+	for name, body := range map[string]string{"bad json": "{\n", "dup": `{"instance_id":"a","completions":[]}` + "\n" + `{"instance_id":"a","completions":[]}`,
+		"bad completion": `{"instance_id":"a","completions":[3]}`, "no id": `{"completions":["x"]}`} {
+		os.WriteFile(path, []byte(body), 0o644)
+		if _, err := Open("file:" + path); err == nil || !strings.Contains(err.Error(), "c.jsonl:") {
+			t.Errorf("%s: error %v should name file and line", name, err)
+		}
+	}
+}
+
+// openAI is a loopback server speaking the OpenAI chat-completions wire format.
+type openAI struct {
+	mu       sync.Mutex
+	requests []chatRequest
+	auth     []string
+	fail     func(n int) int // status to fail the n-th request with (0: serve)
+	maxN     int             // choices per response at most (0: n)
+	delay    time.Duration
+	inFlight atomic.Int64
+	peak     atomic.Int64
+}
+
+func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cur := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		p := s.peak.Load()
+		if cur <= p || s.peak.CompareAndSwap(p, cur) {
+			break
+		}
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "not found", 404)
+		return
+	}
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	n := len(s.requests)
+	s.mu.Unlock()
+	if s.fail != nil {
+		if code := s.fail(n); code != 0 {
+			if code == -1 { // hang past the client's timeout
+				select {
+				case <-time.After(2 * time.Second):
+				case <-r.Context().Done():
+				}
+				return
+			}
+			http.Error(w, `{"error":{"message":"busy"}}`, code)
+			return
+		}
+	}
+	time.Sleep(s.delay)
+	k := req.N
+	if s.maxN > 0 && k > s.maxN {
+		k = s.maxN
+	}
+	type lp struct {
+		Token   string  `json:"token"`
+		LogProb float64 `json:"logprob"`
+	}
+	var choices []map[string]any
+	for i := range k {
+		choices = append(choices, map[string]any{"index": i, "finish_reason": "stop",
+			"message":  map[string]string{"role": "assistant", "content": fmt.Sprintf("answer %d to %s", i, req.Messages[len(req.Messages)-1].Content)},
+			"logprobs": map[string]any{"content": []lp{{"answer", -0.25}, {" ", -1.5}}}})
+	}
+	w.Header().Set(VersionHeader, "12")
+	json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": req.Model,
+		"system_fingerprint": "fp_other", "choices": choices})
+}
+
+func TestHTTPPolicy(t *testing.T) {
+	srv := &openAI{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	t.Setenv("SWERL_API_KEY", "sekret")
+	p, err := Open(ts.URL + "/v1?model=m1&backoff=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Version() != -1 {
+		t.Fatal("version before any response must be unknown")
+	}
+	r, err := p.Complete(context.Background(), Request{InstanceID: "i", System: "sys", Prompt: "fix", N: 3, MaxTokens: 64, Temperature: 0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Completions) != 3 || r.Completions[2].Text != "answer 2 to fix" || len(r.Completions[0].LogProbs) != 2 ||
+		r.Completions[0].LogProbs[1] != -1.5 || r.PolicyVersion != 12 || p.Version() != 12 {
+		t.Fatalf("%+v", r)
+	}
+	q := srv.requests[0]
+	if q.Model != "m1" || q.N != 3 || q.MaxTokens != 64 || *q.Temperature != 0.7 || !q.LogProbs || len(q.Messages) != 2 ||
+		q.Messages[0].Role != "system" || srv.auth[0] != "Bearer sekret" {
+		t.Fatalf("request %+v auth %q", q, srv.auth[0])
+	}
+}
+
+func TestHTTPPolicyRetriesAndFailures(t *testing.T) {
+	srv := &openAI{fail: func(n int) int {
+		switch n {
+		case 1:
+			return 503
+		case 2:
+			return 429
+		case 3:
+			return -1
+		}
+		return 0
+	}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	p, _ := Open(ts.URL + "/v1/chat/completions?backoff=1ms&timeout=200ms")
+	r, err := p.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 2})
+	if err != nil || len(r.Completions) != 2 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	hp := p.(*HTTPPolicy)
+	if hp.Attempts.Load() != 4 || hp.RetriesDone.Load() != 3 {
+		t.Fatalf("attempts %d retries %d, want 4 and 3", hp.Attempts.Load(), hp.RetriesDone.Load())
+	}
+	// 400 is not retried; retries run out on persistent 500.
+	srv.fail = func(int) int { return 400 }
+	if _, err := p.Complete(context.Background(), Request{Prompt: "x", N: 1}); err == nil || !strings.Contains(err.Error(), "after 1 attempts") {
+		t.Fatalf("400: %v", err)
+	}
+	srv.fail = func(int) int { return 500 }
+	p2, _ := Open(ts.URL + "/v1?backoff=1ms&retries=2")
+	if _, err := p2.Complete(context.Background(), Request{Prompt: "x", N: 1}); err == nil || !strings.Contains(err.Error(), "after 3 attempts: HTTP 500") {
+		t.Fatalf("500: %v", err)
+	}
+	if _, err := Open(ts.URL + "?bogus=1"); err == nil {
+		t.Fatal("unknown parameter must fail")
+	}
+}
+
+func TestHTTPPolicyConcurrencyAndShortN(t *testing.T) {
+	srv := &openAI{maxN: 1, delay: 20 * time.Millisecond}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	p, _ := Open(ts.URL + "/v1?concurrency=2")
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			r, err := p.Complete(context.Background(), Request{InstanceID: fmt.Sprint(i), Prompt: "p", N: 2})
+			if err != nil || len(r.Completions) != 2 {
+				t.Errorf("%+v %v", r, err)
+			}
+		})
+	}
+	wg.Wait()
+	if srv.peak.Load() > 2 {
+		t.Fatalf("peak in flight %d, limit 2", srv.peak.Load())
+	}
+	if len(srv.requests) != 12 {
+		t.Fatalf("a server ignoring n must be asked again: %d requests", len(srv.requests))
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for _, tc := range []struct {
+		h, fp string
+		want  int64
+	}{{"3", "swerl-v9", 3}, {"", "swerl-v9", 9}, {"", "fp_x", -1}, {"x", "swerl-vx", -1}, {"-2", "", -1}} {
+		if got := ParseVersion(tc.h, tc.fp); got != tc.want {
+			t.Errorf("ParseVersion(%q,%q) = %d, want %d", tc.h, tc.fp, got, tc.want)
+		}
+	}
+}
+
+func FuzzDecodeChat(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"message":{"content":"a"},"logprobs":{"content":[{"logprob":-1}]}}]}`), "4")
+	f.Add([]byte(`{"system_fingerprint":"swerl-v2","choices":null}`), "")
+	f.Fuzz(func(t *testing.T, b []byte, h string) {
+		cs, v, err := decodeChat(b, h)
+		if err == nil && v < -1 {
+			t.Fatalf("version %d", v)
+		}
+		_ = cs
+	})
+}
+
+func FuzzParseFileLine(f *testing.F) {
+	f.Add([]byte(`{"instance_id":"a","completions":["x",{"text":"y"}]}`))
+	f.Add([]byte(`{"instance_id":"a","completions":[1]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := parseFileLine(b)
+		if err == nil && l != nil && l.InstanceID == "" {
+			t.Fatal("accepted a line with no instance_id")
+		}
+	})
+}
