@@ -68,6 +68,9 @@ func BuiltinConfig(name string) (gpu.Config, error) {
 	}
 	c := mk()
 	tok := tokenizer.Builtin()
+	// The vocabulary is exactly the tokenizer's, so that every id the
+	// model can sample decodes.
+	c.VocabSize = tok.VocabSize()
 	eos, _ := tok.TokenID(tokenizer.IMEnd)
 	bos, _ := tok.TokenID(tokenizer.EndOfText)
 	c.EosTokenID = int(eos)
@@ -236,7 +239,7 @@ func Resolve(path string, log *slog.Logger) (dir string, version, step int64, er
 		}
 		return path, -1, 0, nil
 	}
-	st, err := checkpoint.Open(checkpoint.Config{Dir: path, Log: log})
+	st, err := checkpoint.Open(checkpoint.Config{Dir: path, Log: log, ReadOnly: true})
 	if err != nil {
 		return "", 0, 0, err
 	}
