@@ -263,3 +263,57 @@ func Open(path string, log *slog.Logger) (*Policy, error) {
 	p.Version, p.Step = v, step
 	return p, nil
 }
+
+// TrainerStateDir is the subdirectory of a checkpoint holding what
+// training needs to continue exactly (the AdamW moments). Loaders of the
+// Hugging Face layout ignore it.
+const TrainerStateDir = "trainer_state"
+
+// WriteCheckpoint writes m into dir as a copy of the model directory src
+// with new weights: config.json from src with torch_dtype float32 (the
+// weights are written as F32), every other file of src (tokenizer,
+// generation config, …) copied byte for byte; src's weights, shard index
+// and trainer state are not copied.
+func WriteCheckpoint(dir, src string, m *gpu.Model) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	var ts []hf.Tensor
+	for _, t := range m.Tensors() {
+		ts = append(ts, hf.Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
+	}
+	files, err := hf.SaveWeights(dir, ts, hf.SaveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return nil, fmt.Errorf("modeldir: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasSuffix(name, ".safetensors") || name == hf.WeightsIndexFile || strings.HasPrefix(name, ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return nil, fmt.Errorf("modeldir: %w", err)
+		}
+		if name == hf.ConfigFile {
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				return nil, fmt.Errorf("modeldir: %s: %w", filepath.Join(src, name), err)
+			}
+			cfg["torch_dtype"] = "float32"
+			if data, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+				return nil, fmt.Errorf("modeldir: %w", err)
+			}
+			data = append(data, '\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("modeldir: %w", err)
+		}
+		files = append(files, name)
+	}
+	return files, nil
+}
