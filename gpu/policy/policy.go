@@ -304,20 +304,25 @@ func (p *Policy) Complete(ctx context.Context, req rollout.Request) (rollout.Res
 
 // CompleteWith is Complete with extra sampling parameters.
 func (p *Policy) CompleteWith(ctx context.Context, req rollout.Request, extra Params) (rollout.Response, error) {
-	t0 := time.Now()
-	st := p.cur.Load()
-	resp := rollout.Response{PolicyVersion: st.version}
 	var msgs []tokenizer.Message
 	if req.System != "" {
 		msgs = append(msgs, tokenizer.Message{Role: "system", Content: req.System})
 	}
 	msgs = append(msgs, tokenizer.Message{Role: "user", Content: req.Prompt})
+	return p.CompleteMessages(ctx, msgs, req, extra)
+}
+
+// CompleteMessages samples req.N completions of a whole conversation
+// (req.System and req.Prompt are ignored), rendered with the chat
+// template and a generation prompt.
+func (p *Policy) CompleteMessages(ctx context.Context, msgs []tokenizer.Message, req rollout.Request, extra Params) (rollout.Response, error) {
+	t0 := time.Now()
+	st := p.cur.Load()
 	text, err := st.tok.Chat.Render(msgs, true)
 	if err != nil {
-		return resp, fmt.Errorf("policy: instance %s: %w", req.InstanceID, err)
+		return rollout.Response{PolicyVersion: st.version}, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
 	}
-	prompt := st.tok.Encode(text)
-	return p.sample(ctx, st, req, prompt, extra, t0)
+	return p.sample(ctx, st, req, st.tok.Encode(text), extra, t0)
 }
 
 // CompleteTokens samples req.N completions of an already tokenized prompt.
