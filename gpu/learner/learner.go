@@ -442,6 +442,9 @@ func (l *Learner) Run(ctx context.Context, src Source, steps int) (Stats, error)
 // reason logged) when it cannot be trained on.
 func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 	seq := gpu.Sequence{Advantage: s.Advantage}
+	if math.IsNaN(s.Advantage) || math.IsInf(s.Advantage, 0) {
+		return seq, fmt.Sprintf("advantage %v is not finite", s.Advantage)
+	}
 	if len(s.PromptTokens) > 0 && len(s.CompletionTokens) > 0 {
 		seq.Prompt, seq.Completion = s.PromptTokens, s.CompletionTokens
 		if len(s.LogProbs) == len(s.CompletionTokens) {
@@ -482,12 +485,15 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error {
 	t0 := time.Now()
 	var seqs []gpu.Sequence
-	var reward float64
+	var reward, stale float64
 	n := 0
 	for _, g := range groups {
 		for i := range g.samples {
 			s := &g.samples[i]
 			reward += s.Reward
+			if s.PolicyVersion >= 0 {
+				stale += float64(l.version - s.PolicyVersion)
+			}
 			n++
 			seq, why := l.sequence(s)
 			if why != "" {
@@ -501,6 +507,7 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	}
 	if n > 0 {
 		reward /= float64(n)
+		stale /= float64(n)
 	}
 	met, err := l.train(seqs)
 	if err != nil {
@@ -530,7 +537,7 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	mReward.Set(reward)
 	tps := float64(met.Tokens) / dt.Seconds()
 	mTokensPerSec.Set(tps)
-	l.progress(met, reward, tps)
+	l.progress(met, reward, tps, stale)
 	return nil
 }
 
@@ -581,13 +588,13 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 	return sum, nil
 }
 
-func (l *Learner) progress(met gpu.Metrics, reward, tps float64) {
+func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
 	if l.cfg.Progress == nil || time.Since(l.lastProgress) < l.cfg.ProgressEvery && l.stats.Steps > 1 {
 		return
 	}
 	l.lastProgress = time.Now()
-	fmt.Fprintf(l.cfg.Progress, "step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f stale %d skipped %d\n",
-		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, l.stats.Stale, l.stats.Skipped)
+	fmt.Fprintf(l.cfg.Progress, "step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d\n",
+		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped)
 }
 
 func (l *Learner) summary(d time.Duration) {

@@ -68,7 +68,7 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 		}
 		mSteps.Inc()
 		mLoss.Set(met.Loss)
-		l.progress(met, 0, 0)
+		l.progress(met, 0, 0, 0)
 	}
 	return l.Stats(), nil
 }
