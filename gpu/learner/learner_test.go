@@ -361,3 +361,22 @@ func TestOffsetOf(t *testing.T) {
 		t.Errorf("%+v", o)
 	}
 }
+
+// With a KL coefficient the reference is version 0: the first step sees
+// KL 0 (weights equal the reference), later steps a positive estimate.
+func TestKLToVersionZero(t *testing.T) {
+	out := t.TempDir()
+	l := newLearner(t, Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-2, GRPO: gpu.GRPOParams{KLCoef: 0.1}}})
+	if _, err := l.Run(context.Background(), &SliceSource{Samples: syntheticSamples(3, 4, -1, "t")}, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := checkpoint.Open(checkpoint.Config{Dir: out, Log: quiet()})
+	rows, err := st.Versions()
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	if math.Abs(rows[1].KL) > 1e-6 || rows[2].KL <= 1e-6 || rows[3].KL <= 1e-6 {
+		t.Errorf("KL per version: %v %v %v; want 0, then > 0", rows[1].KL, rows[2].KL, rows[3].KL)
+	}
+}
