@@ -110,6 +110,8 @@ type Learner struct {
 	stats   Stats
 
 	lastProgress time.Time
+	tty          bool // Progress is a terminal: one line rewritten with \r
+	live         bool // a live line is on the terminal
 	sft          bool // train runs SFTStep
 }
 
@@ -129,6 +131,11 @@ func New(cfg Config) (*Learner, error) {
 		cfg.ProgressEvery = 2 * time.Second
 	}
 	l := &Learner{cfg: cfg, log: cfg.Log, offsets: map[string]schemas.TopicOffset{}}
+	if f, ok := cfg.Progress.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			l.tty = true
+		}
+	}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -593,8 +600,14 @@ func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
 		return
 	}
 	l.lastProgress = time.Now()
-	fmt.Fprintf(l.cfg.Progress, "step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d\n",
+	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d",
 		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped)
+	if l.tty {
+		fmt.Fprintf(l.cfg.Progress, "\r\x1b[K%s", line)
+		l.live = true
+		return
+	}
+	fmt.Fprintln(l.cfg.Progress, line)
 }
 
 func (l *Learner) summary(d time.Duration) {
@@ -602,6 +615,10 @@ func (l *Learner) summary(d time.Duration) {
 		return
 	}
 	s := l.stats
+	if l.live {
+		fmt.Fprintln(l.cfg.Progress)
+		l.live = false
+	}
 	fmt.Fprintf(l.cfg.Progress, "trained %d steps (%d groups, %d samples, %d tokens) in %s; published up to v%d; dropped %d stale, %d skipped, %d in incomplete groups\n",
 		s.Steps, s.Groups, s.Samples, s.Tokens, d.Round(time.Millisecond), l.version, s.Stale, s.Skipped, s.Incomplete)
 }
