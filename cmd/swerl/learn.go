@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"swerl/gpu"
@@ -87,6 +89,9 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet [--out DIR] [flags]", stderr)
 	tf := addTrainFlags(fs, 1e-6)
 	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory (offline)")
+	brokers := fs.String("brokers", "", "consume swerl.samples from these Kafka brokers (host:port,…) instead of --samples")
+	prefix := fs.String("topic-prefix", "swerl.", "Kafka topic prefix (samples and weights topics)")
+	group := fs.String("group", "swerl-learner", "Kafka consumer group")
 	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
 	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
 	clipLow := fs.Float64("clip-eps", 0.2, "ε of the clipped surrogate")
@@ -99,8 +104,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *samples == "" {
-		return usagef("want --samples DIR|FILE.parquet (Kafka input: --brokers, once this build has it)")
+	if (*samples == "") == (*brokers == "") {
+		return usagef("want one of --samples DIR|FILE.parquet and --brokers HOST:PORT,…")
 	}
 	if *batchGroups < 1 {
 		return usagef("--batch-groups %d, want ≥ 1", *batchGroups)
@@ -123,14 +128,36 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	src, err := learner.ParquetSource(*samples)
-	if err != nil {
+	if *samples != "" {
+		src, err := learner.ParquetSource(*samples)
+		if err != nil {
+			return err
+		}
+		l, err := learner.New(cfg)
+		if err != nil {
+			return err
+		}
+		_, err = l.Run(ctx, src, tf.steps)
 		return err
 	}
+	kc := learner.KafkaConfig{Brokers: strings.Split(*brokers, ","), SamplesTopic: *prefix + "samples",
+		WeightsTopic: *prefix + "weights", Group: *group, Log: cfg.Log}
+	ann := learner.NewAnnouncer(kc)
+	defer ann.Close()
+	cfg.Announce = ann.Announce
 	l, err := learner.New(cfg)
 	if err != nil {
 		return err
 	}
+	src, err := learner.NewKafkaSource(kc, l.Offsets())
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kc.SamplesTopic, kc.Group, l.Version())
 	_, err = l.Run(ctx, src, tf.steps)
+	if errors.Is(err, context.Canceled) {
+		return nil // interrupted: everything trained was published
+	}
 	return err
 }
