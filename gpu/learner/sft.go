@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"swerl/gpu"
 	"swerl/gpu/tokenizer"
@@ -42,7 +43,8 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 		return l.Stats(), fmt.Errorf("learner: none of the %d SFT examples fits (see the warnings)", len(examples))
 	}
 	l.sft = true
-	defer func() { l.sft = false }()
+	start := time.Now()
+	defer func() { l.sft = false; l.summary(time.Since(start)) }()
 	next := 0
 	for l.stats.Steps < steps {
 		if err := ctx.Err(); err != nil {
