@@ -167,6 +167,8 @@ type Policy struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed atomic.Bool
+
+	afterCompletion func(i int) // test hook, called after completion i of a request
 }
 
 // Open loads the model PATH names (see the package documentation).
@@ -368,9 +370,12 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 		}
 		txt := DecodeLenient(st.tok, body)
 		resp.Completions = append(resp.Completions, rollout.Completion{
-			Text: string(txt), Tokens: c.Tokens, PromptTokens: prompt,
+			Text: txt, Tokens: c.Tokens, PromptTokens: prompt,
 			LogProbs: c.LogProbs, FinishReason: c.FinishReason,
 		})
+		if p.afterCompletion != nil {
+			p.afterCompletion(i)
+		}
 	}
 	resp.LatencyMS = time.Since(t0).Milliseconds()
 	return resp, nil

@@ -175,3 +175,59 @@ func TestParseSpec(t *testing.T) {
 		t.Error("opened an empty directory")
 	}
 }
+
+// A version swapped in while a request is in flight does not touch it:
+// the request finishes every completion on the weights it started with
+// and reports that version; the next request gets the new one.
+func TestReloadDuringRequest(t *testing.T) {
+	root := t.TempDir()
+	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(v int64) {
+		t.Helper()
+		if _, err := st.Publish(schemas.WeightVersion{Version: v}, func(d string) error {
+			_, err := modeldir.Init(d, "tiny", uint64(200+v))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(0)
+	pol, err := Open(root, Options{Poll: -1, MaxSeq: 128, MaxTokens: 6, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	req := rollout.Request{Prompt: "hello", N: 4, Seed: 9}
+	ref, err := pol.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(1)
+	pol.afterCompletion = func(i int) {
+		if i == 0 {
+			if ok, err := pol.Reload(); !ok || err != nil {
+				t.Errorf("Reload = %v, %v", ok, err)
+			}
+		}
+	}
+	got, err := pol.Complete(context.Background(), req)
+	pol.afterCompletion = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PolicyVersion != 0 || pol.Version() != 1 {
+		t.Fatalf("in-flight request reports v%d (policy now v%d), want v0 (v1)", got.PolicyVersion, pol.Version())
+	}
+	for i := range ref.Completions {
+		if !slices.Equal(got.Completions[i].LogProbs, ref.Completions[i].LogProbs) {
+			t.Fatalf("completion %d changed weights mid-request", i)
+		}
+	}
+	next, err := pol.Complete(context.Background(), req)
+	if err != nil || next.PolicyVersion != 1 || slices.Equal(next.Completions[0].LogProbs, ref.Completions[0].LogProbs) {
+		t.Fatalf("next request: v%d, %v", next.PolicyVersion, err)
+	}
+}
