@@ -472,3 +472,53 @@ func widen(x []float32) []float64 {
 	}
 	return y
 }
+
+// OptimizerState returns copies of the AdamW moments m and v (laid out as
+// Model's arena) and the number of optimizer steps taken, for a checkpoint
+// from which training continues exactly.
+func (t *Trainer) OptimizerState() (m, v []float32, step int, err error) {
+	n := len(t.model.arena)
+	m, v = make([]float32, n), make([]float32, n)
+	if err := t.be.Download(m, t.mBuf); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := t.be.Download(v, t.vBuf); err != nil {
+		return nil, nil, 0, err
+	}
+	return m, v, t.step, nil
+}
+
+// SetOptimizerState restores what OptimizerState returned. It must be
+// called between optimizer steps (no micro-batch accumulated).
+func (t *Trainer) SetOptimizerState(m, v []float32, step int) error {
+	n := len(t.model.arena)
+	switch {
+	case len(m) != n || len(v) != n:
+		return fmt.Errorf("gpu: optimizer state has %d and %d moments, the model %d parameters", len(m), len(v), n)
+	case step < 0:
+		return fmt.Errorf("gpu: negative optimizer step %d", step)
+	case t.micro != 0:
+		return fmt.Errorf("gpu: SetOptimizerState with %d micro-batches accumulated", t.micro)
+	}
+	t.be.Upload(t.mBuf, m)
+	t.be.Upload(t.vBuf, v)
+	t.step = step
+	return t.be.Err()
+}
+
+// SetAccumSteps changes how many micro-batches make the next optimizer
+// step (the learner sizes it to each batch). It must be called between
+// optimizer steps.
+func (t *Trainer) SetAccumSteps(n int) error {
+	if n < 1 {
+		return fmt.Errorf("gpu: AccumSteps %d, want ≥ 1", n)
+	}
+	if t.micro != 0 {
+		return fmt.Errorf("gpu: SetAccumSteps with %d micro-batches accumulated", t.micro)
+	}
+	t.cfg.AccumSteps = n
+	return nil
+}
+
+// Config returns the trainer's configuration with defaults filled in.
+func (t *Trainer) Config() TrainConfig { return t.cfg }

@@ -47,6 +47,11 @@ type Config struct {
 	// Log receives one warning for every checkpoint skipped as corrupt and
 	// every leftover temporary directory removed. Default: slog.Default().
 	Log *slog.Logger
+	// ReadOnly opens the store for readers (a policy polling for new
+	// versions): Open creates nothing and leaves temporary directories
+	// alone, since they may be a publish in progress in another process.
+	// Publish fails on a read-only store.
+	ReadOnly bool
 }
 
 func (c Config) dir() string {
@@ -86,10 +91,13 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	s := &Store{cfg: cfg, root: root}
+	if cfg.ReadOnly {
+		return s, nil
+	}
 	if err := os.MkdirAll(filepath.Join(root, CheckpointsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	s := &Store{cfg: cfg, root: root}
 	ents, err := os.ReadDir(filepath.Join(root, CheckpointsDir))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -143,6 +151,9 @@ func (s *Store) Versions() ([]schemas.WeightVersion, error) {
 // URI (file:// URL of the directory), Files and CreatedAt, and returns the
 // row as written.
 func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error) (schemas.WeightVersion, error) {
+	if s.cfg.ReadOnly {
+		return meta, fmt.Errorf("checkpoint: publish version %d: the store %s is open read-only", meta.Version, s.root)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rows, err := s.Versions()

@@ -235,3 +235,30 @@ func TestCorruptIndexIsAnError(t *testing.T) {
 		t.Errorf("LatestGood with a corrupt index: %v", err)
 	}
 }
+
+// A reader opening the store read-only must not remove the temporary
+// directory of a publish in progress, nor publish itself.
+func TestReadOnlyLeavesPublishInProgress(t *testing.T) {
+	s, logs := testStore(t)
+	publish(t, s, 1)
+	tmp := filepath.Join(s.Dir(), CheckpointsDir, ".tmp-v000002-77")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(Config{Dir: s.Dir(), Log: slog.New(slog.NewTextHandler(logs, nil)), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("read-only Open removed a publish in progress: %v", err)
+	}
+	if got, err := ro.LatestGood(); err != nil || got.Version != 1 {
+		t.Fatalf("LatestGood = v%d, %v", got.Version, err)
+	}
+	if _, err := ro.Publish(schemas.WeightVersion{Version: 5}, writeModel(1)); err == nil {
+		t.Fatal("a read-only store published")
+	}
+	if _, err := Open(Config{Dir: filepath.Join(t.TempDir(), "absent"), ReadOnly: true}); err != nil {
+		t.Fatalf("read-only Open of an absent store: %v", err)
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/learner"
+	"swerl/gpu/policy"
+	"swerl/sinks/metrics"
+)
+
+func init() {
+	register(&command{name: "learn", summary: "train the policy with GRPO on scored samples and publish checkpoint versions", run: runLearn})
+	// The in-process policy ("model:DIR") opens the same devices as --device.
+	for name, open := range backends {
+		policy.RegisterDevice(name, open)
+	}
+}
+
+// trainFlags are the optimizer and learner flags shared by learn and sft.
+type trainFlags struct {
+	out, model, device, metricsAddr string
+	resume                          bool
+	steps, microBatch, maxSeq       int
+	warmup, decaySteps              int
+	lr, minLR, weightDecay, clip    float64
+	progressEvery                   time.Duration
+}
+
+func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
+	f := &trainFlags{}
+	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet")
+	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
+	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
+	fs.StringVar(&f.device, "device", "cpu", "compute device: "+deviceNames())
+	fs.IntVar(&f.steps, "steps", 0, "stop after this many optimizer steps (0: until the input ends)")
+	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
+	fs.IntVar(&f.maxSeq, "max-seq", 1024, "longest prompt+completion in tokens; longer samples are skipped and counted")
+	fs.Float64Var(&f.lr, "lr", defLR, "peak learning rate")
+	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")
+	fs.IntVar(&f.warmup, "warmup", 0, "linear warm-up steps")
+	fs.IntVar(&f.decaySteps, "decay-steps", 0, "step at which the cosine decay reaches --min-lr (0: constant)")
+	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "AdamW weight decay (matrices only)")
+	fs.Float64Var(&f.clip, "grad-clip", 1, "maximum global gradient norm (negative: no clipping)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
+	fs.DurationVar(&f.progressEvery, "progress-every", 2*time.Second, "at most one progress line this often")
+	return f
+}
+
+func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
+	be, err := openBackend(f.device)
+	if err != nil {
+		return learner.Config{}, nil, usagef("%v", err)
+	}
+	if f.model == "" && !f.resume {
+		return learner.Config{}, nil, usagef("want --model DIR (or --resume)")
+	}
+	if f.microBatch < 1 || f.maxSeq < 2 || f.steps < 0 {
+		return learner.Config{}, nil, usagef("--micro-batch ≥ 1, --max-seq ≥ 2 and --steps ≥ 0, please")
+	}
+	srv, err := metrics.Serve(f.metricsAddr)
+	if err != nil {
+		return learner.Config{}, nil, err
+	}
+	stop := func() {}
+	if srv != nil {
+		fmt.Fprintf(stderr, "metrics on http://%s/metrics\n", srv.Addr)
+		stop = func() { srv.Close() }
+	}
+	return learner.Config{
+		Out: f.out, Model: f.model, Resume: f.resume, Backend: be,
+		Train: gpu.TrainConfig{
+			MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
+			WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
+		},
+		Log:      slog.New(slog.NewTextHandler(stderr, nil)),
+		Progress: stderr, ProgressEvery: f.progressEvery,
+	}, stop, nil
+}
+
+func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet [--out DIR] [flags]", stderr)
+	tf := addTrainFlags(fs, 1e-6)
+	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory (offline)")
+	brokers := fs.String("brokers", "", "consume swerl.samples from these Kafka brokers (host:port,…) instead of --samples")
+	prefix := fs.String("topic-prefix", "swerl.", "Kafka topic prefix (samples and weights topics)")
+	group := fs.String("group", "swerl-learner", "Kafka consumer group")
+	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
+	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
+	clipLow := fs.Float64("clip-eps", 0.2, "ε of the clipped surrogate")
+	clipHigh := fs.Float64("clip-eps-high", 0, "ε_high for clip-higher (0: same as --clip-eps)")
+	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the frozen version 0 (0: off)")
+	avg := fs.String("averaging", "token", "loss averaging: token (DAPO) or sequence (GRPO)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if (*samples == "") == (*brokers == "") {
+		return usagef("want one of --samples DIR|FILE.parquet and --brokers HOST:PORT,…")
+	}
+	if *batchGroups < 1 {
+		return usagef("--batch-groups %d, want ≥ 1", *batchGroups)
+	}
+	cfg, stop, err := tf.config(stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg.BatchGroups, cfg.MaxStaleness = *batchGroups, *staleness
+	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl}
+	switch *avg {
+	case "token":
+		cfg.Train.GRPO.Averaging = gpu.TokenMean
+	case "sequence":
+		cfg.Train.GRPO.Averaging = gpu.SequenceMean
+	default:
+		return usagef("--averaging %q: want token or sequence", *avg)
+	}
+	if err := cfg.Train.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	if *samples != "" {
+		src, err := learner.ParquetSource(*samples)
+		if err != nil {
+			return err
+		}
+		l, err := learner.New(cfg)
+		if err != nil {
+			return err
+		}
+		_, err = l.Run(ctx, src, tf.steps)
+		return err
+	}
+	kc := learner.KafkaConfig{Brokers: strings.Split(*brokers, ","), SamplesTopic: *prefix + "samples",
+		WeightsTopic: *prefix + "weights", Group: *group, Log: cfg.Log}
+	ann := learner.NewAnnouncer(kc)
+	defer ann.Close()
+	cfg.Announce = ann.Announce
+	l, err := learner.New(cfg)
+	if err != nil {
+		return err
+	}
+	src, err := learner.NewKafkaSource(kc, l.Offsets())
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kc.SamplesTopic, kc.Group, l.Version())
+	_, err = l.Run(ctx, src, tf.steps)
+	if errors.Is(err, context.Canceled) {
+		return nil // interrupted: everything trained was published
+	}
+	return err
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe to read while a command writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestServeCommand(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "m")
+	var so bytes.Buffer
+	var se lockedBuffer
+	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
+		t.Fatal(se.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, []string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--max-seq", "128"}, &so, &se)
+	}()
+	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
+	var addr string
+	for deadline := time.Now().Add(20 * time.Second); addr == ""; {
+		if m := re.FindStringSubmatch(se.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no address announced: %s", se.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":7}`
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cr struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		SystemFingerprint string `json:"system_fingerprint"`
+	}
+	json.NewDecoder(resp.Body).Decode(&cr)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(cr.Choices) != 1 || cr.SystemFingerprint != "swerl-v-1" || resp.Header.Get("X-Swerl-Policy-Version") != "-1" {
+		t.Fatalf("status %d, %+v", resp.StatusCode, cr)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exit %d: %s", code, se.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop on cancel")
+	}
+}

@@ -1,0 +1,176 @@
+package learner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"swerl/schemas"
+)
+
+// KafkaConfig locates the topics the learner reads and announces on.
+type KafkaConfig struct {
+	Brokers []string
+	// SamplesTopic and WeightsTopic; defaults "swerl.samples" and
+	// "swerl.weights".
+	SamplesTopic, WeightsTopic string
+	// Group is the consumer group. Default "swerl-learner".
+	Group string
+	// Dialer (TLS, SASL) for the consumer; nil uses kafka-go's default.
+	Dialer *kafka.Dialer
+	// Transport (TLS, SASL) for the announcement writer; nil uses
+	// kafka-go's default.
+	Transport *kafka.Transport
+	// Log receives dead records (samples that do not decode). Default
+	// slog.Default().
+	Log *slog.Logger
+}
+
+func (c KafkaConfig) withDefaults() KafkaConfig {
+	if c.SamplesTopic == "" {
+		c.SamplesTopic = "swerl.samples"
+	}
+	if c.WeightsTopic == "" {
+		c.WeightsTopic = "swerl.weights"
+	}
+	if c.Group == "" {
+		c.Group = "swerl-learner"
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+// KafkaSource consumes swerl.samples in a consumer group without
+// auto-commit: positions are committed through Commit, which the learner
+// calls after publishing the version that consumed them. Records below
+// the positions a resumed checkpoint recorded are skipped (they were
+// trained on before a crash that hit between publish and commit).
+type KafkaSource struct {
+	cfg    KafkaConfig
+	r      *kafka.Reader
+	mu     sync.Mutex
+	resume map[string]int64          // topic/partition → first offset not yet trained
+	bad    map[string]map[int64]bool // undecodable offsets not yet committed past
+	// Undecodable counts records that are not Sample JSON (logged, skipped).
+	Undecodable int
+}
+
+// NewKafkaSource joins the consumer group. resume are the offsets of the
+// checkpoint training continues from (Learner.Offsets), or nil.
+func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("learner: kafka: no brokers")
+	}
+	s := &KafkaSource{cfg: cfg, resume: map[string]int64{}, bad: map[string]map[int64]bool{}}
+	for _, o := range resume {
+		s.resume[offKey(o)] = o.Offset
+	}
+	s.r = kafka.NewReader(kafka.ReaderConfig{
+		Brokers: cfg.Brokers, GroupID: cfg.Group, Topic: cfg.SamplesTopic, Dialer: cfg.Dialer,
+		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond,
+		CommitInterval: 0, // synchronous commits, only through Commit
+	})
+	return s, nil
+}
+
+// Next implements Source: the next sample, its Source set to
+// "topic@partition:offset".
+func (s *KafkaSource) Next(ctx context.Context) (schemas.Sample, error) {
+	for {
+		m, err := s.r.FetchMessage(ctx)
+		if err != nil {
+			return schemas.Sample{}, err
+		}
+		src := m.Topic + "@" + strconv.Itoa(m.Partition) + ":" + strconv.FormatInt(m.Offset, 10)
+		if m.Offset < s.resume[m.Topic+"/"+strconv.Itoa(m.Partition)] {
+			continue
+		}
+		var smp schemas.Sample
+		if err := schemas.Decode(m.Value, &smp); err != nil {
+			s.Undecodable++
+			mSamples.WithLabelValues("undecodable").Inc()
+			s.cfg.Log.Warn("learner: skipping a record that is not a sample", "source", src, "key", string(m.Key), "err", err.Error())
+			// The next commit that reaches this offset moves past it.
+			k := m.Topic + "/" + strconv.Itoa(m.Partition)
+			s.mu.Lock()
+			if s.bad[k] == nil {
+				s.bad[k] = map[int64]bool{}
+			}
+			s.bad[k][m.Offset] = true
+			s.mu.Unlock()
+			continue
+		}
+		smp.Source = src
+		return smp, nil
+	}
+}
+
+// Commit implements Committer.
+func (s *KafkaSource) Commit(ctx context.Context, offsets []schemas.TopicOffset) error {
+	var msgs []kafka.Message
+	for _, o := range offsets {
+		if o.Topic != s.cfg.SamplesTopic || o.Offset <= 0 {
+			continue
+		}
+		next := o.Offset
+		s.mu.Lock()
+		bad := s.bad[offKey(o)]
+		for bad[next] {
+			delete(bad, next)
+			next++
+		}
+		s.mu.Unlock()
+		msgs = append(msgs, kafka.Message{Topic: o.Topic, Partition: o.Partition, Offset: next - 1})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return s.r.CommitMessages(ctx, msgs...)
+}
+
+// Close leaves the group.
+func (s *KafkaSource) Close() error { return s.r.Close() }
+
+// Announcer writes published versions to swerl.weights (key: the version
+// directory name, value: the WeightVersion JSON).
+type Announcer struct {
+	w *kafka.Writer
+}
+
+// NewAnnouncer returns an announcer for cfg.WeightsTopic.
+func NewAnnouncer(cfg KafkaConfig) *Announcer {
+	cfg = cfg.withDefaults()
+	w := &kafka.Writer{
+		Addr: kafka.TCP(cfg.Brokers...), Topic: cfg.WeightsTopic,
+		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond,
+		AllowAutoTopicCreation: true,
+	}
+	if cfg.Transport != nil { // a nil *Transport in the interface would be used
+		w.Transport = cfg.Transport
+	}
+	return &Announcer{w: w}
+}
+
+// Announce implements Config.Announce.
+func (a *Announcer) Announce(ctx context.Context, v schemas.WeightVersion) error {
+	b, err := schemas.Encode(&v)
+	if err != nil {
+		return err
+	}
+	if err := a.w.WriteMessages(ctx, kafka.Message{Key: []byte(fmt.Sprintf("v%06d", v.Version)), Value: b}); err != nil {
+		return fmt.Errorf("learner: announce v%d on %s: %w", v.Version, a.w.Topic, err)
+	}
+	return nil
+}
+
+// Close flushes and closes the writer.
+func (a *Announcer) Close() error { return a.w.Close() }

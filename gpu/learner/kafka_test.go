@@ -1,0 +1,138 @@
+package learner
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"swerl/gpu"
+	"swerl/schemas"
+	"swerl/sinks/checkpoint"
+)
+
+// The learner against a real Kafka protocol broker (kfake, in process):
+// it trains on swerl.samples in a consumer group, announces every version
+// on swerl.weights, and the group's committed offsets equal those of the
+// newest index row.
+func TestKafkaLearner(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.SeedTopics(2, "swerl.samples", "swerl.weights"), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "swerl.samples", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	var msgs []kafka.Message
+	for _, s := range syntheticSamples(4, 2, -1, "") {
+		s.Source = ""
+		b, err := schemas.Encode(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(s.GroupID), Value: b})
+	}
+	msgs = append(msgs[:2], append([]kafka.Message{{Key: []byte("junk"), Value: []byte("not json")}}, msgs[2:]...)...)
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	out := t.TempDir()
+	kc := KafkaConfig{Brokers: brokers, Log: quiet()}
+	ann := NewAnnouncer(kc)
+	defer ann.Close()
+	cfg := Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1, Announce: ann.Announce,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64}}
+	l := newLearner(t, cfg)
+	src, err := NewKafkaSource(kc, l.Offsets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := l.Run(ctx, src, 3); err != nil || st.Steps != 3 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	src.Close()
+	store, _ := checkpoint.Open(checkpoint.Config{Dir: out, Log: quiet()})
+	v3, err := store.Get(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := groupOffsets(t, ctx, brokers, "swerl-learner")
+	total := int64(0)
+	for _, o := range v3.Offsets {
+		if committed[o.Partition] < o.Offset {
+			t.Errorf("partition %d: committed %d, index %d", o.Partition, committed[o.Partition], o.Offset)
+		}
+		total += o.Offset
+	}
+	if total < 6 {
+		t.Errorf("index offsets %v cover fewer than the 6 samples trained", v3.Offsets)
+	}
+	// Every version, v0 included, was announced.
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "swerl.weights", Partition: 0, MaxWait: 100 * time.Millisecond})
+	seen := map[int64]bool{}
+	for p := range 2 {
+		r.Close()
+		r = kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "swerl.weights", Partition: p, MaxWait: 100 * time.Millisecond})
+		for {
+			rctx, rc := context.WithTimeout(ctx, 500*time.Millisecond)
+			m, err := r.ReadMessage(rctx)
+			rc()
+			if err != nil {
+				break
+			}
+			var wv schemas.WeightVersion
+			if err := schemas.Decode(m.Value, &wv); err != nil {
+				t.Fatal(err)
+			}
+			seen[wv.Version] = true
+		}
+	}
+	r.Close()
+	if len(seen) != 4 {
+		t.Errorf("announced versions %v, want 0..3", seen)
+	}
+
+	// Resume: the one group left is trained, nothing twice.
+	cfg.Resume, cfg.Model = true, ""
+	l2 := newLearner(t, cfg)
+	src2, err := NewKafkaSource(kc, l2.Offsets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	st, err := l2.Run(ctx, src2, 1)
+	if err != nil || st.Samples != 2 || l2.Version() != 4 {
+		t.Fatalf("resumed run %+v, v%d, %v", st, l2.Version(), err)
+	}
+	if src.Undecodable+src2.Undecodable != 1 {
+		t.Errorf("undecodable records %d+%d, want 1", src.Undecodable, src2.Undecodable)
+	}
+}
+
+func groupOffsets(t *testing.T, ctx context.Context, brokers []string, group string) map[int]int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	resp, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{"swerl.samples": {0, 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics["swerl.samples"] {
+		if p.Error != nil {
+			t.Fatalf("partition %d: %v", p.Partition, p.Error)
+		}
+		out[p.Partition] = p.CommittedOffset
+	}
+	t.Logf("committed offsets: %v", out)
+	return out
+}

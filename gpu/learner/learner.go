@@ -1,0 +1,624 @@
+// Package learner is swerl's trainer loop: it consumes scored samples in
+// batches of whole groups, takes GRPO (or SFT) steps with gpu.Trainer and
+// publishes every version through sinks/checkpoint.
+//
+// Versions: a fresh run publishes the initial model as version 0, so that
+// in-process policies ("model:OUT") can serve it; each step then publishes
+// version+1. A checkpoint is the Hugging Face model directory plus
+// trainer_state/optimizer.safetensors (the AdamW moments, tensors
+// "exp_avg" and "exp_avg_sq" over the flat parameter arena, metadata
+// "step"), so Resume continues exactly. The index row records the
+// positions consumed ("topic@partition:offset" sources), and a Committer
+// source is committed only after the publish (and the announcement).
+//
+// Tokens: samples from the in-process policy carry prompt and completion
+// token ids and the sampler's log-probabilities; those are trained on
+// as they are, with the log-probabilities as π_old. Samples without token
+// ids (an HTTP policy that reported none) are tokenized with the model's
+// tokenizer and chat template (completion text, plus the eos token when
+// the finish reason is "stop"), and their π_old is taken to be the current
+// weights: the ratio is 1 and the gradient is the on-policy policy
+// gradient, which is exact when the sampler served the current version.
+package learner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/hf"
+	"swerl/gpu/modeldir"
+	"swerl/gpu/tokenizer"
+	"swerl/schemas"
+	"swerl/sinks/checkpoint"
+)
+
+// Config configures a Learner.
+type Config struct {
+	// Out is the output root: checkpoints/ and index.parquet.
+	Out string
+	// Model is the model directory a fresh run starts from (published as
+	// version 0). Ignored with Resume when Out has a good checkpoint.
+	Model string
+	// Resume continues from the newest good checkpoint in Out. Without
+	// it, an Out that already has versions is an error.
+	Resume bool
+	// BatchGroups is the number of whole groups per optimizer step.
+	// Default 4.
+	BatchGroups int
+	// MaxStaleness drops samples whose policy version is more than this
+	// many versions behind the version being trained; negative disables.
+	MaxStaleness int
+	// Train configures the trainer; Train.MaxBatch is the micro-batch
+	// size (sequences), and a step accumulates as many micro-batches as
+	// its groups need.
+	Train gpu.TrainConfig
+	// Backend runs the model. Required.
+	Backend gpu.Backend
+	// Announce, when set, is called with every published version (the
+	// swerl.weights topic) before offsets are committed.
+	Announce func(ctx context.Context, v schemas.WeightVersion) error
+	// Log receives warnings (skipped corrupt checkpoints, dropped
+	// samples). Default slog.Default().
+	Log *slog.Logger
+	// Progress receives one line per step (at most one every
+	// ProgressEvery) and a summary. Default: none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+// Stats count what the learner did.
+type Stats struct {
+	Steps       int   // optimizer steps taken in this run
+	Groups      int   // groups trained on
+	Samples     int   // samples trained on
+	Stale       int   // samples dropped as too stale
+	Skipped     int   // samples skipped (too long, bad tokens, empty)
+	Incomplete  int   // samples of groups never completed (dropped at the end)
+	Tokens      int64 // completion tokens trained on
+	Version     int64 // last published version
+	LastLoss    float64
+	LastReward  float64
+	FirstReward float64
+}
+
+// Learner trains one model and publishes its versions.
+type Learner struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *checkpoint.Store
+	model   *gpu.Model
+	tok     *tokenizer.Tokenizer
+	stop    []int32
+	src     string // directory the non-weight files are copied from
+	trainer *gpu.Trainer
+	ref     *gpu.Trainer // frozen reference for KL; nil without KL
+
+	version int64 // the version being trained from (last published or resumed)
+	indexed int64 // the newest indexed version (≥ version after a skipped corrupt one)
+	step    int64
+	offsets map[string]schemas.TopicOffset // topic/partition → next offset
+	stats   Stats
+
+	lastProgress time.Time
+	tty          bool // Progress is a terminal: one line rewritten with \r
+	live         bool // a live line is on the terminal
+	sft          bool // train runs SFTStep
+}
+
+// New opens the store, loads the model (fresh or resumed) and, on a fresh
+// run, publishes it as version 0.
+func New(cfg Config) (*Learner, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("learner: no backend")
+	}
+	if cfg.BatchGroups == 0 {
+		cfg.BatchGroups = 4
+	}
+	if cfg.BatchGroups < 0 {
+		return nil, fmt.Errorf("learner: batch groups %d, want ≥ 1", cfg.BatchGroups)
+	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = 2 * time.Second
+	}
+	l := &Learner{cfg: cfg, log: cfg.Log, offsets: map[string]schemas.TopicOffset{}}
+	if f, ok := cfg.Progress.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			l.tty = true
+		}
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	var err error
+	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log}); err != nil {
+		return nil, err
+	}
+	rows, err := l.store.Versions()
+	if err != nil {
+		return nil, err
+	}
+	var optState string
+	l.indexed = -1
+	if len(rows) > 0 {
+		l.indexed = rows[len(rows)-1].Version
+	}
+	switch {
+	case cfg.Resume && len(rows) > 0:
+		v, err := l.store.LatestGood()
+		if err != nil {
+			return nil, fmt.Errorf("learner: --resume: %w", err)
+		}
+		l.src = l.store.Path(v.Version)
+		l.version, l.step = v.Version, v.Step
+		for _, o := range v.Offsets {
+			l.offsets[offKey(o)] = o
+		}
+		optState = filepath.Join(l.src, modeldir.TrainerStateDir, "optimizer.safetensors")
+		l.log.Info("learner: resuming", "version", v.Version, "step", v.Step, "dir", l.src)
+	case len(rows) > 0:
+		return nil, fmt.Errorf("learner: %s already has %d published versions (latest v%d); pass --resume to continue or choose another --out", l.store.Dir(), len(rows), rows[len(rows)-1].Version)
+	default:
+		if cfg.Model == "" {
+			return nil, errors.New("learner: no --model to start from (and nothing to resume)")
+		}
+		dir, _, _, err := modeldir.Resolve(cfg.Model, l.log)
+		if err != nil {
+			return nil, err
+		}
+		l.src = dir
+		l.version = -1
+	}
+	mp, err := modeldir.Load(l.src)
+	if err != nil {
+		return nil, err
+	}
+	l.model, l.tok, l.stop = mp.Model, mp.Tokenizer, mp.Stop
+	if l.trainer, err = gpu.NewTrainer(l.model, cfg.Backend, cfg.Train); err != nil {
+		return nil, err
+	}
+	if optState != "" {
+		if err := l.loadOptimizer(optState); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Train.GRPO.KLCoef > 0 {
+		if err := l.openReference(); err != nil {
+			return nil, err
+		}
+	}
+	if l.version < 0 {
+		if err := l.publish(context.Background(), gpu.Metrics{}, 0, 0); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// openReference loads the frozen reference for the KL term: version 0 of
+// the store when it verifies, else the current weights.
+func (l *Learner) openReference() error {
+	dir := l.src
+	if v0, err := l.store.Get(0); err == nil {
+		if err := l.store.Verify(v0); err == nil {
+			dir = l.store.Path(0)
+		} else {
+			l.log.Warn("learner: version 0 does not verify; the KL reference is the current model", "reason", err.Error())
+		}
+	}
+	mp, err := modeldir.Load(dir)
+	if err != nil {
+		return err
+	}
+	rc := l.cfg.Train
+	rc.GRPO.KLCoef = 0
+	l.ref, err = gpu.NewTrainer(mp.Model, l.cfg.Backend, rc)
+	return err
+}
+
+func (l *Learner) loadOptimizer(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		l.log.Info("learner: the checkpoint has no optimizer state; AdamW starts fresh", "path", path)
+		return nil
+	}
+	st, err := hf.OpenSafetensors(path)
+	if err != nil {
+		return fmt.Errorf("learner: optimizer state: %w", err)
+	}
+	defer st.Close()
+	m, err := st.ReadFloat32("exp_avg", nil)
+	if err != nil {
+		return fmt.Errorf("learner: optimizer state %s: %w", path, err)
+	}
+	v, err := st.ReadFloat32("exp_avg_sq", nil)
+	if err != nil {
+		return fmt.Errorf("learner: optimizer state %s: %w", path, err)
+	}
+	step, err := strconv.Atoi(st.Metadata["step"])
+	if err != nil {
+		return fmt.Errorf("learner: optimizer state %s: metadata step %q: %w", path, st.Metadata["step"], err)
+	}
+	return l.trainer.SetOptimizerState(m, v, step)
+}
+
+// Version is the last published version.
+func (l *Learner) Version() int64 { return l.version }
+
+// Offsets are the positions consumed up to the last published version,
+// sorted: where a Kafka source resumes.
+func (l *Learner) Offsets() []schemas.TopicOffset {
+	out := make([]schemas.TopicOffset, 0, len(l.offsets))
+	for _, o := range l.offsets {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Model returns the model being trained (its host weights are current
+// after each publish).
+func (l *Learner) Model() *gpu.Model { return l.model }
+
+// Tokenizer returns the model's tokenizer.
+func (l *Learner) Tokenizer() *tokenizer.Tokenizer { return l.tok }
+
+// Stats returns the counters so far.
+func (l *Learner) Stats() Stats { s := l.stats; s.Version = l.version; return s }
+
+func offKey(o schemas.TopicOffset) string { return o.Topic + "/" + strconv.Itoa(o.Partition) }
+
+// consumed records a sample's position (kept or dropped alike).
+func (l *Learner) consumed(s *schemas.Sample) {
+	if o, ok := offsetOf(s.Source); ok {
+		o.Offset++ // the next offset to read
+		k := offKey(o)
+		if o.Offset > l.offsets[k].Offset {
+			l.offsets[k] = o
+		}
+	}
+}
+
+// publish writes the current weights and optimizer state as version+1.
+func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, samples int) error {
+	if err := l.trainer.SyncHost(); err != nil {
+		return err
+	}
+	m, v, step, err := l.trainer.OptimizerState()
+	if err != nil {
+		return err
+	}
+	meta := schemas.WeightVersion{
+		Version: max(l.version, l.indexed) + 1, Step: l.step, Loss: met.Loss, KL: met.KL, MeanReward: reward,
+		Tokens: int64(met.Tokens), Samples: int64(samples), Offsets: l.Offsets(),
+	}
+	row, err := l.store.Publish(meta, func(dir string) error {
+		if _, err := modeldir.WriteCheckpoint(dir, l.src, l.model); err != nil {
+			return err
+		}
+		sd := filepath.Join(dir, modeldir.TrainerStateDir)
+		if err := os.MkdirAll(sd, 0o755); err != nil {
+			return err
+		}
+		n := len(m)
+		return hf.WriteSafetensors(filepath.Join(sd, "optimizer.safetensors"), []hf.Tensor{
+			{Name: "exp_avg", Shape: []int{n}, Data: m},
+			{Name: "exp_avg_sq", Shape: []int{n}, Data: v},
+		}, hf.F32, map[string]string{"step": strconv.Itoa(step), "format": "swerl-adamw"})
+	})
+	if err != nil {
+		return err
+	}
+	l.version, l.indexed = row.Version, row.Version
+	l.stats.Version = row.Version
+	mVersion.Set(float64(row.Version))
+	if l.cfg.Announce != nil {
+		if err := l.cfg.Announce(ctx, row); err != nil {
+			return fmt.Errorf("learner: announce v%d: %w", row.Version, err)
+		}
+	}
+	return nil
+}
+
+// group is the samples of one group id, in arrival order.
+type group struct {
+	id      string
+	samples []schemas.Sample
+}
+
+func (g *group) ready() bool {
+	return len(g.samples) > 0 && len(g.samples) >= g.samples[0].GroupSize
+}
+
+// batcher assembles whole groups from a sample stream.
+type batcher struct {
+	l       *Learner
+	pending map[string]*group
+	order   []string // pending group ids, oldest first
+	last    string   // group id of the previous sample
+}
+
+// add takes one sample and returns the groups it completed: its own when
+// full, and the previous group when that one was emitted incomplete (its
+// samples say group_complete=false) and a sample of another group arrived.
+func (b *batcher) add(s schemas.Sample) []*group {
+	var out []*group
+	if b.last != "" && b.last != s.GroupID {
+		if g := b.pending[b.last]; g != nil && !g.samples[0].GroupComplete {
+			out = append(out, b.take(b.last))
+		}
+	}
+	b.last = s.GroupID
+	g := b.pending[s.GroupID]
+	if g == nil {
+		g = &group{id: s.GroupID}
+		b.pending[s.GroupID] = g
+		b.order = append(b.order, s.GroupID)
+	}
+	g.samples = append(g.samples, s)
+	if g.ready() {
+		out = append(out, b.take(s.GroupID))
+	}
+	return out
+}
+
+func (b *batcher) take(id string) *group {
+	g := b.pending[id]
+	delete(b.pending, id)
+	for i, o := range b.order {
+		if o == id {
+			b.order = append(b.order[:i], b.order[i+1:]...)
+			break
+		}
+	}
+	return g
+}
+
+// flush returns the pending groups emitted incomplete, and counts and
+// drops the others (their missing members never came).
+func (b *batcher) flush() []*group {
+	var out []*group
+	for _, id := range append([]string(nil), b.order...) {
+		g := b.take(id)
+		if !g.samples[0].GroupComplete {
+			out = append(out, g)
+			continue
+		}
+		b.l.stats.Incomplete += len(g.samples)
+		mSamples.WithLabelValues("incomplete").Add(float64(len(g.samples)))
+		b.l.log.Warn("learner: dropping a group that never completed", "group", g.id, "have", len(g.samples), "want", g.samples[0].GroupSize)
+	}
+	return out
+}
+
+// Run consumes src and takes one optimizer step (and publishes one
+// version) per BatchGroups groups, until src ends (a last partial batch
+// is trained), ctx ends, or steps steps were taken (steps ≤ 0: no limit).
+func (l *Learner) Run(ctx context.Context, src Source, steps int) (Stats, error) {
+	b := &batcher{l: l, pending: map[string]*group{}}
+	var batch []*group
+	start := time.Now()
+	defer func() { l.summary(time.Since(start)) }()
+	for steps <= 0 || l.stats.Steps < steps {
+		s, err := src.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			batch = append(batch, b.flush()...)
+			for len(batch) > 0 && (steps <= 0 || l.stats.Steps < steps) {
+				n := min(len(batch), l.cfg.BatchGroups)
+				if err := l.step1(ctx, src, batch[:n]); err != nil {
+					return l.Stats(), err
+				}
+				batch = batch[n:]
+			}
+			return l.Stats(), nil
+		}
+		if err != nil {
+			return l.Stats(), err
+		}
+		l.consumed(&s)
+		if l.cfg.MaxStaleness >= 0 && s.PolicyVersion >= 0 && l.version-s.PolicyVersion > int64(l.cfg.MaxStaleness) {
+			l.stats.Stale++
+			mSamples.WithLabelValues("stale").Inc()
+			continue
+		}
+		batch = append(batch, b.add(s)...)
+		if len(batch) >= l.cfg.BatchGroups {
+			if err := l.step1(ctx, src, batch[:l.cfg.BatchGroups]); err != nil {
+				return l.Stats(), err
+			}
+			batch = batch[l.cfg.BatchGroups:]
+		}
+	}
+	return l.Stats(), nil
+}
+
+// sequence turns a sample into a training sequence; ok is false (and the
+// reason logged) when it cannot be trained on.
+func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
+	seq := gpu.Sequence{Advantage: s.Advantage}
+	if math.IsNaN(s.Advantage) || math.IsInf(s.Advantage, 0) {
+		return seq, fmt.Sprintf("advantage %v is not finite", s.Advantage)
+	}
+	if len(s.PromptTokens) > 0 && len(s.CompletionTokens) > 0 {
+		seq.Prompt, seq.Completion = s.PromptTokens, s.CompletionTokens
+		if len(s.LogProbs) == len(s.CompletionTokens) {
+			seq.OldLogProbs = s.LogProbs
+		}
+	} else {
+		var msgs []tokenizer.Message
+		if s.System != "" {
+			msgs = append(msgs, tokenizer.Message{Role: "system", Content: s.System})
+		}
+		msgs = append(msgs, tokenizer.Message{Role: "user", Content: s.Prompt})
+		text, err := l.tok.Chat.Render(msgs, true)
+		if err != nil {
+			return seq, err.Error()
+		}
+		seq.Prompt = l.tok.Encode(text)
+		seq.Completion = l.tok.EncodeOrdinary(s.Completion)
+		if s.FinishReason == "stop" && len(l.stop) > 0 {
+			seq.Completion = append(seq.Completion, l.stop[0])
+		}
+	}
+	switch {
+	case len(seq.Prompt) == 0 || len(seq.Completion) == 0:
+		return seq, "empty prompt or completion"
+	case len(seq.Prompt)+len(seq.Completion)-1 > l.trainer.Config().MaxSeq:
+		return seq, fmt.Sprintf("%d prompt + %d completion tokens exceed --max-seq %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
+	}
+	V := int32(l.model.Config.VocabSize)
+	for _, t := range append(seq.Prompt[:len(seq.Prompt):len(seq.Prompt)], seq.Completion...) {
+		if t < 0 || t >= V {
+			return seq, fmt.Sprintf("token %d outside the vocabulary of %d", t, V)
+		}
+	}
+	return seq, ""
+}
+
+// step1 trains on groups and publishes the next version.
+func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error {
+	t0 := time.Now()
+	var seqs []gpu.Sequence
+	var reward, stale float64
+	n := 0
+	for _, g := range groups {
+		for i := range g.samples {
+			s := &g.samples[i]
+			reward += s.Reward
+			if s.PolicyVersion >= 0 {
+				stale += float64(l.version - s.PolicyVersion)
+			}
+			n++
+			seq, why := l.sequence(s)
+			if why != "" {
+				l.stats.Skipped++
+				mSamples.WithLabelValues("skipped").Inc()
+				l.log.Warn("learner: skipping a sample", "id", s.ID, "source", s.Source, "reason", why)
+				continue
+			}
+			seqs = append(seqs, seq)
+		}
+	}
+	if n > 0 {
+		reward /= float64(n)
+		stale /= float64(n)
+	}
+	met, err := l.train(seqs)
+	if err != nil {
+		return err
+	}
+	l.step++
+	l.stats.Steps++
+	l.stats.Groups += len(groups)
+	l.stats.Samples += len(seqs)
+	l.stats.Tokens += int64(met.Tokens)
+	l.stats.LastLoss, l.stats.LastReward = met.Loss, reward
+	if l.stats.Steps == 1 {
+		l.stats.FirstReward = reward
+	}
+	mSamples.WithLabelValues("trained").Add(float64(len(seqs)))
+	if err := l.publish(ctx, met, reward, len(seqs)); err != nil {
+		return err
+	}
+	if c, ok := src.(Committer); ok {
+		if err := c.Commit(ctx, l.Offsets()); err != nil {
+			return fmt.Errorf("learner: commit offsets of v%d: %w", l.version, err)
+		}
+	}
+	dt := time.Since(t0)
+	mSteps.Inc()
+	mLoss.Set(met.Loss)
+	mReward.Set(reward)
+	tps := float64(met.Tokens) / dt.Seconds()
+	mTokensPerSec.Set(tps)
+	l.progress(met, reward, tps, stale)
+	return nil
+}
+
+// train runs the optimizer step over seqs in micro-batches of MaxBatch.
+func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
+	var sum gpu.Metrics
+	if len(seqs) == 0 {
+		return sum, nil
+	}
+	mb := l.trainer.Config().MaxBatch
+	chunks := (len(seqs) + mb - 1) / mb
+	if err := l.trainer.SetAccumSteps(chunks); err != nil {
+		return sum, err
+	}
+	sft := l.sft
+	for c := 0; c < chunks; c++ {
+		part := seqs[c*mb : min(len(seqs), (c+1)*mb)]
+		if l.ref != nil && !sft {
+			ref, err := l.ref.LogProbs(part)
+			if err != nil {
+				return sum, err
+			}
+			for i := range part {
+				part[i].RefLogProbs = ref[i]
+			}
+		}
+		var met gpu.Metrics
+		var err error
+		if sft {
+			met, err = l.trainer.SFTStep(part)
+		} else {
+			met, err = l.trainer.Step(part)
+		}
+		if err != nil {
+			return sum, err
+		}
+		sum.Loss += met.Loss / float64(chunks)
+		sum.KL += met.KL / float64(chunks)
+		sum.ClipFrac += met.ClipFrac / float64(chunks)
+		sum.Tokens += met.Tokens
+		if met.Applied {
+			sum.Applied, sum.LR, sum.GradNorm, sum.Step = true, met.LR, met.GradNorm, met.Step
+		}
+	}
+	if math.IsNaN(sum.Loss) {
+		return sum, errors.New("learner: loss is NaN")
+	}
+	return sum, nil
+}
+
+func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
+	if l.cfg.Progress == nil || time.Since(l.lastProgress) < l.cfg.ProgressEvery && l.stats.Steps > 1 {
+		return
+	}
+	l.lastProgress = time.Now()
+	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d",
+		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped)
+	if l.tty {
+		fmt.Fprintf(l.cfg.Progress, "\r\x1b[K%s", line)
+		l.live = true
+		return
+	}
+	fmt.Fprintln(l.cfg.Progress, line)
+}
+
+func (l *Learner) summary(d time.Duration) {
+	if l.cfg.Progress == nil {
+		return
+	}
+	s := l.stats
+	if l.live {
+		fmt.Fprintln(l.cfg.Progress)
+		l.live = false
+	}
+	fmt.Fprintf(l.cfg.Progress, "trained %d steps (%d groups, %d samples, %d tokens) in %s; published up to v%d; dropped %d stale, %d skipped, %d in incomplete groups\n",
+		s.Steps, s.Groups, s.Samples, s.Tokens, d.Round(time.Millisecond), l.version, s.Stale, s.Skipped, s.Incomplete)
+}

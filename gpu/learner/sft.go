@@ -1,0 +1,96 @@
+package learner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/tokenizer"
+)
+
+// Example is one supervised warm-start pair: a chat prompt and the answer
+// to imitate (for SWE-RL, prompt.OracleAnswer: the oracle edits in the
+// policy's output format).
+type Example struct {
+	ID     string // for messages
+	System string
+	Prompt string
+	Answer string
+}
+
+// SFT takes steps of supervised fine-tuning (cross-entropy on the answer
+// tokens only, the eos token included) over examples, batch examples per
+// optimizer step, cycling through them until steps steps were taken, and
+// publishes a version after each step. Examples too long for MaxSeq are
+// skipped and counted.
+func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int) (Stats, error) {
+	if batch <= 0 {
+		return l.Stats(), fmt.Errorf("learner: SFT batch %d, want ≥ 1", batch)
+	}
+	var seqs []gpu.Sequence
+	for _, ex := range examples {
+		seq, why := l.sftSequence(ex)
+		if why != "" {
+			l.stats.Skipped++
+			mSamples.WithLabelValues("skipped").Inc()
+			l.log.Warn("learner: skipping an SFT example", "id", ex.ID, "reason", why)
+			continue
+		}
+		seqs = append(seqs, seq)
+	}
+	if len(seqs) == 0 {
+		return l.Stats(), fmt.Errorf("learner: none of the %d SFT examples fits (see the warnings)", len(examples))
+	}
+	l.sft = true
+	start := time.Now()
+	defer func() { l.sft = false; l.summary(time.Since(start)) }()
+	next := 0
+	for l.stats.Steps < steps {
+		if err := ctx.Err(); err != nil {
+			return l.Stats(), err
+		}
+		var part []gpu.Sequence
+		for range min(batch, len(seqs)) {
+			part = append(part, seqs[next%len(seqs)])
+			next++
+		}
+		met, err := l.train(part)
+		if err != nil {
+			return l.Stats(), err
+		}
+		l.step++
+		l.stats.Steps++
+		l.stats.Samples += len(part)
+		l.stats.Tokens += int64(met.Tokens)
+		l.stats.LastLoss = met.Loss
+		mSamples.WithLabelValues("trained").Add(float64(len(part)))
+		if err := l.publish(ctx, met, 0, len(part)); err != nil {
+			return l.Stats(), err
+		}
+		mSteps.Inc()
+		mLoss.Set(met.Loss)
+		l.progress(met, 0, 0, 0)
+	}
+	return l.Stats(), nil
+}
+
+func (l *Learner) sftSequence(ex Example) (gpu.Sequence, string) {
+	var msgs []tokenizer.Message
+	if ex.System != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: ex.System})
+	}
+	msgs = append(msgs, tokenizer.Message{Role: "user", Content: ex.Prompt})
+	text, err := l.tok.Chat.Render(msgs, true)
+	if err != nil {
+		return gpu.Sequence{}, err.Error()
+	}
+	seq := gpu.Sequence{Prompt: l.tok.Encode(text), Completion: l.tok.EncodeOrdinary(ex.Answer)}
+	if len(l.stop) > 0 {
+		seq.Completion = append(seq.Completion, l.stop[0])
+	}
+	if n := len(seq.Prompt) + len(seq.Completion) - 1; n > l.trainer.Config().MaxSeq {
+		return seq, fmt.Sprintf("%d prompt + %d answer tokens exceed --max-seq %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
+	}
+	return seq, ""
+}

@@ -1,0 +1,396 @@
+// Package policy is the in-process policy: a model directory (or an output
+// root with checkpoints) sampled with gpu.Sampler behind the
+// rollout.Policy interface, registered as the rollout scheme "model:".
+//
+// Spec: model:PATH[?max_seq=N&poll=DURATION&device=NAME]. PATH is a model
+// directory (config.json, model.safetensors, tokenizer files) or an output
+// root (index.parquet + checkpoints/), which serves the newest checkpoint
+// whose hashes verify and polls index.parquet for newer ones (every poll,
+// default 2s; poll=0 disables). A new version is loaded beside the old
+// one and swapped in between requests: a request in flight finishes all
+// its completions on the weights it started with and reports that version.
+//
+// Completions carry the prompt and completion token ids and the sampler's
+// per-token log-probabilities (temperature 1, untruncated: the quantity
+// the learner recomputes), so the learner can form exact GRPO ratios.
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/cpu"
+	"swerl/gpu/modeldir"
+	"swerl/gpu/tokenizer"
+	"swerl/transforms/rollout"
+)
+
+// Scheme is the rollout scheme this package registers.
+const Scheme = "model"
+
+var (
+	devMu   sync.RWMutex
+	devices = map[string]func() (gpu.Backend, error){
+		"cpu": func() (gpu.Backend, error) { return cpu.New(), nil },
+	}
+)
+
+// RegisterDevice makes device=NAME in a spec (and Options.Device) open a
+// backend with open; cmd/swerl registers its --device table here.
+func RegisterDevice(name string, open func() (gpu.Backend, error)) {
+	devMu.Lock()
+	defer devMu.Unlock()
+	devices[name] = open
+}
+
+func openDevice(name string) (gpu.Backend, error) {
+	devMu.RLock()
+	open := devices[name]
+	devMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("policy: device %q is not available in this build", name)
+	}
+	return open()
+}
+
+func init() {
+	rollout.RegisterScheme(Scheme, func(spec string) (rollout.Policy, error) {
+		path, opts, err := ParseSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		return Open(path, opts)
+	})
+}
+
+// Options configure a Policy. The zero value is valid.
+type Options struct {
+	// Device names the compute backend. Default "cpu".
+	Device string
+	// MaxSeq bounds prompt + completion in tokens (it sizes the KV cache).
+	// Default min(1024, max_position_embeddings).
+	MaxSeq int
+	// Poll is how often an output root's index is checked for a newer
+	// version. Default 2s; negative disables reloading.
+	Poll time.Duration
+	// MaxTokens and Temperature are used when a request leaves them zero.
+	// Defaults 256 and 1.0 (RL rollouts sample the raw distribution).
+	MaxTokens   int
+	Temperature float64
+	// Log receives reload notices and skipped corrupt checkpoints.
+	// Default slog.Default().
+	Log *slog.Logger
+}
+
+// ParseSpec splits "model:PATH?k=v&…" into PATH and Options.
+func ParseSpec(spec string) (string, Options, error) {
+	var o Options
+	rest, ok := strings.CutPrefix(spec, Scheme+":")
+	if !ok {
+		return "", o, fmt.Errorf("policy: spec %q does not start with %s:", spec, Scheme)
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return "", o, fmt.Errorf("policy: spec %q names no directory", spec)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", o, fmt.Errorf("policy: spec %q: %w", spec, err)
+	}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "max_seq", "max_tokens":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return "", o, fmt.Errorf("policy: spec %q: %s=%q is not a positive integer", spec, k, v)
+			}
+			if k == "max_seq" {
+				o.MaxSeq = n
+			} else {
+				o.MaxTokens = n
+			}
+		case "poll":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return "", o, fmt.Errorf("policy: spec %q: poll: %w", spec, err)
+			}
+			if d == 0 {
+				d = -1
+			}
+			o.Poll = d
+		case "device":
+			o.Device = v
+		case "temperature":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				return "", o, fmt.Errorf("policy: spec %q: temperature=%q is not a number ≥ 0", spec, v)
+			}
+			o.Temperature = f
+		default:
+			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, poll, device, temperature)", spec, k)
+		}
+	}
+	return path, o, nil
+}
+
+// state is one loaded version: its weights in a sampler.
+type state struct {
+	version int64
+	dir     string
+	tok     *tokenizer.Tokenizer
+	stop    []int32
+	sampler *gpu.Sampler
+	maxSeq  int
+}
+
+// Policy implements rollout.Policy over a local model. It is safe for
+// concurrent use; completions run one at a time on the backend (which is
+// not safe for concurrent use and uses every core itself).
+type Policy struct {
+	path string
+	opts Options
+	be   gpu.Backend
+
+	run sync.Mutex // serialises the backend
+	cur atomic.Pointer[state]
+
+	stop   chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+
+	afterCompletion func(i int) // test hook, called after completion i of a request
+}
+
+// Open loads the model PATH names (see the package documentation).
+func Open(path string, opts Options) (*Policy, error) {
+	if opts.Device == "" {
+		opts.Device = "cpu"
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = 256
+	}
+	if opts.Temperature == 0 {
+		opts.Temperature = 1
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	be, err := openDevice(opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{path: path, opts: opts, be: be, stop: make(chan struct{}), done: make(chan struct{})}
+	st, err := p.load()
+	if err != nil {
+		return nil, err
+	}
+	p.cur.Store(st)
+	if modeldir.IsRoot(path) && opts.Poll > 0 {
+		go p.watch()
+	} else {
+		close(p.done)
+	}
+	return p, nil
+}
+
+// load resolves and loads the newest good version into a new sampler.
+func (p *Policy) load() (*state, error) {
+	mp, err := modeldir.Open(p.path, p.opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	return p.stateFor(mp)
+}
+
+func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
+	maxSeq := p.opts.MaxSeq
+	if maxSeq == 0 {
+		maxSeq = 1024
+	}
+	maxSeq = min(maxSeq, mp.Model.Config.MaxPositionEmbeddings)
+	p.run.Lock()
+	defer p.run.Unlock()
+	s, err := gpu.NewSampler(mp.Model, p.be, maxSeq)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %s: %w", mp.Dir, err)
+	}
+	return &state{version: mp.Version, dir: mp.Dir, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq}, nil
+}
+
+// Reload loads the newest good version when it is newer than the one
+// served, and reports whether it swapped.
+func (p *Policy) Reload() (bool, error) {
+	cur := p.cur.Load()
+	dir, v, step, err := modeldir.Resolve(p.path, p.opts.Log)
+	if err != nil {
+		return false, err
+	}
+	if v == cur.version && dir == cur.dir {
+		return false, nil
+	}
+	mp, err := modeldir.Load(dir)
+	if err != nil {
+		return false, err
+	}
+	mp.Version, mp.Step = v, step
+	st, err := p.stateFor(mp)
+	if err != nil {
+		return false, err
+	}
+	p.cur.Store(st)
+	p.opts.Log.Info("policy: now serving a new weight version", "version", v, "dir", dir, "previous", cur.version)
+	return true, nil
+}
+
+func (p *Policy) watch() {
+	defer close(p.done)
+	t := time.NewTicker(p.opts.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if _, err := p.Reload(); err != nil {
+				p.opts.Log.Warn("policy: reload failed; still serving the previous version", "err", err.Error())
+			}
+		}
+	}
+}
+
+// Version is the weight version new requests are served by (-1 for a
+// plain model directory).
+func (p *Policy) Version() int64 { return p.cur.Load().version }
+
+// Tokenizer returns the tokenizer of the version served.
+func (p *Policy) Tokenizer() *tokenizer.Tokenizer { return p.cur.Load().tok }
+
+// Close stops the reload watcher.
+func (p *Policy) Close() error {
+	if p.closed.CompareAndSwap(false, true) {
+		close(p.stop)
+	}
+	<-p.done
+	return nil
+}
+
+// ErrPromptTooLong reports a prompt that leaves no room to generate.
+var ErrPromptTooLong = errors.New("policy: prompt too long")
+
+// Params are the sampling parameters of one request beyond rollout.Request.
+type Params struct {
+	TopK int
+	// Stop are extra stop token ids (the model's eos tokens always stop).
+	Stop []int32
+}
+
+// Complete samples req.N completions of the chat prompt (system + user
+// message, rendered with the model's chat template). Completion i uses
+// seed req.Seed+i, so a request is reproducible.
+func (p *Policy) Complete(ctx context.Context, req rollout.Request) (rollout.Response, error) {
+	return p.CompleteWith(ctx, req, Params{})
+}
+
+// CompleteWith is Complete with extra sampling parameters.
+func (p *Policy) CompleteWith(ctx context.Context, req rollout.Request, extra Params) (rollout.Response, error) {
+	var msgs []tokenizer.Message
+	if req.System != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: req.System})
+	}
+	msgs = append(msgs, tokenizer.Message{Role: "user", Content: req.Prompt})
+	return p.CompleteMessages(ctx, msgs, req, extra)
+}
+
+// CompleteMessages samples req.N completions of a whole conversation
+// (req.System and req.Prompt are ignored), rendered with the chat
+// template and a generation prompt.
+func (p *Policy) CompleteMessages(ctx context.Context, msgs []tokenizer.Message, req rollout.Request, extra Params) (rollout.Response, error) {
+	t0 := time.Now()
+	st := p.cur.Load()
+	text, err := st.tok.Chat.Render(msgs, true)
+	if err != nil {
+		return rollout.Response{PolicyVersion: st.version}, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
+	}
+	return p.sample(ctx, st, req, st.tok.Encode(text), extra, t0)
+}
+
+// CompleteTokens samples req.N completions of an already tokenized prompt.
+func (p *Policy) CompleteTokens(ctx context.Context, req rollout.Request, prompt []int32, extra Params) (rollout.Response, error) {
+	return p.sample(ctx, p.cur.Load(), req, prompt, extra, time.Now())
+}
+
+func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, prompt []int32, extra Params, t0 time.Time) (rollout.Response, error) {
+	resp := rollout.Response{PolicyVersion: st.version}
+	n := req.N
+	if n <= 0 {
+		n = 1
+	}
+	maxTok := req.MaxTokens
+	if maxTok <= 0 {
+		maxTok = p.opts.MaxTokens
+	}
+	if len(prompt)+1 > st.maxSeq {
+		return resp, fmt.Errorf("%w: instance %q: %d prompt tokens, the context is %d (raise max_seq up to max_position_embeddings)", ErrPromptTooLong, req.InstanceID, len(prompt), st.maxSeq)
+	}
+	temp := req.Temperature
+	if temp == 0 {
+		temp = p.opts.Temperature
+	}
+	sp := gpu.SamplingParams{
+		Temperature: temp, TopP: req.TopP, TopK: extra.TopK, MaxTokens: maxTok,
+		StopTokens: append(append([]int32(nil), st.stop...), extra.Stop...),
+	}
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return resp, err
+		}
+		sp.Seed = uint64(req.Seed) + uint64(i)
+		p.run.Lock()
+		c, err := st.sampler.Sample(prompt, sp)
+		p.run.Unlock()
+		if err != nil {
+			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
+		}
+		body := c.Tokens
+		if c.FinishReason == "stop" {
+			body = body[:len(body)-1]
+		}
+		txt := DecodeLenient(st.tok, body)
+		resp.Completions = append(resp.Completions, rollout.Completion{
+			Text: txt, Tokens: c.Tokens, PromptTokens: prompt,
+			LogProbs: c.LogProbs, FinishReason: c.FinishReason,
+		})
+		if p.afterCompletion != nil {
+			p.afterCompletion(i)
+		}
+	}
+	resp.LatencyMS = time.Since(t0).Milliseconds()
+	return resp, nil
+}
+
+// DecodeLenient decodes ids without special tokens, writing U+FFFD for an
+// id the tokenizer lacks (a model's vocabulary is often padded beyond its
+// tokenizer's) and making the result valid UTF-8.
+func DecodeLenient(tok *tokenizer.Tokenizer, ids []int32) string {
+	var b []byte
+	for _, id := range ids {
+		var err error
+		if b, err = tok.DecodeBytes(b, []int32{id}, false); err != nil {
+			b = append(b, "\uFFFD"...)
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

@@ -1,0 +1,233 @@
+package policy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/cpu"
+	"swerl/gpu/modeldir"
+	"swerl/gpu/tokenizer"
+	"swerl/schemas"
+	"swerl/sinks/checkpoint"
+	"swerl/transforms/rollout"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestCompleteMatchesTrainerLogProbs(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rollout.Open("model:" + dir + "?max_seq=256&max_tokens=12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	if pol.Version() != -1 {
+		t.Errorf("Version() = %d for a plain model directory, want -1", pol.Version())
+	}
+	req := rollout.Request{InstanceID: "o/r#1", System: "be brief", Prompt: "fix the bug", N: 3, Seed: 11}
+	resp, err := pol.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Completions) != 3 || resp.PolicyVersion != -1 {
+		t.Fatalf("got %d completions, version %d", len(resp.Completions), resp.PolicyVersion)
+	}
+	mp, err := modeldir.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := mp.Tokenizer.Chat.Render(msgList{{"system", "be brief"}, {"user", "fix the bug"}}.msgs(), true)
+	c0 := resp.Completions[0]
+	if got, _ := mp.Tokenizer.Decode(c0.PromptTokens); got != want {
+		t.Errorf("prompt tokens decode to %q, want the rendered chat %q", got, want)
+	}
+	tr, err := gpu.NewTrainer(mp.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 3, MaxSeq: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []gpu.Sequence
+	for _, c := range resp.Completions {
+		if len(c.Tokens) != len(c.LogProbs) || len(c.Tokens) == 0 || len(c.Tokens) > 12 {
+			t.Fatalf("completion has %d tokens and %d log-probs", len(c.Tokens), len(c.LogProbs))
+		}
+		seqs = append(seqs, gpu.Sequence{Prompt: c.PromptTokens, Completion: c.Tokens})
+	}
+	lps, err := tr.LogProbs(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range resp.Completions {
+		for k := range c.LogProbs {
+			if d := math.Abs(float64(c.LogProbs[k] - lps[i][k])); d > 1e-3 {
+				t.Fatalf("completion %d token %d: sampler log-prob %v, trainer %v", i, k, c.LogProbs[k], lps[i][k])
+			}
+		}
+	}
+	// Same seed, same completions; another seed, (almost surely) others.
+	again, err := pol.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range again.Completions {
+		if !slices.Equal(again.Completions[i].Tokens, resp.Completions[i].Tokens) {
+			t.Fatalf("completion %d differs for the same seed", i)
+		}
+	}
+	if slices.Equal(resp.Completions[0].Tokens, resp.Completions[1].Tokens) && slices.Equal(resp.Completions[1].Tokens, resp.Completions[2].Tokens) {
+		t.Error("three seeds gave three equal completions")
+	}
+}
+
+type tokenizerMsg = [2]string
+
+type tokenizerMessage = tokenizer.Message
+
+type msgList []tokenizerMsg
+
+func (l msgList) msgs() []tokenizerMessage {
+	var out []tokenizerMessage
+	for _, m := range l {
+		out = append(out, tokenizerMessage{Role: m[0], Content: m[1]})
+	}
+	return out
+}
+
+func TestPromptTooLong(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Open(dir, Options{MaxSeq: 32, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	_, err = pol.Complete(context.Background(), rollout.Request{InstanceID: "x#1", Prompt: strings.Repeat("zq ", 40)})
+	if err == nil || !strings.Contains(err.Error(), "x#1") || !strings.Contains(err.Error(), "prompt tokens") {
+		t.Fatalf("err = %v, want a too-long error naming the instance", err)
+	}
+}
+
+func TestReloadNewVersion(t *testing.T) {
+	root := t.TempDir()
+	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(v int64) {
+		t.Helper()
+		if _, err := st.Publish(schemas.WeightVersion{Version: v, Step: v}, func(d string) error {
+			_, err := modeldir.Init(d, "tiny", uint64(100+v))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(0)
+	pol, err := Open(root, Options{Poll: 10 * time.Millisecond, MaxSeq: 128, MaxTokens: 8, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	req := rollout.Request{Prompt: "hello", N: 1, Seed: 3, Temperature: 1e-6}
+	r0, err := pol.Complete(context.Background(), req)
+	if err != nil || r0.PolicyVersion != 0 {
+		t.Fatalf("version %d, err %v; want 0", r0.PolicyVersion, err)
+	}
+	publish(1)
+	deadline := time.Now().Add(10 * time.Second)
+	for pol.Version() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy did not pick up version 1")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r1, err := pol.Complete(context.Background(), req)
+	if err != nil || r1.PolicyVersion != 1 {
+		t.Fatalf("version %d, err %v; want 1", r1.PolicyVersion, err)
+	}
+	if slices.Equal(r0.Completions[0].LogProbs, r1.Completions[0].LogProbs) {
+		t.Error("new weights gave identical log-probs")
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	path, o, err := ParseSpec("model:/a/b?max_seq=64&poll=0&device=cpu&temperature=0.5")
+	if err != nil || path != "/a/b" || o.MaxSeq != 64 || o.Poll >= 0 || o.Device != "cpu" || o.Temperature != 0.5 {
+		t.Fatalf("%q %+v %v", path, o, err)
+	}
+	for _, bad := range []string{"model:", "file:/x", "model:/x?max_seq=-1", "model:/x?poll=soon", "model:/x?colour=red"} {
+		if _, _, err := ParseSpec(bad); err == nil {
+			t.Errorf("ParseSpec(%q) accepted", bad)
+		}
+	}
+	if _, err := Open(t.TempDir(), Options{Log: quiet()}); err == nil {
+		t.Error("opened an empty directory")
+	}
+}
+
+// A version swapped in while a request is in flight does not touch it:
+// the request finishes every completion on the weights it started with
+// and reports that version; the next request gets the new one.
+func TestReloadDuringRequest(t *testing.T) {
+	root := t.TempDir()
+	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(v int64) {
+		t.Helper()
+		if _, err := st.Publish(schemas.WeightVersion{Version: v}, func(d string) error {
+			_, err := modeldir.Init(d, "tiny", uint64(200+v))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(0)
+	pol, err := Open(root, Options{Poll: -1, MaxSeq: 128, MaxTokens: 6, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	req := rollout.Request{Prompt: "hello", N: 4, Seed: 9}
+	ref, err := pol.Complete(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(1)
+	pol.afterCompletion = func(i int) {
+		if i == 0 {
+			if ok, err := pol.Reload(); !ok || err != nil {
+				t.Errorf("Reload = %v, %v", ok, err)
+			}
+		}
+	}
+	got, err := pol.Complete(context.Background(), req)
+	pol.afterCompletion = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PolicyVersion != 0 || pol.Version() != 1 {
+		t.Fatalf("in-flight request reports v%d (policy now v%d), want v0 (v1)", got.PolicyVersion, pol.Version())
+	}
+	for i := range ref.Completions {
+		if !slices.Equal(got.Completions[i].LogProbs, ref.Completions[i].LogProbs) {
+			t.Fatalf("completion %d changed weights mid-request", i)
+		}
+	}
+	next, err := pol.Complete(context.Background(), req)
+	if err != nil || next.PolicyVersion != 1 || slices.Equal(next.Completions[0].LogProbs, ref.Completions[0].LogProbs) {
+		t.Fatalf("next request: v%d, %v", next.PolicyVersion, err)
+	}
+}
