@@ -1,0 +1,405 @@
+//go:build cuda
+
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"swerl/gpu"
+)
+
+//go:embed kernels_sm80.ptx
+var ptxSM80 string
+
+//go:embed kernels_sm90.ptx
+var ptxSM90 string
+
+const block = 256 // threads per block of every kernel
+
+// alloc is one device allocation.
+type alloc struct {
+	ptr   cu.DevicePtr
+	n     int
+	freed bool
+}
+
+// buf is a Buf of this package: a window [off, off+n) of an allocation.
+type buf struct {
+	a      *alloc
+	off, n int
+}
+
+func (b *buf) Len() int { return b.n }
+
+func (b *buf) ptr() cu.DevicePtr { return b.a.ptr + cu.DevicePtr(4*b.off) }
+
+// Backend is the CUDA implementation of gpu.Backend: float32 buffers in
+// device memory, kernels from kernels.cu, matmuls through cuBLAS. Every
+// driver call runs on one goroutine locked to its OS thread, which holds
+// the CUDA context; ops are sent to it as closures and launch
+// asynchronously on the default stream. Not safe for concurrent use.
+type Backend struct {
+	q      chan func()
+	done   chan struct{}
+	err    error
+	name   string // the card, e.g. "NVIDIA H100 80GB HBM3"
+	cc     int    // compute capability, e.g. 90
+	ctx    cu.CUContext
+	fns    map[string]cu.Function
+	blas   *blas
+	toks   *buf // device copy of the last token/target ids (int32)
+	acc    *buf // 2 words: the float64 accumulator of SumSquares
+	blocks int  // grid size cap for grid-stride kernels
+	// naiveAttn selects the one-block-per-row attention kernels instead of
+	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
+	naiveAttn bool
+}
+
+var _ gpu.Backend = (*Backend)(nil)
+
+// New opens device 0. The matmul precision comes from SWERL_CUDA_MATMUL
+// (f32, the default, tf32 or bf16); see SetMatmul.
+func New() (*Backend, error) {
+	be := &Backend{q: make(chan func()), done: make(chan struct{}), fns: map[string]cu.Function{}}
+	started := make(chan error)
+	go be.loop(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	be.naiveAttn = os.Getenv("SWERL_CUDA_ATTN") == "naive"
+	if m := os.Getenv("SWERL_CUDA_MATMUL"); m != "" {
+		if err := be.SetMatmul(m); err != nil {
+			be.Close()
+			return nil, err
+		}
+	}
+	return be, nil
+}
+
+// loop is the driver thread.
+func (be *Backend) loop(started chan<- error) {
+	runtime.LockOSThread()
+	defer close(be.done)
+	if err := be.init(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	for f := range be.q {
+		f()
+	}
+	// Destroying the context frees every allocation of this backend.
+	_ = cu.Synchronize()
+	_ = be.ctx.Destroy()
+}
+
+func (be *Backend) init() error {
+	n, err := cu.NumDevices()
+	if err != nil || n == 0 {
+		return fmt.Errorf("cuda: no device (%d devices, %v)", n, err)
+	}
+	dev, err := cu.GetDevice(0)
+	if err != nil {
+		return fmt.Errorf("cuda: device 0: %w", err)
+	}
+	if be.name, err = dev.Name(); err != nil {
+		return fmt.Errorf("cuda: device name: %w", err)
+	}
+	maj, err1 := dev.Attribute(cu.ComputeCapabilityMajor)
+	min, err2 := dev.Attribute(cu.ComputeCapabilityMinor)
+	sms, err3 := dev.Attribute(cu.MultiprocessorCount)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return fmt.Errorf("cuda: device attributes: %v %v %v", err1, err2, err3)
+	}
+	be.cc = maj*10 + min
+	be.blocks = sms * 32
+	if be.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
+		return fmt.Errorf("cuda: context: %w", err)
+	}
+	ptx := ptxSM80
+	if be.cc >= 90 {
+		ptx = ptxSM90
+	}
+	if be.cc < 80 {
+		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 or later", be.name, maj, min)
+	}
+	mod, err := cu.LoadData(ptx)
+	if err != nil {
+		return fmt.Errorf("cuda: loading kernels (PTX for sm_%d): %w", be.cc, err)
+	}
+	for _, line := range strings.Split(ptx, "\n") {
+		// ".visible .entry add_f32(" names each kernel.
+		if i := strings.Index(line, ".entry "); i >= 0 {
+			name := strings.TrimSpace(line[i+len(".entry "):])
+			name = strings.TrimSuffix(name, "(")
+			if be.fns[name], err = mod.Function(name); err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", name, err)
+			}
+		}
+	}
+	if be.blas, err = newBlas(); err != nil {
+		return err
+	}
+	a, err := be.alloc(2)
+	if err != nil {
+		return err
+	}
+	be.acc = a
+	return nil
+}
+
+// do runs f on the driver thread and waits for it.
+func (be *Backend) do(f func()) {
+	ch := make(chan struct{})
+	be.q <- func() { f(); close(ch) }
+	<-ch
+}
+
+// Name implements gpu.Backend.
+func (be *Backend) Name() string { return "cuda" }
+
+// Device is the card's name as the driver reports it.
+func (be *Backend) Device() string { return be.name }
+
+// ComputeCapability is the card's compute capability times ten (90 for Hopper).
+func (be *Backend) ComputeCapability() int { return be.cc }
+
+// SetMatmul selects the precision of matrix products: "f32" (exact
+// float32, the default), "tf32" or "bf16" (tensor cores with operands
+// rounded to tf32 or bf16, float32 accumulation and storage).
+func (be *Backend) SetMatmul(mode string) error {
+	c := map[string]int{"f32": computeF32, "tf32": computeFastTF, "bf16": computeFastBF}[mode]
+	if c == 0 {
+		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", mode)
+	}
+	be.blas.compute = c
+	return nil
+}
+
+func (be *Backend) fail(op string, format string, a ...any) {
+	if be.err == nil {
+		be.err = fmt.Errorf("cuda: %s: %s", op, fmt.Sprintf(format, a...))
+	}
+}
+
+// get unwraps x; nil stays nil.
+func (be *Backend) get(op string, x gpu.Buf) *buf {
+	if x == nil {
+		return nil
+	}
+	b, ok := x.(*buf)
+	if !ok {
+		be.fail(op, "buffer of type %T does not belong to the cuda backend", x)
+		return nil
+	}
+	if b.a.freed {
+		be.fail(op, "use of a freed buffer")
+	}
+	return b
+}
+
+// need checks pairs (name, *buf) have at least n elements. A nil *buf
+// fails, so optional outputs are checked by the caller only when present.
+func (be *Backend) need(op string, n int, bufs ...any) bool {
+	if be.err != nil {
+		return false
+	}
+	if n < 0 {
+		be.fail(op, "negative size %d", n)
+		return false
+	}
+	for i := 0; i+1 < len(bufs); i += 2 {
+		b := bufs[i+1].(*buf)
+		if b == nil {
+			be.fail(op, "%s is nil", bufs[i])
+			return false
+		}
+		if b.n < n {
+			be.fail(op, "%s has %d elements, need %d", bufs[i], b.n, n)
+			return false
+		}
+	}
+	return be.err == nil
+}
+
+func (be *Backend) alloc(n int) (*buf, error) {
+	p, err := cu.MemAlloc(int64(4 * max(n, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: alloc %d floats: %w", n, err)
+	}
+	if err := cu.MemsetD32(p, 0, int64(max(n, 1))); err != nil {
+		return nil, fmt.Errorf("cuda: alloc %d floats: zero: %w", n, err)
+	}
+	return &buf{a: &alloc{ptr: p, n: n}, n: n}, nil
+}
+
+// Alloc implements gpu.Backend.
+func (be *Backend) Alloc(n int) (gpu.Buf, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: alloc: negative size %d", n)
+	}
+	var b *buf
+	var err error
+	be.do(func() { b, err = be.alloc(n) })
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Slice implements gpu.Backend.
+func (be *Backend) Slice(x gpu.Buf, off, n int) gpu.Buf {
+	b := be.get("slice", x)
+	if b == nil || off < 0 || n < 0 || off+n > b.n {
+		ln := 0
+		if b != nil {
+			ln = b.n
+		}
+		be.fail("slice", "window [%d:%d] out of range of %d elements", off, off+n, ln)
+		return &buf{a: &alloc{freed: true}}
+	}
+	return &buf{a: b.a, off: b.off + off, n: n}
+}
+
+// Free implements gpu.Backend.
+func (be *Backend) Free(x gpu.Buf) {
+	b, ok := x.(*buf)
+	if !ok || b.a.freed || b.off != 0 || b.n != b.a.n {
+		return
+	}
+	b.a.freed = true
+	be.do(func() { _ = cu.MemFree(b.a.ptr) })
+}
+
+// Upload implements gpu.Backend.
+func (be *Backend) Upload(dst gpu.Buf, src []float32) {
+	d := be.get("upload", dst)
+	if !be.need("upload", len(src), "dst", d) || len(src) == 0 {
+		return
+	}
+	be.do(func() {
+		if err := cu.MemcpyHtoD(d.ptr(), unsafe.Pointer(&src[0]), int64(4*len(src))); err != nil {
+			be.fail("upload", "%v", err)
+		}
+	})
+}
+
+// Download implements gpu.Backend.
+func (be *Backend) Download(dst []float32, src gpu.Buf) error {
+	s := be.get("download", src)
+	if !be.need("download", len(dst), "src", s) {
+		return be.err
+	}
+	be.do(func() {
+		if err := cu.Synchronize(); err != nil {
+			be.fail("download", "kernel failure: %v", err)
+			return
+		}
+		if len(dst) > 0 {
+			if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), s.ptr(), int64(4*len(dst))); err != nil {
+				be.fail("download", "%v", err)
+			}
+		}
+	})
+	return be.err
+}
+
+// Err implements gpu.Backend.
+func (be *Backend) Err() error {
+	if be.err != nil {
+		return be.err
+	}
+	be.do(func() {
+		if err := cu.Synchronize(); err != nil {
+			be.fail("synchronize", "%v", err)
+		}
+	})
+	return be.err
+}
+
+// Close destroys the context, freeing all device memory of this backend,
+// and ends its thread. The backend must not be used after.
+func (be *Backend) Close() error {
+	if be.q != nil {
+		close(be.q)
+		<-be.done
+		be.q = nil
+	}
+	if be.err == nil {
+		be.err = fmt.Errorf("cuda: backend closed")
+	}
+	return nil
+}
+
+// launch runs kernel name over grid blocks of block threads. Arguments are
+// *buf (device pointer, nil for "none"), int (int32), int64, float32.
+// Call it on the driver thread.
+func (be *Backend) launch(name string, grid int, args ...any) {
+	if be.err != nil || grid <= 0 {
+		return
+	}
+	fn, ok := be.fns[name]
+	if !ok {
+		be.fail(name, "kernel missing from the PTX")
+		return
+	}
+	vals := make([]uint64, len(args))
+	ps := make([]unsafe.Pointer, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *buf:
+			if v != nil {
+				vals[i] = uint64(v.ptr())
+			}
+		case int:
+			vals[i] = uint64(uint32(int32(v)))
+		case int64:
+			vals[i] = uint64(v)
+		case float32:
+			vals[i] = uint64(math.Float32bits(v))
+		default:
+			be.fail(name, "argument %d of type %T", i, a)
+			return
+		}
+		ps[i] = unsafe.Pointer(&vals[i])
+	}
+	if err := fn.Launch(grid, 1, 1, block, 1, 1, 0, cu.Stream{}, ps); err != nil {
+		be.fail(name, "launch: %v", err)
+	}
+}
+
+// gridFor is the grid of a grid-stride kernel over n elements.
+func (be *Backend) gridFor(n int) int {
+	return min((n+block-1)/block, be.blocks)
+}
+
+// uploadInts copies ids into the token scratch buffer (driver thread).
+func (be *Backend) uploadInts(op string, ids []int32) *buf {
+	if len(ids) == 0 {
+		return nil
+	}
+	if be.toks == nil || be.toks.n < len(ids) {
+		if be.toks != nil {
+			_ = cu.MemFree(be.toks.a.ptr)
+		}
+		b, err := be.alloc(max(len(ids), 4096))
+		if err != nil {
+			be.fail(op, "%v", err)
+			return nil
+		}
+		be.toks = b
+	}
+	if err := cu.MemcpyHtoD(be.toks.ptr(), unsafe.Pointer(&ids[0]), int64(4*len(ids))); err != nil {
+		be.fail(op, "upload ids: %v", err)
+		return nil
+	}
+	return be.toks
+}
