@@ -11,7 +11,18 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/cuda"
 )
+
+// printProfile writes the per-op time table of SWERL_CUDA_PROFILE=1 runs.
+func printProfile(b *testing.B, g *cuda.Backend) {
+	if g == nil {
+		return
+	}
+	if p := g.Profile(); p != "" {
+		fmt.Fprintf(os.Stderr, "%s: time per op (synchronized):\n%s", b.Name(), p)
+	}
+}
 
 // config05B is Qwen2.5-0.5B's shape (494M parameters, tied embeddings).
 func config05B() gpu.Config {
@@ -64,8 +75,9 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, r := range runs {
 		b.Run(fmt.Sprintf("%s/%s/B=%d,T=%d", r.dev, r.mm, r.B, r.T), func(b *testing.B) {
 			var be gpu.Backend
+			var g *cuda.Backend
 			if r.dev == "cuda" {
-				g := open(b)
+				g = open(b)
 				if err := g.SetMatmul(r.mm); err != nil {
 					b.Fatal(err)
 				}
@@ -89,6 +101,7 @@ func BenchmarkTrainStep(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			printProfile(b, g)
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			tokens := float64(r.B * r.T)
 			flops := tokens * (6*float64(m.NumParams()) + 12*float64(cfg.NumHiddenLayers*cfg.HiddenSize*r.T))
@@ -110,8 +123,10 @@ func BenchmarkSample(b *testing.B) {
 	for _, dev := range []string{"cuda", "cpu"} {
 		b.Run(dev, func(b *testing.B) {
 			var be gpu.Backend
+			var g *cuda.Backend
 			if dev == "cuda" {
-				be = open(b)
+				g = open(b)
+				be = g
 			} else {
 				c := cpu.New()
 				defer c.Close()
@@ -141,6 +156,7 @@ func BenchmarkSample(b *testing.B) {
 				gen += len(c.Tokens)
 			}
 			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
+			printProfile(b, g)
 		})
 	}
 }

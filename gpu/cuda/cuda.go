@@ -8,7 +8,10 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -49,6 +52,7 @@ func (b *buf) ptr() cu.DevicePtr { return b.a.ptr + cu.DevicePtr(4*b.off) }
 type Backend struct {
 	q      chan func()
 	done   chan struct{}
+	mu     sync.Mutex // guards err, which the driver thread also sets
 	err    error
 	name   string // the card, e.g. "NVIDIA H100 80GB HBM3"
 	cc     int    // compute capability, e.g. 90
@@ -61,6 +65,8 @@ type Backend struct {
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
 	naiveAttn bool
+	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
+	prof map[string]time.Duration
 }
 
 var _ gpu.Backend = (*Backend)(nil)
@@ -68,13 +74,16 @@ var _ gpu.Backend = (*Backend)(nil)
 // New opens device 0. The matmul precision comes from SWERL_CUDA_MATMUL
 // (f32, the default, tf32 or bf16); see SetMatmul.
 func New() (*Backend, error) {
-	be := &Backend{q: make(chan func()), done: make(chan struct{}), fns: map[string]cu.Function{}}
+	be := &Backend{q: make(chan func(), 4096), done: make(chan struct{}), fns: map[string]cu.Function{}}
 	started := make(chan error)
 	go be.loop(started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	be.naiveAttn = os.Getenv("SWERL_CUDA_ATTN") == "naive"
+	if os.Getenv("SWERL_CUDA_PROFILE") == "1" {
+		be.prof = map[string]time.Duration{}
+	}
 	if m := os.Getenv("SWERL_CUDA_MATMUL"); m != "" {
 		if err := be.SetMatmul(m); err != nil {
 			be.Close()
@@ -156,11 +165,63 @@ func (be *Backend) init() error {
 	return nil
 }
 
-// do runs f on the driver thread and waits for it.
+// post queues f for the driver thread without waiting: ops that return
+// nothing. Host memory f reads must be the op's own copy.
+func (be *Backend) post(f func()) {
+	if be.prof != nil {
+		be.timed(f)
+		return
+	}
+	be.q <- f
+}
+
+// do runs f on the driver thread and waits for it (and everything queued
+// before it).
 func (be *Backend) do(f func()) {
+	if be.prof != nil {
+		be.timed(f)
+		return
+	}
 	ch := make(chan struct{})
 	be.q <- func() { f(); close(ch) }
 	<-ch
+}
+
+// timed runs f synchronously and charges its time to the op that called
+// post or do.
+func (be *Backend) timed(f func()) {
+	ch := make(chan struct{})
+	pc, _, _, _ := runtime.Caller(2)
+	name := runtime.FuncForPC(pc).Name()
+	name = name[strings.LastIndex(name, ".")+1:]
+	start := time.Now()
+	be.q <- func() { f(); _ = cu.Synchronize(); close(ch) }
+	<-ch
+	be.prof[name] += time.Since(start)
+}
+
+// Profile returns the wall time spent per op (each op synchronized) since
+// New when SWERL_CUDA_PROFILE=1, as a table sorted by time; "" otherwise.
+func (be *Backend) Profile() string {
+	if be.prof == nil {
+		return ""
+	}
+	type row struct {
+		op string
+		d  time.Duration
+	}
+	var rows []row
+	var total time.Duration
+	for op, d := range be.prof {
+		rows = append(rows, row{op, d})
+		total += d
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].d > rows[j].d })
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-22s %10.1f ms %5.1f%%\n", r.op, float64(r.d)/1e6, 100*float64(r.d)/float64(total))
+	}
+	return b.String()
 }
 
 // Name implements gpu.Backend.
@@ -184,10 +245,20 @@ func (be *Backend) SetMatmul(mode string) error {
 	return nil
 }
 
+// fail records the first error; ops on either thread may call it.
 func (be *Backend) fail(op string, format string, a ...any) {
+	be.mu.Lock()
+	defer be.mu.Unlock()
 	if be.err == nil {
 		be.err = fmt.Errorf("cuda: %s: %s", op, fmt.Sprintf(format, a...))
 	}
+}
+
+// error returns the sticky error recorded so far (without waiting).
+func (be *Backend) error() error {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	return be.err
 }
 
 // get unwraps x; nil stays nil.
@@ -209,7 +280,7 @@ func (be *Backend) get(op string, x gpu.Buf) *buf {
 // need checks pairs (name, *buf) have at least n elements. A nil *buf
 // fails, so optional outputs are checked by the caller only when present.
 func (be *Backend) need(op string, n int, bufs ...any) bool {
-	if be.err != nil {
+	if be.error() != nil {
 		return false
 	}
 	if n < 0 {
@@ -227,7 +298,7 @@ func (be *Backend) need(op string, n int, bufs ...any) bool {
 			return false
 		}
 	}
-	return be.err == nil
+	return be.error() == nil
 }
 
 func (be *Backend) alloc(n int) (*buf, error) {
@@ -296,7 +367,7 @@ func (be *Backend) Upload(dst gpu.Buf, src []float32) {
 func (be *Backend) Download(dst []float32, src gpu.Buf) error {
 	s := be.get("download", src)
 	if !be.need("download", len(dst), "src", s) {
-		return be.err
+		return be.error()
 	}
 	be.do(func() {
 		if err := cu.Synchronize(); err != nil {
@@ -309,20 +380,20 @@ func (be *Backend) Download(dst []float32, src gpu.Buf) error {
 			}
 		}
 	})
-	return be.err
+	return be.error()
 }
 
 // Err implements gpu.Backend.
 func (be *Backend) Err() error {
-	if be.err != nil {
-		return be.err
+	if err := be.error(); err != nil {
+		return err
 	}
 	be.do(func() {
 		if err := cu.Synchronize(); err != nil {
 			be.fail("synchronize", "%v", err)
 		}
 	})
-	return be.err
+	return be.error()
 }
 
 // Close destroys the context, freeing all device memory of this backend,
@@ -333,17 +404,28 @@ func (be *Backend) Close() error {
 		<-be.done
 		be.q = nil
 	}
-	if be.err == nil {
-		be.err = fmt.Errorf("cuda: backend closed")
-	}
+	be.fail("close", "backend closed")
 	return nil
+}
+
+// colSum launches col_sum: dst[c] += sum_n a[n,c]*b[n,c]*r[n] (b, r optional).
+func (be *Backend) colSum(dst, a, b, r *buf, N, C int) {
+	if N == 0 || C == 0 {
+		return
+	}
+	be.launchGrid("col_sum", (C+31)/32, (N+511)/512, dst, a, b, r, N, C)
 }
 
 // launch runs kernel name over grid blocks of block threads. Arguments are
 // *buf (device pointer, nil for "none"), int (int32), int64, float32.
 // Call it on the driver thread.
 func (be *Backend) launch(name string, grid int, args ...any) {
-	if be.err != nil || grid <= 0 {
+	be.launchGrid(name, grid, 1, args...)
+}
+
+// launchGrid is launch over a gx×gy grid.
+func (be *Backend) launchGrid(name string, gx, gy int, args ...any) {
+	if be.error() != nil || gx <= 0 || gy <= 0 {
 		return
 	}
 	fn, ok := be.fns[name]
@@ -371,7 +453,7 @@ func (be *Backend) launch(name string, grid int, args ...any) {
 		}
 		ps[i] = unsafe.Pointer(&vals[i])
 	}
-	if err := fn.Launch(grid, 1, 1, block, 1, 1, 0, cu.Stream{}, ps); err != nil {
+	if err := fn.Launch(gx, gy, 1, block, 1, 1, 0, cu.Stream{}, ps); err != nil {
 		be.fail(name, "launch: %v", err)
 	}
 }

@@ -80,13 +80,30 @@ __global__ void bias_fill(float* out, const float* bias, int N, int OC) {
         out[i] = bias[i % OC];
 }
 
-// bias_bwd: dbias[oc] += sum_n dout[n, oc].
-__global__ void bias_bwd(float* dbias, const float* dout, int N, int OC) {
-    int oc = blockIdx.x * blockDim.x + threadIdx.x;
-    if (oc >= OC) return;
+// col_sum: dst[c] += sum_n a[n,c] * (b ? b[n,c] : 1) * (r ? r[n] : 1) over
+// a[N,C]. Grid (ceil(C/32), ceil(N/COLROWS)); a block of 256 threads is 8
+// row lanes of 32 columns; each block adds its partial sums atomically.
+#define COLROWS 512
+__global__ void col_sum(float* dst, const float* a, const float* b, const float* r, int N, int C) {
+    __shared__ float sh[8][33];
+    int lane = threadIdx.x & 31, rl = threadIdx.x >> 5;
+    int c = blockIdx.x * 32 + lane;
+    int n0 = blockIdx.y * COLROWS, n1 = min(n0 + COLROWS, N);
     float s = 0;
-    for (int n = 0; n < N; n++) s += dout[(long)n * OC + oc];
-    dbias[oc] += s;
+    if (c < C) {
+        for (int n = n0 + rl; n < n1; n += 8) {
+            float v = a[(long)n * C + c];
+            if (b) v *= b[(long)n * C + c];
+            if (r) v *= r[n];
+            s += v;
+        }
+    }
+    sh[rl][lane] = s;
+    __syncthreads();
+    if (rl == 0 && c < C) {
+        for (int i = 1; i < 8; i++) s += sh[i][lane];
+        atomicAdd(&dst[c], s);
+    }
 }
 
 // f32_to_bf16 converts n elements (matmul operands in bf16 mode).
@@ -122,14 +139,6 @@ __global__ void rmsnorm_bwd_inp(float* dinp, const float* dout, const float* inp
     for (int i = threadIdx.x; i < C; i += blockDim.x) d[i] += r * w[i] * g[i] - x[i] * c;
 }
 
-// rmsnorm_bwd_w: dw[i] += sum_n dout[n,i]*x[n,i]*rstd[n]; one thread per column.
-__global__ void rmsnorm_bwd_w(float* dw, const float* dout, const float* inp, const float* rstd, int N, int C) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= C) return;
-    float s = 0;
-    for (int n = 0; n < N; n++) s += dout[(long)n * C + i] * inp[(long)n * C + i] * rstd[n];
-    dw[i] += s;
-}
 
 // rope rotates pairs (i, i+HS/2) of x[B,T,NH,HS] by dir*angle in place.
 __global__ void rope(float* x, const float* cs, const float* sn, int B, int T, int NH, int HS, int pos0, float dir) {

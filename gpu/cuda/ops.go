@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -14,10 +15,10 @@ import (
 // Zero implements gpu.Backend.
 func (be *Backend) Zero(x gpu.Buf) {
 	d := be.get("zero", x)
-	if be.err != nil || d == nil || d.n == 0 {
+	if be.error() != nil || d == nil || d.n == 0 {
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		if err := cu.MemsetD32(d.ptr(), 0, int64(d.n)); err != nil {
 			be.fail("zero", "%v", err)
 		}
@@ -30,7 +31,7 @@ func (be *Backend) Copy(dst, src gpu.Buf) {
 	if !be.need("copy", s.Len(), "dst", d) || s.n == 0 {
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		if err := cu.MemcpyDtoD(d.ptr(), s.ptr(), int64(4*s.n)); err != nil {
 			be.fail("copy", "%v", err)
 		}
@@ -44,14 +45,14 @@ func (be *Backend) Add(out, a, b gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "a", x, "b", y) {
 		return
 	}
-	be.do(func() { be.launch("add_f32", be.gridFor(n), o, x, y, int64(n)) })
+	be.post(func() { be.launch("add_f32", be.gridFor(n), o, x, y, int64(n)) })
 }
 
 // SumSquares implements gpu.Backend.
 func (be *Backend) SumSquares(x gpu.Buf) (float64, error) {
 	d := be.get("sum squares", x)
 	if !be.need("sum squares", 0, "x", d) {
-		return 0, be.err
+		return 0, be.error()
 	}
 	var s float64
 	be.do(func() {
@@ -60,14 +61,14 @@ func (be *Backend) SumSquares(x gpu.Buf) (float64, error) {
 			return
 		}
 		be.launch("sumsq_f32", be.gridFor(d.n), be.acc, d, int64(d.n))
-		if be.err != nil {
+		if be.error() != nil {
 			return
 		}
 		if err := cu.MemcpyDtoH(unsafe.Pointer(&s), be.acc.ptr(), 8); err != nil {
 			be.fail("sum squares", "%v", err)
 		}
 	})
-	return s, be.err
+	return s, be.error()
 }
 
 // checkIDs fails unless every id is in [0, V).
@@ -78,7 +79,7 @@ func (be *Backend) checkIDs(op, what string, ids []int32, V int) bool {
 			return false
 		}
 	}
-	return be.err == nil
+	return be.error() == nil
 }
 
 // EmbeddingForward implements gpu.Backend.
@@ -89,7 +90,8 @@ func (be *Backend) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
 	if !be.need(op, N*C, "out", o) || !be.need(op, 0, "wte", w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
 		return
 	}
-	be.do(func() {
+	tokens = slices.Clone(tokens) // read later on the driver thread
+	be.post(func() {
 		t := be.uploadInts(op, tokens)
 		be.launch("embedding_fwd", be.gridFor(N*C), o, w, t, N, C)
 	})
@@ -103,7 +105,8 @@ func (be *Backend) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) 
 	if !be.need(op, N*C, "dout", do) || !be.need(op, 0, "dwte", dw) || !be.checkIDs(op, "token", tokens, dw.n/max(C, 1)) || N*C == 0 {
 		return
 	}
-	be.do(func() {
+	tokens = slices.Clone(tokens) // read later on the driver thread
+	be.post(func() {
 		t := be.uploadInts(op, tokens)
 		be.launch("embedding_bwd", be.gridFor(N*C), dw, do, t, N, C)
 	})
@@ -118,13 +121,13 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 {
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		beta := float32(0)
 		if bias != nil {
 			be.launch("bias_fill", be.gridFor(N*OC), o, bs, N, OC)
 			beta = 1
 		}
-		if be.err != nil {
+		if be.error() != nil {
 			return
 		}
 		if C == 0 {
@@ -153,7 +156,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	if N == 0 || C == 0 || OC == 0 {
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		if dinp != nil {
 			if err := be.blas.gemm(opN, opN, C, N, OC, 1, wt.ptr(), C, do.ptr(), OC, 1, di.ptr(), C); err != nil {
 				be.fail(op, "dinp: %v", err)
@@ -167,7 +170,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 			}
 		}
 		if dbias != nil {
-			be.launch("bias_bwd", (OC+block-1)/block, db, do, N, OC)
+			be.colSum(db, do, nil, nil, N, OC)
 		}
 	})
 }
@@ -179,7 +182,7 @@ func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float
 	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
 		return
 	}
-	be.do(func() { be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps) })
+	be.post(func() { be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps) })
 }
 
 // RMSNormBackward implements gpu.Backend.
@@ -191,9 +194,9 @@ func (be *Backend) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C in
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, C, "dw", dwt) {
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		if dw != nil {
-			be.launch("rmsnorm_bwd_w", (C+block-1)/block, dwt, do, x, rs, N, C)
+			be.colSum(dwt, do, x, rs, N, C)
 		}
 		if dinp != nil {
 			be.launch("rmsnorm_bwd_inp", N, di, do, x, wt, rs, N, C)
@@ -213,19 +216,19 @@ func (be *Backend) RoPEBackward(dx, cos, sin gpu.Buf, B, T, NH, HS, pos0 int) {
 
 func (be *Backend) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0 int, dir float32) {
 	d, cs, sn := be.get(op, x), be.get(op, cos), be.get(op, sin)
-	if be.err == nil && (HS <= 0 || HS%2 != 0) {
+	if be.error() == nil && (HS <= 0 || HS%2 != 0) {
 		be.fail(op, "head size %d is not positive and even", HS)
 	}
 	if !be.need(op, B*T*NH*HS, "x", d) || !be.need(op, (pos0+T)*(HS/2), "cos", cs, "sin", sn) {
 		return
 	}
 	n := B * T * NH * HS / 2
-	be.do(func() { be.launch("rope", be.gridFor(n), d, cs, sn, B, T, NH, HS, pos0, dir) })
+	be.post(func() { be.launch("rope", be.gridFor(n), d, cs, sn, B, T, NH, HS, pos0, dir) })
 }
 
 func (be *Backend) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
 	switch {
-	case be.err != nil:
+	case be.error() != nil:
 		return false
 	case B < 0 || Tq < 0 || HS <= 0 || NKV <= 0 || NH <= 0:
 		be.fail(op, "bad shape B=%d Tq=%d HS=%d NH=%d NKV=%d", B, Tq, HS, NH, NKV)
@@ -234,7 +237,7 @@ func (be *Backend) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
 	case NH%NKV != 0:
 		be.fail(op, "NH=%d is not a multiple of NKV=%d", NH, NKV)
 	}
-	return be.err == nil
+	return be.error() == nil
 }
 
 // AttentionForward implements gpu.Backend.
@@ -250,10 +253,10 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 		return
 	}
 	if be.naiveAttn {
-		be.do(func() { be.launch("attn_fwd", B*NH*Tq, o, a, qd, kd, vd, B, Tq, Tk, NH, NKV, HS) })
+		be.post(func() { be.launch("attn_fwd", B*NH*Tq, o, a, qd, kd, vd, B, Tq, Tk, NH, NKV, HS) })
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
 		scale := float32(1 / math.Sqrt(float64(HS)))
 		for h := range NH {
@@ -292,7 +295,7 @@ func (l attnLayout) att(b *buf, h int) cu.DevicePtr { return b.ptr() + cu.Device
 
 // batched runs one strided-batched product on the driver thread.
 func (be *Backend) batched(op string, ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda, sA int, B cu.DevicePtr, ldb, sB int, beta float32, C cu.DevicePtr, ldc, sC, batch int) {
-	if be.err != nil {
+	if be.error() != nil {
 		return
 	}
 	if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch); err != nil {
@@ -316,13 +319,13 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 		return
 	}
 	if be.naiveAttn {
-		be.do(func() {
+		be.post(func() {
 			be.launch("attn_bwd_scores", B*NH*Tq, da, dvd, do, vd, a, B, Tq, Tk, NH, NKV, HS)
 			be.launch("attn_bwd_qk", B*NH*Tq, dqd, dkd, da, qd, kd, B, Tq, Tk, NH, NKV, HS)
 		})
 		return
 	}
-	be.do(func() {
+	be.post(func() {
 		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
 		for h := range NH {
 			vh, ah, dah, doh := s.kv(vd, h), s.att(a, h), s.att(da, h), s.q(do, h)
@@ -355,7 +358,7 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.do(func() { be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n)) })
+	be.post(func() { be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n)) })
 }
 
 // SwiGLUBackward implements gpu.Backend.
@@ -366,7 +369,7 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
 		return
 	}
-	be.do(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n)) })
+	be.post(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n)) })
 }
 
 // LogProbForward implements gpu.Backend.
@@ -377,7 +380,8 @@ func (be *Backend) LogProbForward(logp, lse, logits gpu.Buf, targets []int32, V 
 	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.checkIDs(op, "target", targets, V) || N == 0 {
 		return
 	}
-	be.do(func() {
+	targets = slices.Clone(targets) // read later on the driver thread
+	be.post(func() {
 		t := be.uploadInts(op, targets)
 		be.launch("logprob_fwd", N, lp, ls, lg, t, N, V)
 	})
@@ -391,7 +395,8 @@ func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets 
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.checkIDs(op, "target", targets, V) || N == 0 {
 		return
 	}
-	be.do(func() {
+	targets = slices.Clone(targets) // read later on the driver thread
+	be.post(func() {
 		t := be.uploadInts(op, targets)
 		be.launch("logprob_bwd", N, dl, dp, lg, ls, t, N, V)
 	})
@@ -410,7 +415,7 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	}
 	c1 := float32(1 - math.Pow(float64(h.Beta1), float64(h.Step)))
 	c2 := float32(1 - math.Pow(float64(h.Beta2), float64(h.Step)))
-	be.do(func() {
+	be.post(func() {
 		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
 	})
 }
