@@ -42,6 +42,14 @@ static const char* swerl_blas_open(void) {
 static int swerl_blas_new(void** h) { return swerl_blas_create(h); }
 static int swerl_blas_set_math(void* h, int mode) { return swerl_blas_mathmode(h, mode); }
 
+// swerl_gemm16: like swerl_gemm with bf16 A and B, f32 C and accumulation.
+static int swerl_gemm16(void* h, int ta, int tb, int m, int n, int k, float alpha, uint64_t A, int lda,
+	uint64_t B, int ldb, float beta, uint64_t C, int ldc) {
+	const int R32F = 0, R16BF = 14, COMPUTE32F = 68, GEMM_DEFAULT = -1;
+	return swerl_blas_gemmex(h, ta, tb, m, n, k, &alpha, (const void*)(uintptr_t)A, R16BF, lda,
+		(const void*)(uintptr_t)B, R16BF, ldb, &beta, (void*)(uintptr_t)C, R32F, ldc, COMPUTE32F, GEMM_DEFAULT);
+}
+
 // swerl_gemm: C = alpha*op(A)op(B) + beta*C in column-major, f32 storage.
 static int swerl_gemm(void* h, int ta, int tb, int m, int n, int k, float alpha, uint64_t A, int lda,
 	uint64_t B, int ldb, float beta, uint64_t C, int ldc, int compute) {
@@ -103,6 +111,16 @@ func (b *blas) gemm(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int,
 		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc), C.int(b.compute))
 	if st != 0 {
 		return fmt.Errorf("cublasGemmEx m=%d n=%d k=%d: status %d", m, n, k, int(st))
+	}
+	return nil
+}
+
+// gemm16 is gemm with A and B in bf16.
+func (b *blas) gemm16(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int) error {
+	st := C.swerl_gemm16(b.h, C.int(ta), C.int(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc))
+	if st != 0 {
+		return fmt.Errorf("cublasGemmEx (bf16) m=%d n=%d k=%d: status %d", m, n, k, int(st))
 	}
 	return nil
 }

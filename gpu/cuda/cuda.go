@@ -65,6 +65,7 @@ type Backend struct {
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
 	naiveAttn bool
+	half16    [2]alloc // bf16 operand scratch of the bf16 matmul mode
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 }
@@ -234,15 +235,61 @@ func (be *Backend) Device() string { return be.name }
 func (be *Backend) ComputeCapability() int { return be.cc }
 
 // SetMatmul selects the precision of matrix products: "f32" (exact
-// float32, the default), "tf32" or "bf16" (tensor cores with operands
-// rounded to tf32 or bf16, float32 accumulation and storage).
+// float32, the default), "tf32" (tf32 tensor cores) or "bf16": the
+// operands of the linear layers are converted to bf16 buffers and
+// multiplied on bf16 tensor cores with float32 accumulation and output;
+// attention's products use CUBLAS_COMPUTE_32F_FAST_16BF on the float32
+// buffers. Storage stays float32 in every mode.
 func (be *Backend) SetMatmul(mode string) error {
 	c := map[string]int{"f32": computeF32, "tf32": computeFastTF, "bf16": computeFastBF}[mode]
 	if c == 0 {
 		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", mode)
 	}
-	be.blas.compute = c
+	be.do(func() { be.blas.compute = c })
 	return nil
+}
+
+// half converts n floats at src into bf16 scratch slot (0 or 1), growing
+// it, and returns its address (driver thread).
+func (be *Backend) half(slot int, src cu.DevicePtr, n int) cu.DevicePtr {
+	if be.error() != nil {
+		return 0
+	}
+	if be.half16[slot].n < n {
+		if be.half16[slot].ptr != 0 {
+			_ = cu.MemFree(be.half16[slot].ptr)
+		}
+		p, err := cu.MemAlloc(int64(2 * n))
+		if err != nil {
+			be.fail("bf16 scratch", "alloc %d: %v", n, err)
+			be.half16[slot] = alloc{}
+			return 0
+		}
+		be.half16[slot] = alloc{ptr: p, n: n}
+	}
+	be.launch("f32_to_bf16", be.gridFor(n), be.half16[slot].ptr, src, int64(n))
+	return be.half16[slot].ptr
+}
+
+// gemm is one column-major product of float32 buffers, A holding aN and B
+// bN elements, in the selected precision (driver thread).
+func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, aN, lda int, B cu.DevicePtr, bN, ldb int, beta float32, Cp cu.DevicePtr, ldc int) {
+	if be.error() != nil {
+		return
+	}
+	var err error
+	if be.blas.compute == computeFastBF {
+		a16, b16 := be.half(0, A, aN), be.half(1, B, bN)
+		if be.error() != nil {
+			return
+		}
+		err = be.blas.gemm16(ta, tb, m, n, k, 1, a16, lda, b16, ldb, beta, Cp, ldc)
+	} else {
+		err = be.blas.gemm(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
+	}
+	if err != nil {
+		be.fail(op, "%v", err)
+	}
 }
 
 // fail records the first error; ops on either thread may call it.
@@ -441,6 +488,8 @@ func (be *Backend) launchGrid(name string, gx, gy int, args ...any) {
 			if v != nil {
 				vals[i] = uint64(v.ptr())
 			}
+		case cu.DevicePtr:
+			vals[i] = uint64(v)
 		case int:
 			vals[i] = uint64(uint32(int32(v)))
 		case int64:

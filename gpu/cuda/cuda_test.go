@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -166,4 +167,74 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMatmulBF16 checks the bf16 and tf32 modes against the CPU's float32
+// product within the rounding of their operands (relative 1e-2).
+func TestMatmulBF16(t *testing.T) {
+	be := open(t)
+	cbe := cpu.New()
+	defer cbe.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	const N, C, OC = 67, 300, 129
+	vals := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	inp, w, bias, dout := vals(N*C), vals(OC*C), vals(OC), vals(N*OC)
+	run := func(b gpu.Backend) (out, dinp, dw []float32) {
+		up := func(x []float32) gpu.Buf {
+			buf, err := b.Alloc(len(x))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Upload(buf, x)
+			return buf
+		}
+		ib, wb, bb, db := up(inp), up(w), up(bias), up(dout)
+		ob, _ := b.Alloc(N * OC)
+		dib, _ := b.Alloc(N * C)
+		dwb, _ := b.Alloc(OC * C)
+		b.MatmulForward(ob, ib, wb, bb, N, C, OC)
+		b.MatmulBackward(dib, dwb, nil, db, ib, wb, N, C, OC)
+		out, dinp, dw = make([]float32, N*OC), make([]float32, N*C), make([]float32, OC*C)
+		for _, p := range []struct {
+			dst []float32
+			src gpu.Buf
+		}{{out, ob}, {dinp, dib}, {dw, dwb}} {
+			if err := b.Download(p.dst, p.src); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	ro, rdi, rdw := run(cbe)
+	for _, mode := range []string{"bf16", "tf32"} {
+		if err := be.SetMatmul(mode); err != nil {
+			t.Fatal(err)
+		}
+		o, di, dw := run(be)
+		for _, c := range []struct {
+			name      string
+			got, want []float32
+		}{{"out", o, ro}, {"dinp", di, rdi}, {"dw", dw, rdw}} {
+			if ok, msg := gputest.Close(c.got, widen(c.want), 1e-2); !ok {
+				t.Errorf("%s %s: %s", mode, c.name, msg)
+			}
+		}
+	}
+	if err := be.SetMatmul("fp8"); err == nil {
+		t.Error(`SetMatmul("fp8") = nil, want an error`)
+	}
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
 }

@@ -136,9 +136,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			}
 			return
 		}
-		if err := be.blas.gemm(opT, opN, OC, N, C, 1, wt.ptr(), C, x.ptr(), C, beta, o.ptr(), OC); err != nil {
-			be.fail(op, "%v", err)
-		}
+		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), OC*C, C, x.ptr(), N*C, C, beta, o.ptr(), OC)
 	})
 }
 
@@ -158,16 +156,10 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	}
 	be.post(func() {
 		if dinp != nil {
-			if err := be.blas.gemm(opN, opN, C, N, OC, 1, wt.ptr(), C, do.ptr(), OC, 1, di.ptr(), C); err != nil {
-				be.fail(op, "dinp: %v", err)
-				return
-			}
+			be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), OC*C, C, do.ptr(), N*OC, OC, 1, di.ptr(), C)
 		}
 		if dw != nil {
-			if err := be.blas.gemm(opN, opT, C, OC, N, 1, x.ptr(), C, do.ptr(), OC, 1, dwt.ptr(), C); err != nil {
-				be.fail(op, "dw: %v", err)
-				return
-			}
+			be.gemm(op+" dw", opN, opT, C, OC, N, x.ptr(), N*C, C, do.ptr(), N*OC, OC, 1, dwt.ptr(), C)
 		}
 		if dbias != nil {
 			be.colSum(db, do, nil, nil, N, OC)
@@ -252,7 +244,7 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 	if B*Tq == 0 {
 		return
 	}
-	if be.naiveAttn {
+	if be.naiveAttn || Tq <= naiveTq {
 		be.post(func() { be.launch("attn_fwd", B*NH*Tq, o, a, qd, kd, vd, B, Tq, Tk, NH, NKV, HS) })
 		return
 	}
@@ -271,6 +263,10 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 		}
 	})
 }
+
+// naiveTq is the longest query block that takes the one-block-per-row
+// kernels: for decoding (Tq = 1) one launch beats 2·NH cuBLAS calls.
+const naiveTq = 4
 
 // attnLayout describes one head's matrices in the [B,T,heads,HS] and
 // [B,NH,Tq,Tk] layouts as strided batches over b.
@@ -318,7 +314,7 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 	if B*Tq == 0 {
 		return
 	}
-	if be.naiveAttn {
+	if be.naiveAttn || Tq <= naiveTq {
 		be.post(func() {
 			be.launch("attn_bwd_scores", B*NH*Tq, da, dvd, do, vd, a, B, Tq, Tk, NH, NKV, HS)
 			be.launch("attn_bwd_qk", B*NH*Tq, dqd, dkd, da, qd, kd, B, Tq, Tk, NH, NKV, HS)
