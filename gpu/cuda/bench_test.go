@@ -1,0 +1,162 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/cpu"
+	"swerl/gpu/cuda"
+)
+
+// printProfile writes the per-op time table of SWERL_CUDA_PROFILE=1 runs.
+func printProfile(b *testing.B, g *cuda.Backend) {
+	if g == nil {
+		return
+	}
+	if p := g.Profile(); p != "" {
+		fmt.Fprintf(os.Stderr, "%s: time per op (synchronized):\n%s", b.Name(), p)
+	}
+}
+
+// config05B is Qwen2.5-0.5B's shape (494M parameters, tied embeddings).
+func config05B() gpu.Config {
+	return gpu.Config{
+		ModelType: "qwen2", HiddenSize: 896, IntermediateSize: 4864, NumHiddenLayers: 24,
+		NumAttentionHeads: 14, NumKeyValueHeads: 2, VocabSize: 151936, MaxPositionEmbeddings: 32768,
+		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, AttentionBias: true,
+	}
+}
+
+// peakTFLOPS is the card's dense bf16 peak used for MFU: SWERL_PEAK_TFLOPS,
+// default 989 (H100 SXM5, NVIDIA's datasheet, dense).
+func peakTFLOPS() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("SWERL_PEAK_TFLOPS"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 989
+}
+
+func benchBatch(B, T int, V int) []gpu.Sequence {
+	batch := make([]gpu.Sequence, B)
+	for i := range batch {
+		p, c := make([]int32, T/4), make([]int32, T-T/4)
+		for j := range p {
+			p[j] = int32((i*7919 + j*104729) % V)
+		}
+		for j := range c {
+			c[j] = int32((i*31 + j*7927) % V)
+		}
+		batch[i] = gpu.Sequence{Prompt: p, Completion: c, Advantage: float64(i%3) - 1}
+	}
+	return batch
+}
+
+// BenchmarkTrainStep times one GRPO step (forward, backward, AdamW) of the
+// 0.5B model and reports tokens/s, model TFLOP/s and MFU against
+// peakTFLOPS. FLOPs per token: 6·params + 12·layers·(NH·HS)·T (PaLM's
+// convention, attention counted unmasked).
+func BenchmarkTrainStep(b *testing.B) {
+	cfg := config05B()
+	m, err := gpu.NewModel(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	type run struct {
+		dev, mm string
+		B, T    int
+	}
+	runs := []run{{"cuda", "bf16", 8, 512}, {"cuda", "tf32", 8, 512}, {"cuda", "f32", 8, 512}, {"cpu", "f32", 1, 64}}
+	for _, r := range runs {
+		b.Run(fmt.Sprintf("%s/%s/B=%d,T=%d", r.dev, r.mm, r.B, r.T), func(b *testing.B) {
+			var be gpu.Backend
+			var g *cuda.Backend
+			if r.dev == "cuda" {
+				g = open(b)
+				if err := g.SetMatmul(r.mm); err != nil {
+					b.Fatal(err)
+				}
+				be = g
+			} else {
+				c := cpu.New()
+				defer c.Close()
+				be = c
+			}
+			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: r.B, MaxSeq: r.T, LR: 1e-6})
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch := benchBatch(r.B, r.T, cfg.VocabSize)
+			if _, err := tr.Step(batch); err != nil { // warm-up: activations, cuBLAS heuristics
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := tr.Step(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			printProfile(b, g)
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			tokens := float64(r.B * r.T)
+			flops := tokens * (6*float64(m.NumParams()) + 12*float64(cfg.NumHiddenLayers*cfg.HiddenSize*r.T))
+			b.ReportMetric(tokens/sec, "tokens/s")
+			b.ReportMetric(flops/sec/1e12, "TFLOP/s")
+			b.ReportMetric(flops/sec/1e12/peakTFLOPS(), "MFU")
+		})
+	}
+}
+
+// BenchmarkSample times greedy decoding with the KV cache: a 64-token
+// prompt, then 64 generated tokens per op; reports generated tokens/s.
+func BenchmarkSample(b *testing.B) {
+	cfg := config05B()
+	m, err := gpu.NewModel(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dev := range []string{"cuda", "cpu"} {
+		b.Run(dev, func(b *testing.B) {
+			var be gpu.Backend
+			var g *cuda.Backend
+			if dev == "cuda" {
+				g = open(b)
+				be = g
+			} else {
+				c := cpu.New()
+				defer c.Close()
+				be = c
+			}
+			s, err := gpu.NewSampler(m, be, 256)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt := benchBatch(1, 256, cfg.VocabSize)[0].Prompt
+			n := 64
+			if dev == "cpu" {
+				n = 8
+			}
+			p := gpu.SamplingParams{MaxTokens: n}
+			if _, err := s.Sample(prompt, p); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			gen := 0
+			for b.Loop() {
+				c, err := s.Sample(prompt, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gen += len(c.Tokens)
+			}
+			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
+			printProfile(b, g)
+		})
+	}
+}

@@ -1,0 +1,240 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+
+	"swerl/gpu"
+	"swerl/gpu/cpu"
+	"swerl/gpu/cuda"
+	"swerl/gpu/gputest"
+)
+
+// open returns a fresh CUDA backend. Without a usable device the test is
+// skipped, or fails when REQUIRE_GPU=1 (as on the device machine). (With no
+// driver at all, gorgonia.org/cu's init has already exited the process
+// with status 1, which fails the run either way.)
+func open(t testing.TB) *cuda.Backend {
+	t.Helper()
+	be, err := cuda.New()
+	if err != nil {
+		if os.Getenv("REQUIRE_GPU") == "1" {
+			t.Fatalf("REQUIRE_GPU=1: %v", err)
+		}
+		t.Skipf("no CUDA device: %v", err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+func TestBackend(t *testing.T) {
+	be := open(t)
+	t.Logf("device %s, compute capability %d", be.Device(), be.ComputeCapability())
+	gputest.TestBackend(t, be)
+}
+
+// TestBackendNaiveAttention runs the suite with the one-block-per-row
+// attention kernels instead of the cuBLAS path.
+func TestBackendNaiveAttention(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ATTN", "naive")
+	gputest.TestBackend(t, open(t))
+}
+
+func tinyBatch() []gpu.Sequence {
+	return []gpu.Sequence{
+		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
+		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
+		{Prompt: []int32{2, 2, 2, 2, 2}, Completion: []int32{20, 21, 22, 23, 24, 25, 26}, Advantage: 0.25},
+	}
+}
+
+// TestTrainerMatchesCPU trains the tiny model for a few GRPO and SFT steps
+// on the CPU and on the GPU from the same start and compares losses,
+// gradient norms and the final weights.
+func TestTrainerMatchesCPU(t *testing.T) {
+	gbe := open(t)
+	cbe := cpu.New()
+	defer cbe.Close()
+	cfg := gpu.TinyConfig()
+	mc, err := gpu.NewModel(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg, _ := gpu.NewModel(cfg, 3)
+	tc := gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-3}
+	trc, err := gpu.NewTrainer(mc, cbe, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trg, err := gpu.NewTrainer(mg, gbe, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := tinyBatch()
+	for step := range 4 {
+		f := (*gpu.Trainer).Step
+		if step%2 == 1 {
+			f = (*gpu.Trainer).SFTStep
+		}
+		a, err := f(trc, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f(trg, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(a.Loss - b.Loss); d > 1e-4*(1+math.Abs(a.Loss)) {
+			t.Errorf("step %d: loss cpu %v cuda %v", step, a.Loss, b.Loss)
+		}
+		if d := math.Abs(a.GradNorm - b.GradNorm); d > 1e-3*(1+a.GradNorm) {
+			t.Errorf("step %d: grad norm cpu %v cuda %v", step, a.GradNorm, b.GradNorm)
+		}
+	}
+	if err := trg.SyncHost(); err != nil {
+		t.Fatal(err)
+	}
+	ref := make([]float64, 0)
+	for _, tn := range mc.Tensors() {
+		for _, v := range tn.Data {
+			ref = append(ref, float64(v))
+		}
+	}
+	got := make([]float32, 0, len(ref))
+	for _, tn := range mg.Tensors() {
+		got = append(got, tn.Data...)
+	}
+	if ok, msg := gputest.Close(got, ref, 1e-4); !ok {
+		t.Errorf("weights after 4 steps: %s", msg)
+	}
+	lpc, err := trc.LogProbs(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpg, err := trg.LogProbs(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lpc {
+		for j := range lpc[i] {
+			if d := math.Abs(float64(lpc[i][j] - lpg[i][j])); d > 1e-4 {
+				t.Errorf("logprob [%d][%d]: cpu %v cuda %v", i, j, lpc[i][j], lpg[i][j])
+			}
+		}
+	}
+}
+
+// TestSamplerMatchesCPU: greedy and seeded sampling give the CPU's tokens
+// and log-probs.
+func TestSamplerMatchesCPU(t *testing.T) {
+	gbe := open(t)
+	cbe := cpu.New()
+	defer cbe.Close()
+	m, err := gpu.NewModel(gpu.TinyConfig(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := gpu.NewSampler(m, cbe, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := gpu.NewSampler(m, gbe, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	for _, p := range []gpu.SamplingParams{{MaxTokens: 30}, {Temperature: 1, TopK: 20, Seed: 5, MaxTokens: 30}} {
+		a, err := sc.Sample(prompt, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := sg.Sample(prompt, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Tokens, b.Tokens) {
+			t.Errorf("%+v: cpu %v\ncuda %v", p, a.Tokens, b.Tokens)
+			continue
+		}
+		for i := range a.LogProbs {
+			if d := math.Abs(float64(a.LogProbs[i] - b.LogProbs[i])); d > 1e-4 {
+				t.Errorf("%+v: logprob %d cpu %v cuda %v", p, i, a.LogProbs[i], b.LogProbs[i])
+			}
+		}
+	}
+}
+
+// TestMatmulBF16 checks the bf16 and tf32 modes against the CPU's float32
+// product within the rounding of their operands (relative 1e-2).
+func TestMatmulBF16(t *testing.T) {
+	be := open(t)
+	cbe := cpu.New()
+	defer cbe.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	const N, C, OC = 67, 300, 129
+	vals := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	inp, w, bias, dout := vals(N*C), vals(OC*C), vals(OC), vals(N*OC)
+	run := func(b gpu.Backend) (out, dinp, dw []float32) {
+		up := func(x []float32) gpu.Buf {
+			buf, err := b.Alloc(len(x))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Upload(buf, x)
+			return buf
+		}
+		ib, wb, bb, db := up(inp), up(w), up(bias), up(dout)
+		ob, _ := b.Alloc(N * OC)
+		dib, _ := b.Alloc(N * C)
+		dwb, _ := b.Alloc(OC * C)
+		b.MatmulForward(ob, ib, wb, bb, N, C, OC)
+		b.MatmulBackward(dib, dwb, nil, db, ib, wb, N, C, OC)
+		out, dinp, dw = make([]float32, N*OC), make([]float32, N*C), make([]float32, OC*C)
+		for _, p := range []struct {
+			dst []float32
+			src gpu.Buf
+		}{{out, ob}, {dinp, dib}, {dw, dwb}} {
+			if err := b.Download(p.dst, p.src); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	ro, rdi, rdw := run(cbe)
+	for _, mode := range []string{"bf16", "tf32"} {
+		if err := be.SetMatmul(mode); err != nil {
+			t.Fatal(err)
+		}
+		o, di, dw := run(be)
+		for _, c := range []struct {
+			name      string
+			got, want []float32
+		}{{"out", o, ro}, {"dinp", di, rdi}, {"dw", dw, rdw}} {
+			if ok, msg := gputest.Close(c.got, widen(c.want), 1e-2); !ok {
+				t.Errorf("%s %s: %s", mode, c.name, msg)
+			}
+		}
+	}
+	if err := be.SetMatmul("fp8"); err == nil {
+		t.Error(`SetMatmul("fp8") = nil, want an error`)
+	}
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}

@@ -1,0 +1,357 @@
+// Kernels of the swerl CUDA backend (gpu/cuda). Compiled to PTX by
+// scripts/cuda-ptx.sh and embedded in the Go package; every entry point is
+// extern "C" so that its name survives into the PTX. Shapes and semantics are
+// those of gpu.Backend (gpu/backend.go): backward kernels accumulate (+=).
+#include <cuda_bf16.h>
+
+#define BLOCK 256
+
+// blockSum reduces v over a block of BLOCK threads; every thread gets the sum.
+__device__ float blockSum(float v) {
+    __shared__ float sh[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? sh[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+
+__device__ float blockMax(float v) {
+    __shared__ float sh[32];
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? sh[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+
+extern "C" {
+
+__global__ void add_f32(float* out, const float* a, const float* b, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+// sumsq_f32 adds the squares of x into *acc (double).
+__global__ void sumsq_f32(double* acc, const float* x, long n) {
+    __shared__ double sh[BLOCK];
+    double s = 0;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        double v = x[i];
+        s += v * v;
+    }
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(acc, sh[0]);
+}
+
+__global__ void embedding_fwd(float* out, const float* wte, const int* tokens, int N, int C) {
+    long total = (long)N * C;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        int n = i / C, c = i % C;
+        out[i] = wte[(long)tokens[n] * C + c];
+    }
+}
+
+__global__ void embedding_bwd(float* dwte, const float* dout, const int* tokens, int N, int C) {
+    long total = (long)N * C;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        int n = i / C, c = i % C;
+        atomicAdd(&dwte[(long)tokens[n] * C + c], dout[i]);
+    }
+}
+
+// bias_fill sets out[n, oc] = bias[oc].
+__global__ void bias_fill(float* out, const float* bias, int N, int OC) {
+    long total = (long)N * OC;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x)
+        out[i] = bias[i % OC];
+}
+
+// col_sum: dst[c] += sum_n a[n,c] * (b ? b[n,c] : 1) * (r ? r[n] : 1) over
+// a[N,C]. Grid (ceil(C/32), ceil(N/COLROWS)); a block of 256 threads is 8
+// row lanes of 32 columns; each block adds its partial sums atomically.
+#define COLROWS 512
+__global__ void col_sum(float* dst, const float* a, const float* b, const float* r, int N, int C) {
+    __shared__ float sh[8][33];
+    int lane = threadIdx.x & 31, rl = threadIdx.x >> 5;
+    int c = blockIdx.x * 32 + lane;
+    int n0 = blockIdx.y * COLROWS, n1 = min(n0 + COLROWS, N);
+    float s = 0;
+    if (c < C) {
+        for (int n = n0 + rl; n < n1; n += 8) {
+            float v = a[(long)n * C + c];
+            if (b) v *= b[(long)n * C + c];
+            if (r) v *= r[n];
+            s += v;
+        }
+    }
+    sh[rl][lane] = s;
+    __syncthreads();
+    if (rl == 0 && c < C) {
+        for (int i = 1; i < 8; i++) s += sh[i][lane];
+        atomicAdd(&dst[c], s);
+    }
+}
+
+// f32_to_bf16 converts n elements (matmul operands in bf16 mode).
+__global__ void f32_to_bf16(__nv_bfloat16* out, const float* in, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(in[i]);
+}
+
+// rmsnorm_fwd: one block per row.
+__global__ void rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+    int n = blockIdx.x;
+    const float* x = inp + (long)n * C;
+    float s = 0;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += x[i] * x[i];
+    s = blockSum(s);
+    float r = rsqrtf(s / C + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    float* o = out + (long)n * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) o[i] = x[i] * r * w[i];
+}
+
+// rmsnorm_bwd_inp: one block per row; dx = r*w*dy - x*r^3/C*sum(w*dy*x).
+__global__ void rmsnorm_bwd_inp(float* dinp, const float* dout, const float* inp, const float* w, const float* rstd, int N, int C) {
+    int n = blockIdx.x;
+    const float* x = inp + (long)n * C;
+    const float* g = dout + (long)n * C;
+    float r = rstd[n];
+    float dot = 0;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) dot += w[i] * g[i] * x[i];
+    dot = blockSum(dot);
+    float c = dot * r * r * r / C;
+    float* d = dinp + (long)n * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) d[i] += r * w[i] * g[i] - x[i] * c;
+}
+
+
+// rope rotates pairs (i, i+HS/2) of x[B,T,NH,HS] by dir*angle in place.
+__global__ void rope(float* x, const float* cs, const float* sn, int B, int T, int NH, int HS, int pos0, float dir) {
+    int half = HS / 2;
+    long total = (long)B * T * NH * half;
+    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
+        int i = idx % half;
+        long bth = idx / half;
+        int t = (bth / NH) % T;
+        int p = pos0 + t;
+        float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
+        float* v = x + bth * HS;
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+// attn_fwd: one block per (b, h, i) query row. att row gets probabilities
+// (0 above the diagonal), out row the weighted values.
+__global__ void attn_fwd(float* out, float* att, const float* q, const float* k, const float* v,
+                         int B, int Tq, int Tk, int NH, int NKV, int HS) {
+    int i = blockIdx.x % Tq;
+    int bh = blockIdx.x / Tq;
+    int b = bh / NH, h = bh % NH;
+    int kh = h / (NH / NKV);
+    int last = Tk - Tq + i;
+    float scale = rsqrtf((float)HS);
+    const float* qi = q + (((long)b * Tq + i) * NH + h) * HS;
+    float* row = att + (((long)b * NH + h) * Tq + i) * Tk;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        if (j <= last) {
+            const float* kj = k + (((long)b * Tk + j) * NKV + kh) * HS;
+            float s = 0;
+            for (int c = 0; c < HS; c++) s += qi[c] * kj[c];
+            s *= scale;
+            row[j] = s;
+            mx = fmaxf(mx, s);
+        }
+    }
+    mx = blockMax(mx);
+    float sum = 0;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        if (j <= last) {
+            float e = __expf(row[j] - mx);
+            row[j] = e;
+            sum += e;
+        }
+    }
+    sum = blockSum(sum);
+    float inv = 1.f / sum;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) row[j] = j <= last ? row[j] * inv : 0.f;
+    __syncthreads();
+    float* oi = out + (((long)b * Tq + i) * NH + h) * HS;
+    for (int c = threadIdx.x; c < HS; c += blockDim.x) {
+        float s = 0;
+        for (int j = 0; j <= last; j++) s += row[j] * v[(((long)b * Tk + j) * NKV + kh) * HS + c];
+        oi[c] = s;
+    }
+}
+
+// attn_bwd_scores: one block per (b, h, i): datt row = softmax backward of
+// dout_i.v_j, scaled; dv_j += p_j dout_i.
+__global__ void attn_bwd_scores(float* datt, float* dv, const float* dout, const float* v, const float* att,
+                                int B, int Tq, int Tk, int NH, int NKV, int HS) {
+    int i = blockIdx.x % Tq;
+    int bh = blockIdx.x / Tq;
+    int b = bh / NH, h = bh % NH;
+    int kh = h / (NH / NKV);
+    int last = Tk - Tq + i;
+    float scale = rsqrtf((float)HS);
+    const float* row = att + (((long)b * NH + h) * Tq + i) * Tk;
+    float* drow = datt + (((long)b * NH + h) * Tq + i) * Tk;
+    const float* doi = dout + (((long)b * Tq + i) * NH + h) * HS;
+    float dot = 0;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) {
+        float s = 0;
+        if (j <= last) {
+            long off = (((long)b * Tk + j) * NKV + kh) * HS;
+            for (int c = 0; c < HS; c++) s += doi[c] * v[off + c];
+            if (dv) {
+                float p = row[j];
+                for (int c = 0; c < HS; c++) atomicAdd(&dv[off + c], p * doi[c]);
+            }
+            dot += row[j] * s;
+        }
+        drow[j] = s;
+    }
+    dot = blockSum(dot);
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x)
+        drow[j] = j <= last ? row[j] * (drow[j] - dot) * scale : 0.f;
+}
+
+// attn_bwd_qk: one block per (b, h, i): dq_i += sum_j ds_j k_j, dk_j += ds_j q_i.
+__global__ void attn_bwd_qk(float* dq, float* dk, const float* datt, const float* q, const float* k,
+                            int B, int Tq, int Tk, int NH, int NKV, int HS) {
+    int i = blockIdx.x % Tq;
+    int bh = blockIdx.x / Tq;
+    int b = bh / NH, h = bh % NH;
+    int kh = h / (NH / NKV);
+    int last = Tk - Tq + i;
+    const float* drow = datt + (((long)b * NH + h) * Tq + i) * Tk;
+    const float* qi = q + (((long)b * Tq + i) * NH + h) * HS;
+    if (dq) {
+        float* dqi = dq + (((long)b * Tq + i) * NH + h) * HS;
+        for (int c = threadIdx.x; c < HS; c += blockDim.x) {
+            float s = 0;
+            for (int j = 0; j <= last; j++) s += drow[j] * k[(((long)b * Tk + j) * NKV + kh) * HS + c];
+            dqi[c] += s;
+        }
+    }
+    if (dk) {
+        for (long idx = threadIdx.x; idx < (long)(last + 1) * HS; idx += blockDim.x) {
+            int j = idx / HS, c = idx % HS;
+            atomicAdd(&dk[(((long)b * Tk + j) * NKV + kh) * HS + c], drow[j] * qi[c]);
+        }
+    }
+}
+
+__global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float x = gate[i];
+        out[i] = x / (1.f + expf(-x)) * up[i];
+    }
+}
+
+__global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float x = gate[i];
+        float sig = 1.f / (1.f + expf(-x));
+        if (dup) dup[i] += dout[i] * x * sig;
+        if (dgate) dgate[i] += dout[i] * up[i] * sig * (1.f + x * (1.f - sig));
+    }
+}
+
+// logprob_fwd: one block per row.
+__global__ void logprob_fwd(float* logp, float* lse, const float* logits, const int* targets, int N, int V) {
+    int n = blockIdx.x;
+    const float* row = logits + (long)n * V;
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, row[v]);
+    mx = blockMax(mx);
+    float s = 0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(row[v] - mx);
+    s = blockSum(s);
+    if (threadIdx.x == 0) {
+        float l = mx + logf(s);
+        lse[n] = l;
+        logp[n] = row[targets[n]] - l;
+    }
+}
+
+// logprob_bwd: one block per row.
+__global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets, int N, int V) {
+    int n = blockIdx.x;
+    float g = dlogp[n];
+    if (g == 0.f) return;
+    const float* row = logits + (long)n * V;
+    float* drow = dlogits + (long)n * V;
+    float l = lse[n];
+    int t = targets[n];
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float d = -g * expf(row[v] - l);
+        if (v == t) d += g;
+        drow[v] += d;
+    }
+}
+
+__global__ void adamw(float* p, const float* g, float* m, float* v, long n, float lr, float b1, float b2,
+                      float eps, float wd, float gs, float c1, float c2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        float grad = g[i] * gs;
+        float mi = b1 * m[i] + (1.f - b1) * grad;
+        float vi = b2 * v[i] + (1.f - b2) * grad * grad;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p[i]);
+    }
+}
+
+// attn_softmax: one block per (b, h, i) row of att[B,NH,Tq,Tk] holding
+// scaled scores; writes causal probabilities, 0 above the diagonal.
+__global__ void attn_softmax(float* att, int B, int Tq, int Tk, int NH) {
+    int i = blockIdx.x % Tq;
+    float* row = att + (long)blockIdx.x * Tk;
+    int last = Tk - Tq + i;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j <= last; j += blockDim.x) mx = fmaxf(mx, row[j]);
+    mx = blockMax(mx);
+    float sum = 0;
+    for (int j = threadIdx.x; j <= last; j += blockDim.x) {
+        float e = __expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    sum = blockSum(sum);
+    float inv = 1.f / sum;
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x) row[j] = j <= last ? row[j] * inv : 0.f;
+}
+
+// attn_softmax_bwd: one block per row; datt holds dP on entry and
+// dS = P*(dP - sum(P*dP))*scale on exit (0 above the diagonal).
+__global__ void attn_softmax_bwd(float* datt, const float* att, int B, int Tq, int Tk, int NH, float scale) {
+    int i = blockIdx.x % Tq;
+    const float* row = att + (long)blockIdx.x * Tk;
+    float* drow = datt + (long)blockIdx.x * Tk;
+    int last = Tk - Tq + i;
+    float dot = 0;
+    for (int j = threadIdx.x; j <= last; j += blockDim.x) dot += row[j] * drow[j];
+    dot = blockSum(dot);
+    for (int j = threadIdx.x; j < Tk; j += blockDim.x)
+        drow[j] = j <= last ? row[j] * (drow[j] - dot) * scale : 0.f;
+}
+
+} // extern "C"

@@ -1,0 +1,417 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"swerl/gpu"
+)
+
+// Zero implements gpu.Backend.
+func (be *Backend) Zero(x gpu.Buf) {
+	d := be.get("zero", x)
+	if be.error() != nil || d == nil || d.n == 0 {
+		return
+	}
+	be.post(func() {
+		if err := cu.MemsetD32(d.ptr(), 0, int64(d.n)); err != nil {
+			be.fail("zero", "%v", err)
+		}
+	})
+}
+
+// Copy implements gpu.Backend.
+func (be *Backend) Copy(dst, src gpu.Buf) {
+	d, s := be.get("copy", dst), be.get("copy", src)
+	if !be.need("copy", s.Len(), "dst", d) || s.n == 0 {
+		return
+	}
+	be.post(func() {
+		if err := cu.MemcpyDtoD(d.ptr(), s.ptr(), int64(4*s.n)); err != nil {
+			be.fail("copy", "%v", err)
+		}
+	})
+}
+
+// Add implements gpu.Backend.
+func (be *Backend) Add(out, a, b gpu.Buf, n int) {
+	const op = "add"
+	o, x, y := be.get(op, out), be.get(op, a), be.get(op, b)
+	if !be.need(op, n, "out", o, "a", x, "b", y) {
+		return
+	}
+	be.post(func() { be.launch("add_f32", be.gridFor(n), o, x, y, int64(n)) })
+}
+
+// SumSquares implements gpu.Backend.
+func (be *Backend) SumSquares(x gpu.Buf) (float64, error) {
+	d := be.get("sum squares", x)
+	if !be.need("sum squares", 0, "x", d) {
+		return 0, be.error()
+	}
+	var s float64
+	be.do(func() {
+		if err := cu.MemsetD32(be.acc.ptr(), 0, 2); err != nil {
+			be.fail("sum squares", "%v", err)
+			return
+		}
+		be.launch("sumsq_f32", be.gridFor(d.n), be.acc, d, int64(d.n))
+		if be.error() != nil {
+			return
+		}
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&s), be.acc.ptr(), 8); err != nil {
+			be.fail("sum squares", "%v", err)
+		}
+	})
+	return s, be.error()
+}
+
+// checkIDs fails unless every id is in [0, V).
+func (be *Backend) checkIDs(op, what string, ids []int32, V int) bool {
+	for n, t := range ids {
+		if t < 0 || int(t) >= V {
+			be.fail(op, "%s %d at row %d outside the vocabulary of %d", what, t, n, V)
+			return false
+		}
+	}
+	return be.error() == nil
+}
+
+// EmbeddingForward implements gpu.Backend.
+func (be *Backend) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
+	const op = "embedding forward"
+	o, w := be.get(op, out), be.get(op, wte)
+	N := len(tokens)
+	if !be.need(op, N*C, "out", o) || !be.need(op, 0, "wte", w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
+		return
+	}
+	tokens = slices.Clone(tokens) // read later on the driver thread
+	be.post(func() {
+		t := be.uploadInts(op, tokens)
+		be.launch("embedding_fwd", be.gridFor(N*C), o, w, t, N, C)
+	})
+}
+
+// EmbeddingBackward implements gpu.Backend.
+func (be *Backend) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) {
+	const op = "embedding backward"
+	dw, do := be.get(op, dwte), be.get(op, dout)
+	N := len(tokens)
+	if !be.need(op, N*C, "dout", do) || !be.need(op, 0, "dwte", dw) || !be.checkIDs(op, "token", tokens, dw.n/max(C, 1)) || N*C == 0 {
+		return
+	}
+	tokens = slices.Clone(tokens) // read later on the driver thread
+	be.post(func() {
+		t := be.uploadInts(op, tokens)
+		be.launch("embedding_bwd", be.gridFor(N*C), dw, do, t, N, C)
+	})
+}
+
+// MatmulForward implements gpu.Backend: in column-major terms
+// out(OC×N) = w(C×OC)ᵀ · inp(C×N).
+func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
+	const op = "matmul forward"
+	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.get(op, w), be.get(op, bias)
+	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
+		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 {
+		return
+	}
+	be.post(func() {
+		beta := float32(0)
+		if bias != nil {
+			be.launch("bias_fill", be.gridFor(N*OC), o, bs, N, OC)
+			beta = 1
+		}
+		if be.error() != nil {
+			return
+		}
+		if C == 0 {
+			if bias == nil {
+				be.fail(op, "C = 0") // nothing to multiply; keep the CPU's answer of zeros out of reach
+			}
+			return
+		}
+		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), OC*C, C, x.ptr(), N*C, C, beta, o.ptr(), OC)
+	})
+}
+
+// MatmulBackward implements gpu.Backend:
+// dinp(C×N) += w(C×OC)·dout(OC×N); dw(C×OC) += inp(C×N)·dout(OC×N)ᵀ.
+func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
+	const op = "matmul backward"
+	di, dwt, db := be.get(op, dinp), be.get(op, dw), be.get(op, dbias)
+	do, x, wt := be.get(op, dout), be.get(op, inp), be.get(op, w)
+	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
+		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
+		dbias != nil && !be.need(op, OC, "dbias", db) {
+		return
+	}
+	if N == 0 || C == 0 || OC == 0 {
+		return
+	}
+	be.post(func() {
+		if dinp != nil {
+			be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), OC*C, C, do.ptr(), N*OC, OC, 1, di.ptr(), C)
+		}
+		if dw != nil {
+			be.gemm(op+" dw", opN, opT, C, OC, N, x.ptr(), N*C, C, do.ptr(), N*OC, OC, 1, dwt.ptr(), C)
+		}
+		if dbias != nil {
+			be.colSum(db, do, nil, nil, N, OC)
+		}
+	})
+}
+
+// RMSNormForward implements gpu.Backend.
+func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float32) {
+	const op = "rmsnorm forward"
+	o, rs, x, wt := be.get(op, out), be.get(op, rstd), be.get(op, inp), be.get(op, w)
+	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
+		return
+	}
+	be.post(func() { be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps) })
+}
+
+// RMSNormBackward implements gpu.Backend.
+func (be *Backend) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C int) {
+	const op = "rmsnorm backward"
+	di, dwt, do := be.get(op, dinp), be.get(op, dw), be.get(op, dout)
+	x, wt, rs := be.get(op, inp), be.get(op, w), be.get(op, rstd)
+	if !be.need(op, N*C, "dout", do, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) ||
+		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, C, "dw", dwt) {
+		return
+	}
+	be.post(func() {
+		if dw != nil {
+			be.colSum(dwt, do, x, rs, N, C)
+		}
+		if dinp != nil {
+			be.launch("rmsnorm_bwd_inp", N, di, do, x, wt, rs, N, C)
+		}
+	})
+}
+
+// RoPEForward implements gpu.Backend.
+func (be *Backend) RoPEForward(x, cos, sin gpu.Buf, B, T, NH, HS, pos0 int) {
+	be.rope("rope forward", x, cos, sin, B, T, NH, HS, pos0, 1)
+}
+
+// RoPEBackward implements gpu.Backend.
+func (be *Backend) RoPEBackward(dx, cos, sin gpu.Buf, B, T, NH, HS, pos0 int) {
+	be.rope("rope backward", dx, cos, sin, B, T, NH, HS, pos0, -1)
+}
+
+func (be *Backend) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0 int, dir float32) {
+	d, cs, sn := be.get(op, x), be.get(op, cos), be.get(op, sin)
+	if be.error() == nil && (HS <= 0 || HS%2 != 0) {
+		be.fail(op, "head size %d is not positive and even", HS)
+	}
+	if !be.need(op, B*T*NH*HS, "x", d) || !be.need(op, (pos0+T)*(HS/2), "cos", cs, "sin", sn) {
+		return
+	}
+	n := B * T * NH * HS / 2
+	be.post(func() { be.launch("rope", be.gridFor(n), d, cs, sn, B, T, NH, HS, pos0, dir) })
+}
+
+func (be *Backend) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
+	switch {
+	case be.error() != nil:
+		return false
+	case B < 0 || Tq < 0 || HS <= 0 || NKV <= 0 || NH <= 0:
+		be.fail(op, "bad shape B=%d Tq=%d HS=%d NH=%d NKV=%d", B, Tq, HS, NH, NKV)
+	case Tq > Tk:
+		be.fail(op, "Tq=%d exceeds Tk=%d", Tq, Tk)
+	case NH%NKV != 0:
+		be.fail(op, "NH=%d is not a multiple of NKV=%d", NH, NKV)
+	}
+	return be.error() == nil
+}
+
+// AttentionForward implements gpu.Backend.
+func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NKV, HS int) {
+	const op = "attention forward"
+	o, a, qd, kd, vd := be.get(op, out), be.get(op, att), be.get(op, q), be.get(op, k), be.get(op, v)
+	if !be.attnShapes(op, B, Tq, Tk, NH, NKV, HS) ||
+		!be.need(op, B*Tq*NH*HS, "out", o, "q", qd) || !be.need(op, B*Tk*NKV*HS, "k", kd, "v", vd) ||
+		!be.need(op, B*NH*Tq*Tk, "att", a) {
+		return
+	}
+	if B*Tq == 0 {
+		return
+	}
+	if be.naiveAttn || Tq <= naiveTq {
+		be.post(func() { be.launch("attn_fwd", B*NH*Tq, o, a, qd, kd, vd, B, Tq, Tk, NH, NKV, HS) })
+		return
+	}
+	be.post(func() {
+		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
+		scale := float32(1 / math.Sqrt(float64(HS)))
+		for h := range NH {
+			qh, kh, ah := s.q(qd, h), s.kv(kd, h), s.att(a, h)
+			// S^T(Tk×Tq) = K(HS×Tk)^T · Q(HS×Tq), scaled.
+			be.batched(op, opT, opN, Tk, Tq, HS, scale, kh, s.ldkv, s.skv, qh, s.ldq, s.sq, 0, ah, Tk, s.satt, B)
+		}
+		be.launch("attn_softmax", B*NH*Tq, a, B, Tq, Tk, NH)
+		for h := range NH {
+			// out^T(HS×Tq) = V^T(HS×Tk) · P^T(Tk×Tq).
+			be.batched(op, opN, opN, HS, Tq, Tk, 1, s.kv(vd, h), s.ldkv, s.skv, s.att(a, h), Tk, s.satt, 0, s.q(o, h), s.ldq, s.sq, B)
+		}
+	})
+}
+
+// naiveTq is the longest query block that takes the one-block-per-row
+// kernels: for decoding (Tq = 1) one launch beats 2·NH cuBLAS calls.
+const naiveTq = 4
+
+// attnLayout describes one head's matrices in the [B,T,heads,HS] and
+// [B,NH,Tq,Tk] layouts as strided batches over b.
+type attnLayout struct {
+	NH, NKV, HS, Tq, Tk int
+	ldq, ldkv           int // row strides in elements
+	sq, skv, satt       int // batch (b) strides
+}
+
+func attnStrides(B, Tq, Tk, NH, NKV, HS int) attnLayout {
+	return attnLayout{NH: NH, NKV: NKV, HS: HS, Tq: Tq, Tk: Tk, ldq: NH * HS, ldkv: NKV * HS,
+		sq: Tq * NH * HS, skv: Tk * NKV * HS, satt: NH * Tq * Tk}
+}
+
+// q is head h of a [B,Tq,NH,HS] buffer, kv the kv head of query head h in
+// a [B,Tk,NKV,HS] buffer, att head h of [B,NH,Tq,Tk]; each at b = 0.
+func (l attnLayout) q(b *buf, h int) cu.DevicePtr { return b.ptr() + cu.DevicePtr(4*h*l.HS) }
+func (l attnLayout) kv(b *buf, h int) cu.DevicePtr {
+	return b.ptr() + cu.DevicePtr(4*(h/(l.NH/l.NKV))*l.HS)
+}
+func (l attnLayout) att(b *buf, h int) cu.DevicePtr { return b.ptr() + cu.DevicePtr(4*h*l.Tq*l.Tk) }
+
+// batched runs one strided-batched product on the driver thread.
+func (be *Backend) batched(op string, ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda, sA int, B cu.DevicePtr, ldb, sB int, beta float32, C cu.DevicePtr, ldc, sC, batch int) {
+	if be.error() != nil {
+		return
+	}
+	if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch); err != nil {
+		be.fail(op, "%v", err)
+	}
+}
+
+// AttentionBackward implements gpu.Backend.
+func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Buf, B, Tq, Tk, NH, NKV, HS int) {
+	const op = "attention backward"
+	dqd, dkd, dvd, da, do := be.get(op, dq), be.get(op, dk), be.get(op, dv), be.get(op, datt), be.get(op, dout)
+	qd, kd, vd, a := be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, att)
+	if !be.attnShapes(op, B, Tq, Tk, NH, NKV, HS) ||
+		!be.need(op, B*Tq*NH*HS, "dout", do, "q", qd) || !be.need(op, B*Tk*NKV*HS, "k", kd, "v", vd) ||
+		!be.need(op, B*NH*Tq*Tk, "att", a, "datt", da) ||
+		dq != nil && !be.need(op, B*Tq*NH*HS, "dq", dqd) ||
+		dk != nil && !be.need(op, B*Tk*NKV*HS, "dk", dkd) || dv != nil && !be.need(op, B*Tk*NKV*HS, "dv", dvd) {
+		return
+	}
+	if B*Tq == 0 {
+		return
+	}
+	if be.naiveAttn || Tq <= naiveTq {
+		be.post(func() {
+			be.launch("attn_bwd_scores", B*NH*Tq, da, dvd, do, vd, a, B, Tq, Tk, NH, NKV, HS)
+			be.launch("attn_bwd_qk", B*NH*Tq, dqd, dkd, da, qd, kd, B, Tq, Tk, NH, NKV, HS)
+		})
+		return
+	}
+	be.post(func() {
+		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
+		for h := range NH {
+			vh, ah, dah, doh := s.kv(vd, h), s.att(a, h), s.att(da, h), s.q(do, h)
+			// dP^T(Tk×Tq) = V(HS×Tk)^T · dO^T(HS×Tq).
+			be.batched(op, opT, opN, Tk, Tq, HS, 1, vh, s.ldkv, s.skv, doh, s.ldq, s.sq, 0, dah, Tk, s.satt, B)
+			if dv != nil {
+				// dV^T(HS×Tk) += dO^T(HS×Tq) · P(Tq×Tk).
+				be.batched(op, opN, opT, HS, Tk, Tq, 1, doh, s.ldq, s.sq, ah, Tk, s.satt, 1, s.kv(dvd, h), s.ldkv, s.skv, B)
+			}
+		}
+		be.launch("attn_softmax_bwd", B*NH*Tq, da, a, B, Tq, Tk, NH, float32(1/math.Sqrt(float64(HS))))
+		for h := range NH {
+			qh, kh, dah := s.q(qd, h), s.kv(kd, h), s.att(da, h)
+			if dq != nil {
+				// dQ^T(HS×Tq) += K^T(HS×Tk) · dS^T(Tk×Tq).
+				be.batched(op, opN, opN, HS, Tq, Tk, 1, kh, s.ldkv, s.skv, dah, Tk, s.satt, 1, s.q(dqd, h), s.ldq, s.sq, B)
+			}
+			if dk != nil {
+				// dK^T(HS×Tk) += Q^T(HS×Tq) · dS(Tq×Tk).
+				be.batched(op, opN, opT, HS, Tk, Tq, 1, qh, s.ldq, s.sq, dah, Tk, s.satt, 1, s.kv(dkd, h), s.ldkv, s.skv, B)
+			}
+		}
+	})
+}
+
+// SwiGLUForward implements gpu.Backend.
+func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
+	const op = "swiglu forward"
+	o, g, u := be.get(op, out), be.get(op, gate), be.get(op, up)
+	if !be.need(op, n, "out", o, "gate", g, "up", u) {
+		return
+	}
+	be.post(func() { be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n)) })
+}
+
+// SwiGLUBackward implements gpu.Backend.
+func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
+	const op = "swiglu backward"
+	dg, du, do, g, u := be.get(op, dgate), be.get(op, dup), be.get(op, dout), be.get(op, gate), be.get(op, up)
+	if !be.need(op, n, "dout", do, "gate", g, "up", u) ||
+		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
+		return
+	}
+	be.post(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n)) })
+}
+
+// LogProbForward implements gpu.Backend.
+func (be *Backend) LogProbForward(logp, lse, logits gpu.Buf, targets []int32, V int) {
+	const op = "logprob forward"
+	lp, ls, lg := be.get(op, logp), be.get(op, lse), be.get(op, logits)
+	N := len(targets)
+	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.checkIDs(op, "target", targets, V) || N == 0 {
+		return
+	}
+	targets = slices.Clone(targets) // read later on the driver thread
+	be.post(func() {
+		t := be.uploadInts(op, targets)
+		be.launch("logprob_fwd", N, lp, ls, lg, t, N, V)
+	})
+}
+
+// LogProbBackward implements gpu.Backend.
+func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets []int32, V int) {
+	const op = "logprob backward"
+	dl, dp, lg, ls := be.get(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
+	N := len(targets)
+	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.checkIDs(op, "target", targets, V) || N == 0 {
+		return
+	}
+	targets = slices.Clone(targets) // read later on the driver thread
+	be.post(func() {
+		t := be.uploadInts(op, targets)
+		be.launch("logprob_bwd", N, dl, dp, lg, ls, t, N, V)
+	})
+}
+
+// AdamW implements gpu.Backend.
+func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
+	const op = "adamw"
+	pd, gd, md, vd := be.get(op, p), be.get(op, g), be.get(op, m), be.get(op, v)
+	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) {
+		return
+	}
+	if h.Step < 1 {
+		be.fail(op, "step %d, want >= 1", h.Step)
+		return
+	}
+	c1 := float32(1 - math.Pow(float64(h.Beta1), float64(h.Step)))
+	c2 := float32(1 - math.Pow(float64(h.Beta2), float64(h.Step)))
+	be.post(func() {
+		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
+	})
+}
