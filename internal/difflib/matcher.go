@@ -1,0 +1,390 @@
+// Package difflib is a faithful port of the parts of Python's difflib that the
+// SWE-RL reward depends on: SequenceMatcher (matching blocks, opcodes, grouped
+// opcodes, ratio) with isjunk=None and the exact autojunk popularity
+// heuristic, unified_diff, and str.splitlines.
+//
+// Results are identical to CPython's: the same Ratcliff/Obershelp recursion,
+// the same find_longest_match tie-breaks (earliest i, then earliest j) and the
+// same extension of a match over popular elements. Sequences are compared as
+// small integer ids (lines and code points are interned first), with the
+// b2j index held in slices and the DP rows reused across calls.
+package difflib
+
+import (
+	"context"
+	"sort"
+)
+
+// Match is a matching block: A[I:I+Size] == B[J:J+Size].
+type Match struct {
+	I, J, Size int
+}
+
+// OpCode is one edit operation: Tag is 'r' (replace), 'd' (delete),
+// 'i' (insert) or 'e' (equal), on A[I1:I2] and B[J1:J2].
+type OpCode struct {
+	Tag            byte
+	I1, I2, J1, J2 int
+}
+
+// Name returns Python's name of the opcode's tag ("replace", "delete",
+// "insert", "equal").
+func (o OpCode) Name() string {
+	switch o.Tag {
+	case 'r':
+		return "replace"
+	case 'd':
+		return "delete"
+	case 'i':
+		return "insert"
+	default:
+		return "equal"
+	}
+}
+
+// Matcher is Python's SequenceMatcher(None, a, b, autojunk) over two
+// sequences of interned ids. Build one with NewRunes, NewLines or NewIDs.
+// A Matcher is not safe for concurrent use.
+type Matcher struct {
+	a, b []int32
+	// b2j[id] lists, ascending, the positions of id in b; nil for ids
+	// not in b and for popular ids (autojunk).
+	b2j [][]int32
+
+	// DP rows of find_longest_match, indexed by j+1, reused across calls.
+	prev, cur           []int32
+	prevTouch, curTouch []int32
+
+	blocks []Match
+	done   <-chan struct{}
+	ctxErr func() error
+	err    error
+	tick   int
+}
+
+// NewIDs returns a matcher over id sequences. Ids must be >= 0 for b; an id
+// of a that is negative never matches. nids must exceed every id in b.
+func NewIDs(a, b []int32, nids int, autojunk bool) *Matcher {
+	m := &Matcher{a: a, b: b}
+	m.chainB(nids, autojunk)
+	return m
+}
+
+// NewRunes returns a matcher comparing the Unicode code points of a and b,
+// like SequenceMatcher(None, a, b, autojunk) on two Python str.
+func NewRunes(a, b string, autojunk bool) *Matcher {
+	ids := make(map[rune]int32)
+	bb := make([]int32, 0, len(b))
+	for _, r := range b {
+		id, ok := ids[r]
+		if !ok {
+			id = int32(len(ids))
+			ids[r] = id
+		}
+		bb = append(bb, id)
+	}
+	aa := make([]int32, 0, len(a))
+	for _, r := range a {
+		id, ok := ids[r]
+		if !ok {
+			id = -1
+		}
+		aa = append(aa, id)
+	}
+	return NewIDs(aa, bb, len(ids), autojunk)
+}
+
+// NewLines returns a matcher comparing two lists of lines (each line one
+// element), like SequenceMatcher(None, a, b, autojunk) on two Python lists.
+func NewLines(a, b []string, autojunk bool) *Matcher {
+	ids := make(map[string]int32, len(b))
+	bb := make([]int32, len(b))
+	for i, s := range b {
+		id, ok := ids[s]
+		if !ok {
+			id = int32(len(ids))
+			ids[s] = id
+		}
+		bb[i] = id
+	}
+	aa := make([]int32, len(a))
+	for i, s := range a {
+		id, ok := ids[s]
+		if !ok {
+			id = -1
+		}
+		aa[i] = id
+	}
+	return NewIDs(aa, bb, len(ids), autojunk)
+}
+
+// chainB builds b2j and drops popular elements: with autojunk and
+// len(b) >= 200, an element occurring more than len(b)/100+1 times is
+// removed from the index (it can no longer anchor a match but is still
+// absorbed when a match is extended).
+func (m *Matcher) chainB(nids int, autojunk bool) {
+	counts := make([]int32, nids)
+	for _, id := range m.b {
+		counts[id]++
+	}
+	n := len(m.b)
+	popular := func(int32) bool { return false }
+	if autojunk && n >= 200 {
+		ntest := int32(n/100 + 1)
+		popular = func(id int32) bool { return counts[id] > ntest }
+	}
+	// One backing array for all index lists.
+	total := 0
+	for id, c := range counts {
+		if !popular(int32(id)) {
+			total += int(c)
+		}
+	}
+	backing := make([]int32, 0, total)
+	m.b2j = make([][]int32, nids)
+	off := make([]int, nids)
+	for id, c := range counts {
+		if popular(int32(id)) || c == 0 {
+			off[id] = -1
+			continue
+		}
+		off[id] = len(backing)
+		backing = backing[:len(backing)+int(c)]
+	}
+	fill := make([]int32, nids)
+	for j, id := range m.b {
+		if off[id] < 0 {
+			continue
+		}
+		backing[off[id]+int(fill[id])] = int32(j)
+		fill[id]++
+	}
+	for id, o := range off {
+		if o >= 0 {
+			m.b2j[id] = backing[o : o+int(counts[id])]
+		}
+	}
+}
+
+// SetContext makes later computations stop early when ctx is done; Err then
+// reports why and the results are incomplete.
+func (m *Matcher) SetContext(ctx context.Context) {
+	if ctx != nil {
+		m.done = ctx.Done()
+		if m.done != nil {
+			m.ctxErr = ctx.Err
+		}
+	}
+}
+
+// Err returns the context's error when a computation was cut short.
+func (m *Matcher) Err() error { return m.err }
+
+func (m *Matcher) stopped() bool {
+	if m.err != nil {
+		return true
+	}
+	if m.done == nil {
+		return false
+	}
+	m.tick++
+	if m.tick&63 != 0 {
+		return false
+	}
+	select {
+	case <-m.done:
+		m.err = m.ctxErr()
+		return true
+	default:
+		return false
+	}
+}
+
+// FindLongestMatch is find_longest_match(alo, ahi, blo, bhi).
+func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
+	a, b := m.a, m.b
+	if m.prev == nil {
+		m.prev = make([]int32, len(b)+1)
+		m.cur = make([]int32, len(b)+1)
+	}
+	prev, cur := m.prev, m.cur
+	prevTouch, curTouch := m.prevTouch[:0], m.curTouch[:0]
+	besti, bestj, bestsize := alo, blo, 0
+	// prev[j+1] holds j2len[j] of the previous row.
+	for i := alo; i < ahi; i++ {
+		if m.stopped() {
+			break
+		}
+		id := a[i]
+		var js []int32
+		if id >= 0 {
+			js = m.b2j[id]
+		}
+		if len(js) > 0 && int(js[0]) < blo {
+			// skip j < blo (Python continues past them one by one)
+			k := sort.Search(len(js), func(x int) bool { return int(js[x]) >= blo })
+			js = js[k:]
+		}
+		for _, j32 := range js {
+			j := int(j32)
+			if j >= bhi {
+				break
+			}
+			k := prev[j] + 1
+			cur[j+1] = k
+			curTouch = append(curTouch, int32(j+1))
+			if int(k) > bestsize {
+				besti, bestj, bestsize = i-int(k)+1, j-int(k)+1, int(k)
+			}
+		}
+		for _, t := range prevTouch {
+			prev[t] = 0
+		}
+		prev, cur = cur, prev
+		prevTouch, curTouch = curTouch, prevTouch[:0]
+	}
+	for _, t := range prevTouch {
+		prev[t] = 0
+	}
+	m.prev, m.cur = prev, cur
+	m.prevTouch, m.curTouch = prevTouch[:0], curTouch[:0]
+
+	// Extend over equal elements on both ends (there is no junk, so
+	// popular elements are absorbed here too).
+	for besti > alo && bestj > blo && a[besti-1] == b[bestj-1] {
+		besti, bestj, bestsize = besti-1, bestj-1, bestsize+1
+	}
+	for besti+bestsize < ahi && bestj+bestsize < bhi && a[besti+bestsize] == b[bestj+bestsize] {
+		bestsize++
+	}
+	return Match{besti, bestj, bestsize}
+}
+
+// MatchingBlocks is get_matching_blocks(): the non-adjacent matching blocks
+// in increasing order, ending with the sentinel {len(a), len(b), 0}.
+func (m *Matcher) MatchingBlocks() []Match {
+	if m.blocks != nil {
+		return m.blocks
+	}
+	la, lb := len(m.a), len(m.b)
+	type span struct{ alo, ahi, blo, bhi int }
+	queue := []span{{0, la, 0, lb}}
+	var blocks []Match
+	for len(queue) > 0 && m.err == nil {
+		q := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		x := m.FindLongestMatch(q.alo, q.ahi, q.blo, q.bhi)
+		if x.Size > 0 {
+			blocks = append(blocks, x)
+			if q.alo < x.I && q.blo < x.J {
+				queue = append(queue, span{q.alo, x.I, q.blo, x.J})
+			}
+			if x.I+x.Size < q.ahi && x.J+x.Size < q.bhi {
+				queue = append(queue, span{x.I + x.Size, q.ahi, x.J + x.Size, q.bhi})
+			}
+		}
+	}
+	sort.Slice(blocks, func(p, q int) bool {
+		if blocks[p].I != blocks[q].I {
+			return blocks[p].I < blocks[q].I
+		}
+		if blocks[p].J != blocks[q].J {
+			return blocks[p].J < blocks[q].J
+		}
+		return blocks[p].Size < blocks[q].Size
+	})
+	out := make([]Match, 0, len(blocks)+1)
+	i1, j1, k1 := 0, 0, 0
+	for _, x := range blocks {
+		if i1+k1 == x.I && j1+k1 == x.J {
+			k1 += x.Size
+		} else {
+			if k1 > 0 {
+				out = append(out, Match{i1, j1, k1})
+			}
+			i1, j1, k1 = x.I, x.J, x.Size
+		}
+	}
+	if k1 > 0 {
+		out = append(out, Match{i1, j1, k1})
+	}
+	out = append(out, Match{la, lb, 0})
+	if m.err == nil {
+		m.blocks = out
+	}
+	return out
+}
+
+// Ratio is ratio(): 2*M/T where M is the number of matched elements and T
+// the total length of both sequences (1.0 when both are empty).
+func (m *Matcher) Ratio() float64 {
+	matches := 0
+	for _, x := range m.MatchingBlocks() {
+		matches += x.Size
+	}
+	return CalculateRatio(matches, len(m.a)+len(m.b))
+}
+
+// CalculateRatio is difflib's _calculate_ratio.
+func CalculateRatio(matches, length int) float64 {
+	if length > 0 {
+		return 2.0 * float64(matches) / float64(length)
+	}
+	return 1.0
+}
+
+// OpCodes is get_opcodes().
+func (m *Matcher) OpCodes() []OpCode {
+	i, j := 0, 0
+	var out []OpCode
+	for _, x := range m.MatchingBlocks() {
+		var tag byte
+		switch {
+		case i < x.I && j < x.J:
+			tag = 'r'
+		case i < x.I:
+			tag = 'd'
+		case j < x.J:
+			tag = 'i'
+		}
+		if tag != 0 {
+			out = append(out, OpCode{tag, i, x.I, j, x.J})
+		}
+		i, j = x.I+x.Size, x.J+x.Size
+		if x.Size > 0 {
+			out = append(out, OpCode{'e', x.I, i, x.J, j})
+		}
+	}
+	return out
+}
+
+// GroupedOpCodes is get_grouped_opcodes(n): change clusters with up to n
+// lines of context around them.
+func (m *Matcher) GroupedOpCodes(n int) [][]OpCode {
+	codes := m.OpCodes()
+	if len(codes) == 0 {
+		codes = []OpCode{{'e', 0, 1, 0, 1}}
+	}
+	if c := &codes[0]; c.Tag == 'e' {
+		c.I1, c.J1 = max(c.I1, c.I2-n), max(c.J1, c.J2-n)
+	}
+	if c := &codes[len(codes)-1]; c.Tag == 'e' {
+		c.I2, c.J2 = min(c.I2, c.I1+n), min(c.J2, c.J1+n)
+	}
+	nn := n + n
+	var groups [][]OpCode
+	var group []OpCode
+	for _, c := range codes {
+		if c.Tag == 'e' && c.I2-c.I1 > nn {
+			group = append(group, OpCode{'e', c.I1, min(c.I2, c.I1+n), c.J1, min(c.J2, c.J1+n)})
+			groups = append(groups, group)
+			group = nil
+			c.I1, c.J1 = max(c.I1, c.I2-n), max(c.J1, c.J2-n)
+		}
+		group = append(group, c)
+	}
+	if len(group) > 0 && !(len(group) == 1 && group[0].Tag == 'e') {
+		groups = append(groups, group)
+	}
+	return groups
+}

@@ -1,0 +1,142 @@
+package difflib
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// isLineBoundary reports whether r ends a line for Python's str.splitlines.
+func isLineBoundary(r rune) bool {
+	switch r {
+	case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+		return true
+	}
+	return false
+}
+
+// SplitLines is Python's str.splitlines(keepends): it splits at \n, \r\n, \r,
+// \v, \f, \x1c, \x1d, \x1e, \x85, \u2028 and \u2029, and yields no trailing
+// empty element.
+func SplitLines(s string, keepends bool) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		var r rune
+		size := 1
+		if c < utf8.RuneSelf {
+			r = rune(c)
+		} else {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if !isLineBoundary(r) {
+			i += size
+			continue
+		}
+		end := i + size
+		if r == '\r' && end < len(s) && s[end] == '\n' {
+			end++
+		}
+		if keepends {
+			out = append(out, s[start:end])
+		} else {
+			out = append(out, s[start:i])
+		}
+		start = end
+		i = end
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// formatRangeUnified is difflib's _format_range_unified.
+func formatRangeUnified(start, stop int) string {
+	beginning := start + 1
+	length := stop - start
+	if length == 1 {
+		return strconv.Itoa(beginning)
+	}
+	if length == 0 {
+		beginning--
+	}
+	return strconv.Itoa(beginning) + "," + strconv.Itoa(length)
+}
+
+// UnifiedDiff is difflib.unified_diff(a, b, fromfile, tofile, n=n,
+// lineterm=lineterm) without dates: the lines of the diff, starting with the
+// "--- " and "+++ " header lines; nil when a and b are equal.
+func UnifiedDiff(a, b []string, fromfile, tofile string, n int, lineterm string) []string {
+	out, _ := UnifiedDiffContext(context.Background(), a, b, fromfile, tofile, n, lineterm)
+	return out
+}
+
+// UnifiedDiffContext is UnifiedDiff that stops when ctx is done.
+func UnifiedDiffContext(ctx context.Context, a, b []string, fromfile, tofile string, n int, lineterm string) ([]string, error) {
+	m := NewLines(a, b, true)
+	m.SetContext(ctx)
+	groups := m.GroupedOpCodes(n)
+	if m.Err() != nil {
+		return nil, m.Err()
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	out := []string{"--- " + fromfile + lineterm, "+++ " + tofile + lineterm}
+	for _, g := range groups {
+		out = appendHunk(out, a, b, g, lineterm)
+	}
+	return out, nil
+}
+
+func appendHunk(out, a, b []string, g []OpCode, lineterm string) []string {
+	first, last := g[0], g[len(g)-1]
+	out = append(out, "@@ -"+formatRangeUnified(first.I1, last.I2)+" +"+formatRangeUnified(first.J1, last.J2)+" @@"+lineterm)
+	for _, c := range g {
+		if c.Tag == 'e' {
+			for _, l := range a[c.I1:c.I2] {
+				out = append(out, " "+l)
+			}
+			continue
+		}
+		if c.Tag == 'r' || c.Tag == 'd' {
+			for _, l := range a[c.I1:c.I2] {
+				out = append(out, "-"+l)
+			}
+		}
+		if c.Tag == 'r' || c.Tag == 'i' {
+			for _, l := range b[c.J1:c.J2] {
+				out = append(out, "+"+l)
+			}
+		}
+	}
+	return out
+}
+
+// DiffBody returns the SWE-RL normalized diff of two texts: unified_diff of
+// their splitlines() with 3 lines of context and lineterm "", the two header
+// lines dropped, joined with "\n"; "" when the line lists are equal.
+func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
+	a, b := SplitLines(oldText, false), SplitLines(newText, false)
+	m := NewLines(a, b, true)
+	m.SetContext(ctx)
+	groups := m.GroupedOpCodes(3)
+	if err := m.Err(); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	var lines []string
+	for gi, g := range groups {
+		lines = appendHunk(lines[:0], a, b, g, "")
+		for li, l := range lines {
+			if gi > 0 || li > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(l)
+		}
+	}
+	return sb.String(), nil
+}

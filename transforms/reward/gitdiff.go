@@ -1,0 +1,156 @@
+package reward
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"swerl/internal/difflib"
+)
+
+// GitDiff renders a git-compatible unified diff (diff --git headers,
+// /dev/null for new files, 3 lines of context) from old to new contents;
+// `git apply` accepts it. Every path of new is compared with old: a path
+// missing from old is a new file, a path whose content is unchanged is left
+// out, and paths only in old are untouched (so new may hold just the changed
+// files, as ApplyAnswer returns them). Lines split at "\n" as git does; a last
+// line without one gets git's "\ No newline at end of file" marker. Files are
+// in path order.
+func GitDiff(old, new map[string]string) string {
+	paths := make([]string, 0, len(new))
+	for p := range new {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var sb strings.Builder
+	for _, p := range paths {
+		oc, existed := old[p]
+		nc := new[p]
+		if existed && oc == nc {
+			continue
+		}
+		a, b := gitQuote("a/"+p), gitQuote("b/"+p)
+		sb.WriteString("diff --git " + a + " " + b + "\n")
+		if !existed {
+			sb.WriteString("new file mode 100644\n")
+			if nc == "" {
+				continue
+			}
+			sb.WriteString("--- /dev/null\n")
+		} else {
+			sb.WriteString("--- " + a + "\n")
+		}
+		sb.WriteString("+++ " + b + "\n")
+		writeGitHunks(&sb, splitGitLines(oc), splitGitLines(nc))
+	}
+	return sb.String()
+}
+
+// splitGitLines splits s after every "\n"; the last line may lack one.
+func splitGitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+func writeGitHunks(sb *strings.Builder, a, b []string) {
+	m := difflib.NewLines(a, b, true)
+	line := func(prefix byte, l string) {
+		sb.WriteByte(prefix)
+		sb.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			sb.WriteString("\n\\ No newline at end of file\n")
+		}
+	}
+	for _, g := range m.GroupedOpCodes(3) {
+		first, last := g[0], g[len(g)-1]
+		sb.WriteString("@@ -" + gitRange(first.I1, last.I2) + " +" + gitRange(first.J1, last.J2) + " @@\n")
+		for _, c := range g {
+			if c.Tag == 'e' {
+				for _, l := range a[c.I1:c.I2] {
+					line(' ', l)
+				}
+				continue
+			}
+			if c.Tag == 'r' || c.Tag == 'd' {
+				for _, l := range a[c.I1:c.I2] {
+					line('-', l)
+				}
+			}
+			if c.Tag == 'r' || c.Tag == 'i' {
+				for _, l := range b[c.J1:c.J2] {
+					line('+', l)
+				}
+			}
+		}
+	}
+}
+
+// gitRange is the unified range "start,len" (",len" omitted for one line;
+// an empty range starts at the line before it).
+func gitRange(start, stop int) string {
+	beginning, length := start+1, stop-start
+	if length == 1 {
+		return strconv.Itoa(beginning)
+	}
+	if length == 0 {
+		beginning--
+	}
+	return strconv.Itoa(beginning) + "," + strconv.Itoa(length)
+}
+
+// gitQuote quotes a path the way git does when it holds a double quote, a
+// backslash or a control character.
+func gitQuote(p string) string {
+	need := false
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c == '"' || c == '\\' || c < 0x20 || c == 0x7f {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return p
+	}
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '"':
+			sb.WriteString(`\"`)
+		case '\\':
+			sb.WriteString(`\\`)
+		case '\a':
+			sb.WriteString(`\a`)
+		case '\b':
+			sb.WriteString(`\b`)
+		case '\t':
+			sb.WriteString(`\t`)
+		case '\n':
+			sb.WriteString(`\n`)
+		case '\v':
+			sb.WriteString(`\v`)
+		case '\f':
+			sb.WriteString(`\f`)
+		case '\r':
+			sb.WriteString(`\r`)
+		default:
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&sb, "\\%03o", c)
+			} else {
+				sb.WriteByte(c)
+			}
+		}
+	}
+	sb.WriteByte('"')
+	return sb.String()
+}
