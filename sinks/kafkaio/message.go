@@ -22,6 +22,11 @@ type Message struct {
 	// TimeMS is the record timestamp in Unix milliseconds (0 on a write:
 	// the time of the write).
 	TimeMS int64
+	// Origin optionally names the record this message was derived from
+	// ("topic@partition:offset", the input's Source()). Write ignores it;
+	// WriteAcked returns it once the message is durable, so AckOrigins can
+	// acknowledge the input.
+	Origin string
 }
 
 // Source names where the message was read: "topic@partition:offset".

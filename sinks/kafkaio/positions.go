@@ -22,6 +22,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*Position)(nil)).Elem())
 	register.DoFn2x0[context.Context, Position](&ackFn{})
 	register.Function1x1[Message, Position](messagePosition)
+	register.Function2x1[Message, func(Position), error](originPosition)
 }
 
 // Position is one record of a topic: where it was read.
@@ -58,6 +59,30 @@ func messagePosition(m Message) Position { return m.Position() }
 // Positions maps a PCollection of Message to their Positions.
 func Positions(s beam.Scope, msgs beam.PCollection) beam.PCollection {
 	return beam.ParDo(s.Scope("kafkaio.Positions"), messagePosition, msgs)
+}
+
+func originPosition(m Message, emit func(Position)) error {
+	if m.Origin == "" {
+		return nil
+	}
+	p, err := ParsePosition(m.Origin)
+	if err != nil {
+		return fmt.Errorf("kafkaio: message with key %q: origin: %w", m.Key, err)
+	}
+	emit(p)
+	return nil
+}
+
+// AckOrigins acknowledges the Origin of every message of written (the
+// output of WriteAcked) in the positions files under dir. Messages without
+// an Origin are ignored; an origin acknowledged many times (one input, many
+// outputs) counts once. Use it only where all the outputs of an input are
+// written in one bundle (emitted together by one element, as the G samples
+// of a group are), or an input could be acknowledged before its last
+// output is durable.
+func AckOrigins(s beam.Scope, dir string, written beam.PCollection) {
+	s = s.Scope("kafkaio.AckOrigins")
+	Ack(s, dir, beam.ParDo(s, originPosition, written))
 }
 
 // Ack records the positions of col (a PCollection of Position) as finished

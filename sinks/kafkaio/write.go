@@ -43,8 +43,7 @@ func Write(s beam.Scope, wc WriteConfig, col beam.PCollection) {
 
 // WriteAcked is Write that also returns the messages it wrote, each
 // emitted only after the flush that made it durable (the input Message,
-// its Topic filled in; Partition and Offset are as given, so a pipeline
-// can carry the position of the record it derives from there and Ack it).
+// its Topic filled in, Origin as given: pass them to AckOrigins).
 func WriteAcked(s beam.Scope, wc WriteConfig, col beam.PCollection) beam.PCollection {
 	s = s.Scope("kafkaio.WriteAcked")
 	return beam.ParDo(s, &writeAckedFn{writer: writer{WC: wc}}, col)
