@@ -138,9 +138,14 @@ type TreeEntry struct {
 // IsTree reports whether the entry is a subdirectory.
 func (e TreeEntry) IsTree() bool { return e.Mode == "40000" || e.Mode == "040000" }
 
-// Tree reads a tree (or the tree of a commit) named by rev.
+// Tree reads a tree named by rev: a tree or commit id (its tree), or
+// "<commit>:<dir>".
 func (c *CatFile) Tree(rev string) ([]TreeEntry, error) {
-	o, err := c.Get(rev + "^{tree}")
+	if !strings.Contains(rev, ":") {
+		// "<rev>:<path>^{tree}" would name a path ending in "^{tree}".
+		rev += "^{tree}"
+	}
+	o, err := c.Get(rev)
 	if err != nil {
 		return nil, err
 	}

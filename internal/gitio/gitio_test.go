@@ -70,7 +70,7 @@ func TestLogMatchesGit(t *testing.T) {
 	r.Commit("main moves", map[string]string{"docs/README.md!": ""})
 	r.MergePR(7, "feature", "Add F")
 	ctx := context.Background()
-	lr, err := gitio.Log(ctx, open(t, r), "")
+	lr, err := gitio.Log(ctx, open(t, r), "", true)
 	if err != nil {
 		t.Fatal(err)
 	}

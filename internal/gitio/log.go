@@ -54,16 +54,19 @@ type LogReader struct {
 	closed bool
 }
 
-// Log starts `git log --first-parent --raw -z --no-renames` at rev (HEAD when
-// empty) in repo. Call Next until it returns false, then Close, which reports
+// Log starts `git log --first-parent -z` at rev (HEAD when empty) in repo;
+// with raw, each non-merge commit carries its Changes (--raw --no-renames). Call Next until it returns false, then Close, which reports
 // whether git failed (for example on a missing commit) after the commits it
 // did produce.
-func Log(ctx context.Context, repo *Repo, rev string) (*LogReader, error) {
+func Log(ctx context.Context, repo *Repo, rev string, raw bool) (*LogReader, error) {
 	if rev == "" {
 		rev = "HEAD"
 	}
-	cmd := exec.CommandContext(ctx, "git", "-c", "core.quotePath=false", "log", "--first-parent", "--diff-merges=off", "--raw", "-z",
-		"--no-renames", "--no-abbrev", "--no-color", "--no-ext-diff", "--format="+LogFormat, rev, "--")
+	args := []string{"-c", "core.quotePath=false", "log", "--first-parent", "--diff-merges=off", "-z", "--no-color", "--format=" + LogFormat}
+	if raw {
+		args = append(args, "--raw", "--no-renames", "--no-abbrev", "--no-ext-diff")
+	}
+	cmd := exec.CommandContext(ctx, "git", append(args, rev, "--")...)
 	cmd.Dir = repo.Dir
 	cmd.Env = gitEnv()
 	lr := &LogReader{cmd: cmd}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -277,13 +278,29 @@ func (d *Dedup) Add(inst schemas.Instance) string {
 }
 
 // PickFirst returns the index of the instance to keep among instances with
-// the same patch: the smallest id, so every runner keeps the same one.
+// the same patch: the smallest id (IDLess), so every runner keeps the same
+// one.
 func PickFirst(ids []string) int {
 	best := 0
 	for i := range ids {
-		if ids[i] < ids[best] {
+		if IDLess(ids[i], ids[best]) {
 			best = i
 		}
 	}
 	return best
+}
+
+// IDLess orders instance ids by repository, then PR number numerically
+// ("o/r#2" before "o/r#11"), then as strings.
+func IDLess(a, b string) bool {
+	ra, na, oka := strings.Cut(a, "#")
+	rb, nb, okb := strings.Cut(b, "#")
+	if oka && okb && ra == rb {
+		x, errx := strconv.Atoi(na)
+		y, erry := strconv.Atoi(nb)
+		if errx == nil && erry == nil && x != y {
+			return x < y
+		}
+	}
+	return a < b
 }

@@ -216,7 +216,7 @@ func TestDedup(t *testing.T) {
 	if d.Add(a) != "" || d.Add(b) != "o/r#1" {
 		t.Fatal("identical patches not deduplicated")
 	}
-	if PickFirst([]string{"o/r#3", "o/r#12", "o/r#2"}) != 1 {
+	if PickFirst([]string{"o/r#3", "o/r#12", "o/r#2", "o/q#9"}) != 3 || PickFirst([]string{"o/r#3", "o/r#12", "o/r#2"}) != 2 {
 		t.Fatal("PickFirst should choose the smallest id")
 	}
 }
