@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"swerl/pipelines/mine"
@@ -43,6 +44,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	brokers := fs.String("brokers", "", "also publish the instances to the Kafka topic swerl.instances on these brokers (host:port,…)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
+	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	addBeamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -77,6 +79,11 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer srv.Close()
 	}
 	beamInit()
+	if !*verbose {
+		// Prism logs each job step at INFO through the default logger, which
+		// beam.Init sets up.
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
 	sum, err := mine.Run(ctx, cfg)
 	if err != nil {
 		return err

@@ -34,9 +34,15 @@ type Object struct {
 
 // NewCatFile starts `git cat-file --batch` in repo. Close stops it.
 func NewCatFile(ctx context.Context, repo *Repo) (*CatFile, error) {
+	return NewCatFileEnv(ctx, repo, nil)
+}
+
+// NewCatFileEnv is NewCatFile with extra environment variables for git,
+// such as GIT_ALTERNATE_OBJECT_DIRECTORIES to see objects written elsewhere.
+func NewCatFileEnv(ctx context.Context, repo *Repo, env []string) (*CatFile, error) {
 	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
 	cmd.Dir = repo.Dir
-	cmd.Env = gitEnv()
+	cmd.Env = append(gitEnv(), env...)
 	c := &CatFile{repo: repo, cmd: cmd}
 	cmd.Stderr = &c.stderr
 	var err error

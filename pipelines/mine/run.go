@@ -31,7 +31,8 @@ type Config struct {
 	Events []string
 	// Out is the output directory; default "swerl-out".
 	Out string
-	// Commits makes every first-parent non-merge commit that is not a PR an
+	// Commits makes every first-parent non-merge commit that is not a PR
+	// (and not a root commit, which has no parent to be its base) an
 	// instance too (source "commit", id "owner/repo@<sha12>", problem
 	// statement = the commit message).
 	Commits bool

@@ -160,7 +160,7 @@ func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevent
 	} else if n, title, ok := mining.SquashSubject(subject); ok && len(c.Parents) <= 1 {
 		cand.Kind, cand.Number, cand.Title, cand.Body = kindSquash, n, title, body
 		cand.Base, cand.Head = parent, c.Hash
-	} else if commits && len(c.Parents) <= 1 {
+	} else if commits && len(c.Parents) == 1 {
 		cand.Kind, cand.Source, cand.Title, cand.Body = kindCommit, SourceCommit, subject, body
 		cand.Base, cand.Head = parent, c.Hash
 		cand.ID = repo.Name + "@" + c.Hash[:12]
