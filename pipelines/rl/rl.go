@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"swerl/gpu"
@@ -68,8 +69,14 @@ type Config struct {
 	GRPO gpu.GRPOParams
 	// Prompt caps and template.
 	Prompt prompt.Options
+	// ShortThought replaces the oracle answers' thought with "Edit PATHS."
+	// (small models: fewer tokens to imitate before the edits).
+	ShortThought bool
 	// Rollouts produces a round's samples. Required (see Local).
 	Rollouts RolloutFunc
+	// BeforeRL, when set, is called once after the warm start, before the
+	// first RL step of this process (swerl run evaluates there).
+	BeforeRL func(ctx context.Context) error
 	// AfterStep, when set, is called after each RL step's version is
 	// published (swerl run reloads its policy and prints progress there).
 	AfterStep func(ctx context.Context, st StepStats) error
@@ -178,7 +185,7 @@ func writeState(out string, st state) error {
 
 // SFTExamples turns instances into warm-start pairs: the prompt and the
 // oracle answer. Instances with no oracle answer are skipped.
-func SFTExamples(ins []schemas.Instance, o prompt.Options, log *slog.Logger) []learner.Example {
+func SFTExamples(ins []schemas.Instance, o prompt.Options, short bool, log *slog.Logger) []learner.Example {
 	var ex []learner.Example
 	for i := range ins {
 		p, err := prompt.Build(&ins[i], o)
@@ -191,9 +198,22 @@ func SFTExamples(ins []schemas.Instance, o prompt.Options, log *slog.Logger) []l
 			log.Warn("rl: no oracle answer", "id", ins[i].ID, "err", err)
 			continue
 		}
+		if short {
+			ans = ShortenThought(ans, schemas.SortedPaths(ins[i].OracleNewContent))
+		}
 		ex = append(ex, learner.Example{ID: ins[i].ID, System: p.System, Prompt: p.User, Answer: ans})
 	}
 	return ex
+}
+
+// ShortenThought replaces the thought of an answer with "Edit PATHS.".
+func ShortenThought(answer string, paths []string) string {
+	i := strings.Index(answer, reward.ThinkStart)
+	j := strings.Index(answer, reward.ThinkEnd)
+	if i < 0 || j < i {
+		return answer
+	}
+	return answer[:i] + reward.ThinkStart + "\nEdit " + strings.Join(paths, ", ") + ".\n" + answer[j:]
 }
 
 // Run runs the warm start and the RL steps (what a resumed run has not
@@ -219,7 +239,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, err
 		}
-		ex := SFTExamples(cfg.Train, cfg.Prompt, cfg.Log)
+		ex := SFTExamples(cfg.Train, cfg.Prompt, cfg.ShortThought, cfg.Log)
 		if len(ex) == 0 {
 			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
 		}
@@ -237,6 +257,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	l, err := cfg.learner(cfg.LR, resume)
 	if err != nil {
 		return sum, err
+	}
+	if cfg.BeforeRL != nil {
+		if err := cfg.BeforeRL(ctx); err != nil {
+			return sum, err
+		}
 	}
 	samples := parquetio.NewDirWriter[schemas.Sample](sum.SamplesDir, "rl", 1<<30)
 	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Train))
