@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"swerl/pipelines/mine"
+	"swerl/sinks/metrics"
+)
+
+func init() {
+	register(&command{name: "mine", summary: "mine merged pull requests (and commits) from git history and GH Archive events into instances", run: runMine})
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("mine", "[--repo PATH]… [--events PATH]… [--out DIR] [flags]", stderr)
+	var repos, events listFlag
+	fs.Var(&repos, "repo", "local git repository to mine, bare or not (repeatable; default: the current directory)")
+	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them (repeatable)")
+	out := fs.String("out", "swerl-out", "output directory: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")
+	commits := fs.Bool("commits", false, "also mine every first-parent non-merge commit that is not a PR (id owner/repo@<sha12>, problem statement = message)")
+	maxFiles := fs.Int("max-files", 50, "drop changes touching more files (negative: no cap)")
+	maxLines := fs.Int("max-lines", 5000, "drop changes with more added+deleted lines (negative: no cap)")
+	maxBytes := fs.Int("max-bytes", 2<<20, "drop changes whose files before+after exceed this many bytes (negative: no cap)")
+	relFiles := fs.Int("relevant-files", 3, "relevant unmodified files added to the code context (imports either way, files named in the issue, same-package siblings; negative: none)")
+	relBytes := fs.Int("relevant-bytes", 64<<10, "skip relevant-file candidates larger than this")
+	exclude := fs.String("exclude", "", "decontamination file: one owner/repo, owner/repo#N or owner/repo@sha12 a line")
+	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
+	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
+	shards := fs.Int("shards", 4, "number of instance Parquet files")
+	brokers := fs.String("brokers", "", "also publish the instances to the Kafka topic swerl.instances on these brokers (host:port,…)")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
+	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
+	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
+	addBeamFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *shards < 1 {
+		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --shards ≥ 1")
+	}
+	cfg := mine.Config{
+		Repos: repos, Events: events, Out: *out, Commits: *commits,
+		MaxFiles: *maxFiles, MaxLines: *maxLines, MaxBytes: *maxBytes,
+		RelevantFiles: *relFiles, RelevantBytes: *relBytes,
+		Exclude: *exclude, ExcludeSWEBench: *swebench,
+		JSONL: *jsonl != "", JSONLPath: *jsonl, Shards: *shards,
+		Progress: stderr, ProgressEvery: *every,
+	}
+	if *brokers != "" {
+		publish, err := minePublisher(*brokers)
+		if err != nil {
+			return err
+		}
+		cfg.Publish = publish
+	}
+	srv, err := metrics.Serve(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	if srv != nil {
+		fmt.Fprintf(stderr, "metrics on http://%s/metrics\n", srv.Addr)
+		defer srv.Close()
+	}
+	beamInit()
+	if !*verbose {
+		// Prism logs each job step at INFO through the default logger, which
+		// beam.Init sets up.
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	sum, err := mine.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, sum.String())
+	return nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"swerl/internal/gitio/gittest"
+)
+
+func TestMineCommand(t *testing.T) {
+	r := gittest.New(t)
+	r.Git("remote", "add", "origin", "https://github.com/acme/cli.git")
+	r.Commit("init", map[string]string{"m.go": "package m\n\nfunc F() int { return 1 }\n"})
+	r.Git("checkout", "-q", "-b", "fix")
+	r.Commit("fix F", map[string]string{"m.go": "package m\n\nfunc F() int { return 2 }\n"})
+	r.MergePR(3, "fix", "Fix F\n\nCloses #1")
+	r.Commit("tidy", map[string]string{"m.go": "package m\n\n// F is two.\nfunc F() int { return 2 }\n"})
+	out := t.TempDir()
+	jsonl := filepath.Join(out, "all.jsonl")
+	var so, se bytes.Buffer
+	code := runMain(context.Background(), []string{"mine", "--repo", r.Dir, "--out", out, "--commits", "--jsonl", jsonl, "--metrics-addr", ""}, &so, &se)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, so.String(), se.String())
+	}
+	if !strings.Contains(so.String(), "2 instances") || !strings.Contains(so.String(), "wrote "+jsonl) {
+		t.Errorf("summary:\n%s", so.String())
+	}
+	if strings.Contains(se.String(), "level=INFO") {
+		t.Errorf("runner chatter on stderr without -v:\n%s", se.String())
+	}
+	b, err := os.ReadFile(jsonl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m["id"].(string))
+	}
+	if len(ids) != 2 || ids[0] != "acme/cli#3" || !strings.HasPrefix(ids[1], "acme/cli@") {
+		t.Errorf("ids %v", ids)
+	}
+	// swerl cat reads what mine wrote.
+	so.Reset()
+	if code := runMain(context.Background(), []string{"cat", filepath.Join(out, "instances")}, &so, &se); code != 0 || strings.Count(so.String(), "\"oracle_patch\"") != 2 {
+		t.Errorf("swerl cat: exit %d\n%.500s", code, so.String())
+	}
+	// Usage errors exit 2.
+	for _, args := range [][]string{{"mine", "--max-files", "0"}, {"mine", "extra"}, {"import", "swebench"}, {"import", "other", "f"}} {
+		if code := runMain(context.Background(), args, &so, &se); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	if code := runMain(context.Background(), []string{"mine", "--repo", t.TempDir(), "--metrics-addr", ""}, &so, &se); code != 1 || !strings.Contains(se.String(), "not a git repository") {
+		t.Errorf("non-repository: exit %d, %s", code, se.String())
+	}
+}
+
+func TestImportCommand(t *testing.T) {
+	r := gittest.New(t)
+	base := r.Commit("init", map[string]string{"a.py": "x = 1\n"})
+	head := r.Commit("fix", map[string]string{"a.py": "x = 2\n"})
+	patch := r.Git("diff", base, head) + "\n"
+	row, _ := json.Marshal(map[string]string{"instance_id": "o__r-7", "repo": "o/r", "base_commit": base, "patch": patch, "problem_statement": "x should be 2"})
+	file := filepath.Join(t.TempDir(), "rows.jsonl")
+	os.WriteFile(file, append(row, '\n'), 0o644)
+	out := t.TempDir()
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"import", "swebench", file, "--repo", r.Dir, "--out", out}, &so, &se); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, so.String(), se.String())
+	}
+	if !strings.Contains(so.String(), "1 instances") {
+		t.Errorf("summary %s", so.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "instances", "swebench.parquet")); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,21 @@
+// Package gitio reads git repositories through long-lived git processes.
+//
+// # Behavior
+//
+// History and per-commit changes stream from one `git log --first-parent
+// --raw -z` process ([Log]); objects (commits, trees, blobs) come from one
+// `git cat-file --batch` process per repository ([CatFile]), which also
+// diffs two trees without another process ([CatFile.DiffTrees]); the commit
+// graph for merge bases is read once with `git rev-list --parents`
+// ([ReadGraph]). No process is started per commit.
+//
+// Real clones can lack objects (partial or damaged clones): a missing object
+// is reported as [ErrMissing] so callers can skip the record that needed it,
+// count it, and go on.
+//
+// # Concurrency
+//
+// A CatFile is safe for concurrent use; requests are serialised on its pipe.
+// A LogReader and a Graph are for one goroutine (a Graph is read-only after
+// ReadGraph and may then be shared).
+package gitio

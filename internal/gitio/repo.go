@@ -1,0 +1,115 @@
+package gitio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ErrMissing reports an object that the repository does not have.
+var ErrMissing = errors.New("object missing")
+
+// Repo is a local git repository, bare or not.
+type Repo struct {
+	// Dir is the directory git runs in (the work tree or the bare repository).
+	Dir string
+	// Name is "owner/repo" from remote.origin.url when it has one, else the
+	// directory's name (without a ".git" suffix).
+	Name string
+}
+
+// Open checks that dir is a git repository and names it.
+func Open(ctx context.Context, dir string) (*Repo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("gitio: open %s: %w", dir, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("gitio: open %s: %w", dir, err)
+	}
+	if _, err := output(ctx, abs, "rev-parse", "--git-dir"); err != nil {
+		return nil, fmt.Errorf("gitio: open %s: not a git repository: %w", dir, err)
+	}
+	r := &Repo{Dir: abs}
+	url, _ := output(ctx, abs, "config", "--get", "remote.origin.url")
+	r.Name = NameFromURL(strings.TrimSpace(string(url)))
+	if r.Name == "" {
+		base := filepath.Base(abs)
+		if base == ".git" {
+			base = filepath.Base(filepath.Dir(abs))
+		}
+		r.Name = strings.TrimSuffix(base, ".git")
+	}
+	return r, nil
+}
+
+// NameFromURL returns "owner/repo" for a remote URL such as
+// https://github.com/owner/repo.git, git@github.com:owner/repo or
+// ssh://git@host/owner/repo, and "" when the URL has no owner and name.
+func NameFromURL(url string) string {
+	u := strings.TrimSuffix(strings.TrimRight(url, "/"), ".git")
+	if u == "" {
+		return ""
+	}
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+		if j := strings.IndexByte(u, '/'); j >= 0 {
+			u = u[j+1:]
+		} else {
+			return ""
+		}
+	} else if i := strings.IndexByte(u, ':'); i >= 0 && !strings.HasPrefix(u, "/") {
+		u = u[i+1:]
+	}
+	parts := strings.Split(strings.Trim(u, "/"), "/")
+	if len(parts) < 2 {
+		return ""
+	}
+	owner, name := parts[len(parts)-2], parts[len(parts)-1]
+	if owner == "" || name == "" || owner == "." || owner == ".." {
+		return ""
+	}
+	return owner + "/" + name
+}
+
+// Head returns the commit HEAD points at.
+func (r *Repo) Head(ctx context.Context) (string, error) {
+	out, err := output(ctx, r.Dir, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("gitio: %s: resolve HEAD: %w", r.Name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// output runs one short git command and returns its stdout; a failure
+// carries git's stderr.
+func output(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", err, msg)
+	}
+	return out, nil
+}
+
+// gitEnv keeps user configuration that changes output formats (pagers,
+// colours, replace refs, lazy fetches of partial clones) out of our parses.
+func gitEnv() []string {
+	return append(os.Environ(),
+		"GIT_PAGER=cat", "PAGER=cat", "GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_NO_LAZY_FETCH=1", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C",
+	)
+}

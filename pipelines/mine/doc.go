@@ -1,0 +1,43 @@
+// Package mine is the Beam batch pipeline behind `swerl mine`: it turns the
+// history of local git repositories (and, optionally, GH Archive events)
+// into SWE-RL instances (schemas.Instance).
+//
+// # Behavior
+//
+// One DoFn per repository streams its first-parent history through one
+// `git log` process and finds merged pull requests: GitHub merge commits,
+// squash merges "(#N)", and merge commits of merged PullRequestEvents; with
+// Config.Commits every other first-parent non-merge commit becomes a
+// candidate too (source "commit", id "owner/repo@<sha12>"). Candidates are
+// reshuffled, then read through one `git cat-file --batch` per repository
+// and worker: base = the merge base of the PR head with its target (the
+// parent for squash merges and commits), code context = every modified
+// file at the base plus relevant files (mining.Rank), oracle = the files at
+// the PR head, oracle patch = reward.GitDiff of the two. The filters of
+// package mining run in between; identical oracle patches are kept once
+// (smallest id). Every candidate not kept is counted by reason; repository
+// and input faults (missing objects, git errors, bad event lines, no merge
+// base) are also written as schemas.DeadLetter rows.
+//
+// # Outputs
+//
+// DIR/instances/part-SSSSS-of-NNNNN.parquet (instances sorted by id within
+// a file; earlier part files are removed at the start of a run),
+// DIR/deadletter/mine.parquet when there are dead letters, DIR/instances.jsonl
+// (or Config.JSONLPath) with Config.JSONL, and whatever Config.Publish does
+// with the kept instances (the Kafka topic swerl.instances in `swerl mine`).
+//
+// # Runners
+//
+// The pipeline runs on Prism by default and unchanged on Flink or Dataflow
+// (Config.Runner or Beam's --runner flag); the repositories, event files and
+// output directory must then be readable at the same paths on the workers.
+// The live progress line counts what in-process workers report (Prism's
+// loopback workers); the end summary comes from Beam's metrics on every
+// runner.
+//
+// # Determinism
+//
+// For the same inputs and configuration the instance files hold the same
+// rows, whatever the runner's bundling.
+package mine

@@ -1,0 +1,371 @@
+package mine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"swerl/internal/gitio/gittest"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+)
+
+// history builds a repository whose first-parent history holds one PR per
+// case the miner must handle, and returns it with the PR numbers expected
+// to become instances.
+func history(t *testing.T) (*gittest.Repo, []int) {
+	r := gittest.New(t)
+	r.Git("remote", "add", "origin", "https://github.com/acme/widgets.git")
+	r.Commit("initial import", map[string]string{
+		"go.mod":        "module example.com/widgets\n\ngo 1.22\n",
+		"calc/calc.go":  "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
+		"calc/mul.go":   "package calc\n\nfunc Mul(a, b int) int { return a * b }\n",
+		"cmd/main.go":   "package main\n\nimport \"example.com/widgets/calc\"\n\nfunc main() { println(calc.Add(1, 2)) }\n",
+		"README.md":     "# widgets\n",
+		"old/legacy.go": "package old\n\nfunc Legacy() {}\n",
+		"util/strs.py":  "def up(s):\n    return s.upper()\n",
+		"lib/remove.go": "package lib\n\nvar Gone = 1\n",
+	})
+	pr := func(n int, branch, title string, files map[string]string) {
+		r.Git("checkout", "-q", "-b", branch, "main")
+		r.Commit(title+" (work)", files)
+		r.MergePR(n, branch, title)
+	}
+	// #1: an ordinary merge commit fixing an issue; main moves first, so the
+	// merge base is not the first parent.
+	r.Git("checkout", "-q", "-b", "fix-add", "main")
+	r.Commit("fix Add", map[string]string{"calc/calc.go": "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n"})
+	r.Git("checkout", "-q", "main")
+	r.Commit("unrelated main work", map[string]string{"util/strs.py": "def up(s):\n    return s.upper()\n\n\ndef low(s):\n    return s.lower()\n"})
+	r.MergePR(1, "fix-add", "Fix Add\n\nFixes #10: Add subtracted.")
+	// #2: squash merge.
+	r.Commit("Add Sub to calc (#2)", map[string]string{"calc/sub.go": "package calc\n\nfunc Sub(a, b int) int { return a - b }\n"})
+	// #3: a bot PR.
+	pr(3, "dependabot/x", "Bump golang.org/x/text from 0.1 to 0.2", map[string]string{"calc/mul.go": "package calc\n\n// bumped\nfunc Mul(a, b int) int { return a * b }\n"})
+	// #4: docs only.
+	pr(4, "docs", "Improve the README", map[string]string{"README.md": "# widgets\n\nBetter.\n"})
+	// #5: a binary file.
+	pr(5, "logo", "Add a logo", map[string]string{"calc/logo.png": "\x89PNG\r\n\x1a\n\x00\x00\x00IHDR", "calc/mul.go": "package calc\n\n// Mul multiplies.\nfunc Mul(a, b int) int { return a * b }\n"})
+	// #6: not UTF-8.
+	pr(6, "latin1", "Latin-1 comment", map[string]string{"calc/calc.go": "package calc\n\n// Add adds. caf\xe9\nfunc Add(a, b int) int { return a + b }\n"})
+	// #7: a rename with an edit.
+	r.Git("checkout", "-q", "-b", "rename", "main")
+	r.Git("mv", "old/legacy.go", "old/modern.go")
+	r.Commit("rename legacy", map[string]string{"old/modern.go": "package old\n\nfunc Modern() {}\n"})
+	r.MergePR(7, "rename", "Rename Legacy to Modern")
+	// #8: a deletion plus an edit.
+	pr(8, "delete", "Remove lib.Gone", map[string]string{"lib/remove.go!": "", "cmd/main.go": "package main\n\nimport \"example.com/widgets/calc\"\n\nfunc main() { println(calc.Add(1, 2), calc.Mul(2, 3)) }\n"})
+	// #9: too large.
+	pr(9, "huge", "Generated tables", map[string]string{"calc/table.go": "package calc\n\nvar T = []int{\n" + strings.Repeat("\t1,\n", 6000) + "}\n"})
+	// #11: the same change as #2 again after a revert: a duplicate patch.
+	r.Commit("Revert sub", map[string]string{"calc/sub.go!": ""})
+	pr(11, "sub-again", "Add Sub again", map[string]string{"calc/sub.go": "package calc\n\nfunc Sub(a, b int) int { return a - b }\n"})
+	// #12: a Python change (imports in both directions).
+	pr(12, "py", "Handle None in up", map[string]string{"util/strs.py": "def up(s):\n    if s is None:\n        return ''\n    return s.upper()\n\n\ndef low(s):\n    return s.lower()\n", "util/use.py": "from util import strs\n"})
+	// #13: a blob the clone lacks.
+	pr(13, "lost", "Lost change", map[string]string{"calc/lost.go": "package calc\n\nvar Lost = \"this blob is removed from the object store\"\n"})
+	h := r.Git("rev-parse", "HEAD^2:calc/lost.go")
+	if err := os.Remove(filepath.Join(r.Dir, ".git", "objects", h[:2], h[2:])); err != nil {
+		t.Fatal(err)
+	}
+	// A plain commit that is not a PR.
+	r.Commit("tweak main", map[string]string{"cmd/main.go": "package main\n\nimport \"example.com/widgets/calc\"\n\nfunc main() { println(calc.Add(1, 2) + calc.Mul(2, 3)) }\n"})
+	// #14: a merge commit from the GitHub button whose PR has no code change.
+	r.Git("checkout", "-q", "-b", "noop", "main")
+	r.Git("commit", "-q", "--allow-empty", "-m", "nothing")
+	r.MergePR(14, "noop", "Nothing really")
+	return r, []int{1, 2, 7, 8, 12}
+}
+
+func readInstances(t *testing.T, files []string) []schemas.Instance {
+	t.Helper()
+	var all []schemas.Instance
+	for _, f := range files {
+		rows, err := parquetio.ReadFile[schemas.Instance](f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, rows...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	return all
+}
+
+// checkApplies checks out the instance's base with git itself, checks the
+// code context against it, and applies the oracle patch with `git apply`:
+// the result must be the oracle new content.
+func checkApplies(t *testing.T, repoDir string, inst schemas.Instance) {
+	t.Helper()
+	dir := t.TempDir()
+	// Read the base with git itself: every file the oracle touches that
+	// exists there, and every code-context file.
+	paths := map[string]bool{}
+	for p := range inst.CodeContext {
+		paths[p] = true
+	}
+	for p := range inst.OracleNewContent {
+		paths[p] = true
+	}
+	for p := range paths {
+		cmd := exec.Command("git", "cat-file", "blob", inst.BaseCommit+":"+p)
+		cmd.Dir = repoDir
+		b, err := cmd.Output()
+		c, inContext := inst.CodeContext[p]
+		if err != nil {
+			if inContext {
+				t.Errorf("%s: %s is in the code context but not at the base: %v", inst.ID, p, err)
+			}
+			continue
+		}
+		if !inContext || string(b) != c {
+			t.Errorf("%s: code_context[%s] differs from git's base (in context %v)", inst.ID, p, inContext)
+		}
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), b, 0o644)
+	}
+	check := exec.Command("git", "apply", "--check", "-")
+	check.Dir = dir
+	check.Stdin = strings.NewReader(inst.OraclePatch)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("%s: git apply --check: %v\n%s", inst.ID, err, out)
+	}
+	apply := exec.Command("git", "apply", "-")
+	apply.Dir = dir
+	apply.Stdin = strings.NewReader(inst.OraclePatch)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("%s: git apply: %v\n%s\n%s", inst.ID, err, out, inst.OraclePatch)
+	}
+	for p, want := range inst.OracleNewContent {
+		b, _ := os.ReadFile(filepath.Join(dir, p))
+		if string(b) != want {
+			t.Errorf("%s: after git apply %s = %q, oracle %q", inst.ID, p, b, want)
+		}
+	}
+}
+
+func TestMinePipeline(t *testing.T) {
+	r, want := history(t)
+	out := t.TempDir()
+	var progress strings.Builder
+	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", JSONL: true, MaxLines: 1000, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(sum)
+	insts := readInstances(t, sum.Files)
+	var got []int
+	for _, inst := range insts {
+		got = append(got, inst.PRNumber)
+		if !strings.HasSuffix(inst.ID, fmt.Sprintf("#%d", inst.PRNumber)) || !strings.HasPrefix(inst.ID, "acme/widgets#") {
+			t.Errorf("id %q for PR %d", inst.ID, inst.PRNumber)
+		}
+		if inst.Repo != "acme/widgets" || inst.Source != schemas.SourceGit || inst.SchemaVersion != schemas.Version {
+			t.Errorf("%s: repo %q source %q", inst.ID, inst.Repo, inst.Source)
+		}
+		checkApplies(t, r.Dir, inst)
+	}
+	sort.Ints(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("instances for PRs %v, want %v\n%s", got, want, sum)
+	}
+	wantRej := map[string]int64{"bot": 1, "non_code": 1, "binary": 1, "non_utf8": 1, "too_large": 1, "duplicate": 1, "missing_object": 1, "empty": 1}
+	if !reflect.DeepEqual(sum.Rejected, wantRej) {
+		t.Errorf("rejected %v, want %v", sum.Rejected, wantRej)
+	}
+	if sum.PRs != 13 || sum.Instances != int64(len(want)) || sum.Repos != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	by := map[int]schemas.Instance{}
+	for _, inst := range insts {
+		by[inst.PRNumber] = inst
+	}
+	// #1: the merge base is the fork point, not main's later commit.
+	fork := r.Git("merge-base", by[1].MergeCommit+"^1", by[1].MergeCommit+"^2")
+	if by[1].BaseCommit != fork || by[1].HeadCommit != r.Git("rev-parse", by[1].MergeCommit+"^2") {
+		t.Errorf("#1 base %s head %s, want base %s", by[1].BaseCommit, by[1].HeadCommit, fork)
+	}
+	if _, ok := by[1].CodeContext["util/strs.py"]; ok {
+		t.Error("#1 shows main's later change as part of the PR")
+	}
+	if !reflect.DeepEqual(by[1].LinkedIssues, []int{10}) || by[1].PRTitle != "Fix Add" || !strings.Contains(by[1].ProblemStatement, "Add subtracted") {
+		t.Errorf("#1 title %q linked %v statement %q", by[1].PRTitle, by[1].LinkedIssues, by[1].ProblemStatement)
+	}
+	// Relevant files: calc/mul.go is a sibling of the file of #1; #8's
+	// cmd/main.go imports package calc, whose files are relevant except
+	// calc/calc.go, which is not UTF-8 at #8's base (#6 merged it).
+	if !reflect.DeepEqual(by[1].RelevantFiles, []string{"calc/mul.go"}) || !reflect.DeepEqual(by[8].RelevantFiles, []string{"calc/mul.go", "calc/sub.go"}) {
+		t.Errorf("relevant files #1 %v #8 %v", by[1].RelevantFiles, by[8].RelevantFiles)
+	}
+	for _, inst := range insts {
+		for _, p := range inst.RelevantFiles {
+			if _, modified := inst.OracleNewContent[p]; modified || inst.CodeContext[p] == "" {
+				t.Errorf("%s: relevant file %s is modified or empty", inst.ID, p)
+			}
+		}
+	}
+	// #7: the rename is a deletion plus an addition.
+	if c, ok := by[7].OracleNewContent["old/legacy.go"]; !ok || c != "" || by[7].OracleNewContent["old/modern.go"] == "" {
+		t.Errorf("#7 oracle %v", by[7].OracleNewContent)
+	}
+	if by[2].PRTitle != "Add Sub to calc" || by[2].BaseCommit != r.Git("rev-parse", by[2].MergeCommit+"^") {
+		t.Errorf("#2 squash %q base %s", by[2].PRTitle, by[2].BaseCommit)
+	}
+	// JSONL agrees with Parquet.
+	b, err := os.ReadFile(sum.JSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != len(insts) {
+		t.Fatalf("%d JSONL lines, %d instances", len(lines), len(insts))
+	}
+	for i, l := range lines {
+		var inst schemas.Instance
+		if err := schemas.Decode([]byte(l), &inst); err != nil || inst.ID != insts[i].ID || inst.OraclePatch != insts[i].OraclePatch {
+			t.Errorf("JSONL line %d: %v", i+1, err)
+		}
+	}
+	// The missing blob is a dead letter naming the PR and the file.
+	dead, err := parquetio.ReadFile[schemas.DeadLetter](sum.DeadLetters)
+	if err != nil || len(dead) != 1 || dead[0].Key != "acme/widgets#13" || !strings.Contains(dead[0].Reason, "calc/lost.go") {
+		t.Errorf("dead letters %+v, %v", dead, err)
+	}
+	// A second run replaces the output and gives the same rows.
+	sum2, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", MaxLines: 1000, Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := readInstances(t, sum2.Files)
+	if len(sum2.Files) > 2 || !reflect.DeepEqual(again, insts) {
+		t.Errorf("rerun with 2 shards: %d files, equal rows %v", len(sum2.Files), reflect.DeepEqual(again, insts))
+	}
+}
+
+func TestMineCommitsAndExclude(t *testing.T) {
+	r, _ := history(t)
+	out := t.TempDir()
+	excl := filepath.Join(t.TempDir(), "exclude.txt")
+	os.WriteFile(excl, []byte("# decontamination\nacme/widgets#8\n"), 0o644)
+	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", Commits: true, MaxLines: 1000, Exclude: excl, RelevantFiles: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts := readInstances(t, sum.Files)
+	commits := map[string]schemas.Instance{}
+	for _, inst := range insts {
+		if inst.PRNumber == 8 {
+			t.Error("excluded #8 was mined")
+		}
+		if len(inst.RelevantFiles) != 0 {
+			t.Errorf("%s has relevant files with RelevantFiles<0", inst.ID)
+		}
+		if inst.Source == SourceCommit {
+			commits[inst.ID] = inst
+			checkApplies(t, r.Dir, inst)
+		}
+	}
+	tweak := r.Git("log", "--first-parent", "--format=%H", "--grep=tweak main", "-1")
+	unrelated := r.Git("log", "--first-parent", "--format=%H", "--grep=unrelated main work", "-1")
+	for _, h := range []string{tweak, unrelated} {
+		inst, ok := commits["acme/widgets@"+h[:12]]
+		if !ok {
+			t.Errorf("commit %s not mined; have %v", h[:12], keys(commits))
+			continue
+		}
+		if inst.PRNumber != 0 || inst.BaseCommit != r.Git("rev-parse", h+"^") || inst.ProblemStatement == "" {
+			t.Errorf("commit instance %+v", inst)
+		}
+	}
+	// The squash PR and the initial import are not plain commits: root is
+	// mined (its base is the empty tree) only if it passes the filters.
+	if _, ok := commits["acme/widgets@"+r.Git("log", "--format=%H", "--grep=(#2)", "-1")[:12]]; ok {
+		t.Error("a squash-merged PR was also mined as a commit")
+	}
+	if sum.Rejected["excluded"] != 1 {
+		t.Errorf("rejected %v", sum.Rejected)
+	}
+	// Excluding the whole repository skips it.
+	sum, err = Run(context.Background(), Config{Repos: []string{r.Dir}, Out: t.TempDir(), Runner: "prism", Exclude: writeFile(t, "acme/widgets\n")})
+	if err != nil || len(sum.ExcludedRepos) != 1 || sum.Instances != 0 {
+		t.Errorf("repo exclusion: %+v %v", sum, err)
+	}
+}
+
+func TestMineEvents(t *testing.T) {
+	r := gittest.New(t)
+	r.Git("remote", "add", "origin", "git@github.com:acme/gadgets.git")
+	r.Commit("init", map[string]string{"g.py": "def g():\n    return 1\n"})
+	// A squash merge without "(#N)" in the subject: only the event knows it.
+	m := r.Commit("Make g return 2", map[string]string{"g.py": "def g():\n    return 2\n"})
+	ev := func(typ string, payload map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"type": typ, "created_at": "2024-03-01T00:00:00Z", "repo": map[string]any{"name": "acme/gadgets"}, "payload": payload})
+		return string(b)
+	}
+	lines := []string{
+		ev("IssuesEvent", map[string]any{"action": "opened", "issue": map[string]any{"number": 3, "title": "g returns 1", "body": "It should return 2."}}),
+		ev("PullRequestEvent", map[string]any{"action": "closed", "number": 4, "pull_request": map[string]any{
+			"number": 4, "title": "Return 2", "body": "Closes #3", "user": map[string]any{"login": "alice"},
+			"merged": true, "merge_commit_sha": m, "base": map[string]any{"sha": r.Git("rev-parse", m+"^")}, "head": map[string]any{"sha": m}}}),
+		ev("PullRequestEvent", map[string]any{"action": "closed", "number": 5, "pull_request": map[string]any{"number": 5, "merged": true, "merge_commit_sha": "ffff"}}),
+		`{"type": "PullRequestEvent", "repo": {"name": "acme/gadgets"}, "payload": {}}`,
+		`{broken`,
+	}
+	evFile := writeFile(t, strings.Join(lines, "\n")+"\n")
+	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Events: []string{evFile}, Out: t.TempDir(), Runner: "prism"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts := readInstances(t, sum.Files)
+	if len(insts) != 1 {
+		t.Fatalf("instances %d\n%s", len(insts), sum)
+	}
+	inst := insts[0]
+	if inst.ID != "acme/gadgets#4" || inst.Source != schemas.SourceGHArchive || inst.PRUser != "alice" ||
+		inst.ProblemStatement != "g returns 1\n\nIt should return 2." || !reflect.DeepEqual(inst.LinkedIssues, []int{3}) {
+		t.Errorf("event instance %+v", inst)
+	}
+	checkApplies(t, r.Dir, inst)
+	if sum.Rejected["bad_record"] != 2 {
+		t.Errorf("rejected %v, want 2 bad_record", sum.Rejected)
+	}
+}
+
+func TestMineRejectsNonRepository(t *testing.T) {
+	_, err := Run(context.Background(), Config{Repos: []string{t.TempDir()}, Out: t.TempDir(), Runner: "prism"})
+	if err == nil || !strings.Contains(err.Error(), "not a git repository") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

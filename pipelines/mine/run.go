@@ -1,0 +1,328 @@
+package mine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"swerl/internal/atomicfile"
+	"swerl/internal/gitio"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+	"swerl/transforms/mining"
+	"swerl/transforms/mining/ghevents"
+)
+
+// Config configures a mining run. The zero value mines the repository in
+// the current directory into ./swerl-out/.
+type Config struct {
+	// Repos are local repositories (work trees or bare); default ".".
+	Repos []string
+	// Events are GH Archive files or folders of hourly .json/.json.gz files.
+	Events []string
+	// Out is the output directory; default "swerl-out".
+	Out string
+	// Commits makes every first-parent non-merge commit that is not a PR
+	// (and not a root commit, which has no parent to be its base) an
+	// instance too (source "commit", id "owner/repo@<sha12>", problem
+	// statement = the commit message).
+	Commits bool
+	// MaxFiles, MaxLines and MaxBytes cap a change (mining.Limits: 0 for
+	// the defaults 50 files, 5000 lines, 2 MiB; negative for no cap).
+	MaxFiles, MaxLines, MaxBytes int
+	// RelevantFiles is how many relevant unmodified files an instance gets
+	// (default 3, negative for none); RelevantBytes skips larger files
+	// (default 64 KiB).
+	RelevantFiles, RelevantBytes int
+	// Exclude is a decontamination file: one "owner/repo", "owner/repo#N"
+	// or "owner/repo@sha12" a line.
+	Exclude string
+	// ExcludeSWEBench excludes SWE-bench's twelve repositories.
+	ExcludeSWEBench bool
+	// JSONL also writes the instances as JSON lines, sorted by id, to
+	// JSONLPath (default DIR/instances.jsonl).
+	JSONL     bool
+	JSONLPath string
+	// Shards is the number of instance files; default 4.
+	Shards int
+	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
+	// uses Beam's --runner flag, itself defaulting to prism.
+	Runner string
+	// Progress receives a live progress line every ProgressEvery (default
+	// 1s) and nothing else; nil for none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Publish, when set, is applied to the kept instances, a
+	// PCollection<KV<string, []byte>> of id → JSON wire form: the seam for
+	// the Kafka sink.
+	Publish func(s beam.Scope, instances beam.PCollection)
+}
+
+// Summary is what a run did.
+type Summary struct {
+	Repos      int64
+	Commits    int64 // first-parent commits read
+	PRs        int64 // pull requests found (history and events)
+	Candidates int64 // PRs and commits that reached the file stage
+	Instances  int64 // kept and written
+	// Rejected counts what was not kept, by mining.Reason.
+	Rejected map[string]int64
+	// ExcludedRepos are repositories skipped whole by decontamination.
+	ExcludedRepos []string
+	Files         []string // instance Parquet files
+	JSONL         string   // the JSONL file, when written
+	DeadLetters   string   // the dead-letter file, when written
+	Elapsed       time.Duration
+}
+
+// String is the end-of-run summary, one reason a line.
+func (s Summary) String() string {
+	var b strings.Builder
+	rate := 0.0
+	if s.Elapsed > 0 {
+		rate = float64(s.Instances) / s.Elapsed.Seconds()
+	}
+	fmt.Fprintf(&b, "mine: %d repos, %d commits, %d PRs, %d candidates, %d instances in %s (%.1f instances/s)\n",
+		s.Repos, s.Commits, s.PRs, s.Candidates, s.Instances, s.Elapsed.Round(time.Millisecond), rate)
+	reasons := make([]string, 0, len(s.Rejected))
+	for r := range s.Rejected {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "  rejected %-15s %d\n", r, s.Rejected[r])
+	}
+	for _, r := range s.ExcludedRepos {
+		fmt.Fprintf(&b, "  excluded repository %s\n", r)
+	}
+	for _, f := range s.Files {
+		fmt.Fprintf(&b, "  wrote %s\n", f)
+	}
+	if s.JSONL != "" {
+		fmt.Fprintf(&b, "  wrote %s\n", s.JSONL)
+	}
+	if s.DeadLetters != "" {
+		fmt.Fprintf(&b, "  dead letters in %s\n", s.DeadLetters)
+	}
+	return b.String()
+}
+
+// Run mines cfg.Repos and writes the outputs. It returns an error for
+// unusable configuration (a path that is not a repository, an unreadable
+// exclude or event path) or a failed pipeline; problems with single PRs,
+// commits or event lines are counted in Summary.Rejected instead. Run uses
+// process-wide progress counters: do not run two at once in one process.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	start := time.Now()
+	resetLive()
+	var sum Summary
+	if len(cfg.Repos) == 0 {
+		cfg.Repos = []string{"."}
+	}
+	if cfg.Out == "" {
+		cfg.Out = "swerl-out"
+	}
+	ex := &mining.Exclude{}
+	if cfg.Exclude != "" {
+		f, err := os.Open(cfg.Exclude)
+		if err != nil {
+			return sum, fmt.Errorf("mine: exclude: %w", err)
+		}
+		ex, err = mining.ParseExclude(f, cfg.Exclude)
+		f.Close()
+		if err != nil {
+			return sum, err
+		}
+	}
+	if cfg.ExcludeSWEBench {
+		ex.AddRepos(mining.SWEBenchRepos...)
+	}
+	var tasks []RepoTask
+	for _, dir := range cfg.Repos {
+		r, err := gitio.Open(ctx, dir)
+		if err != nil {
+			return sum, fmt.Errorf("mine: %w", err)
+		}
+		if ex.Repo(r.Name) {
+			sum.ExcludedRepos = append(sum.ExcludedRepos, r.Name)
+			continue
+		}
+		tasks = append(tasks, RepoTask{Dir: r.Dir, Name: r.Name})
+	}
+	events, err := ghevents.Files(cfg.Events)
+	if err != nil {
+		return sum, fmt.Errorf("mine: events: %w", err)
+	}
+	instDir := filepath.Join(cfg.Out, "instances")
+	if err := os.MkdirAll(instDir, 0o755); err != nil {
+		return sum, fmt.Errorf("mine: %w", err)
+	}
+	old, _ := filepath.Glob(filepath.Join(instDir, "part-*.parquet"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return sum, fmt.Errorf("mine: remove earlier output: %w", err)
+		}
+	}
+	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
+	if len(tasks) == 0 {
+		sum.Elapsed = time.Since(start)
+		sum.Rejected = map[string]int64{}
+		return sum, nil
+	}
+
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	p, s := beam.NewPipelineWithRoot()
+	kept := Build(s, Params{
+		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits,
+		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
+		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
+		Exclude:  ex, Shards: cfg.Shards,
+	})
+	if cfg.Publish != nil {
+		cfg.Publish(s, kept)
+	}
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cfg.Progress == nil {
+			<-stop
+			return
+		}
+		every := cfg.ProgressEvery
+		if every <= 0 {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintln(cfg.Progress, progressLine(len(tasks), time.Since(start)))
+			}
+		}
+	}()
+	var res beam.PipelineResult
+	if cfg.Runner != "" {
+		res, err = beam.Run(ctx, cfg.Runner, p)
+	} else {
+		res, err = beamx.RunWithMetrics(ctx, p)
+	}
+	close(stop)
+	<-done
+	if err != nil {
+		return sum, fmt.Errorf("mine: pipeline: %w", err)
+	}
+	fillSummary(&sum, res)
+	if sum.Files, err = parquetio.Files(instDir); err != nil {
+		return sum, err
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Out, "deadletter", "mine.parquet")); err == nil {
+		sum.DeadLetters = filepath.Join(cfg.Out, "deadletter", "mine.parquet")
+	}
+	if cfg.JSONL {
+		path := cfg.JSONLPath
+		if path == "" {
+			path = filepath.Join(cfg.Out, "instances.jsonl")
+		}
+		if err := writeJSONL(path, sum.Files); err != nil {
+			return sum, err
+		}
+		sum.JSONL = path
+	}
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// progressLine is the live progress line.
+func progressLine(repos int, elapsed time.Duration) string {
+	secs := elapsed.Seconds()
+	if secs <= 0 {
+		secs = 1
+	}
+	c := live.commits.Load()
+	rejMu.Lock()
+	var rej int64
+	for _, n := range rejLive {
+		rej += n
+	}
+	rejMu.Unlock()
+	return fmt.Sprintf("mine: repos %d/%d, commits %d (%.0f/s), PRs %d, candidates %d, rejected %d, kept %d, %s",
+		live.repos.Load(), repos, c, float64(c)/secs, live.prs.Load(), live.candidates.Load(), rej, live.kept.Load(), elapsed.Round(time.Second))
+}
+
+// fillSummary reads the counts from Beam's metrics, or from the live
+// counters when the runner reports none.
+func fillSummary(sum *Summary, res beam.PipelineResult) {
+	sum.Rejected = map[string]int64{}
+	var counters []metrics.CounterResult
+	if res != nil {
+		counters = res.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == metricNS }).Counters()
+	}
+	if len(counters) == 0 {
+		sum.Repos, sum.Commits, sum.PRs, sum.Candidates, sum.Instances = live.repos.Load(), live.commits.Load(), live.prs.Load(), live.candidates.Load(), live.kept.Load()
+		rejMu.Lock()
+		for k, v := range rejLive {
+			sum.Rejected[k] = v
+		}
+		rejMu.Unlock()
+		return
+	}
+	for _, c := range counters {
+		v := c.Result()
+		switch name := c.Name(); {
+		case name == metricRepos:
+			sum.Repos += v
+		case name == metricCommits:
+			sum.Commits += v
+		case name == metricPRs:
+			sum.PRs += v
+		case name == metricCands:
+			sum.Candidates += v
+		case name == metricKept:
+			sum.Instances += v
+		case strings.HasPrefix(name, metricRejPrefix):
+			sum.Rejected[strings.TrimPrefix(name, metricRejPrefix)] += v
+		}
+	}
+}
+
+// writeJSONL writes the instances of files as JSON lines sorted by id.
+func writeJSONL(path string, files []string) error {
+	var all []schemas.Instance
+	for _, f := range files {
+		rows, err := parquetio.ReadFile[schemas.Instance](f)
+		if err != nil {
+			return err
+		}
+		all = append(all, rows...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	var buf strings.Builder
+	for i := range all {
+		b, err := schemas.Encode(&all[i])
+		if err != nil {
+			return fmt.Errorf("mine: jsonl: %s: %w", all[i].ID, err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("mine: jsonl: %w", err)
+	}
+	return atomicfile.WriteFile(path, []byte(buf.String()))
+}

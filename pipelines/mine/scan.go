@@ -1,0 +1,388 @@
+package mine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"swerl/internal/gitio"
+	"swerl/schemas"
+	"swerl/transforms/mining"
+	"swerl/transforms/mining/ghevents"
+)
+
+// Candidate kinds.
+const (
+	kindMerge  = "merge"  // "Merge pull request #N from …"
+	kindSquash = "squash" // "title (#N)"
+	kindEvent  = "event"  // a merged PullRequestEvent's merge commit
+	kindCommit = "commit" // any other first-parent commit (Config.Commits)
+)
+
+// SourceCommit is the Instance.Source of a plain commit (Config.Commits).
+const SourceCommit = "commit"
+
+// emptyTree is git's id of the empty tree: the base of a root commit.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// Candidate is a PR or commit found in history, before its files are read.
+type Candidate struct {
+	RepoDir          string
+	Repo             string
+	Kind             string
+	ID               string
+	Number           int
+	Source           string
+	Base             string
+	Head             string
+	Merge            string
+	Title            string
+	Body             string
+	User             string
+	CreatedAt        string
+	ProblemStatement string
+	LinkedIssues     []int
+}
+
+// Rejected is a candidate (or input record) that did not become an instance.
+type Rejected struct {
+	Repo   string
+	ID     string
+	Reason string
+	Detail string
+}
+
+// progress holds live counts for the progress line and Prometheus. Beam
+// counters carry the same counts to the pipeline result on every runner.
+type progress struct {
+	repos, commits, prs, candidates, kept atomic.Int64
+}
+
+var live progress
+
+// scanConfig is what the scan stage needs from Config.
+type scanConfig struct {
+	Commits bool
+	Exclude *mining.Exclude
+}
+
+// scanRepo walks the first-parent history of one repository and reports
+// every PR (and, with Commits, every other non-merge commit) as a
+// Candidate, or as Rejected when it can be decided without reading files.
+func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanConfig, out func(Candidate), rej func(Rejected)) error {
+	repo, err := gitio.Open(ctx, dir)
+	if err != nil {
+		rej(Rejected{Repo: dir, ID: dir, Reason: string(mining.GitError), Detail: err.Error()})
+		return nil
+	}
+	ix := ghevents.NewIndex(recs)
+	graph, gerr := gitio.ReadGraph(ctx, repo, "")
+	if gerr != nil {
+		// A damaged history still yields what can be read; say what failed.
+		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: gerr.Error()})
+	}
+	merged := ix.MergedByCommit()
+	lr, err := gitio.Log(ctx, repo, "", false)
+	if err != nil {
+		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
+		return nil
+	}
+	seen := map[int]bool{}
+	for {
+		c, ok := lr.Next()
+		if !ok {
+			break
+		}
+		live.commits.Add(1)
+		cand, ok := classify(repo, c, graph, ix, merged, cfg.Commits, rej)
+		if !ok {
+			continue
+		}
+		if cand.Number > 0 {
+			live.prs.Add(1)
+			if seen[cand.Number] {
+				rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.Duplicate), Detail: cand.ID + ": PR number seen on a newer commit; keeping that one (" + c.Hash + ")"})
+				continue
+			}
+			seen[cand.Number] = true
+		}
+		if cfg.Exclude.Match(repo.Name, cand.ID) {
+			rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.Excluded), Detail: cand.ID + ": excluded"})
+			continue
+		}
+		live.candidates.Add(1)
+		out(cand)
+	}
+	if err := lr.Close(); err != nil {
+		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
+	}
+	return ctx.Err()
+}
+
+// classify decides what commit c of the first-parent history is.
+func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevents.Index, merged map[string]ghevents.Record, commits bool, rej func(Rejected)) (Candidate, bool) {
+	subject, body := mining.SplitMessage(c.Message)
+	cand := Candidate{RepoDir: repo.Dir, Repo: repo.Name, Merge: c.Hash, CreatedAt: c.Date, User: c.Author, Source: schemas.SourceGit}
+	parent := emptyTree
+	if len(c.Parents) > 0 {
+		parent = c.Parents[0]
+	}
+	mergeBase := func(a, b string) (string, bool) {
+		if graph == nil {
+			return "", false
+		}
+		return graph.MergeBase(a, b)
+	}
+	if ev, ok := merged[c.Hash]; ok {
+		cand.Kind, cand.Number, cand.Source = kindEvent, ev.Number, schemas.SourceGHArchive
+		cand.Title, cand.Body, cand.User = ev.Title, ev.Body, ev.User
+		switch {
+		case ev.BaseSHA != "" && ev.HeadSHA != "" && graph != nil && graph.Has(ev.BaseSHA) && graph.Has(ev.HeadSHA):
+			cand.Base, _ = mergeBase(ev.BaseSHA, ev.HeadSHA)
+			cand.Head = ev.HeadSHA
+		case len(c.Parents) > 1:
+			cand.Base, _ = mergeBase(c.Parents[0], c.Parents[1])
+			cand.Head = c.Parents[1]
+		default:
+			cand.Base, cand.Head = parent, c.Hash
+		}
+	} else if n, _, ok := mining.MergeSubject(subject); ok && len(c.Parents) > 1 {
+		cand.Kind, cand.Number = kindMerge, n
+		cand.Title, cand.Body = mining.SplitMessage(body)
+		cand.Head = c.Parents[1]
+		cand.Base, _ = mergeBase(c.Parents[0], c.Parents[1])
+	} else if n, title, ok := mining.SquashSubject(subject); ok && len(c.Parents) <= 1 {
+		cand.Kind, cand.Number, cand.Title, cand.Body = kindSquash, n, title, body
+		cand.Base, cand.Head = parent, c.Hash
+	} else if commits && len(c.Parents) == 1 {
+		cand.Kind, cand.Source, cand.Title, cand.Body = kindCommit, SourceCommit, subject, body
+		cand.Base, cand.Head = parent, c.Hash
+		cand.ID = repo.Name + "@" + c.Hash[:12]
+		cand.ProblemStatement = strings.TrimSpace(c.Message)
+		cand.LinkedIssues = mining.LinkedIssues(c.Message, repo.Name, 0)
+	} else {
+		return Candidate{}, false
+	}
+	if cand.Number > 0 {
+		cand.ID = fmt.Sprintf("%s#%d", repo.Name, cand.Number)
+		if pr, ok := ix.PRs[cand.Number]; ok && cand.Kind != kindEvent {
+			// Events carry the real title, body and author of a PR found in git.
+			cand.Title, cand.Body, cand.User = pr.Title, pr.Body, pr.User
+		}
+		cand.LinkedIssues = mining.LinkedIssues(cand.Title+"\n"+cand.Body, repo.Name, cand.Number)
+		cand.ProblemStatement = ix.ProblemStatement(cand.LinkedIssues)
+	}
+	if cand.Base == "" {
+		rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.NoMergeBase), Detail: fmt.Sprintf("%s: no merge base of %v in the readable history", cand.ID, c.Parents)})
+		return Candidate{}, false
+	}
+	cand.Title = strings.ToValidUTF8(cand.Title, "\uFFFD")
+	cand.Body = strings.ToValidUTF8(cand.Body, "\uFFFD")
+	cand.ProblemStatement = strings.ToValidUTF8(cand.ProblemStatement, "\uFFFD")
+	return cand, true
+}
+
+// buildConfig is what the build stage needs from Config.
+type buildConfig struct {
+	Limits   mining.Limits
+	Relevant mining.RelevantConfig
+}
+
+// build reads a candidate's files and turns it into an instance.
+func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instance, *mining.Rejection) {
+	fail := func(err error, what string) (schemas.Instance, *mining.Rejection) {
+		r := mining.GitError
+		if errors.Is(err, gitio.ErrMissing) {
+			r = mining.MissingObject
+		}
+		return schemas.Instance{}, &mining.Rejection{Reason: r, Detail: fmt.Sprintf("%s: %s: %v", cand.ID, what, err)}
+	}
+	changes, err := cat.DiffTrees(cand.Base, cand.Head)
+	if err != nil {
+		return fail(err, "diff "+short(cand.Base)+".."+short(cand.Head))
+	}
+	if len(changes) > cfg.Limits.Files() {
+		return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: %d files changed (max %d)", cand.ID, len(changes), cfg.Limits.Files())}
+	}
+	var files []mining.FileChange
+	size := 0
+	for _, ch := range changes {
+		if ch.OldMode == "160000" || ch.NewMode == "160000" {
+			continue // a submodule pointer has no content here
+		}
+		f := mining.FileChange{Path: ch.Path}
+		if ch.OldHash != gitio.ZeroHash && ch.OldMode != "000000" {
+			if f.Old, err = cat.Blob(ch.OldHash); err != nil {
+				return fail(err, "read "+ch.Path+" at base")
+			}
+			f.HasOld = true
+		}
+		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
+			if f.New, err = cat.Blob(ch.NewHash); err != nil {
+				return fail(err, "read "+ch.Path+" after")
+			}
+			f.HasNew = true
+		}
+		size += len(f.Old) + len(f.New)
+		if size > cfg.Limits.Bytes() {
+			return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: more than %d bytes changed", cand.ID, cfg.Limits.Bytes())}
+		}
+		files = append(files, f)
+	}
+	pr := mining.PR{ID: cand.ID, Repo: cand.Repo, Number: cand.Number, Source: cand.Source, Title: cand.Title, Body: cand.Body,
+		User: cand.User, BaseCommit: cand.Base, MergeCommit: cand.Merge, HeadCommit: cand.Head, CreatedAt: cand.CreatedAt,
+		ProblemStatement: cand.ProblemStatement, LinkedIssues: cand.LinkedIssues}
+	inst, rej := mining.Build(pr, files, nil, cfg.Limits)
+	if rej != nil {
+		return inst, rej
+	}
+	if cfg.Relevant.Files() > 0 {
+		rel := relevantFiles(cat, &inst, cfg.Relevant)
+		for _, p := range schemas.SortedPaths(rel) {
+			inst.CodeContext[p] = rel[p]
+			inst.RelevantFiles = append(inst.RelevantFiles, p)
+		}
+	}
+	return inst, nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// relevantFiles reads candidate files at the base (imports of the modified
+// files, files named in the problem statement, same-directory siblings, in
+// that order, up to cfg.Candidates() reads) and returns the ones Rank picks.
+func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.RelevantConfig) map[string]string {
+	base := inst.BaseCommit
+	modified := map[string]string{}
+	for p := range inst.OracleNewContent {
+		if c, ok := inst.CodeContext[p]; ok {
+			modified[p] = c
+		} else {
+			modified[p] = inst.OracleNewContent[p] // a new file's imports count too
+		}
+	}
+	cands := map[string]string{}
+	tried := map[string]bool{}
+	budget := cfg.Candidates()
+	probe := func(p string) {
+		if budget <= 0 || tried[p] || !mining.IsCode(p) {
+			return
+		}
+		tried[p] = true
+		if _, ok := modified[p]; ok {
+			return
+		}
+		budget--
+		o, err := cat.Get(base + ":" + p)
+		if err != nil || o.Type != "blob" || len(o.Data) > cfg.FileBytes() || mining.IsBinary(o.Data) || !utf8.Valid(o.Data) {
+			return
+		}
+		cands[p] = string(o.Data)
+	}
+	listDir := func(dir string) []string {
+		rev := base + ":" + dir
+		if dir == "." || dir == "" {
+			rev = base
+		}
+		es, err := cat.Tree(rev)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, e := range es {
+			if !e.IsTree() && e.Mode != "160000" && e.Mode != "120000" {
+				out = append(out, path.Join(dir, e.Name))
+			}
+		}
+		return out
+	}
+	goMod := ""
+	paths := schemas.SortedPaths(modified)
+	for _, p := range paths {
+		if mining.Language(p) == "Go" {
+			if o, err := cat.Get(base + ":go.mod"); err == nil {
+				goMod = mining.GoModulePath(string(o.Data))
+			}
+			break
+		}
+	}
+	for _, p := range paths {
+		for _, t := range mining.ImportTargets(p, modified[p], goMod) {
+			if dir, ok := strings.CutSuffix(t, "/"); ok {
+				for _, f := range listDir(dir) {
+					if !strings.HasSuffix(f, "_test.go") {
+						probe(f)
+					}
+				}
+				continue
+			}
+			probe(t)
+		}
+	}
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		dirs[path.Dir(p)] = true
+	}
+	for _, n := range mining.NamedPaths(inst.ProblemStatement) {
+		probe(n)
+		if !strings.Contains(n, "/") {
+			for _, d := range sortedSet(dirs) {
+				probe(path.Join(d, n))
+			}
+		}
+	}
+	for _, d := range sortedSet(dirs) {
+		for _, f := range listDir(d) {
+			probe(f)
+		}
+	}
+	out := map[string]string{}
+	for _, p := range mining.Rank(modified, cands, inst.ProblemStatement, goMod, cfg) {
+		out[p] = cands[p]
+	}
+	return out
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var (
+	rejMu   sync.Mutex
+	rejLive = map[string]int64{}
+)
+
+// liveRejected counts a rejection for the progress line.
+func liveRejected(reason string) {
+	rejMu.Lock()
+	rejLive[reason]++
+	rejMu.Unlock()
+}
+
+// resetLive zeroes the live counts at the start of a run.
+func resetLive() {
+	live.repos.Store(0)
+	live.commits.Store(0)
+	live.prs.Store(0)
+	live.candidates.Store(0)
+	live.kept.Store(0)
+	rejMu.Lock()
+	rejLive = map[string]int64{}
+	rejMu.Unlock()
+}

@@ -1,0 +1,256 @@
+package mining
+
+import (
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// RelevantConfig configures the relevant-file heuristic, SWE-RL's "relevant
+// but unmodified files" (the paper asks an LLM; we rank by static evidence).
+//
+// A candidate file scores
+//
+//	+4 when the issue text (problem statement) names its path or base name,
+//	+3 when a modified file imports it, or it imports a modified file,
+//	+1 when it is a code file in the same directory (package) as a modified file,
+//
+// and files scoring 0 are never added. The best MaxFiles by score (ties by
+// path) are added to the code context.
+type RelevantConfig struct {
+	// MaxFiles is how many relevant files an instance gets; default 3,
+	// negative for none.
+	MaxFiles int
+	// MaxFileBytes skips larger candidates; default 64 KiB.
+	MaxFileBytes int
+	// MaxCandidates caps the candidate files read per instance; default 64.
+	MaxCandidates int
+}
+
+// Files is the resolved MaxFiles (0 when disabled).
+func (c RelevantConfig) Files() int {
+	switch {
+	case c.MaxFiles < 0:
+		return 0
+	case c.MaxFiles == 0:
+		return 3
+	}
+	return c.MaxFiles
+}
+
+// FileBytes is the resolved MaxFileBytes.
+func (c RelevantConfig) FileBytes() int { return pick(c.MaxFileBytes, 64<<10) }
+
+// Candidates is the resolved MaxCandidates.
+func (c RelevantConfig) Candidates() int { return pick(c.MaxCandidates, 64) }
+
+// Rank chooses relevant files among candidates (path → content at the
+// base) for a change to modified (path → content at the base, "" for a new
+// file), given the issue text. It returns at most cfg.Files() paths, best
+// first; modified files are never returned.
+func Rank(modified, candidates map[string]string, issue string, goModule string, cfg RelevantConfig) []string {
+	limit := cfg.Files()
+	if limit == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, p := range NamedPaths(issue) {
+		named[p] = true
+	}
+	imports := map[string]bool{} // targets imported by modified files
+	dirs := map[string]bool{}
+	for p, content := range modified {
+		dirs[path.Dir(p)] = true
+		for _, t := range ImportTargets(p, content, goModule) {
+			imports[t] = true
+		}
+	}
+	type scored struct {
+		path  string
+		score int
+	}
+	var all []scored
+	for p, content := range candidates {
+		if _, ok := modified[p]; ok || len(content) > cfg.FileBytes() {
+			continue
+		}
+		s := 0
+		if named[p] || named[path.Base(p)] {
+			s += 4
+		}
+		if imports[p] || imports[path.Dir(p)+"/"] && Language(p) == "Go" && !strings.HasSuffix(p, "_test.go") {
+			s += 3
+		} else {
+			for _, t := range ImportTargets(p, content, goModule) {
+				if _, ok := modified[t]; ok || strings.HasSuffix(t, "/") && dirs[strings.TrimSuffix(t, "/")] {
+					s += 3
+					break
+				}
+			}
+		}
+		if dirs[path.Dir(p)] && IsCode(p) {
+			s++
+		}
+		if s > 0 {
+			all = append(all, scored{p, s})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		return all[i].path < all[j].path
+	})
+	var out []string
+	for _, s := range all {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, s.path)
+	}
+	return out
+}
+
+var (
+	pathTokenRE = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.[A-Za-z][A-Za-z0-9]{0,5}\b`)
+	pyImportRE  = regexp.MustCompile(`(?m)^\s*import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)`)
+	pyFromRE    = regexp.MustCompile(`(?m)^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?\s*([\w, ]+)`)
+	jsImportRE  = regexp.MustCompile(`(?:from\s+|import\s+|require\(\s*|import\(\s*)['"](\.{1,2}/[^'"\n]+)['"]`)
+	cIncludeRE  = regexp.MustCompile(`(?m)^\s*#\s*include\s+"([^"\n]+)"`)
+	goImportRE  = regexp.MustCompile(`"([^"\n]+)"`)
+	goBlockRE   = regexp.MustCompile(`(?ms)^import\s*(\(.*?\)|"[^"\n]+")`)
+	javaRE      = regexp.MustCompile(`(?m)^\s*import\s+(?:static\s+)?([\w.]+)\s*;`)
+	rustModRE   = regexp.MustCompile(`(?m)^\s*(?:pub\s+)?mod\s+(\w+)\s*;`)
+	goModuleRE  = regexp.MustCompile(`(?m)^\s*module\s+"?([^\s"]+)"?`)
+)
+
+// NamedPaths returns the file paths and file names mentioned in text
+// (tokens such as "pkg/a/b.go" or "setup.py" with a code extension),
+// cleaned, in order of first mention.
+func NamedPaths(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range pathTokenRE.FindAllString(text, -1) {
+		t = strings.TrimLeft(t, "./")
+		if t == "" || Language(t) == "" || strings.Contains(t, "://") {
+			continue
+		}
+		t = path.Clean(t)
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// GoModulePath returns the module path declared in a go.mod file.
+func GoModulePath(gomod string) string {
+	m := goModuleRE.FindStringSubmatch(gomod)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// ImportTargets returns the repository paths that the file at p (with
+// content) may import: files for Python, JavaScript/TypeScript, C/C++
+// includes, Java and Rust modules; for Go, package directories of goModule
+// with a trailing "/". Paths are cleaned and relative to the repository
+// root; targets outside it are dropped.
+func ImportTargets(p, content, goModule string) []string {
+	dir := path.Dir(p)
+	seen := map[string]bool{}
+	var out []string
+	add := func(t string) {
+		t = path.Clean(t)
+		if t == "." || strings.HasPrefix(t, "../") || t == ".." || strings.HasPrefix(t, "/") {
+			return
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	switch Language(p) {
+	case "Python":
+		for _, m := range pyImportRE.FindAllStringSubmatch(content, -1) {
+			for _, mod := range strings.Split(m[1], ",") {
+				mp := strings.ReplaceAll(strings.TrimSpace(mod), ".", "/")
+				add(mp + ".py")
+				add(mp + "/__init__.py")
+			}
+		}
+		for _, m := range pyFromRE.FindAllStringSubmatch(content, -1) {
+			base := strings.ReplaceAll(m[2], ".", "/")
+			if dots := len(m[1]); dots > 0 {
+				d := dir
+				for i := 1; i < dots; i++ {
+					if d == "." {
+						d = ".." // above the repository root: dropped by add
+						break
+					}
+					d = path.Dir(d)
+				}
+				base = path.Join(d, base)
+			}
+			if m[2] != "" {
+				add(base + ".py")
+				add(base + "/__init__.py")
+			}
+			for _, name := range strings.Split(m[3], ",") {
+				if name = strings.TrimSpace(name); name != "" && name != "*" {
+					add(path.Join(base, name) + ".py")
+				}
+			}
+		}
+	case "JavaScript", "TypeScript", "Vue", "Svelte":
+		for _, m := range jsImportRE.FindAllStringSubmatch(content, -1) {
+			t := path.Join(dir, m[1])
+			if path.Ext(t) != "" && Language(t) != "" {
+				add(t)
+				continue
+			}
+			for _, ext := range []string{".js", ".ts", ".tsx", ".jsx", ".mjs", "/index.js", "/index.ts"} {
+				add(t + ext)
+			}
+		}
+	case "C", "C++", "CUDA", "Objective-C":
+		for _, m := range cIncludeRE.FindAllStringSubmatch(content, -1) {
+			add(path.Join(dir, m[1]))
+			add(m[1])
+			add(path.Join("include", m[1]))
+		}
+	case "Java", "Kotlin", "Scala":
+		for _, m := range javaRE.FindAllStringSubmatch(content, -1) {
+			cls := strings.ReplaceAll(m[1], ".", "/")
+			for _, root := range []string{"", "src/main/java/", "src/"} {
+				add(root + cls + ".java")
+				add(root + cls + ".kt")
+			}
+		}
+	case "Rust":
+		for _, m := range rustModRE.FindAllStringSubmatch(content, -1) {
+			add(path.Join(dir, m[1]+".rs"))
+			add(path.Join(dir, m[1], "mod.rs"))
+		}
+	case "Go":
+		if goModule == "" {
+			break
+		}
+		for _, block := range goBlockRE.FindAllStringSubmatch(content, -1) {
+			for _, m := range goImportRE.FindAllStringSubmatch(block[1], -1) {
+				rel, ok := strings.CutPrefix(m[1], goModule+"/")
+				if ok {
+					t := path.Clean(rel)
+					if !strings.HasPrefix(t, "..") && !seen[t+"/"] {
+						seen[t+"/"] = true
+						out = append(out, t+"/")
+					}
+				}
+			}
+		}
+	}
+	return out
+}
