@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
 )
@@ -34,9 +35,18 @@ func ParseIncomplete(s string) (Incomplete, error) {
 
 // Config configures one run of the train pipeline.
 type Config struct {
+	// Kafka is the cluster for the instances, samples and dead-letter
+	// topics. With no brokers the run uses no Kafka at all (Instances is
+	// then required, and output goes to Parquet only).
+	Kafka kafkaio.Config
 	// Instances is a JSONL (one schemas.Instance per line) or Parquet file
-	// of instances. Empty: read the instances topic (Kafka).
+	// of instances, read directly. Empty: read the instances topic.
 	Instances string
+	// FeedInstances first produces Instances to the instances topic (see
+	// Feed) and then reads them back from Kafka like any other input: the
+	// whole path through the broker. swerl train does this with its
+	// embedded broker.
+	FeedInstances bool
 	// Policy is a transforms/rollout spec: "file:C.jsonl",
 	// "http://host:port/v1", "model:DIR", …
 	Policy string
@@ -70,7 +80,9 @@ type Config struct {
 	// RewardTimeout bounds the scoring of one completion (default 30 s);
 	// a completion that runs out of time is dead-lettered.
 	RewardTimeout time.Duration
-	// Bounded stops when the input is drained (files always are).
+	// Bounded stops when the input is drained: a Kafka read stops at the
+	// end offsets seen when it starts (files are always bounded). Unbounded
+	// runs keep reading until ctx is cancelled.
 	Bounded bool
 	// RowsPerFile caps the rows of one Parquet file (default 10000).
 	RowsPerFile int
@@ -136,6 +148,13 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("train: instances: %w", err)
 		}
 	}
+	if len(c.Kafka.Brokers) > 0 {
+		if err := c.Kafka.Validate(); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+	} else if c.Instances == "" || c.FeedInstances {
+		return errors.New("train: no Kafka brokers: want Instances (a JSONL or Parquet file) and no FeedInstances")
+	}
 	return nil
 }
 
@@ -155,6 +174,7 @@ type Summary struct {
 	DeadLetters    int64   // records routed to the dead-letter outputs
 	MeanReward     float64 // mean reward of the samples written
 	Files          int64   // Parquet files written (samples and dead-letters)
+	Fed            int64   // instances produced to the topic by FeedInstances
 	PolicyVersion  int64   // newest policy version seen in a response (-1: unknown)
 	ElapsedSeconds float64
 }

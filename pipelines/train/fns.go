@@ -35,6 +35,9 @@ type member struct {
 	Files  map[string]string `json:"files,omitempty"`  // code context shown (reward input)
 	Oracle map[string]string `json:"oracle,omitempty"` // oracle new content (reward input)
 	Lost   string            `json:"lost,omitempty"`
+	// Origin is the input record's position (Record.Source), acknowledged
+	// once the group's samples are durable.
+	Origin string `json:"origin,omitempty"`
 }
 
 // JSON coders of the pipeline's element types (distinct named functions:
@@ -74,12 +77,13 @@ func init() {
 	register.DoFn3x0[Record, func(string, schemas.Instance), func(schemas.DeadLetter)](&decodeFn{})
 	register.DoFn5x0[context.Context, string, schemas.Instance, func(member), func(schemas.DeadLetter)](&rolloutFn{})
 	register.DoFn4x0[context.Context, member, func(string, member), func(schemas.DeadLetter)](&rewardFn{})
-	register.DoFn7x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, member, func(schemas.Sample)](&groupFn{})
+	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, member, func(string, schemas.Sample), func(string)](&groupFn{})
 	register.Emitter2[string, schemas.Instance]()
 	register.Emitter1[schemas.DeadLetter]()
 	register.Emitter1[member]()
 	register.Emitter2[string, member]()
-	register.Emitter1[schemas.Sample]()
+	register.Emitter2[string, schemas.Sample]()
+	register.Emitter1[string]()
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
@@ -206,12 +210,12 @@ func (f *rolloutFn) ProcessElement(ctx context.Context, source string, in schema
 			PolicyVersion: resp.PolicyVersion, System: p.System, Prompt: p.User, LatencyMS: latency, CreatedAt: created}}
 		s.SchemaVersion = schemas.Version
 		if i >= len(resp.Completions) {
-			emit(member{Sample: s, Lost: fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)})
+			emit(member{Sample: s, Origin: source, Lost: fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)})
 			continue
 		}
 		c := resp.Completions[i]
 		s.Completion, s.CompletionTokens, s.PromptTokens, s.LogProbs, s.FinishReason = c.Text, c.Tokens, c.PromptTokens, c.LogProbs, c.FinishReason
-		emit(member{Sample: s, Files: p.Files, Oracle: in.OracleNewContent})
+		emit(member{Sample: s, Files: p.Files, Oracle: in.OracleNewContent, Origin: source})
 	}
 }
 
@@ -277,7 +281,7 @@ type groupFn struct {
 
 func (f *groupFn) Setup() { f.st = runStats(f.RunID) }
 
-func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, m member, emit func(schemas.Sample)) {
+func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, m member, emit func(string, schemas.Sample), dropped func(string)) {
 	n, _, err := f.Arrived.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
@@ -291,7 +295,7 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 	}
 	n++
 	if n >= int64(f.GroupSize) {
-		f.finish(sp, tp, gid, emit)
+		f.finish(sp, tp, gid, emit, dropped)
 		return
 	}
 	if err := f.Arrived.Write(sp, n); err != nil {
@@ -306,11 +310,14 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 	}
 }
 
-func (f *groupFn) OnTimer(ctx context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, timer timers.Context, emit func(schemas.Sample)) {
-	f.finish(sp, tp, gid, emit)
+func (f *groupFn) OnTimer(ctx context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, timer timers.Context, emit func(string, schemas.Sample), dropped func(string)) {
+	f.finish(sp, tp, gid, emit, dropped)
 }
 
-func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit func(schemas.Sample)) {
+// finish emits the group's samples keyed by the origin of its input record,
+// or, when the group is dropped, only that origin on dropped (nothing of it
+// needs to become durable before the input is acknowledged).
+func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	raw, _, err := f.Members.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
@@ -324,6 +331,7 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 	seen := map[int]bool{}
 	var samples []schemas.Sample
 	lost := 0
+	origin := ""
 	for _, b := range raw {
 		var m member
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -333,6 +341,7 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 			continue
 		}
 		seen[m.Sample.Index] = true
+		origin = m.Origin
 		if m.Lost != "" {
 			lost++
 			continue
@@ -347,6 +356,7 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 		if f.DropIncomplete || len(samples) == 0 {
 			f.st.dropped.Add(1)
 			mGroups.WithLabelValues("dropped").Inc()
+			dropped(origin)
 			return
 		}
 	} else {
@@ -362,10 +372,11 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 		if f.DropZeroVariance {
 			f.st.dropped.Add(1)
 			mGroups.WithLabelValues("dropped").Inc()
+			dropped(origin)
 			return
 		}
 	}
 	for _, s := range samples {
-		emit(s)
+		emit(origin, s)
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"swerl/schemas"
+	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 )
 
 func init() {
-	register.DoFn1x1[schemas.Sample, error](&sampleSinkFn{})
-	register.DoFn1x1[schemas.DeadLetter, error](&deadSinkFn{})
+	register.DoFn3x1[string, schemas.Sample, func(kafkaio.Message), error](&sampleSinkFn{})
+	register.DoFn2x1[schemas.DeadLetter, func(kafkaio.Message), error](&deadSinkFn{})
+	register.Emitter1[kafkaio.Message]()
 }
 
 // written is the set of sample ids under one samples directory, loaded from
@@ -76,14 +78,20 @@ func partName(dir, prefix string) string {
 
 // sampleSinkFn writes the samples of a bundle to Out/samples as one or more
 // Parquet files (temporary name, then rename), skipping ids already written.
+// Once a file is complete it emits every sample of it (and every duplicate
+// it skipped, which a crash may have kept from Kafka) as a Kafka message
+// keyed by group id, with the input's position as Origin when AckInput.
 type sampleSinkFn struct {
 	RunID       string
 	Dir         string
 	RowsPerFile int
+	AckInput    bool
 
 	st      *stats
 	seen    *written
 	pending []schemas.Sample
+	origins []string
+	done    []kafkaio.Message
 }
 
 func (f *sampleSinkFn) Setup() error {
@@ -93,15 +101,27 @@ func (f *sampleSinkFn) Setup() error {
 	return err
 }
 
-func (f *sampleSinkFn) ProcessElement(s schemas.Sample) error {
+func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func(kafkaio.Message)) error {
 	f.pending = append(f.pending, s)
+	f.origins = append(f.origins, origin)
 	if len(f.pending) >= f.RowsPerFile {
 		return f.flush()
 	}
 	return nil
 }
 
-func (f *sampleSinkFn) FinishBundle() error { return f.flush() }
+// FinishBundle writes what is pending, then emits the messages of every
+// sample made durable in this bundle.
+func (f *sampleSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
+	if err := f.flush(); err != nil {
+		return err
+	}
+	for _, m := range f.done {
+		emit(m)
+	}
+	f.done = f.done[:0]
+	return nil
+}
 
 func (f *sampleSinkFn) flush() error {
 	if len(f.pending) == 0 {
@@ -111,7 +131,16 @@ func (f *sampleSinkFn) flush() error {
 	defer f.seen.mu.Unlock()
 	rows := f.pending[:0:0]
 	batch := map[string]bool{}
-	for _, s := range f.pending {
+	for i, s := range f.pending {
+		v, err := schemas.Encode(&s)
+		if err != nil {
+			return fmt.Errorf("train: sample %s: %w", s.ID, err)
+		}
+		m := kafkaio.Message{Key: []byte(s.GroupID), Value: v}
+		if f.AckInput {
+			m.Origin = f.origins[i]
+		}
+		f.done = append(f.done, m)
 		if f.seen.ids[s.ID] || batch[s.ID] {
 			f.st.dups.Add(1)
 			continue
@@ -119,7 +148,7 @@ func (f *sampleSinkFn) flush() error {
 		batch[s.ID] = true
 		rows = append(rows, s)
 	}
-	f.pending = f.pending[:0]
+	f.pending, f.origins = f.pending[:0], f.origins[:0]
 	if len(rows) == 0 {
 		return nil
 	}
@@ -136,22 +165,26 @@ func (f *sampleSinkFn) flush() error {
 	return nil
 }
 
-// deadSinkFn writes the dead-letters of a bundle to Out/deadletter.
+// deadSinkFn writes the dead-letters of a bundle to Out/deadletter, then
+// emits each as a Kafka message keyed by the failed record's key; with
+// AckInput its Origin is the failed record's position (for stages after
+// which nothing else is derived from the record).
 type deadSinkFn struct {
-	RunID   string
-	Dir     string
-	st      *stats
-	pending []schemas.DeadLetter
+	RunID    string
+	Dir      string
+	AckInput bool
+	st       *stats
+	pending  []schemas.DeadLetter
 }
 
 func (f *deadSinkFn) Setup() { f.st = runStats(f.RunID) }
 
-func (f *deadSinkFn) ProcessElement(d schemas.DeadLetter) error {
+func (f *deadSinkFn) ProcessElement(d schemas.DeadLetter, _ func(kafkaio.Message)) error {
 	f.pending = append(f.pending, d)
 	return nil
 }
 
-func (f *deadSinkFn) FinishBundle() error {
+func (f *deadSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
 	if len(f.pending) == 0 {
 		return nil
 	}
@@ -159,6 +192,17 @@ func (f *deadSinkFn) FinishBundle() error {
 		return err
 	}
 	f.st.files.Add(1)
+	for _, d := range f.pending {
+		v, err := schemas.Encode(&d)
+		if err != nil {
+			return fmt.Errorf("train: dead-letter of %s: %w", d.Source, err)
+		}
+		m := kafkaio.Message{Key: []byte(d.Key), Value: v}
+		if f.AckInput {
+			m.Origin = d.Source
+		}
+		emit(m)
+	}
 	f.pending = f.pending[:0]
 	return nil
 }

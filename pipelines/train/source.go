@@ -1,10 +1,7 @@
 package train
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -50,22 +47,8 @@ func (*readFileFn) ProcessElement(path string, emit func(Record)) error {
 			return nil
 		})
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		emit(Record{Source: fmt.Sprintf("%s:%d", path, n), Value: append([]byte(nil), line...)})
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("train: %s: %w", path, err)
-	}
-	return nil
+	return scanLines(path, func(src string, line []byte) error {
+		emit(Record{Source: src, Value: line})
+		return nil
+	})
 }

@@ -41,7 +41,7 @@ var (
 type stats struct {
 	records, instances, rollouts, scored, formatErrors atomic.Int64
 	groups, zeroVar, incomplete, dropped               atomic.Int64
-	samples, dups, dead, files                         atomic.Int64
+	samples, dups, dead, files, fed                    atomic.Int64
 	rewardSumMicro                                     atomic.Int64 // sum of written rewards × 1e6
 	policyVersion                                      atomic.Int64
 
@@ -93,7 +93,7 @@ func (s *stats) summary() Summary {
 		Scored: s.scored.Load(), FormatErrors: s.formatErrors.Load(), Groups: s.groups.Load(),
 		ZeroVariance: s.zeroVar.Load(), Incomplete: s.incomplete.Load(), DroppedGroups: s.dropped.Load(),
 		Samples: s.samples.Load(), Duplicates: s.dups.Load(), DeadLetters: s.dead.Load(),
-		Files: s.files.Load(), PolicyVersion: s.policyVersion.Load(),
+		Files: s.files.Load(), Fed: s.fed.Load(), PolicyVersion: s.policyVersion.Load(),
 	}
 	if out.Samples > 0 {
 		out.MeanReward = float64(s.rewardSumMicro.Load()) / 1e6 / float64(out.Samples)
