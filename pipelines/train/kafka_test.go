@@ -176,11 +176,16 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 	}()
 	produced := make(chan struct{})
 	go func() { produce(0, n); close(produced) }()
-	// Stop as soon as some samples are durable, while input is still coming.
+	// Stop as soon as some input is acknowledged (its samples durable),
+	// while input is still coming.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		files, _ := parquetio.Files(filepath.Join(out, "samples"))
-		if len(files) > 0 {
+		pos, _ := kafkaio.LoadPositions(filepath.Join(out, "positions"), c.Topic(kafkaio.Instances))
+		acked := int64(0)
+		for _, next := range pos {
+			acked += next
+		}
+		if acked > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -206,6 +211,9 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sum2.Records >= n {
+		t.Errorf("the restart read all %d records again: it did not resume from the acknowledged positions", sum2.Records)
 	}
 	rows := readSamples(t, out)
 	seen := map[string]int{}
