@@ -23,6 +23,7 @@ import (
 	"swerl/pipelines/eval"
 	"swerl/pipelines/mine"
 	"swerl/pipelines/rl"
+	"swerl/pipelines/train"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
@@ -72,6 +73,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	evalN := fs.Int("eval", 16, "held-out instances evaluated before RL and at the end (0: none)")
 	seed := fs.Uint64("seed", 1, "seed of the built-in model, the data split and the sampling")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
+	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
 	kf := addKafkaFlags(fs)
 	addBeamFlags(fs)
 	verbose := fs.Bool("v", false, "log the Beam runner and the learner in full")
@@ -83,6 +85,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 {
 		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0")
+	}
+	if *mode != "beam" && *mode != "local" {
+		return usagef("--rollouts %q: want beam or local", *mode)
 	}
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {
@@ -116,6 +121,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stopKafka()
+	if kf.brokers == "" {
+		// A new embedded broker starts with empty topics: positions a
+		// previous run saved against its own broker mean nothing here.
+		if err := os.RemoveAll(filepath.Join(*out, "positions")); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 
 	// 1. Data.
@@ -141,11 +153,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), *maxTokens, *maxSeq)
 		tasks = kept
 	}
-	train, held := split(tasks, *evalN, *seed)
-	if len(train) == 0 {
+	trainSet, held := split(tasks, *evalN, *seed)
+	if len(trainSet) == 0 {
 		return fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
 	}
-	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(train), len(held))
+	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(trainSet), len(held))
 
 	// 2. Model.
 	if *modelDir == "" && !*resume {
@@ -227,15 +239,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return res, err
 	}
 
+	storeRollouts := false
+	if *mode == "beam" {
+		spec := *pol
+		if spec == "" {
+			spec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
+		}
+		rollouts = beamRollouts(kc, *out, train.Config{Policy: spec, GroupSize: *group, Method: method, Prompt: popts,
+			Temperature: *temperature, MaxTokens: *maxTokens, Seed: int64(*seed), Concurrency: 1})
+		storeRollouts = true
+	}
+
 	// 4. Warm start and RL.
 	var evalStart eval.Result
 	lastLine := time.Time{}
 	cfg := rl.Config{
-		Out: *out, Train: train, Model: *modelDir, Resume: *resume, Backend: be,
+		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be,
 		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq,
 		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28}, Prompt: popts, Seed: *seed,
-		Log: log, Rollouts: rollouts, ShortThought: *compact,
+		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
 			evalStart, err = evaluate("start")
@@ -315,6 +338,9 @@ func fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) 
 		ans, err := prompt.OracleAnswer(&tasks[i], p.Files)
 		if err != nil {
 			continue
+		}
+		if o.Compact {
+			ans = rl.ShortenThought(ans, schemas.SortedPaths(tasks[i].OracleNewContent))
 		}
 		msgs := []tokenizer.Message{{Role: "user", Content: p.User}}
 		if p.System != "" {

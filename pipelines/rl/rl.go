@@ -74,6 +74,9 @@ type Config struct {
 	ShortThought bool
 	// Rollouts produces a round's samples. Required (see Local).
 	Rollouts RolloutFunc
+	// RolloutsStore says Rollouts already stored the samples under
+	// Out/samples (the Beam train pipeline does); Run then writes none.
+	RolloutsStore bool
 	// BeforeRL, when set, is called once after the warm start, before the
 	// first RL step of this process (swerl run evaluates there).
 	BeforeRL func(ctx context.Context) error
@@ -282,11 +285,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		ss := roundStats(round)
 		ss.Step, ss.Steps, ss.RolloutTime = step, cfg.Steps, time.Since(t0)
-		if err := samples.Write(round...); err != nil {
-			return sum, err
-		}
-		if err := samples.Flush(); err != nil {
-			return sum, err
+		if !cfg.RolloutsStore {
+			if err := samples.Write(round...); err != nil {
+				return sum, err
+			}
+			if err := samples.Flush(); err != nil {
+				return sum, err
+			}
 		}
 		t1 := time.Now()
 		ls, err := l.Run(ctx, &learner.SliceSource{Samples: round}, l.Stats().Steps+1)
