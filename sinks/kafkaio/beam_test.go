@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
@@ -121,6 +122,24 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 	}
 	out := consumeAll(t, c, "out", n, 10*time.Second)
 	checkRelabelled(t, out, 0, n)
+	// The batches on the broker are zstd-compressed: franz-go's client
+	// reports each record's batch codec.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	codecs := map[uint8]int{}
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { codecs[r.Attrs.CompressionType()]++; got++ })
+	}
+	if codecs[4] != n {
+		t.Fatalf("record batch codecs %v, want all %d zstd (4)", codecs, n)
+	}
 }
 
 func checkRelabelled(t testing.TB, out []kafka.Message, first, n int) {
