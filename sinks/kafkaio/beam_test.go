@@ -15,6 +15,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"swerl/schemas"
 )
 
 func init() {
@@ -186,4 +188,45 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	beam.Init()
 	os.Exit(m.Run())
+}
+
+func init() {
+	register.Function1x1[Message, Message](inflate)
+}
+
+// inflate makes the record with key key-3 2 MB long.
+func inflate(m Message) Message {
+	out := relabel(m)
+	if string(m.Key) == "key-3" {
+		out.Value = []byte(strings.Repeat("x", 2<<20))
+	}
+	return out
+}
+
+// A message over the size limit does not fail the pipeline and is not
+// lost: its dead letter goes to the deadletter topic, the rest is written.
+func TestWriteOversizedGoesToDeadLetter(t *testing.T) {
+	c := startBroker(t, "in", "out", Config{}.Topic(DeadLetter))
+	produce(t, c, "in", 0, 10)
+	p, s := beam.NewPipelineWithRoot()
+	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, inflate, Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := runPipeline(t, ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if out := consumeAll(t, c, "out", 9, 10*time.Second); len(out) != 9 {
+		t.Fatalf("%d records written, want the 9 small ones", len(out))
+	}
+	dead := consumeAll(t, c, c.Topic(DeadLetter), 1, 10*time.Second)
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters", len(dead))
+	}
+	dl, err := Decode[schemas.DeadLetter](dead[0].Value, "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Stage != "kafka-write" || dl.Key != "key-3" || !strings.Contains(dl.Reason, "over the 1000000-byte limit") || len(dl.Value) != 64<<10 {
+		t.Fatalf("dead letter %+v", dl.Reason)
+	}
 }
