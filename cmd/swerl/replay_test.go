@@ -166,11 +166,12 @@ func TestReplayRanges(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{
-		{"replay", "--out", "x"},
-		{"replay", "--topic", "samples"},
-		{"replay", "--topic", "samples", "--out", "x", "--rescore"},
-		{"replay", "--topic", "samples", "--out", "x", "--from-time", "yesterday"},
-		{"replay", "--topic", "samples", "--out", "x", "--from-offset", "1", "--from-time", "2026-01-01T00:00:00Z"},
+		{"replay", "--out", "x", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--rescore", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--from-time", "yesterday", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--from-offset", "1", "--from-time", "2026-01-01T00:00:00Z", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x"},
 	} {
 		if code := runMain(context.Background(), bad, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", bad, code)
