@@ -82,11 +82,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "replay: %d instances from %s for re-scoring\n", len(byID), *instances)
 		cfg.Rescore = rescorer(byID, method, *timeout)
 	}
-	c, stop, err := kf.connect(ctx, stderr)
+	// Only reads: no topic is created (the account may not be allowed to).
+	c, err := kf.config()
 	if err != nil {
 		return err
 	}
-	defer stop()
 	rc.Config = c
 	rc.Topic = *topic
 	if slices.Contains(kafkaio.TopicNames, *topic) {
