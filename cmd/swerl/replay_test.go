@@ -51,7 +51,7 @@ func replayFixture(t *testing.T) (kafkaio.Config, *schemas.Instance, time.Time) 
 			msgs = append(msgs, kafka.Message{Key: []byte("junk"), Value: []byte(`{"schema_version":1,"reward":"high"}`), Time: t0.Add(90 * time.Second)})
 		}
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestReplayKinds(t *testing.T) {
 	c := b.Config("")
 	ctx := context.Background()
 	write := func(topic string, msgs ...kafka.Message) {
-		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, BatchTimeout: time.Millisecond, AllowAutoTopicCreation: true}
+		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true}
 		defer w.Close()
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			t.Fatal(err)

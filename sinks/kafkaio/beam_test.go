@@ -43,7 +43,7 @@ func startBroker(t testing.TB, topics ...string) Config {
 // produce writes n records key-i/value-i (i from first) to topic.
 func produce(t testing.TB, c Config, topic string, first, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, BatchSize: 500}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, BatchSize: 500}
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := first; i < first+n; i++ {
