@@ -128,3 +128,11 @@ func TestPositionsBelongToTheirCluster(t *testing.T) {
 		t.Fatalf("stale position: read %d records, want partition 0's %d", n, len(parts))
 	}
 }
+
+func TestScanMissingTopic(t *testing.T) {
+	c := startBroker(t, "in")
+	err := Scan(context.Background(), ReadConfig{Config: c, Topic: "nope"}, func(Message) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("scan of a missing topic: %v", err)
+	}
+}

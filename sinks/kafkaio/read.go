@@ -120,15 +120,11 @@ func resolve(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
 	parts := rc.Partitions
 	if parts == nil {
 		var err error
+		// A missing topic is an error, not created here: the subcommands
+		// create swerl's topics (EnsureTopics) with the configured
+		// partitions before they read.
 		if parts, err = Partitions(ctx, c, rc.Topic); err != nil {
-			// A topic that does not exist yet is created (as the embedded
-			// broker and clusters with auto-creation would on produce).
-			if err2 := EnsureTopics(ctx, c, 0, rc.Topic); err2 != nil {
-				return nil, err
-			}
-			if parts, err = Partitions(ctx, c, rc.Topic); err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 	}
 	var pos *positionsFile
