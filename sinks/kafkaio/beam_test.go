@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -21,6 +22,15 @@ import (
 
 func init() {
 	register.Function1x1[Message, Message](relabel)
+	register.Function3x0[beam.EventTime, Message, func(string)](timeMismatch)
+}
+
+// timeMismatch emits a line for a message whose event time is not its
+// Kafka record timestamp.
+func timeMismatch(et beam.EventTime, m Message, emit func(string)) {
+	if int64(et) != m.TimeMS || m.TimeMS == 0 {
+		emit(fmt.Sprintf("%s: event time %d, record time %d", m.Source(), et, m.TimeMS))
+	}
 }
 
 // relabel turns an input record into an output record for topic "out":
@@ -116,6 +126,7 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})
+	passert.Empty(s, beam.ParDo(s, timeMismatch, msgs))
 	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabel, msgs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
