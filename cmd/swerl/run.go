@@ -55,10 +55,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model")
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
-	steps := fs.Int("steps", 40, "RL steps (one optimizer step and one published version each)")
-	sftSteps := fs.Int("sft-steps", 150, "supervised warm-start steps on the oracle answers before RL (0: none)")
+	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
+	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
-	lr := fs.Float64("lr", 5e-4, "RL learning rate")
+	lr := fs.Float64("lr", 2e-4, "RL learning rate")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 4, "instances per RL step")
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
@@ -70,7 +70,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
 	issueBytes := fs.Int("issue-bytes", 160, "with --hunks, cut the problem statement to this many bytes")
 	compact := fs.Bool("compact-prompt", true, "use the short prompt template (small models); false: the paper's full prompt")
-	evalN := fs.Int("eval", 16, "held-out instances evaluated before RL and at the end (0: none)")
+	maxTasks := fs.Int("max-tasks", 12, "with the built-in model, train on at most this many tasks, those with the shortest oracle answers (0: all)")
+	evalN := fs.Int("eval", 4, "held-out instances evaluated before RL and at the end (0: none)")
 	seed := fs.Uint64("seed", 1, "seed of the built-in model, the data split and the sampling")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
@@ -150,6 +151,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// The built-in model's context is short: keep the tasks whose
 		// prompt and oracle answer fit it with room to spare.
 		kept := fitting(tasks, popts, *maxTokens, *maxSeq)
+		if *maxTasks > 0 && len(kept) > *maxTasks+*evalN {
+			kept = kept[:*maxTasks+*evalN]
+		}
 		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), *maxTokens, *maxSeq)
 		tasks = kept
 	}
@@ -326,10 +330,12 @@ func runData(ctx context.Context, instances string, repos, events []string, out 
 }
 
 // fitting keeps the tasks whose oracle answer is at most maxTokens tokens
-// of the built-in tokenizer and whose chat prompt plus answer fit maxSeq.
+// of the built-in tokenizer and whose chat prompt plus answer fit maxSeq,
+// shortest answer first.
 func fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) []schemas.Instance {
 	tok := tokenizer.Builtin()
 	var out []schemas.Instance
+	var lens []int
 	for i := range tasks {
 		p, err := prompt.Build(&tasks[i], o)
 		if err != nil {
@@ -353,9 +359,19 @@ func fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) 
 		a, q := len(tok.EncodeOrdinary(ans))+1, len(tok.Encode(text))
 		if a <= maxTokens && q+a <= maxSeq {
 			out = append(out, tasks[i])
+			lens = append(lens, a)
 		}
 	}
-	return out
+	idx := make([]int, len(out))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool { return lens[idx[x]] < lens[idx[y]] })
+	sorted := make([]schemas.Instance, len(out))
+	for i, k := range idx {
+		sorted[i] = out[k]
+	}
+	return sorted
 }
 
 // split holds out n tasks for evaluation, in a seeded order; tasks of one

@@ -378,7 +378,7 @@ func Local(pol rollout.Policy, o prompt.Options, groupSize, maxTokens int, tempe
 }
 
 // Score turns a policy response for one instance into scored samples of
-// one group (advantages not yet set).
+// one group (advantages not yet set). timeout (0: none) caps each reward.
 func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp rollout.Response, round int, timeout time.Duration) []schemas.Sample {
 	gid := fmt.Sprintf("%s@r%d", in.ID, round)
 	now := time.Now().UTC().Format(time.RFC3339)
@@ -391,7 +391,10 @@ func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp roll
 		s.System, s.Prompt, s.Completion = p.System, p.User, c.Text
 		s.PromptTokens, s.CompletionTokens, s.LogProbs = c.PromptTokens, c.Tokens, c.LogProbs
 		s.FinishReason, s.LatencyMS, s.CreatedAt, s.Repo = c.FinishReason, resp.LatencyMS, now, in.Repo
-		rctx, cancel := context.WithTimeout(ctx, timeout)
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			rctx, cancel = context.WithTimeout(ctx, timeout)
+		}
 		r := reward.SearchReplace(rctx, p.Files, in.OracleNewContent, c.Text)
 		cancel()
 		s.Reward, s.FormatError, s.Similarities = r.Reward, r.Error, r.Similarities

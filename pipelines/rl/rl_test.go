@@ -1,0 +1,147 @@
+package rl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"swerl/gpu/cpu"
+	"swerl/gpu/modeldir"
+	"swerl/pipelines/eval"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+	"swerl/transforms/advantage"
+	"swerl/transforms/prompt"
+	"swerl/transforms/rollout"
+)
+
+// tasks returns n small instances and a file: policy whose two completions
+// per instance are the oracle answer and an answer with a format error.
+func tasks(t *testing.T, n int) ([]schemas.Instance, rollout.Policy) {
+	t.Helper()
+	var ins []schemas.Instance
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		in := schemas.Instance{SchemaVersion: 1, ID: fmt.Sprintf("o/r@%d/f.go:1", i), Repo: "o/r", ProblemStatement: "wrong value",
+			CodeContext:      map[string]string{"f.go": fmt.Sprintf("func F() int {\n\treturn %d\n}\n", i)},
+			OracleNewContent: map[string]string{"f.go": fmt.Sprintf("func F() int {\n\treturn %d\n}\n", i+100)}}
+		p, err := prompt.Build(&in, prompt.Options{Compact: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ans, err := prompt.OracleAnswer(&in, p.Files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := json.Marshal(map[string]any{"instance_id": in.ID, "completions": []string{ans, "<think>no</think>"}})
+		f.Write(append(line, '\n'))
+		ins = append(ins, in)
+	}
+	f.Close()
+	pol, err := rollout.Open("file:" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins, pol
+}
+
+func TestRunStepsAndResume(t *testing.T) {
+	ins, pol := tasks(t, 3)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 2, SFTBatch: 2, SFTLR: 1e-3,
+		Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
+		Rollouts: Local(pol, prompt.Options{Compact: true}, 2, 64, 1, advantage.GRPO, 0, log), Seed: 7, Log: log}
+	var seen []StepStats
+	cfg.AfterStep = func(_ context.Context, st StepStats) error { seen = append(seen, st); return nil }
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v0, 2 SFT versions, 2 RL versions; every round: one exact answer and
+	// one format error per instance, so the mean reward is 0.
+	if sum.SFTSteps != 2 || sum.RLSteps != 2 || sum.Version != 4 || sum.Samples != 8 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, st := range seen {
+		if st.MeanReward != 0 || st.FormatErrorRate != 0.5 || st.ExactRate != 0.5 || st.ZeroVarianceRate != 0 {
+			t.Fatalf("step stats %+v", st)
+		}
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 8 {
+		t.Fatalf("%d samples on disk, want 8", len(samples))
+	}
+	for _, s := range samples {
+		want := 1.0 // GRPO of (1, −1): ±1/(1+1e-6)
+		if s.Reward < 0 {
+			want = -1
+		}
+		if math.Abs(s.Advantage-want/(1+1e-6)) > 1e-9 {
+			t.Fatalf("sample %s: reward %v advantage %v", s.ID, s.Reward, s.Advantage)
+		}
+	}
+	// Resume to 3 steps: only step 3 runs, no new warm start.
+	cfg.Steps, cfg.Resume, seen = 3, true, nil
+	sum, err = Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.SFTSteps != 0 || sum.RLSteps != 1 || sum.Version != 5 || len(seen) != 1 || seen[0].Step != 3 {
+		t.Fatalf("resumed summary %+v, steps %+v", sum, seen)
+	}
+}
+
+func TestEvaluateWritesApplicablePredictions(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ins, pol := tasks(t, 2) // the file policy answers with the oracle first
+	var buf strings.Builder
+	res, preds, err := eval.Evaluate(context.Background(), pol, ins, eval.Options{Prompt: prompt.Options{Compact: true}, Model: "m"}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Instances != 2 || res.FormatCorrect != 1 || res.MeanReward != 1 || res.ExactMatch != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 2 || !strings.Contains(buf.String(), `"model_name_or_path":"m"`) {
+		t.Fatalf("predictions:\n%s", buf.String())
+	}
+	// git itself applies the SWE-bench model_patch to the base and gets the
+	// merged file.
+	for i, p := range preds {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "f.go"), []byte(ins[i].CodeContext["f.go"]), 0o644)
+		os.WriteFile(filepath.Join(dir, "p.diff"), []byte(p.ModelPatch), 0o644)
+		cmd := exec.Command("git", "apply", "p.diff")
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git apply: %v: %s\n%s", err, b, p.ModelPatch)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "f.go"))
+		if string(got) != ins[i].OracleNewContent["f.go"] {
+			t.Fatalf("applied patch gives %q", got)
+		}
+	}
+}
