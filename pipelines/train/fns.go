@@ -122,16 +122,26 @@ func (f *decodeFn) Setup() { f.st = runStats(f.RunID) }
 func (f *decodeFn) ProcessElement(r Record, emit func(string, schemas.Instance), dead func(schemas.DeadLetter)) {
 	f.st.records.Add(1)
 	mRecords.Inc()
+	in, err := DecodeRecord(r)
+	if err != nil {
+		dead(deadLetter(f.st, "decode", r.Source, r.Key, err.Error(), r.Value))
+		return
+	}
+	emit(r.Source, in)
+}
+
+// DecodeRecord parses an input record as a valid Instance; the error names
+// the record's source position.
+func DecodeRecord(r Record) (schemas.Instance, error) {
 	var in schemas.Instance
 	err := schemas.Decode(r.Value, &in)
 	if err == nil {
 		err = in.Validate()
 	}
 	if err != nil {
-		dead(deadLetter(f.st, "decode", r.Source, r.Key, fmt.Sprintf("%s: %v", r.Source, err), r.Value))
-		return
+		return schemas.Instance{}, fmt.Errorf("%s: %w", r.Source, err)
 	}
-	emit(r.Source, in)
+	return in, nil
 }
 
 // rolloutFn builds the prompt of an instance and asks the policy for its G
