@@ -89,12 +89,13 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf(schemas.DeadLetter{}), encodeDeadLetter, decodeDeadLetter)
 
 	register.DoFn3x0[Record, func(string, schemas.Instance), func(schemas.DeadLetter)](&decodeFn{})
-	register.DoFn5x0[context.Context, string, schemas.Instance, func(part), func(schemas.DeadLetter)](&rolloutFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
 	register.DoFn4x0[context.Context, part, func(string, part), func(schemas.DeadLetter)](&rewardFn{})
 	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
 	register.Emitter2[string, schemas.Instance]()
 	register.Emitter1[schemas.DeadLetter]()
-	register.Emitter1[part]()
+	register.Emitter2[beam.EventTime, part]()
+	register.Emitter2[beam.EventTime, schemas.DeadLetter]()
 	register.Emitter2[string, part]()
 	register.Emitter2[string, schemas.Sample]()
 	register.Emitter1[string]()
@@ -146,6 +147,12 @@ func DecodeRecord(r Record) (schemas.Instance, error) {
 
 // rolloutFn builds the prompt of an instance and asks the policy for its G
 // completions, emitted together as one part holding the whole group.
+//
+// Requests run asynchronously, up to Concurrency at once in this process
+// (shared by all of the run's DoFn instances): ProcessElement starts one
+// and emits whatever has finished; FinishBundle waits for the rest, so a
+// bundle completes only with all of its outputs emitted. Outputs keep the
+// event time of their input.
 type rolloutFn struct {
 	RunID       string
 	Policy      string
@@ -157,10 +164,21 @@ type rolloutFn struct {
 	Seed        int64
 	Concurrency int
 
-	st     *stats
-	policy rollout.Policy
-	own    bool // this DoFn opened policy (remote worker) and closes it
-	sem    chan struct{}
+	st       *stats
+	policy   rollout.Policy
+	own      bool // this DoFn opened policy (remote worker) and closes it
+	sem      chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	results  chan rolled
+	inflight int
+}
+
+// rolled is the outcome of one policy request.
+type rolled struct {
+	ts   beam.EventTime
+	part *part
+	dead *schemas.DeadLetter
 }
 
 var semaphores = struct {
@@ -185,10 +203,15 @@ func (f *rolloutFn) Setup() error {
 	}
 	f.sem = semaphores.m[f.RunID]
 	runsMu.Unlock()
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.results = make(chan rolled, max(f.Concurrency, 1))
 	return nil
 }
 
 func (f *rolloutFn) Teardown() error {
+	if f.cancel != nil {
+		f.cancel()
+	}
 	if f.own && f.policy != nil {
 		return f.policy.Close()
 	}
@@ -200,24 +223,64 @@ func GroupID(prefix, instanceID, source string) string {
 	return prefix + instanceID + "@" + source
 }
 
-func (f *rolloutFn) ProcessElement(ctx context.Context, source string, in schemas.Instance, emit func(part), dead func(schemas.DeadLetter)) {
+func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
 	p, err := prompt.Build(&in, f.Prompt)
 	if err != nil {
 		v, _ := json.Marshal(&in)
-		dead(deadLetter(f.st, "prompt", source, in.ID, err.Error(), v))
+		dead(ts, deadLetter(f.st, "prompt", source, in.ID, err.Error(), v))
 		return
 	}
 	f.st.instances.Add(1)
+	for acquired := false; !acquired; {
+		select {
+		case f.sem <- struct{}{}:
+			acquired = true
+		case r := <-f.results:
+			f.output(r, emit, dead)
+		}
+	}
+	f.inflight++
+	go func() {
+		r := f.complete(ts, source, &in, &p)
+		<-f.sem
+		f.results <- r
+	}()
+	for more := true; more; {
+		select {
+		case r := <-f.results:
+			f.output(r, emit, dead)
+		default:
+			more = false
+		}
+	}
+}
+
+// FinishBundle waits for the bundle's requests still in flight.
+func (f *rolloutFn) FinishBundle(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	for f.inflight > 0 {
+		f.output(<-f.results, emit, dead)
+	}
+}
+
+func (f *rolloutFn) output(r rolled, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.inflight--
+	if r.dead != nil {
+		dead(r.ts, *r.dead)
+		return
+	}
+	emit(r.ts, *r.part)
+}
+
+// complete asks the policy for the group of one instance.
+func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Instance, p *prompt.Prompt) rolled {
 	req := rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: f.GroupSize,
 		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
-	f.sem <- struct{}{}
 	start := time.Now()
-	resp, err := f.policy.Complete(ctx, req)
-	<-f.sem
+	resp, err := f.policy.Complete(f.ctx, req)
 	if err != nil {
-		v, _ := json.Marshal(&in)
-		dead(deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v))
-		return
+		v, _ := json.Marshal(in)
+		d := deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
+		return rolled{ts: ts, dead: &d}
 	}
 	f.st.rollouts.Add(int64(len(resp.Completions)))
 	mRollouts.Add(float64(len(resp.Completions)))
@@ -243,7 +306,7 @@ func (f *rolloutFn) ProcessElement(ctx context.Context, source string, in schema
 		s.Completion, s.CompletionTokens, s.PromptTokens, s.LogProbs, s.FinishReason = c.Text, c.Tokens, c.PromptTokens, c.LogProbs, c.FinishReason
 		out.Members[i] = member{Sample: s}
 	}
-	emit(out)
+	return rolled{ts: ts, part: &out}
 }
 
 // rewardFn scores the members of a part with the SWE-RL search/replace

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
@@ -131,5 +132,63 @@ func TestIncompleteGroups(t *testing.T) {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+}
+
+// slowPolicy is a file policy that takes 100ms per request and records how
+// many requests were in flight at once.
+type slowPolicy struct {
+	rollout.Policy
+	mu          sync.Mutex
+	now, most   int
+	concurrency *int
+}
+
+func (p *slowPolicy) Complete(ctx context.Context, req rollout.Request) (rollout.Response, error) {
+	p.mu.Lock()
+	p.now++
+	p.most = max(p.most, p.now)
+	*p.concurrency = p.most
+	p.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	p.mu.Lock()
+	p.now--
+	p.mu.Unlock()
+	return p.Policy.Complete(ctx, req)
+}
+
+var slowMost int
+
+func init() {
+	rollout.RegisterScheme("slow", func(spec string) (rollout.Policy, error) {
+		p, err := rollout.OpenFile("file:" + strings.TrimPrefix(spec, "slow:"))
+		if err != nil {
+			return nil, err
+		}
+		return &slowPolicy{Policy: p, concurrency: &slowMost}, nil
+	})
+}
+
+// TestRolloutConcurrency checks that policy requests overlap up to
+// Concurrency and never exceed it.
+func TestRolloutConcurrency(t *testing.T) {
+	dir := t.TempDir()
+	const n, g = 16, 2
+	set, err := traintest.Write(dir, n, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
+		Policy: "slow:" + set.CompletionsPath, GroupSize: g, Out: filepath.Join(dir, "out"), Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if sum.Samples != n*g || slowMost != 4 {
+		t.Fatalf("%d samples, at most %d requests at once (want 4), %v", sum.Samples, slowMost, el)
+	}
+	if el > time.Duration(n)*100*time.Millisecond {
+		t.Fatalf("%d requests of 100ms took %v with concurrency 4", n, el)
 	}
 }
