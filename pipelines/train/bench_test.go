@@ -153,6 +153,13 @@ func TestTrainMemoryFlat(t *testing.T) {
 	var c kafkaio.Config
 	if b := os.Getenv("SWERL_BROKERS"); b != "" {
 		c = kafkaio.Config{Brokers: strings.Split(b, ","), TopicPrefix: fmt.Sprintf("mem%d.", time.Now().UnixNano())}
+		var topics []string
+		for _, n := range kafkaio.TopicNames {
+			topics = append(topics, c.Topic(n))
+		}
+		if err := kafkaio.EnsureTopics(context.Background(), c, 4, topics...); err != nil {
+			t.Fatal(err)
+		}
 	} else {
 		br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 4})
 		if err != nil {
