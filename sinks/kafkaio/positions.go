@@ -20,7 +20,7 @@ import (
 
 func init() {
 	beam.RegisterType(reflect.TypeOf((*Position)(nil)).Elem())
-	register.DoFn2x0[context.Context, Position](&ackFn{})
+	register.DoFn3x0[context.Context, Position, func(int)](&ackFn{})
 	register.Function1x1[Message, Position](messagePosition)
 	register.Function2x1[Message, func(Position), error](originPosition)
 }
@@ -92,7 +92,8 @@ func AckOrigins(s beam.Scope, dir string, written beam.PCollection) {
 // of every bundle and the file is replaced atomically; a Read with
 // PositionsDir dir resumes after them.
 func Ack(s beam.Scope, dir string, col beam.PCollection) {
-	beam.ParDo0(s.Scope("kafkaio.Ack"), &ackFn{Dir: dir}, col)
+	s = s.Scope("kafkaio.Ack")
+	Drain(s, beam.ParDo(s, &ackFn{Dir: dir}, col))
 }
 
 type ackFn struct {
@@ -101,7 +102,7 @@ type ackFn struct {
 	acked map[string]map[int][]int64
 }
 
-func (fn *ackFn) ProcessElement(_ context.Context, p Position) {
+func (fn *ackFn) ProcessElement(_ context.Context, p Position, _ func(int)) {
 	if fn.acked == nil {
 		fn.acked = map[string]map[int][]int64{}
 	}
@@ -111,13 +112,18 @@ func (fn *ackFn) ProcessElement(_ context.Context, p Position) {
 	fn.acked[p.Topic][p.Partition] = append(fn.acked[p.Topic][p.Partition], p.Offset)
 }
 
-func (fn *ackFn) FinishBundle(_ context.Context) error {
+func (fn *ackFn) FinishBundle(_ context.Context, emit func(int)) error {
+	n := 0
 	for topic, parts := range fn.acked {
 		if err := updatePositions(fn.Dir, topic, nil, parts); err != nil {
 			return err
 		}
+		n += len(parts)
 	}
 	clear(fn.acked)
+	if n > 0 {
+		emit(n)
+	}
 	return nil
 }
 

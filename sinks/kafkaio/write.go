@@ -13,7 +13,9 @@ import (
 )
 
 func init() {
-	register.DoFn2x1[context.Context, Message, error](&writeFn{})
+	register.DoFn3x1[context.Context, Message, func(int), error](&writeFn{})
+	register.Function1x0[beam.T](discard)
+	register.Emitter1[int]()
 	register.DoFn3x1[context.Context, Message, func(Message), error](&writeAckedFn{})
 	register.Emitter1[Message]()
 }
@@ -38,8 +40,21 @@ type WriteConfig struct {
 // records; a failed flush fails the bundle and the runner retries it.
 func Write(s beam.Scope, wc WriteConfig, col beam.PCollection) {
 	s = s.Scope("kafkaio.Write")
-	beam.ParDo0(s, &writeFn{writer: writer{WC: wc}}, col)
+	Drain(s, beam.ParDo(s, &writeFn{writer: writer{WC: wc}}, col))
 }
+
+// Drain consumes col behind a Reshuffle and drops it. Use it to end a sink:
+// a fused stage with no output makes Prism (v2.77) spin a core on a closed
+// channel for as long as each of its bundles runs (Write through Prism went
+// from 0.12 to 0.9 of raw kafka-go's rate with this). Give the sink DoFn an
+// output (one element per bundle, emitted in FinishBundle, is enough) and
+// Drain it, so the stage's output crosses a stage boundary.
+func Drain(s beam.Scope, col beam.PCollection) {
+	s = s.Scope("kafkaio.Drain")
+	beam.ParDo0(s, discard, beam.Reshuffle(s, col))
+}
+
+func discard(beam.T) {}
 
 // WriteAcked is Write that also returns the messages it wrote, each
 // emitted only after the flush that made it durable (the input Message,
@@ -146,13 +161,28 @@ func (w *writer) teardown() {
 	}
 }
 
-type writeFn struct{ writer }
+type writeFn struct {
+	writer
+	n int
+}
 
 func (fn *writeFn) Setup() error { return fn.setup() }
 
-func (fn *writeFn) ProcessElement(ctx context.Context, m Message) error { return fn.add(ctx, m) }
+func (fn *writeFn) ProcessElement(ctx context.Context, m Message, _ func(int)) error {
+	fn.n++
+	return fn.add(ctx, m)
+}
 
-func (fn *writeFn) FinishBundle(ctx context.Context) error { return fn.flush(ctx) }
+func (fn *writeFn) FinishBundle(ctx context.Context, emit func(int)) error {
+	if err := fn.flush(ctx); err != nil {
+		return err
+	}
+	if fn.n > 0 {
+		emit(fn.n)
+		fn.n = 0
+	}
+	return nil
+}
 
 func (fn *writeFn) Teardown() { fn.teardown() }
 
