@@ -1,17 +1,19 @@
 // Package train is swerl's streaming train pipeline, a Beam graph that turns
 // SWE-RL instances into scored, group-normalized samples:
 //
-//	instances (Kafka or a JSONL/Parquet file)
+//	instances (Kafka swerl.instances, or a JSONL/Parquet file)
 //	  → decode            bad JSON or an invalid instance → dead-letter
 //	  → prompt + rollout  transforms/prompt.Build, then G completions from a
-//	                      transforms/rollout Policy (http(s):, file:, model:)
+//	                      transforms/rollout Policy (http(s):, file:, model:),
+//	                      up to Concurrency requests in flight
 //	  → reward            transforms/reward.SearchReplace against the files
 //	                      shown in the prompt, bounded by RewardTimeout
 //	  → group             a stateful DoFn keyed by group id collects the G
 //	                      scored rollouts of one instance
 //	  → advantage         transforms/advantage (GRPO, Dr.GRPO, RLOO)
-//	  → samples           Kafka swerl.samples (key: group id) and Parquet
-//	                      files OUT/samples/*.parquet
+//	  → samples           Parquet files OUT/samples/*.parquet, then Kafka
+//	                      swerl.samples (key: group id), then the input's
+//	                      position is acknowledged
 //
 // Records that cannot be decoded, prompted, rolled out or scored go to the
 // dead-letter outputs (OUT/deadletter/*.parquet and swerl.deadletter) with
@@ -22,19 +24,40 @@
 // A group is the G rollouts of one instance for one input record. Its id is
 // "<instance id>@<source position>" (plus Config.GroupPrefix), so a record
 // that is read again after a restart produces the same group and sample ids.
-// Every rollout that is lost on the way (the policy returned fewer than G
-// completions, or scoring failed) still reaches the group as a tombstone, so
-// a group completes as soon as all G of its members are accounted for; a
-// group with tombstones is incomplete and is emitted or dropped by
-// Config.Incomplete. A group that never completes (its input was cut off) is
-// finished after GroupTimeout of processing time, or when the input ends.
+// The policy answers all G completions of an instance at once, so a group
+// normally travels to the group stage as one element and is finished there
+// without touching state; parts of a group (should a policy or runner split
+// one) are merged in keyed state. Every rollout that is lost on the way
+// (the policy returned fewer than G completions, or scoring timed out)
+// still reaches the group as a tombstone, so a group completes as soon as
+// all G of its members are accounted for; a group with tombstones is
+// incomplete and is emitted (advantages over the members present,
+// group_complete false) or dropped, by Config.Incomplete. A group that
+// never completes is finished by an event-time timer GroupTimeout after its
+// first part, or when bounded input ends. Processing-time timers are not
+// used: Prism v2.77 does not wake on real time, and one pending would keep
+// a bounded pipeline from finishing.
 //
 // # Output and restarts
 //
-// The Parquet sink writes one file per bundle under a temporary name and
-// renames it into place. It reads the sample ids already present under
-// OUT/samples when it starts and skips any sample whose id it has seen, so
-// replaying input after a restart adds no duplicate rows.
+// The Parquet sink writes one file per bundle (at most RowsPerFile rows)
+// under a temporary name and renames it into place. It reads the sample ids
+// already present under OUT/samples when it starts and skips any sample
+// whose id it has seen, so replaying input after a restart adds no
+// duplicate rows. After a file is in place its samples are produced to
+// swerl.samples (kafkaio.WriteAcked, flushed per bundle), and only then is
+// the input record's position acknowledged in OUT/positions
+// (kafkaio.AckOrigins); a run resumes after the acknowledged positions, so
+// a stop at any point loses nothing and re-reads only records whose output
+// was not yet durable. Dead-letters of the decode, prompt and rollout
+// stages acknowledge their record the same way; dropped groups acknowledge
+// theirs directly. Kafka may see a sample twice after a crash; readers
+// de-duplicate by sample id.
+//
+// Feed copies a JSONL or Parquet file into the instances topic (bad lines
+// become dead-letters naming FILE:LINE); with Config.FeedInstances a run
+// does so and then reads the topic, which is how swerl train runs a file
+// through its embedded broker.
 //
 // # Runs
 //

@@ -55,14 +55,10 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 	}
 	topic := c.Topic(kafkaio.Instances)
 	add := func(src string, value []byte) error {
-		var in schemas.Instance
-		err := schemas.Decode(value, &in)
-		if err == nil {
-			err = in.Validate()
-		}
+		in, err := DecodeRecord(Record{Source: src, Value: value})
 		if err != nil {
 			dead = append(dead, schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: "decode", Source: src,
-				Reason: fmt.Sprintf("%s: %v", src, err), Value: value, CreatedAt: now()})
+				Reason: err.Error(), Value: value, CreatedAt: now()})
 			return nil
 		}
 		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(in.ID), Value: value})

@@ -28,22 +28,36 @@ type Record struct {
 	Value  []byte
 }
 
-// member is one rollout of a group on its way to the group stage, or a
-// tombstone (Lost != "") for a rollout that was lost on the way.
-type member struct {
-	Sample schemas.Sample    `json:"sample"`
-	Files  map[string]string `json:"files,omitempty"`  // code context shown (reward input)
-	Oracle map[string]string `json:"oracle,omitempty"` // oracle new content (reward input)
-	Lost   string            `json:"lost,omitempty"`
+// part is some or all of the members of one group on their way to the
+// group stage. The policy answers the G completions of an instance in one
+// response, so a part normally holds the whole group; the group stage
+// merges parts when it does not. Prompt text is carried once per part, not
+// once per member.
+type part struct {
+	GroupID string `json:"group_id"`
 	// Origin is the input record's position (Record.Source), acknowledged
 	// once the group's samples are durable.
-	Origin string `json:"origin,omitempty"`
+	Origin string            `json:"origin,omitempty"`
+	System string            `json:"system,omitempty"`
+	Prompt string            `json:"prompt"`
+	Files  map[string]string `json:"files,omitempty"`  // code context shown (reward input)
+	Oracle map[string]string `json:"oracle,omitempty"` // oracle new content (reward input)
+	// Members are the rollouts (System and Prompt left empty) or
+	// tombstones.
+	Members []member `json:"members"`
+}
+
+// member is one rollout of a group, or a tombstone (Lost != "") for a
+// rollout that was lost on the way.
+type member struct {
+	Sample schemas.Sample `json:"sample"`
+	Lost   string         `json:"lost,omitempty"`
 }
 
 // JSON coders of the pipeline's element types (distinct named functions:
 // Beam's function registry cannot tell instantiations of a generic apart).
 func encodeInstance(v schemas.Instance) ([]byte, error)     { return json.Marshal(&v) }
-func encodeMember(v member) ([]byte, error)                 { return json.Marshal(&v) }
+func encodePart(v part) ([]byte, error)                     { return json.Marshal(&v) }
 func encodeSample(v schemas.Sample) ([]byte, error)         { return json.Marshal(&v) }
 func encodeDeadLetter(v schemas.DeadLetter) ([]byte, error) { return json.Marshal(&v) }
 func decodeInstance(b []byte) (schemas.Instance, error) {
@@ -51,8 +65,8 @@ func decodeInstance(b []byte) (schemas.Instance, error) {
 	err := json.Unmarshal(b, &v)
 	return v, err
 }
-func decodeMember(b []byte) (member, error) {
-	var v member
+func decodePart(b []byte) (part, error) {
+	var v part
 	err := json.Unmarshal(b, &v)
 	return v, err
 }
@@ -70,18 +84,19 @@ func decodeDeadLetter(b []byte) (schemas.DeadLetter, error) {
 func init() {
 	beam.RegisterType(reflect.TypeOf(Record{}))
 	beam.RegisterCoder(reflect.TypeOf(schemas.Instance{}), encodeInstance, decodeInstance)
-	beam.RegisterCoder(reflect.TypeOf(member{}), encodeMember, decodeMember)
+	beam.RegisterCoder(reflect.TypeOf(part{}), encodePart, decodePart)
 	beam.RegisterCoder(reflect.TypeOf(schemas.Sample{}), encodeSample, decodeSample)
 	beam.RegisterCoder(reflect.TypeOf(schemas.DeadLetter{}), encodeDeadLetter, decodeDeadLetter)
 
 	register.DoFn3x0[Record, func(string, schemas.Instance), func(schemas.DeadLetter)](&decodeFn{})
-	register.DoFn5x0[context.Context, string, schemas.Instance, func(member), func(schemas.DeadLetter)](&rolloutFn{})
-	register.DoFn4x0[context.Context, member, func(string, member), func(schemas.DeadLetter)](&rewardFn{})
-	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, member, func(string, schemas.Sample), func(string)](&groupFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
+	register.DoFn4x0[context.Context, part, func(string, part), func(schemas.DeadLetter)](&rewardFn{})
+	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
 	register.Emitter2[string, schemas.Instance]()
 	register.Emitter1[schemas.DeadLetter]()
-	register.Emitter1[member]()
-	register.Emitter2[string, member]()
+	register.Emitter2[beam.EventTime, part]()
+	register.Emitter2[beam.EventTime, schemas.DeadLetter]()
+	register.Emitter2[string, part]()
 	register.Emitter2[string, schemas.Sample]()
 	register.Emitter1[string]()
 }
@@ -108,20 +123,36 @@ func (f *decodeFn) Setup() { f.st = runStats(f.RunID) }
 func (f *decodeFn) ProcessElement(r Record, emit func(string, schemas.Instance), dead func(schemas.DeadLetter)) {
 	f.st.records.Add(1)
 	mRecords.Inc()
+	in, err := DecodeRecord(r)
+	if err != nil {
+		dead(deadLetter(f.st, "decode", r.Source, r.Key, err.Error(), r.Value))
+		return
+	}
+	emit(r.Source, in)
+}
+
+// DecodeRecord parses an input record as a valid Instance; the error names
+// the record's source position.
+func DecodeRecord(r Record) (schemas.Instance, error) {
 	var in schemas.Instance
 	err := schemas.Decode(r.Value, &in)
 	if err == nil {
 		err = in.Validate()
 	}
 	if err != nil {
-		dead(deadLetter(f.st, "decode", r.Source, r.Key, fmt.Sprintf("%s: %v", r.Source, err), r.Value))
-		return
+		return schemas.Instance{}, fmt.Errorf("%s: %w", r.Source, err)
 	}
-	emit(r.Source, in)
+	return in, nil
 }
 
 // rolloutFn builds the prompt of an instance and asks the policy for its G
-// completions; each becomes a member of the instance's group.
+// completions, emitted together as one part holding the whole group.
+//
+// Requests run asynchronously, up to Concurrency at once in this process
+// (shared by all of the run's DoFn instances): ProcessElement starts one
+// and emits whatever has finished; FinishBundle waits for the rest, so a
+// bundle completes only with all of its outputs emitted. Outputs keep the
+// event time of their input.
 type rolloutFn struct {
 	RunID       string
 	Policy      string
@@ -133,10 +164,21 @@ type rolloutFn struct {
 	Seed        int64
 	Concurrency int
 
-	st     *stats
-	policy rollout.Policy
-	own    bool // this DoFn opened policy (remote worker) and closes it
-	sem    chan struct{}
+	st       *stats
+	policy   rollout.Policy
+	own      bool // this DoFn opened policy (remote worker) and closes it
+	sem      chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	results  chan rolled
+	inflight int
+}
+
+// rolled is the outcome of one policy request.
+type rolled struct {
+	ts   beam.EventTime
+	part *part
+	dead *schemas.DeadLetter
 }
 
 var semaphores = struct {
@@ -161,10 +203,15 @@ func (f *rolloutFn) Setup() error {
 	}
 	f.sem = semaphores.m[f.RunID]
 	runsMu.Unlock()
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.results = make(chan rolled, max(f.Concurrency, 1))
 	return nil
 }
 
 func (f *rolloutFn) Teardown() error {
+	if f.cancel != nil {
+		f.cancel()
+	}
 	if f.own && f.policy != nil {
 		return f.policy.Close()
 	}
@@ -176,24 +223,64 @@ func GroupID(prefix, instanceID, source string) string {
 	return prefix + instanceID + "@" + source
 }
 
-func (f *rolloutFn) ProcessElement(ctx context.Context, source string, in schemas.Instance, emit func(member), dead func(schemas.DeadLetter)) {
+func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
 	p, err := prompt.Build(&in, f.Prompt)
 	if err != nil {
 		v, _ := json.Marshal(&in)
-		dead(deadLetter(f.st, "prompt", source, in.ID, err.Error(), v))
+		dead(ts, deadLetter(f.st, "prompt", source, in.ID, err.Error(), v))
 		return
 	}
 	f.st.instances.Add(1)
+	for acquired := false; !acquired; {
+		select {
+		case f.sem <- struct{}{}:
+			acquired = true
+		case r := <-f.results:
+			f.output(r, emit, dead)
+		}
+	}
+	f.inflight++
+	go func() {
+		r := f.complete(ts, source, &in, &p)
+		<-f.sem
+		f.results <- r
+	}()
+	for more := true; more; {
+		select {
+		case r := <-f.results:
+			f.output(r, emit, dead)
+		default:
+			more = false
+		}
+	}
+}
+
+// FinishBundle waits for the bundle's requests still in flight.
+func (f *rolloutFn) FinishBundle(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	for f.inflight > 0 {
+		f.output(<-f.results, emit, dead)
+	}
+}
+
+func (f *rolloutFn) output(r rolled, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.inflight--
+	if r.dead != nil {
+		dead(r.ts, *r.dead)
+		return
+	}
+	emit(r.ts, *r.part)
+}
+
+// complete asks the policy for the group of one instance.
+func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Instance, p *prompt.Prompt) rolled {
 	req := rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: f.GroupSize,
 		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
-	f.sem <- struct{}{}
 	start := time.Now()
-	resp, err := f.policy.Complete(ctx, req)
-	<-f.sem
+	resp, err := f.policy.Complete(f.ctx, req)
 	if err != nil {
-		v, _ := json.Marshal(&in)
-		dead(deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v))
-		return
+		v, _ := json.Marshal(in)
+		d := deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
+		return rolled{ts: ts, dead: &d}
 	}
 	f.st.rollouts.Add(int64(len(resp.Completions)))
 	mRollouts.Add(float64(len(resp.Completions)))
@@ -204,24 +291,27 @@ func (f *rolloutFn) ProcessElement(ctx context.Context, source string, in schema
 	}
 	gid := GroupID(f.GroupPrefix, in.ID, source)
 	created := now()
+	out := part{GroupID: gid, Origin: source, System: p.System, Prompt: p.User, Files: p.Files, Oracle: in.OracleNewContent,
+		Members: make([]member, f.GroupSize)}
 	for i := range f.GroupSize {
 		s := schemas.Sample{Repo: in.Repo, Rollout: schemas.Rollout{SchemaVersion: schemas.Version,
 			ID: fmt.Sprintf("%s/%d", gid, i), InstanceID: in.ID, GroupID: gid, GroupSize: f.GroupSize, Index: i,
-			PolicyVersion: resp.PolicyVersion, System: p.System, Prompt: p.User, LatencyMS: latency, CreatedAt: created}}
+			PolicyVersion: resp.PolicyVersion, LatencyMS: latency, CreatedAt: created}}
 		s.SchemaVersion = schemas.Version
 		if i >= len(resp.Completions) {
-			emit(member{Sample: s, Origin: source, Lost: fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)})
+			out.Members[i] = member{Sample: s, Lost: fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)}
 			continue
 		}
 		c := resp.Completions[i]
 		s.Completion, s.CompletionTokens, s.PromptTokens, s.LogProbs, s.FinishReason = c.Text, c.Tokens, c.PromptTokens, c.LogProbs, c.FinishReason
-		emit(member{Sample: s, Files: p.Files, Oracle: in.OracleNewContent, Origin: source})
+		out.Members[i] = member{Sample: s}
 	}
+	return rolled{ts: ts, part: &out}
 }
 
-// rewardFn scores a member with the SWE-RL search/replace reward against
-// the files its prompt showed; a completion whose scoring times out is
-// dead-lettered and goes on as a tombstone.
+// rewardFn scores the members of a part with the SWE-RL search/replace
+// reward against the files its prompt showed; a completion whose scoring
+// times out is dead-lettered and goes on as a tombstone.
 type rewardFn struct {
 	RunID   string
 	Timeout time.Duration
@@ -230,28 +320,31 @@ type rewardFn struct {
 
 func (f *rewardFn) Setup() { f.st = runStats(f.RunID) }
 
-func (f *rewardFn) ProcessElement(ctx context.Context, m member, emit func(string, member), dead func(schemas.DeadLetter)) {
-	gid := m.Sample.GroupID
-	if m.Lost == "" {
+func (f *rewardFn) ProcessElement(ctx context.Context, p part, emit func(string, part), dead func(schemas.DeadLetter)) {
+	for i := range p.Members {
+		m := &p.Members[i]
+		if m.Lost != "" {
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, f.Timeout)
-		res := reward.SearchReplace(rctx, m.Files, m.Oracle, m.Sample.Completion)
+		res := reward.SearchReplace(rctx, p.Files, p.Oracle, m.Sample.Completion)
 		cancel()
 		if strings.HasPrefix(res.Error, "timeout:") || strings.HasPrefix(res.Error, "canceled:") {
 			v, _ := json.Marshal(&m.Sample)
-			dead(deadLetter(f.st, "reward", m.Sample.ID, gid, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
+			dead(deadLetter(f.st, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
 			m.Lost = "reward: " + res.Error
-		} else {
-			m.Sample.Reward, m.Sample.FormatError, m.Sample.Similarities = res.Reward, res.Error, res.Similarities
-			f.st.scored.Add(1)
-			mReward.Observe(res.Reward)
-			if res.Error != "" {
-				f.st.formatErrors.Add(1)
-				mFormatErrors.Inc()
-			}
+			continue
+		}
+		m.Sample.Reward, m.Sample.FormatError, m.Sample.Similarities = res.Reward, res.Error, res.Similarities
+		f.st.scored.Add(1)
+		mReward.Observe(res.Reward)
+		if res.Error != "" {
+			f.st.formatErrors.Add(1)
+			mFormatErrors.Inc()
 		}
 	}
-	m.Files, m.Oracle = nil, nil
-	emit(gid, m)
+	p.Files, p.Oracle = nil, nil
+	emit(p.GroupID, p)
 }
 
 // groupFn collects the members of a group (keyed by group id) and, when all
@@ -281,19 +374,25 @@ type groupFn struct {
 
 func (f *groupFn) Setup() { f.st = runStats(f.RunID) }
 
-func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, m member, emit func(string, schemas.Sample), dropped func(string)) {
+func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, p part, emit func(string, schemas.Sample), dropped func(string)) {
 	n, _, err := f.Arrived.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
 	}
-	b, err := json.Marshal(&m)
+	if n == 0 && len(p.Members) >= f.GroupSize {
+		// The whole group in one part (the usual case): no state needed.
+		f.emitGroup([]part{p}, gid, emit, dropped)
+		return
+	}
+	b, err := json.Marshal(&p)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: %w", gid, err))
 	}
 	if err := f.Members.Add(sp, b); err != nil {
 		panic(fmt.Errorf("train: group %s: write state: %w", gid, err))
 	}
-	n++
+	first := n == 0
+	n += int64(len(p.Members))
 	if n >= int64(f.GroupSize) {
 		f.finish(sp, tp, gid, emit, dropped)
 		return
@@ -301,7 +400,7 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 	if err := f.Arrived.Write(sp, n); err != nil {
 		panic(fmt.Errorf("train: group %s: write state: %w", gid, err))
 	}
-	if n == 1 {
+	if first {
 		at := ts.Add(time.Duration(f.TimeoutMS) * time.Millisecond)
 		if end := w.MaxTimestamp(); at > end || at < ts {
 			at = end
@@ -314,9 +413,7 @@ func (f *groupFn) OnTimer(ctx context.Context, ts beam.EventTime, sp state.Provi
 	f.finish(sp, tp, gid, emit, dropped)
 }
 
-// finish emits the group's samples keyed by the origin of its input record,
-// or, when the group is dropped, only that origin on dropped (nothing of it
-// needs to become durable before the input is acknowledged).
+// finish emits the parts collected in state and clears it.
 func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	raw, _, err := f.Members.Read(sp)
 	if err != nil {
@@ -325,28 +422,41 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 	f.Members.Clear(sp)
 	f.Arrived.Clear(sp)
 	f.Timeout.Clear(tp)
-	if len(raw) == 0 {
-		return
+	parts := make([]part, 0, len(raw))
+	for _, b := range raw {
+		var p part
+		if err := json.Unmarshal(b, &p); err != nil {
+			panic(fmt.Errorf("train: group %s: state: %w", gid, err))
+		}
+		parts = append(parts, p)
 	}
+	if len(parts) > 0 {
+		f.emitGroup(parts, gid, emit, dropped)
+	}
+}
+
+// emitGroup computes the advantages of a finished group and emits its
+// samples keyed by the origin of its input record, or, when the group is
+// dropped, only that origin on dropped (nothing of it needs to become
+// durable before the input is acknowledged).
+func (f *groupFn) emitGroup(parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	seen := map[int]bool{}
 	var samples []schemas.Sample
 	lost := 0
-	origin := ""
-	for _, b := range raw {
-		var m member
-		if err := json.Unmarshal(b, &m); err != nil {
-			panic(fmt.Errorf("train: group %s: state: %w", gid, err))
+	origin, system, prompt := parts[0].Origin, parts[0].System, parts[0].Prompt
+	for _, p := range parts {
+		for _, m := range p.Members {
+			if seen[m.Sample.Index] { // a replayed member
+				continue
+			}
+			seen[m.Sample.Index] = true
+			if m.Lost != "" {
+				lost++
+				continue
+			}
+			m.Sample.System, m.Sample.Prompt = system, prompt
+			samples = append(samples, m.Sample)
 		}
-		if seen[m.Sample.Index] { // a replayed member
-			continue
-		}
-		seen[m.Sample.Index] = true
-		origin = m.Origin
-		if m.Lost != "" {
-			lost++
-			continue
-		}
-		samples = append(samples, m.Sample)
 	}
 	complete := lost == 0 && len(samples) == f.GroupSize
 	f.st.groups.Add(1)

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -22,10 +23,22 @@ func init() {
 
 // written is the set of sample ids under one samples directory, loaded from
 // the files there on first use and grown by every write of this process.
+// It holds 64-bit hashes of the ids (about 20 bytes a sample), so a long
+// streaming run does not keep every id string in memory; two ids collide
+// with probability about n²/2⁶⁵.
 type written struct {
 	mu  sync.Mutex
-	ids map[string]bool
+	ids map[uint64]struct{}
 }
+
+func idHash(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
+}
+
+func (w *written) has(id string) bool { _, ok := w.ids[idHash(id)]; return ok }
+func (w *written) add(id string)      { w.ids[idHash(id)] = struct{}{} }
 
 var (
 	writtenMu sync.Mutex
@@ -45,7 +58,7 @@ func writtenIn(dir string) (*written, error) {
 	if w := writtenBy[abs]; w != nil {
 		return w, nil
 	}
-	w := &written{ids: map[string]bool{}}
+	w := &written{ids: map[uint64]struct{}{}}
 	files, err := parquetio.Files(abs)
 	if err != nil {
 		return nil, err
@@ -53,7 +66,7 @@ func writtenIn(dir string) (*written, error) {
 	for _, f := range files {
 		err := parquetio.Scan(f, func(rows []sampleID) error {
 			for _, r := range rows {
-				w.ids[r.ID] = true
+				w.add(r.ID)
 			}
 			return nil
 		})
@@ -141,7 +154,7 @@ func (f *sampleSinkFn) flush() error {
 			m.Origin = f.origins[i]
 		}
 		f.done = append(f.done, m)
-		if f.seen.ids[s.ID] || batch[s.ID] {
+		if f.seen.has(s.ID) || batch[s.ID] {
 			f.st.dups.Add(1)
 			continue
 		}
@@ -156,7 +169,7 @@ func (f *sampleSinkFn) flush() error {
 		return err
 	}
 	for _, s := range rows {
-		f.seen.ids[s.ID] = true
+		f.seen.add(s.ID)
 		f.st.rewardSumMicro.Add(micro(s.Reward))
 	}
 	f.st.samples.Add(int64(len(rows)))

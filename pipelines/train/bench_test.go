@@ -1,0 +1,243 @@
+package train_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
+
+	"swerl/pipelines/train"
+	"swerl/pipelines/train/traintest"
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
+)
+
+// benchInstances is the number of instances per benchmark run
+// (SWERL_BENCH_INSTANCES, default 400), each with G = 4 completions.
+func benchInstances() int {
+	if n, err := strconv.Atoi(os.Getenv("SWERL_BENCH_INSTANCES")); err == nil && n > 0 {
+		return n
+	}
+	return 400
+}
+
+const benchG = 4
+
+// benchInput writes n instances and their completions, and produces the
+// instances to a fresh embedded broker's instances topic.
+func benchInput(b *testing.B, n int) (*traintest.Set, kafkaio.Config, func()) {
+	b.Helper()
+	dir := b.TempDir()
+	set, err := traintest.Write(dir, n, benchG, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := br.Config("")
+	if _, err := train.Feed(context.Background(), c, set.InstancesPath, filepath.Join(dir, "dead")); err != nil {
+		b.Fatal(err)
+	}
+	return set, c, br.Close
+}
+
+// BenchmarkRawKafka is the floor the pipeline is measured against: kafka-go
+// consumes the instances topic and produces G records per instance (the
+// instance's bytes as the value, zstd, keyed) to the samples topic on the
+// same embedded broker, with no prompt, rollout, reward or Beam.
+func BenchmarkRawKafka(b *testing.B) {
+	n := benchInstances()
+	_, c, stop := benchInput(b, n)
+	defer stop()
+	ctx := context.Background()
+	parts, err := kafkaio.Partitions(ctx, c, c.Topic(kafkaio.Instances))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	total := 0
+	for it := 0; it < b.N; it++ {
+		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), Balancer: &kafka.Murmur2Balancer{},
+			BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, Compression: compress.Zstd, RequiredAcks: kafka.RequireAll}
+		for _, p := range parts {
+			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], c.Topic(kafkaio.Instances), p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			last, _ := conn.ReadLastOffset()
+			conn.Close()
+			if last == 0 {
+				continue
+			}
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: c.Topic(kafkaio.Instances), Partition: p, MaxWait: 50 * time.Millisecond})
+			var out []kafka.Message
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := 0; j < benchG; j++ {
+					out = append(out, kafka.Message{Key: []byte(fmt.Sprintf("%s/%d", m.Key, j)), Value: m.Value})
+				}
+				if m.Offset+1 >= last {
+					break
+				}
+			}
+			r.Close()
+			if err := w.WriteMessages(ctx, out...); err != nil {
+				b.Fatal(err)
+			}
+			total += len(out)
+		}
+		w.Close()
+	}
+	el := time.Since(start).Seconds()
+	b.ReportMetric(float64(total)/el, "records/s")
+}
+
+// BenchmarkTrainKafka runs the whole train pipeline on Prism: instances
+// topic → decode → prompt → file-policy rollout → reward → group →
+// advantage → samples topic and Parquet.
+func BenchmarkTrainKafka(b *testing.B) {
+	n := benchInstances()
+	set, c, stop := benchInput(b, n)
+	defer stop()
+	b.ResetTimer()
+	var samples int64
+	var el float64
+	for it := 0; it < b.N; it++ {
+		out := filepath.Join(b.TempDir(), "out") // fresh positions: read the topic again
+		start := time.Now()
+		sum, err := train.Run(context.Background(), train.Config{Kafka: c, Bounded: true,
+			Policy: "file:" + set.CompletionsPath, GroupSize: benchG, Out: out})
+		el += time.Since(start).Seconds()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Samples != int64(n*benchG) {
+			b.Fatalf("%d samples, want %d", sum.Samples, n*benchG)
+		}
+		samples += sum.Samples
+	}
+	b.ReportMetric(float64(samples)/el, "samples/s")
+}
+
+// TestTrainMemoryFlat runs the pipeline unbounded while instances keep
+// arriving (about 400 a second) for SWERL_MEMORY_RUN (a duration; skipped
+// when unset) and logs the live heap every tenth of the run: it must not
+// grow with the input. Set SWERL_BROKERS to a broker in another process
+// (`swerl broker --addr 127.0.0.1:9092`): the embedded broker keeps every
+// record in this process's heap, which would hide the pipeline's own.
+func TestTrainMemoryFlat(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("SWERL_MEMORY_RUN"))
+	if err != nil {
+		t.Skip("set SWERL_MEMORY_RUN=10m to run")
+	}
+	dir := t.TempDir()
+	const distinct = 200
+	set, err := traintest.Write(dir, distinct, benchG, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c kafkaio.Config
+	if b := os.Getenv("SWERL_BROKERS"); b != "" {
+		c = kafkaio.Config{Brokers: strings.Split(b, ","), TopicPrefix: fmt.Sprintf("mem%d.", time.Now().UnixNano())}
+		var topics []string
+		for _, n := range kafkaio.TopicNames {
+			topics = append(topics, c.Topic(n))
+		}
+		if err := kafkaio.EnsureTopics(context.Background(), c, 4, topics...); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer br.Close()
+		c = br.Config("")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var sum train.Summary
+	go func() {
+		var err error
+		sum, err = train.Run(ctx, train.Config{Kafka: c, Policy: "file:" + set.CompletionsPath, GroupSize: benchG,
+			Out: filepath.Join(dir, "out"), RowsPerFile: 100000, ProgressEvery: d / 10, Progress: os.Stderr})
+		done <- err
+	}()
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Instances), Balancer: &kafka.Murmur2Balancer{},
+		BatchTimeout: 5 * time.Millisecond, Compression: compress.Zstd}
+	defer w.Close()
+	vals := make([][]byte, distinct)
+	for i := range vals {
+		vals[i], _ = schemas.Encode(&set.Instances[i])
+	}
+	start := time.Now()
+	next := start
+	sent := 0
+	var heaps []uint64
+	for time.Since(start) < d {
+		batch := make([]kafka.Message, 20)
+		for j := range batch {
+			i := sent % distinct
+			batch[j] = kafka.Message{Key: []byte(set.Instances[i].ID), Value: vals[i]}
+			sent++
+		}
+		if err := w.WriteMessages(context.Background(), batch...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // ≈ 400 instances/s offered
+		if time.Now().After(next) {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			heaps = append(heaps, ms.HeapInuse)
+			t.Logf("%6.0fs: %d instances produced, heap in use %.1f MiB", time.Since(start).Seconds(), sent, float64(ms.HeapInuse)/(1<<20))
+			next = next.Add(d / 10)
+		}
+	}
+	cancel()
+	<-done
+	t.Logf("summary: %s", sum)
+	if len(heaps) >= 4 && heaps[len(heaps)-1] > 3*heaps[1] {
+		t.Errorf("heap grew from %d to %d bytes", heaps[1], heaps[len(heaps)-1])
+	}
+}
+
+// BenchmarkTrainFile is BenchmarkTrainKafka with the instances read from
+// the JSONL file and no Kafka at all (Parquet output only): the pipeline's
+// own cost without the Kafka plane.
+func BenchmarkTrainFile(b *testing.B) {
+	n := benchInstances()
+	set, err := traintest.Write(b.TempDir(), n, benchG, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var samples int64
+	var el float64
+	for it := 0; it < b.N; it++ {
+		out := filepath.Join(b.TempDir(), "out")
+		start := time.Now()
+		sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
+			Policy: "file:" + set.CompletionsPath, GroupSize: benchG, Out: out})
+		el += time.Since(start).Seconds()
+		if err != nil {
+			b.Fatal(err)
+		}
+		samples += sum.Samples
+	}
+	b.ReportMetric(float64(samples)/el, "samples/s")
+}
