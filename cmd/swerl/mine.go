@@ -40,7 +40,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	exclude := fs.String("exclude", "", "decontamination file: one owner/repo, owner/repo#N or owner/repo@sha12 a line")
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
 	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
-	shards := fs.Int("shards", 4, "number of instance Parquet files")
+	rowsPerFile := fs.Int("rows-per-file", 5000, "most instances in one Parquet file")
 	brokers := fs.String("brokers", "", "also publish the instances to the Kafka topic swerl.instances on these brokers (host:port,…)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
@@ -52,15 +52,15 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *shards < 1 {
-		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --shards ≥ 1")
+	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *rowsPerFile < 1 {
+		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --rows-per-file ≥ 1")
 	}
 	cfg := mine.Config{
 		Repos: repos, Events: events, Out: *out, Commits: *commits,
 		MaxFiles: *maxFiles, MaxLines: *maxLines, MaxBytes: *maxBytes,
 		RelevantFiles: *relFiles, RelevantBytes: *relBytes,
 		Exclude: *exclude, ExcludeSWEBench: *swebench,
-		JSONL: *jsonl != "", JSONLPath: *jsonl, Shards: *shards,
+		JSONL: *jsonl != "", JSONLPath: *jsonl, RowsPerFile: *rowsPerFile,
 		Progress: stderr, ProgressEvery: *every,
 	}
 	if *brokers != "" {

@@ -2,9 +2,9 @@ package mine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -40,9 +40,7 @@ func init() {
 	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
 	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
 	register.DoFn4x0[context.Context, Candidate, func(string, []byte), func(Rejected)](&buildFn{})
-	register.DoFn5x0[context.Context, string, func(*[]byte) bool, func(string, []byte), func(Rejected)](&dedupFn{})
-	register.DoFn2x2[string, []byte, int, []byte](&shardFn{})
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func(string), error](&writeFn{})
+	register.DoFn5x1[context.Context, string, func(*[]byte) bool, func(string, []byte), func(Rejected), error](&dedupWriteFn{})
 	register.DoFn2x0[context.Context, Rejected](&countFn{})
 	register.Function2x0(deadKey)
 	register.DoFn3x1[int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
@@ -73,7 +71,11 @@ type Params struct {
 	Limits     mining.Limits
 	Relevant   mining.RelevantConfig
 	Exclude    *mining.Exclude
-	Shards     int // instance files; default 4
+	// RowsPerFile caps the rows of one instance file; default 5000.
+	RowsPerFile int
+	// Emit makes Build's result carry the kept instances; without it the
+	// result is empty (the instances are only written to files).
+	Emit bool
 }
 
 func (p Params) validate() error {
@@ -94,8 +96,8 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	if err := p.validate(); err != nil {
 		panic("mine.Build: " + err.Error())
 	}
-	if p.Shards <= 0 {
-		p.Shards = 4
+	if p.RowsPerFile <= 0 {
+		p.RowsPerFile = 5000
 	}
 	s = s.Scope("mine")
 	names := make([]string, len(p.Repos))
@@ -110,9 +112,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
 	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Exclude: p.Exclude}, beam.CoGroupByKey(s, repoKV, evKV))
 	built, buildRej := beam.ParDo2(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant}, beam.Reshuffle(s, cands))
-	kept, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, built))
-	shards := beam.ParDo(s, &shardFn{Shards: p.Shards}, kept)
-	beam.ParDo(s, &writeFn{Dir: filepath.Join(p.Out, "instances"), Shards: p.Shards}, beam.GroupByKey(s, shards))
+	kept, dupRej := beam.ParDo2(s, &dedupWriteFn{Dir: filepath.Join(p.Out, "instances"), RowsPerFile: p.RowsPerFile, Emit: p.Emit}, beam.GroupByKey(s, built))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	beam.ParDo0(s, &countFn{}, rejected)
 	dead := beam.ParDo(s, deadKey, rejected)
@@ -235,7 +235,7 @@ func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, emit func(str
 		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail})
 		return
 	}
-	b, err := schemas.Encode(&inst)
+	b, err := encodeInstance(&inst)
 	if err != nil {
 		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.BadRecord), Detail: err.Error()})
 		return
@@ -253,72 +253,82 @@ func (f *buildFn) Teardown() {
 	f.cats = nil
 }
 
-// dedupFn keeps one instance per oracle patch: the smallest id. It emits
-// KV<id, instance JSON>.
-type dedupFn struct{}
+// dedupWriteFn keeps one instance per oracle patch (the smallest id) and
+// writes the kept instances to DIR/part-<hash>.parquet files of at most
+// RowsPerFile rows, sorted by id, named by a hash of their ids: a retried
+// bundle rewrites the same file (atomically: temporary name, rename). With
+// Emit it also outputs KV<id, instance JSON>.
+type dedupWriteFn struct {
+	Dir         string
+	RowsPerFile int
+	Emit        bool
 
-func (f *dedupFn) ProcessElement(ctx context.Context, key string, vals func(*[]byte) bool, emit func(string, []byte), rej func(Rejected)) {
-	var all [][]byte
+	rows []schemas.Instance
+}
+
+func (f *dedupWriteFn) StartBundle(ctx context.Context, emit func(string, []byte), rej func(Rejected)) {
+	f.rows = f.rows[:0]
+}
+
+func (f *dedupWriteFn) ProcessElement(ctx context.Context, key string, vals func(*[]byte) bool, emit func(string, []byte), rej func(Rejected)) error {
+	var all []schemas.Instance
+	var raw [][]byte
 	var ids []string
 	var b []byte
 	for vals(&b) {
-		var inst schemas.Instance
-		if err := schemas.Decode(b, &inst); err != nil {
+		inst, js, err := decodeInstance(b)
+		if err != nil {
 			rej(Rejected{ID: key, Reason: string(mining.BadRecord), Detail: err.Error()})
 			continue
 		}
-		all = append(all, append([]byte(nil), b...))
+		all = append(all, inst)
 		ids = append(ids, inst.ID)
+		if f.Emit {
+			raw = append(raw, js)
+		}
 	}
 	if len(all) == 0 {
-		return
+		return nil
 	}
 	keep := mining.PickFirst(ids)
 	for i := range all {
 		if i != keep {
-			rej(Rejected{ID: ids[i], Reason: string(mining.Duplicate), Detail: ids[i] + ": same oracle patch as " + ids[keep]})
+			rej(Rejected{Repo: all[i].Repo, ID: ids[i], Reason: string(mining.Duplicate), Detail: ids[i] + ": same oracle patch as " + ids[keep]})
 		}
 	}
-	emit(ids[keep], all[keep])
-}
-
-// shardFn assigns an instance to an output file by a hash of its id.
-type shardFn struct {
-	Shards int
-}
-
-func (f *shardFn) ProcessElement(id string, b []byte) (int, []byte) {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(f.Shards)), b
-}
-
-// writeFn writes one shard's instances, sorted by id, to
-// DIR/part-SSSSS-of-NNNNN.parquet (atomically: temporary name, rename).
-type writeFn struct {
-	Dir    string
-	Shards int
-}
-
-func (f *writeFn) ProcessElement(ctx context.Context, shard int, vals func(*[]byte) bool, emit func(string)) error {
-	var rows []schemas.Instance
-	var b []byte
-	for vals(&b) {
-		var inst schemas.Instance
-		if err := schemas.Decode(b, &inst); err != nil {
-			return fmt.Errorf("mine: shard %d: %w", shard, err)
-		}
-		rows = append(rows, inst)
+	if f.Emit {
+		emit(ids[keep], raw[keep])
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
-	path := filepath.Join(f.Dir, fmt.Sprintf("part-%05d-of-%05d.parquet", shard, f.Shards))
+	f.rows = append(f.rows, all[keep])
+	if len(f.rows) >= f.RowsPerFile {
+		return f.flush(ctx)
+	}
+	return nil
+}
+
+func (f *dedupWriteFn) FinishBundle(ctx context.Context, emit func(string, []byte), rej func(Rejected)) error {
+	return f.flush(ctx)
+}
+
+func (f *dedupWriteFn) flush(ctx context.Context) error {
+	if len(f.rows) == 0 {
+		return nil
+	}
+	rows := f.rows
+	sort.Slice(rows, func(i, j int) bool { return mining.IDLess(rows[i].ID, rows[j].ID) })
+	h := sha256.New()
+	for _, r := range rows {
+		h.Write([]byte(r.ID))
+		h.Write([]byte{0})
+	}
+	path := filepath.Join(f.Dir, fmt.Sprintf("part-%x.parquet", h.Sum(nil)[:8]))
 	if err := parquetio.WriteFile(path, rows); err != nil {
 		return err
 	}
 	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(rows)))
 	live.kept.Add(int64(len(rows)))
 	promm().instances.Add(float64(len(rows)))
-	emit(path)
+	f.rows = nil
 	return nil
 }
 

@@ -52,8 +52,8 @@ type Config struct {
 	// JSONLPath (default DIR/instances.jsonl).
 	JSONL     bool
 	JSONLPath string
-	// Shards is the number of instance files; default 4.
-	Shards int
+	// RowsPerFile caps the rows of one instance file; default 5000.
+	RowsPerFile int
 	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
 	// uses Beam's --runner flag, itself defaulting to prism.
 	Runner string
@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
-		Exclude:  ex, Shards: cfg.Shards,
+		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,
 	})
 	if cfg.Publish != nil {
 		cfg.Publish(s, kept)
