@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -192,22 +193,41 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	return nil
 }
 
-// buildFn reads each candidate's files through one cat-file process per
-// repository and emits KV<patch key, instance JSON>.
+// buildFn reads each candidate's files and emits KV<patch key, compressed
+// instance JSON>. Candidates are built in batches by Workers goroutines,
+// each with its own `git cat-file --batch` per repository, so git's latency
+// overlaps; results are emitted in input order from ProcessElement or
+// FinishBundle.
 type buildFn struct {
 	Limits   mining.Limits
 	Relevant mining.RelevantConfig
+	Workers  int // default runtime.NumCPU(), at least 2
 
-	mu   sync.Mutex
-	cats map[string]*gitio.CatFile
+	pending []Candidate
+	mu      sync.Mutex
+	idle    map[string][]*gitio.CatFile // by repository directory
+	all     []*gitio.CatFile
 }
 
-func (f *buildFn) cat(ctx context.Context, dir string) (*gitio.CatFile, error) {
+const buildBatch = 64
+
+func (f *buildFn) workers() int {
+	if f.Workers > 0 {
+		return f.Workers
+	}
+	return max(2, runtime.NumCPU())
+}
+
+// acquire returns a cat-file process for dir, starting one if all are busy.
+func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.cats[dir]; ok {
+	if cs := f.idle[dir]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		f.idle[dir] = cs[:len(cs)-1]
+		f.mu.Unlock()
 		return c, nil
 	}
+	f.mu.Unlock()
 	repo, err := gitio.Open(context.Background(), dir)
 	if err != nil {
 		return nil, err
@@ -217,40 +237,94 @@ func (f *buildFn) cat(ctx context.Context, dir string) (*gitio.CatFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.cats == nil {
-		f.cats = map[string]*gitio.CatFile{}
-	}
-	f.cats[dir] = c
+	f.mu.Lock()
+	f.all = append(f.all, c)
+	f.mu.Unlock()
 	return c, nil
 }
 
+func (f *buildFn) release(dir string, c *gitio.CatFile) {
+	f.mu.Lock()
+	if f.idle == nil {
+		f.idle = map[string][]*gitio.CatFile{}
+	}
+	f.idle[dir] = append(f.idle[dir], c)
+	f.mu.Unlock()
+}
+
 func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, emit func(string, []byte), rej func(Rejected)) {
-	cat, err := f.cat(ctx, c.RepoDir)
-	if err != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()})
+	f.pending = append(f.pending, c)
+	if len(f.pending) >= buildBatch {
+		f.flush(emit, rej)
+	}
+}
+
+func (f *buildFn) FinishBundle(ctx context.Context, emit func(string, []byte), rej func(Rejected)) {
+	f.flush(emit, rej)
+}
+
+type built struct {
+	key string
+	val []byte
+	rej *Rejected
+}
+
+func (f *buildFn) flush(emit func(string, []byte), rej func(Rejected)) {
+	if len(f.pending) == 0 {
 		return
 	}
+	out := make([]built, len(f.pending))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(f.workers(), len(f.pending)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = f.buildOne(f.pending[i])
+			}
+		}()
+	}
+	for i := range f.pending {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, b := range out {
+		if b.rej != nil {
+			rej(*b.rej)
+		} else {
+			emit(b.key, b.val)
+		}
+	}
+	f.pending = f.pending[:0]
+}
+
+func (f *buildFn) buildOne(c Candidate) built {
+	cat, err := f.acquire(c.RepoDir)
+	if err != nil {
+		return built{rej: &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}}
+	}
+	defer f.release(c.RepoDir, cat)
 	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant})
 	if r != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail})
-		return
+		return built{rej: &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail}}
 	}
 	b, err := encodeInstance(&inst)
 	if err != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.BadRecord), Detail: err.Error()})
-		return
+		return built{rej: &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.BadRecord), Detail: err.Error()}}
 	}
-	emit(mining.PatchKey(inst.OraclePatch), b)
+	return built{key: mining.PatchKey(inst.OraclePatch), val: b}
 }
 
 // Teardown stops the cat-file processes.
 func (f *buildFn) Teardown() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.cats {
+	for _, c := range f.all {
 		c.Close()
 	}
-	f.cats = nil
+	f.all, f.idle = nil, nil
 }
 
 // dedupWriteFn keeps one instance per oracle patch (the smallest id) and
