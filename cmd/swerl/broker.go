@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"swerl/sinks/kafkaio"
+)
+
+func init() {
+	register(&command{name: "broker", summary: "run an embedded Kafka broker (real wire protocol, in memory) until Ctrl-C", run: runBroker})
+}
+
+func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("broker", "[--addr 127.0.0.1:9092] [--partitions N] [--topic-prefix P]", stderr)
+	addr := fs.String("addr", "127.0.0.1:9092", "listen address (port 0: any free port)")
+	partitions := fs.Int("partitions", 4, "partitions of the seeded swerl topics and of topics created on first use")
+	prefix := fs.String("topic-prefix", kafkaio.DefaultTopicPrefix, "prefix of the seeded topics (instances, samples, weights, deadletter)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *partitions < 1 {
+		return usagef("--partitions ≥ 1, please")
+	}
+	c := kafkaio.Config{TopicPrefix: *prefix}
+	if *prefix == "" {
+		c.TopicPrefix = "-"
+	}
+	var topics []string
+	for _, n := range kafkaio.TopicNames {
+		topics = append(topics, c.Topic(n))
+	}
+	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Addr: *addr, Partitions: *partitions, Topics: topics})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	addrs := strings.Join(b.Addrs(), ",")
+	fmt.Fprintf(stderr, "Kafka broker (embedded, in memory) on %s; topics %s (%d partitions); Ctrl-C stops it\n", addrs, strings.Join(topics, ", "), *partitions)
+	fmt.Fprintln(stdout, addrs)
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "broker stopped")
+	return nil
+}

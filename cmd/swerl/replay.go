@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
+	"swerl/sinks/parquetio"
+	"swerl/transforms/advantage"
+	"swerl/transforms/reward"
+)
+
+func init() {
+	register(&command{name: "replay", summary: "re-read a Kafka topic into Parquet, optionally re-scoring samples with the current reward", run: runReplay})
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", "--topic T [--from-offset N | --from-time RFC3339] [--to-offset N | --to-time RFC3339] --out DIR [--rescore --instances FILE|DIR]", stderr)
+	kf := addKafkaFlags(fs)
+	topic := fs.String("topic", "", "topic to re-read: instances, samples, weights, deadletter (prefixed by --topic-prefix) or any full topic name")
+	kind := fs.String("kind", "", "what the topic holds: samples, instances, weights, deadletter or raw (default: from the topic name)")
+	fromOffset := fs.Int64("from-offset", 0, "first offset of every partition")
+	fromTime := fs.String("from-time", "", "start every partition at its first record at or after this RFC 3339 time")
+	toOffset := fs.Int64("to-offset", 0, "stop every partition before this offset (0: at its end when the replay starts)")
+	toTime := fs.String("to-time", "", "stop every partition before its first record at or after this RFC 3339 time")
+	out := fs.String("out", "", "output root: DIR/samples/, DIR/instances/, DIR/weights/, DIR/raw/ and DIR/deadletter/ (undecodable records)")
+	rescore := fs.Bool("rescore", false, "re-score samples with the current reward and recompute their group advantages (needs --instances)")
+	instances := fs.String("instances", "", "instances for --rescore (code_context, oracle): a JSONL or Parquet file, or a directory of Parquet files")
+	adv := fs.String("advantage", "grpo", "advantage estimator for --rescore: grpo, drgrpo or rloo")
+	timeout := fs.Duration("reward-timeout", 30*time.Second, "longest time to score one sample (then reward −1)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments %q", fs.Args())
+	case *topic == "":
+		return usagef("want --topic")
+	case *out == "":
+		return usagef("want --out DIR")
+	case *fromOffset < 0 || *toOffset < 0:
+		return usagef("offsets are ≥ 0")
+	case *fromOffset > 0 && *fromTime != "":
+		return usagef("--from-offset and --from-time exclude each other")
+	case *toOffset > 0 && *toTime != "":
+		return usagef("--to-offset and --to-time exclude each other")
+	case *rescore != (*instances != ""):
+		return usagef("--rescore and --instances go together")
+	}
+	rc := kafkaio.ReadConfig{FromOffset: *fromOffset, ToOffset: *toOffset, Bounded: true}
+	var err error
+	if rc.FromTime, err = parseTimeFlag("from-time", *fromTime); err != nil {
+		return err
+	}
+	if rc.ToTime, err = parseTimeFlag("to-time", *toTime); err != nil {
+		return err
+	}
+	method, err := advantage.ParseMethod(*adv)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if *kind != "" && !slices.Contains([]string{kafkaio.KindSamples, kafkaio.KindInstances, kafkaio.KindWeights, kafkaio.KindDeadLetter, kafkaio.KindRaw}, *kind) {
+		return usagef("--kind %q: want samples, instances, weights, deadletter or raw", *kind)
+	}
+	cfg := kafkaio.ReplayConfig{Kind: *kind, Out: *out, Progress: stderr}
+	if *rescore {
+		byID, err := loadInstances(*instances)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "replay: %d instances from %s for re-scoring\n", len(byID), *instances)
+		cfg.Rescore = rescorer(byID, method, *timeout)
+	}
+	c, stop, err := kf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	rc.Config = c
+	rc.Topic = *topic
+	if slices.Contains(kafkaio.TopicNames, *topic) {
+		rc.Topic = c.Topic(*topic)
+	}
+	cfg.Read = rc
+	st, err := kafkaio.Replay(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "replayed %s: %d records → %d rows, %d dead-letter, %d files under %s", rc.Topic, st.Records, st.Rows, st.DeadLetter, len(st.Files), *out)
+	if *rescore {
+		fmt.Fprintf(stdout, "; %d samples re-scored, %d incomplete groups", st.Rescored, st.Incomplete)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func parseTimeFlag(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return t, usagef("--%s %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", name, v)
+	}
+	return t, nil
+}
+
+// rescorer scores every sample of a group with the current search/replace
+// reward against its instance and recomputes the group's advantages.
+func rescorer(byID map[string]*schemas.Instance, m advantage.Method, timeout time.Duration) func(context.Context, []schemas.Sample, bool) ([]schemas.Sample, error) {
+	return func(ctx context.Context, g []schemas.Sample, complete bool) ([]schemas.Sample, error) {
+		for i := range g {
+			in := byID[g[i].InstanceID]
+			if in == nil {
+				return nil, fmt.Errorf("instance %q of sample %s is not in --instances", g[i].InstanceID, g[i].ID)
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			r := reward.SearchReplace(rctx, in.CodeContext, in.OracleNewContent, g[i].Completion)
+			cancel()
+			g[i].Reward, g[i].FormatError, g[i].Similarities = r.Reward, r.Error, r.Similarities
+		}
+		if _, err := advantage.Group(m, g, complete); err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
+}
+
+// loadInstances reads instances from a JSONL file (one per line), a
+// Parquet file, or a directory of Parquet files, indexed by id.
+func loadInstances(path string) (map[string]*schemas.Instance, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	var list []schemas.Instance
+	switch {
+	case fi.IsDir():
+		list, err = parquetio.ReadDir[schemas.Instance](path)
+	case strings.HasSuffix(path, ".parquet"):
+		list, err = parquetio.ReadFile[schemas.Instance](path)
+	default:
+		list, err = readInstancesJSONL(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*schemas.Instance, len(list))
+	for i := range list {
+		byID[list[i].ID] = &list[i]
+	}
+	return byID, nil
+}
+
+func readInstancesJSONL(path string) ([]schemas.Instance, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []schemas.Instance
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 256<<20)
+	for line := 1; sc.Scan(); line++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		in, err := kafkaio.Decode[schemas.Instance](sc.Bytes(), fmt.Sprintf("%s:%d", path, line))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New(path + ": no instances")
+	}
+	return out, nil
+}

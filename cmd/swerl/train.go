@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"swerl/pipelines/train"
+	"swerl/transforms/advantage"
+	"swerl/transforms/prompt"
+)
+
+func init() {
+	register(&command{name: "train", summary: "streaming train pipeline: instances → rollouts → reward → advantage → samples (Kafka and Parquet)", run: runTrain})
+}
+
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("train", "--policy SPEC [--instances FILE] [--out DIR] [flags]", stderr)
+	instances := fs.String("instances", "", "read instances from this JSONL or Parquet file (default: the instances topic); with no --brokers the file is fed through the embedded broker")
+	policy := fs.String("policy", "", "policy: file:COMPLETIONS.jsonl, http://host:port/v1 (OpenAI-compatible), or model:DIR (required)")
+	groupSize := fs.Int("group-size", 4, "completions per instance (G)")
+	adv := fs.String("advantage", "grpo", "advantage estimator: grpo, drgrpo or rloo")
+	dropZero := fs.Bool("drop-zero-variance", false, "drop groups whose rewards are all equal (they are counted either way)")
+	groupTimeout := fs.Duration("group-timeout", 10*time.Minute, "finish a group still incomplete this long after its instance (event time)")
+	incomplete := fs.String("incomplete", "emit", "incomplete groups: emit (advantages over the members present) or drop")
+	groupPrefix := fs.String("group-prefix", "", "prefix of every group id (e.g. round3/ to train on the same instances file again into the same --out)")
+	out := fs.String("out", "swerl-out", "output root: samples/, deadletter/ (Parquet) and positions/")
+	temperature := fs.Float64("temperature", 1.0, "sampling temperature passed to the policy")
+	maxTokens := fs.Int("max-tokens", 0, "most completion tokens (0: the policy's default)")
+	seed := fs.Int64("seed", 0, "sampling seed passed to the policy (0: none)")
+	concurrency := fs.Int("concurrency", 8, "policy requests in flight at once")
+	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one completion; slower ones are dead-lettered")
+	maxFiles := fs.Int("max-files", 0, "show at most this many files in a prompt (0: all)")
+	maxFileBytes := fs.Int("max-file-bytes", 0, "skip files larger than this in a prompt (0: no cap)")
+	maxPromptBytes := fs.Int("max-prompt-bytes", 0, "cap a prompt at this many bytes (0: no cap)")
+	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
+	every := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often")
+	kf := addKafkaFlags(fs)
+	addBeamFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *policy == "" {
+		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
+	}
+	method, err := advantage.ParseMethod(*adv)
+	if err != nil {
+		return usagef("--advantage: %v", err)
+	}
+	inc, err := train.ParseIncomplete(*incomplete)
+	if err != nil {
+		return usagef("--incomplete: %v", err)
+	}
+	if *groupSize < 1 || *concurrency < 1 || *groupTimeout <= 0 || *rewardTimeout <= 0 {
+		return usagef("--group-size and --concurrency ≥ 1, and positive timeouts, please")
+	}
+	if *follow && *instances != "" {
+		return usagef("--follow reads the instances topic; it does not go with --instances")
+	}
+	embedded := kf.brokers == ""
+	kc, stop, err := kf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	beamInit()
+	cfg := train.Config{
+		Kafka: kc, Instances: *instances, FeedInstances: *instances != "" && embedded,
+		Policy: *policy, GroupSize: *groupSize, Method: method, DropZeroVariance: *dropZero,
+		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out,
+		Prompt:      prompt.Options{MaxFiles: *maxFiles, MaxFileBytes: *maxFileBytes, MaxPromptBytes: *maxPromptBytes},
+		Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed, Concurrency: *concurrency,
+		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
+		Progress: stderr, ProgressEvery: *every,
+	}
+	_, err = train.Run(ctx, cfg)
+	return err
+}

@@ -1,0 +1,186 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"swerl/sinks/kafkaio"
+	"swerl/transforms/advantage"
+	"swerl/transforms/prompt"
+)
+
+// Incomplete says what happens to a group that finishes with fewer than
+// GroupSize scored members.
+type Incomplete string
+
+// Policies for incomplete groups.
+const (
+	IncompleteEmit Incomplete = "emit" // emit its members, advantages over those present
+	IncompleteDrop Incomplete = "drop" // drop it (counted)
+)
+
+// ParseIncomplete accepts "emit" and "drop".
+func ParseIncomplete(s string) (Incomplete, error) {
+	switch Incomplete(s) {
+	case IncompleteEmit, IncompleteDrop:
+		return Incomplete(s), nil
+	case "":
+		return IncompleteEmit, nil
+	}
+	return "", fmt.Errorf("train: incomplete-group policy %q: want emit or drop", s)
+}
+
+// Config configures one run of the train pipeline.
+type Config struct {
+	// Kafka is the cluster for the instances, samples and dead-letter
+	// topics. With no brokers the run uses no Kafka at all (Instances is
+	// then required, and output goes to Parquet only).
+	Kafka kafkaio.Config
+	// Instances is a JSONL (one schemas.Instance per line) or Parquet file
+	// of instances, read directly. Empty: read the instances topic.
+	Instances string
+	// FeedInstances first produces Instances to the instances topic (see
+	// Feed) and then reads them back from Kafka like any other input: the
+	// whole path through the broker. swerl train does this with its
+	// embedded broker.
+	FeedInstances bool
+	// Policy is a transforms/rollout spec: "file:C.jsonl",
+	// "http://host:port/v1", "model:DIR", …
+	Policy string
+	// GroupSize is G, the completions per instance (default 4).
+	GroupSize int
+	// Method is the advantage estimator (default GRPO).
+	Method advantage.Method
+	// DropZeroVariance drops groups whose rewards are all equal (they are
+	// counted either way).
+	DropZeroVariance bool
+	// GroupTimeout finishes a group that is still incomplete this long
+	// after its first member arrived (default 10 minutes).
+	GroupTimeout time.Duration
+	// Incomplete is what happens to incomplete groups (default emit).
+	Incomplete Incomplete
+	// GroupPrefix is prepended to every group id, e.g. "round3/" when the
+	// same instances file is replayed for a new round into the same Out.
+	GroupPrefix string
+	// Out is the output root: Out/samples and Out/deadletter (default
+	// "swerl-out").
+	Out string
+	// Prompt caps the prompt (transforms/prompt.Options).
+	Prompt prompt.Options
+	// Sampling options passed to the policy (zero: the policy's defaults).
+	Temperature float64
+	MaxTokens   int
+	Seed        int64
+	// Concurrency bounds the policy requests in flight in this process
+	// (default 8).
+	Concurrency int
+	// RewardTimeout bounds the scoring of one completion (default 30 s);
+	// a completion that runs out of time is dead-lettered.
+	RewardTimeout time.Duration
+	// Bounded stops when the input is drained: a Kafka read stops at the
+	// end offsets seen when it starts (files are always bounded). Unbounded
+	// runs keep reading until ctx is cancelled.
+	Bounded bool
+	// RowsPerFile caps the rows of one Parquet file (default 10000).
+	RowsPerFile int
+	// MetricsAddr serves Prometheus /metrics there ("" serves nothing).
+	MetricsAddr string
+	// Progress receives a progress line every ProgressEvery (default 2 s)
+	// and the end summary; nil prints nothing.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Runner is the Beam runner ("" uses the --runner flag, default prism).
+	Runner string
+}
+
+func (c *Config) defaults() error {
+	if c.GroupSize == 0 {
+		c.GroupSize = 4
+	}
+	if c.Method == "" {
+		c.Method = advantage.GRPO
+	}
+	if c.GroupTimeout == 0 {
+		c.GroupTimeout = 10 * time.Minute
+	}
+	if c.Incomplete == "" {
+		c.Incomplete = IncompleteEmit
+	}
+	if c.Out == "" {
+		c.Out = "swerl-out"
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	if c.RewardTimeout == 0 {
+		c.RewardTimeout = 30 * time.Second
+	}
+	if c.RowsPerFile == 0 {
+		c.RowsPerFile = 10000
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = 2 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	switch {
+	case c.Policy == "":
+		return errors.New("train: no policy (e.g. file:C.jsonl, http://host:port/v1, model:DIR)")
+	case c.GroupSize < 1:
+		return fmt.Errorf("train: group size %d, want ≥ 1", c.GroupSize)
+	case c.Concurrency < 1:
+		return fmt.Errorf("train: concurrency %d, want ≥ 1", c.Concurrency)
+	case c.GroupTimeout < 0 || c.RewardTimeout < 0:
+		return errors.New("train: timeouts must be positive")
+	}
+	if _, err := advantage.ParseMethod(string(c.Method)); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if _, err := ParseIncomplete(string(c.Incomplete)); err != nil {
+		return err
+	}
+	if c.Instances != "" {
+		if _, err := os.Stat(c.Instances); err != nil {
+			return fmt.Errorf("train: instances: %w", err)
+		}
+	}
+	if len(c.Kafka.Brokers) > 0 {
+		if err := c.Kafka.Validate(); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+	} else if c.Instances == "" || c.FeedInstances {
+		return errors.New("train: no Kafka brokers: want Instances (a JSONL or Parquet file) and no FeedInstances")
+	}
+	return nil
+}
+
+// Summary counts what one run did.
+type Summary struct {
+	Records        int64   // input records read
+	Instances      int64   // instances decoded and prompted
+	Rollouts       int64   // completions received from the policy
+	Scored         int64   // completions scored
+	FormatErrors   int64   // scored completions with a format error (reward −1)
+	Groups         int64   // groups finished
+	ZeroVariance   int64   // finished groups whose rewards were all equal
+	Incomplete     int64   // finished groups with fewer than GroupSize members
+	DroppedGroups  int64   // groups dropped (zero variance or incomplete, by config)
+	Samples        int64   // sample rows written (after de-duplication)
+	Duplicates     int64   // samples skipped because their id was already written
+	DeadLetters    int64   // records routed to the dead-letter outputs
+	MeanReward     float64 // mean reward of the samples written
+	Files          int64   // Parquet files written (samples and dead-letters)
+	Fed            int64   // instances produced to the topic by FeedInstances
+	PolicyVersion  int64   // newest policy version seen in a response (-1: unknown)
+	ElapsedSeconds float64
+}
+
+// String is the one-line end summary.
+func (s Summary) String() string {
+	return fmt.Sprintf("train: %d records, %d instances, %d rollouts, %d samples written (%d duplicates skipped), mean reward %.4f, %d format errors, %d groups (%d zero-variance, %d incomplete, %d dropped), %d dead-letters, %d files, policy v%d, %.1fs",
+		s.Records, s.Instances, s.Rollouts, s.Samples, s.Duplicates, s.MeanReward, s.FormatErrors, s.Groups, s.ZeroVariance, s.Incomplete, s.DroppedGroups, s.DeadLetters, s.Files, s.PolicyVersion, s.ElapsedSeconds)
+}

@@ -1,0 +1,141 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
+
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
+	"swerl/sinks/parquetio"
+)
+
+// FeedSummary counts what Feed did.
+type FeedSummary struct {
+	Produced    int64 // instances produced to the topic
+	DeadLetters int64 // lines that are not valid instances
+}
+
+// Feed produces the instances of a JSONL or Parquet file to the instances
+// topic of c (key: instance id; value: the instance's JSON). A line that is
+// not a valid instance is not produced: it becomes a dead-letter (stage
+// "decode", source "FILE:LINE") written to deadDir as Parquet and to the
+// dead-letter topic. Records are produced in file order by one writer, so
+// feeding the same file into a fresh topic gives every record the same
+// offset each time.
+func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSummary, error) {
+	var sum FeedSummary
+	tr, err := c.Transport()
+	if err != nil {
+		return sum, err
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Transport: tr, Balancer: &kafka.Murmur2Balancer{},
+		BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
+		MaxAttempts: 5, Compression: compress.Zstd, AllowAutoTopicCreation: true}
+	defer w.Close()
+	var msgs []kafka.Message
+	var dead []schemas.DeadLetter
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			return fmt.Errorf("train: feeding %s: %w", path, err)
+		}
+		sum.Produced += int64(len(msgs))
+		msgs = msgs[:0]
+		return nil
+	}
+	topic := c.Topic(kafkaio.Instances)
+	add := func(src string, value []byte) error {
+		var in schemas.Instance
+		err := schemas.Decode(value, &in)
+		if err == nil {
+			err = in.Validate()
+		}
+		if err != nil {
+			dead = append(dead, schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: "decode", Source: src,
+				Reason: fmt.Sprintf("%s: %v", src, err), Value: value, CreatedAt: now()})
+			return nil
+		}
+		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(in.ID), Value: value})
+		if len(msgs) >= 1000 {
+			return flush()
+		}
+		return nil
+	}
+	if strings.HasSuffix(path, ".parquet") {
+		row := 0
+		err = parquetio.Scan(path, func(rows []schemas.Instance) error {
+			for i := range rows {
+				row++
+				v, err := schemas.Encode(&rows[i])
+				if err != nil {
+					return err
+				}
+				if err := add(fmt.Sprintf("%s#%d", path, row), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = scanLines(path, add)
+	}
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return sum, err
+	}
+	if len(dead) > 0 {
+		if err := parquetio.WriteFile(partName(deadDir, "deadletter"), dead); err != nil {
+			return sum, err
+		}
+		var dm []kafka.Message
+		for _, d := range dead {
+			v, err := schemas.Encode(&d)
+			if err != nil {
+				return sum, err
+			}
+			dm = append(dm, kafka.Message{Topic: c.Topic(kafkaio.DeadLetter), Key: []byte(d.Source), Value: v})
+			mDeadLetters.WithLabelValues("decode").Inc()
+		}
+		if err := w.WriteMessages(ctx, dm...); err != nil {
+			return sum, fmt.Errorf("train: dead-letters of %s: %w", path, err)
+		}
+		sum.DeadLetters = int64(len(dead))
+	}
+	return sum, nil
+}
+
+// scanLines calls fn with "PATH:LINE" and the bytes of every non-blank line.
+func scanLines(path string, fn func(src string, line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := fn(fmt.Sprintf("%s:%d", path, n), append([]byte(nil), line...)); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("train: %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package train
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"swerl/sinks/kafkaio"
+	"swerl/sinks/metrics"
+	"swerl/transforms/rollout"
+)
+
+// Run builds the train pipeline for cfg and runs it until the input is
+// drained (bounded input) or ctx is cancelled. It returns the run's counts.
+// The policy is opened once here and shared by the run's DoFns when they
+// run in this process.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	start := time.Now()
+	if err := cfg.defaults(); err != nil {
+		return Summary{}, err
+	}
+	pol, err := rollout.Open(cfg.Policy)
+	if err != nil {
+		return Summary{}, fmt.Errorf("train: %w", err)
+	}
+	defer pol.Close()
+	srv, err := metrics.Serve(cfg.MetricsAddr)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer srv.Close()
+	if srv != nil {
+		fmt.Fprintf(cfg.Progress, "train: metrics on http://%s/metrics\n", srv.Addr)
+	}
+
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	id := newRunID()
+	st := runStats(id)
+	st.policy = pol
+	defer func() {
+		dropRun(id)
+		runsMu.Lock()
+		delete(semaphores.m, id)
+		runsMu.Unlock()
+	}()
+
+	var src source
+	useKafka := len(cfg.Kafka.Brokers) > 0
+	switch {
+	case cfg.FeedInstances:
+		fs, err := Feed(ctx, cfg.Kafka, cfg.Instances, filepath.Join(cfg.Out, "deadletter"))
+		if err != nil {
+			return Summary{}, err
+		}
+		st.fed.Add(fs.Produced)
+		st.dead.Add(fs.DeadLetters)
+		st.records.Add(fs.DeadLetters)
+		fmt.Fprintf(cfg.Progress, "train: fed %d instances from %s to %s (%d dead-letters)\n", fs.Produced, cfg.Instances, cfg.Kafka.Topic(kafkaio.Instances), fs.DeadLetters)
+		src = kafkaSource(cfg)
+	case cfg.Instances != "":
+		src = fileSource(cfg.Instances)
+	default:
+		src = kafkaSource(cfg)
+	}
+	p, err := build(id, cfg, src, useKafka, cfg.FeedInstances || cfg.Instances == "")
+	if err != nil {
+		return Summary{}, err
+	}
+	done := make(chan struct{})
+	var lagFn func() (int64, error)
+	if cfg.FeedInstances || cfg.Instances == "" {
+		lagFn = func() (int64, error) {
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return lag(lctx, cfg.Kafka, cfg.Kafka.Topic(kafkaio.Instances), positionsDir(cfg))
+		}
+	}
+	go progress(cfg, st, start, done, lagFn)
+	err = runPipeline(ctx, cfg.Runner, p)
+	close(done)
+	sum := st.summary()
+	sum.ElapsedSeconds = time.Since(start).Seconds()
+	fmt.Fprintln(cfg.Progress, sum)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sum, fmt.Errorf("train: stopped: %w", ctx.Err())
+		}
+		return sum, fmt.Errorf("train: pipeline: %w", err)
+	}
+	return sum, nil
+}
+
+func runPipeline(ctx context.Context, runner string, p *beam.Pipeline) error {
+	if runner != "" {
+		_, err := beam.Run(ctx, runner, p)
+		return err
+	}
+	return beamx.Run(ctx, p)
+}
+
+// build constructs the pipeline graph of one run.
+// useKafka writes samples and dead-letters to Kafka; ack acknowledges the
+// positions of Kafka input once its outputs are durable.
+func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipeline, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("train: building the pipeline: %v", r)
+		}
+	}()
+	p, s := beam.NewPipelineWithRoot()
+	records := src(s)
+	instances, dead1 := beam.ParDo2(s.Scope("Decode"), &decodeFn{RunID: id}, records)
+	members, dead2 := beam.ParDo2(s.Scope("Rollout"), &rolloutFn{RunID: id, Policy: cfg.Policy, GroupSize: cfg.GroupSize,
+		GroupPrefix: cfg.GroupPrefix, Prompt: cfg.Prompt, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens,
+		Seed: cfg.Seed, Concurrency: cfg.Concurrency}, instances)
+	scored, dead3 := beam.ParDo2(s.Scope("Reward"), &rewardFn{RunID: id, Timeout: cfg.RewardTimeout}, members)
+	group := &groupFn{RunID: id, GroupSize: cfg.GroupSize, Method: string(cfg.Method),
+		DropZeroVariance: cfg.DropZeroVariance, DropIncomplete: cfg.Incomplete == IncompleteDrop,
+		TimeoutMS: cfg.GroupTimeout.Milliseconds(),
+		Members:   state.MakeBagState[[]byte]("members"), Arrived: state.MakeValueState[int64]("arrived"),
+		Timeout: timers.InEventTime("timeout")}
+	samples, dropped := beam.ParDo2(s.Scope("GroupAdvantage"), group, scored)
+	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "samples"),
+		RowsPerFile: cfg.RowsPerFile, AckInput: ack}, samples)
+	if useKafka {
+		acked := kafkaio.WriteAcked(s.Scope("SamplesToKafka"), kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Samples)}, written)
+		if ack {
+			kafkaio.AckOrigins(s, positionsDir(cfg), acked)
+			kafkaio.Ack(s.Scope("AckDropped"), positionsDir(cfg), beam.ParDo(s, originPosition, dropped))
+		}
+	}
+	// One dead-letter sink per stage: a Flatten of outputs of one fused
+	// stage hangs Prism v2.77. Decode, prompt and rollout dead-letters are
+	// the end of their record, so they acknowledge it; a reward
+	// dead-letter's record is acknowledged by its group.
+	for i, d := range []beam.PCollection{dead1, dead2, dead3} {
+		sd := s.Scope(fmt.Sprintf("DeadLetters%d", i+1))
+		out := beam.ParDo(sd, &deadSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "deadletter"), AckInput: ack && i < 2}, d)
+		if useKafka {
+			acked := kafkaio.WriteAcked(sd, kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.DeadLetter)}, out)
+			if ack && i < 2 {
+				kafkaio.AckOrigins(sd, positionsDir(cfg), acked)
+			}
+		}
+	}
+	return p, nil
+}
+
+func newRunID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// progress prints a line every cfg.ProgressEvery until done.
+// With Kafka input it also updates the consumer-lag gauge.
+func progress(cfg Config, st *stats, start time.Time, done <-chan struct{}, lagFn func() (int64, error)) {
+	t := time.NewTicker(cfg.ProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			s := st.summary()
+			el := time.Since(start).Seconds()
+			lagText := ""
+			if lagFn != nil {
+				if n, err := lagFn(); err == nil {
+					mLag.Set(float64(n))
+					lagText = fmt.Sprintf(", lag %d", n)
+				}
+			}
+			fmt.Fprintf(cfg.Progress, "train: %.0fs: %d records, %d rollouts, %d samples (%.1f/s), %d dead-letters%s\n",
+				el, s.Records, s.Rollouts, s.Samples, float64(s.Samples)/el, s.DeadLetters, lagText)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package kafkaio
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/segmentio/kafka-go"
+)
+
+func init() {
+	register.Function1x1[Message, Message](relabel)
+}
+
+// relabel turns an input record into an output record for topic "out":
+// the value gains the source position, so the test can check every input
+// arrived exactly where it was.
+func relabel(m Message) Message {
+	return Message{Key: m.Key, Value: []byte(m.Source() + " " + string(m.Value))}
+}
+
+func startBroker(t testing.TB, topics ...string) Config {
+	t.Helper()
+	b, err := StartBroker(BrokerOptions{Partitions: 3, Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Config("")
+}
+
+// produce writes n records key-i/value-i (i from first) to topic.
+func produce(t testing.TB, c Config, topic string, first, n int) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, BatchSize: 500}
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := first; i < first+n; i++ {
+		msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "key-%d", i), Value: fmt.Appendf(nil, "value-%d", i)})
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumeAll reads every record of topic (all partitions) until want have
+// arrived or the deadline passes.
+func consumeAll(t testing.TB, c Config, topic string, want int, wait time.Duration) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	parts, err := Partitions(ctx, c, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for {
+		out = out[:0]
+		for _, p := range parts {
+			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, last, err := conn.ReadOffsets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Close()
+			if last == 0 {
+				continue
+			}
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond})
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					t.Fatalf("consume %s/%d: %v", topic, p, err)
+				}
+				out = append(out, m)
+				if m.Offset == last-1 {
+					break
+				}
+			}
+			r.Close()
+		}
+		if len(out) >= want || ctx.Err() != nil {
+			return out
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func runPipeline(t testing.TB, ctx context.Context, p *beam.Pipeline) error {
+	t.Helper()
+	_, err := prism.Execute(ctx, p)
+	return err
+}
+
+// A bounded read on Prism reads exactly the records present when it starts
+// and finishes; Write puts every one on the output topic, key preserved,
+// on the partition the key hashes to.
+func TestBoundedReadWriteOnPrism(t *testing.T) {
+	c := startBroker(t, "in", "out")
+	const n = 300
+	produce(t, c, "in", 0, n)
+
+	p, s := beam.NewPipelineWithRoot()
+	msgs := Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})
+	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabel, msgs))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := runPipeline(t, ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	out := consumeAll(t, c, "out", n, 10*time.Second)
+	checkRelabelled(t, out, 0, n)
+}
+
+func checkRelabelled(t testing.TB, out []kafka.Message, first, n int) {
+	t.Helper()
+	seen := map[string]int{}
+	byKeyPart := map[string]int{}
+	for _, m := range out {
+		src, val, ok := strings.Cut(string(m.Value), " ")
+		if !ok || !strings.HasPrefix(src, "in@") {
+			t.Fatalf("output value %q lacks its source", m.Value)
+		}
+		pos, err := ParsePosition(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "value-" + strings.TrimPrefix(string(m.Key), "key-"); val != want {
+			t.Errorf("key %s carries %q", m.Key, val)
+		}
+		seen[string(m.Key)]++
+		if q, ok := byKeyPart[string(m.Key)]; ok && q != m.Partition {
+			t.Errorf("key %s on partitions %d and %d", m.Key, q, m.Partition)
+		}
+		byKeyPart[string(m.Key)] = m.Partition
+		_ = pos
+	}
+	var missing, dup []string
+	for i := first; i < first+n; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		switch seen[k] {
+		case 0:
+			missing = append(missing, k)
+		case 1:
+		default:
+			dup = append(dup, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 || len(dup) > 0 || len(out) != n {
+		t.Fatalf("%d records out for %d in; missing %v; duplicated %v", len(out), n, missing, dup)
+	}
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	beam.Init()
+	os.Exit(m.Run())
+}
