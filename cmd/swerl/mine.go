@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"swerl/pipelines/mine"
+	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 )
 
@@ -41,7 +42,8 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
 	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
 	rowsPerFile := fs.Int("rows-per-file", 5000, "most instances in one Parquet file")
-	brokers := fs.String("brokers", "", "also publish the instances to the Kafka topic swerl.instances on these brokers (host:port,…)")
+	kf := addKafkaFlags(fs)
+	fs.Lookup("brokers").Usage = "also publish the instances to the Kafka topic <prefix>instances on these brokers host:port,… (none: no Kafka)"
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
@@ -63,12 +65,15 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		JSONL: *jsonl != "", JSONLPath: *jsonl, RowsPerFile: *rowsPerFile,
 		Progress: stderr, ProgressEvery: *every,
 	}
-	if *brokers != "" {
-		publish, err := minePublisher(*brokers)
+	// Unlike the streaming commands, mine publishes only when asked: with
+	// --brokers, instances also go to the instances topic.
+	if kf.brokers != "" {
+		kc, stop, err := kf.connect(ctx, stderr)
 		if err != nil {
 			return err
 		}
-		cfg.Publish = publish
+		defer stop()
+		cfg.Publish = mine.PublishKafka(kafkaio.WriteConfig{Config: kc, Topic: kc.Topic(kafkaio.Instances)})
 	}
 	srv, err := metrics.Serve(*metricsAddr)
 	if err != nil {
