@@ -52,7 +52,8 @@ type Config struct {
 	// JSONLPath (default DIR/instances.jsonl).
 	JSONL     bool
 	JSONLPath string
-	// RowsPerFile caps the rows of one instance file; default 5000.
+	// RowsPerFile caps the rows of one instance file (and the instances a
+	// build worker holds in memory); default 500.
 	RowsPerFile int
 	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
 	// uses Beam's --runner flag, itself defaulting to prism.
@@ -173,6 +174,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
+	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
@@ -228,6 +230,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
 	fillSummary(&sum, res)
+	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if sum.Files, err = parquetio.Files(instDir); err != nil {
 		return sum, err
 	}
