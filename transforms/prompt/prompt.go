@@ -76,7 +76,21 @@ type Options struct {
 	// NoSystem leaves Prompt.System empty (the reference's evaluation
 	// scaffold sends only the user message).
 	NoSystem bool
+	// Compact uses a short template and no system message, for small
+	// models whose context cannot hold the reference's 1.5 KB of fixed
+	// text (a deviation from the paper; see CompactTail). The answer
+	// format and the reward are unchanged.
+	Compact bool
 }
+
+// Compact template parts: the issue, the files, and a one-line reminder of
+// the answer format.
+const (
+	compactHead = "Issue:\n"
+	compactMid  = "\n\nCode:\n"
+	// CompactTail states the output format in one line.
+	CompactTail = "\n\nFix it. Answer <think>...</think> then <solution> with SEARCH/REPLACE edits</solution>."
+)
 
 // Prompt is a built prompt and what was left out of it.
 type Prompt struct {
@@ -106,14 +120,17 @@ func Build(in *schemas.Instance, o Options) (Prompt, error) {
 		return Prompt{}, fmt.Errorf("prompt: %w", err)
 	}
 	p := Prompt{Files: map[string]string{}}
-	if !o.NoSystem {
+	head, mid, tail := userHead, userMid, userTail
+	if o.Compact {
+		head, mid, tail = compactHead, compactMid, CompactTail
+	} else if !o.NoSystem {
 		p.System = System
 	}
 	issue := in.ProblemStatement
 	if issue == "" {
 		issue = strings.TrimSpace(in.PRTitle + "\n\n" + in.PRBody)
 	}
-	fixed := len(p.System) + len(userHead) + len(userMid) + len(userTail)
+	fixed := len(p.System) + len(head) + len(mid) + len(tail)
 	if o.MaxPromptBytes > 0 {
 		// Leave the issue at most what remains with no file at all, cut at a
 		// rune boundary.
@@ -166,7 +183,7 @@ func Build(in *schemas.Instance, o Options) (Prompt, error) {
 	if len(chunks) == 0 && len(in.CodeContext) > 0 {
 		return Prompt{}, fmt.Errorf("%w: instance %s: none of its %d files fits (%s)", ErrNoRoom, in.ID, len(in.CodeContext), strings.Join(p.Skipped, "; "))
 	}
-	p.User = userHead + issue + userMid + strings.Join(chunks, "\n\n") + userTail
+	p.User = head + issue + mid + strings.Join(chunks, "\n\n") + tail
 	return p, nil
 }
 

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"swerl/gpu"
+	"swerl/gpu/modeldir"
+	"swerl/gpu/policy"
+	"swerl/gpu/tokenizer"
+	"swerl/pipelines/eval"
+	"swerl/pipelines/mine"
+	"swerl/pipelines/rl"
+	"swerl/pipelines/train"
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
+	"swerl/sinks/metrics"
+	"swerl/transforms/advantage"
+	"swerl/transforms/prompt"
+	"swerl/transforms/rollout"
+	"swerl/transforms/window"
+)
+
+func init() {
+	register(&command{name: "run", summary: "the whole SWE-RL loop on embedded defaults: mine, warm start, RL steps, evaluation", run: runRun})
+}
+
+var (
+	mRunStep   = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_run_step", Help: "RL steps done by swerl run"})
+	mRunReward = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_run_mean_reward", Help: "mean reward of the last RL step's samples"})
+	mRunFormat = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_run_format_error_rate", Help: "format-error rate of the last RL step's samples"})
+)
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "[--repo PATH]… [--steps N] [--out DIR] [flags]", stderr)
+	var repos, events listFlag
+	fs.Var(&repos, "repo", "git repository to mine (repeatable; default: the current directory)")
+	fs.Var(&events, "events", "GH Archive .json/.json.gz file or folder (repeatable)")
+	instances := fs.String("instances", "", "use these instances (JSONL, Parquet, or a directory of Parquet) instead of mining")
+	out := fs.String("out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
+	modelDir := fs.String("model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
+	builtin := fs.String("builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
+	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model")
+	device := fs.String("device", "cpu", "compute device: "+deviceNames())
+	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
+	steps := fs.Int("steps", 40, "RL steps (one optimizer step and one published version each)")
+	sftSteps := fs.Int("sft-steps", 150, "supervised warm-start steps on the oracle answers before RL (0: none)")
+	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
+	lr := fs.Float64("lr", 5e-4, "RL learning rate")
+	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
+	batch := fs.Int("batch", 4, "instances per RL step")
+	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
+	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
+	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
+	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts")
+	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
+	hunkContext := fs.Int("hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
+	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
+	issueBytes := fs.Int("issue-bytes", 160, "with --hunks, cut the problem statement to this many bytes")
+	compact := fs.Bool("compact-prompt", true, "use the short prompt template (small models); false: the paper's full prompt")
+	evalN := fs.Int("eval", 16, "held-out instances evaluated before RL and at the end (0: none)")
+	seed := fs.Uint64("seed", 1, "seed of the built-in model, the data split and the sampling")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
+	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
+	kf := addKafkaFlags(fs)
+	addBeamFlags(fs)
+	verbose := fs.Bool("v", false, "log the Beam runner and the learner in full")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0")
+	}
+	if *mode != "beam" && *mode != "local" {
+		return usagef("--rollouts %q: want beam or local", *mode)
+	}
+	method, err := advantage.ParseMethod(*adv)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	beamInit()
+	if !*verbose {
+		// Prism logs each job step at INFO through the default logger,
+		// which beam.Init sets up.
+		slog.SetDefault(log)
+	}
+	be, err := openBackend(*device)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	srv, err := metrics.Serve(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	if srv != nil {
+		defer srv.Close()
+		fmt.Fprintf(stderr, "metrics on http://%s/metrics\n", srv.Addr)
+	}
+	kc, stopKafka, err := kf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopKafka()
+	if kf.brokers == "" {
+		// A new embedded broker starts with empty topics: positions a
+		// previous run saved against its own broker mean nothing here.
+		if err := os.RemoveAll(filepath.Join(*out, "positions")); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+
+	// 1. Data.
+	all, err := runData(ctx, *instances, repos, events, *out, *resume, stderr)
+	if err != nil {
+		return err
+	}
+	tasks := all
+	if *hunks {
+		tasks = nil
+		dropped := 0
+		for i := range all {
+			hs, d := window.Hunks(&all[i], window.Options{Context: *hunkContext, MaxBytes: *hunkBytes, MaxIssueBytes: *issueBytes})
+			tasks, dropped = append(tasks, hs...), dropped+d
+		}
+		fmt.Fprintf(stderr, "swerl run: %d instances → %d hunk tasks (%d hunks over --hunk-bytes %d dropped)\n", len(all), len(tasks), dropped, *hunkBytes)
+	}
+	popts := prompt.Options{Compact: *compact, MaxPromptBytes: 2500}
+	if *modelDir == "" {
+		// The built-in model's context is short: keep the tasks whose
+		// prompt and oracle answer fit it with room to spare.
+		kept := fitting(tasks, popts, *maxTokens, *maxSeq)
+		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), *maxTokens, *maxSeq)
+		tasks = kept
+	}
+	trainSet, held := split(tasks, *evalN, *seed)
+	if len(trainSet) == 0 {
+		return fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
+	}
+	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(trainSet), len(held))
+
+	// 2. Model.
+	if *modelDir == "" && !*resume {
+		*modelDir = filepath.Join(*out, "model")
+		if _, err := os.Stat(filepath.Join(*modelDir, "config.json")); err != nil {
+			if _, err := modeldir.Init(*modelDir, *builtin, *seed); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "swerl run: built-in %s model written to %s\n", *builtin, *modelDir)
+		}
+	}
+
+	// 3. Rollouts: the in-process policy (reloaded after every step) or a server.
+	var cur rollout.Policy
+	openPolicy := func() (rollout.Policy, error) {
+		if *pol != "" {
+			return rollout.Open(*pol)
+		}
+		return policy.Open(*out, policy.Options{Device: *device, MaxSeq: *maxSeq, Poll: -1, MaxTokens: *maxTokens,
+			Temperature: *temperature, Log: log})
+	}
+	current := func() (rollout.Policy, error) {
+		if cur == nil {
+			p, err := openPolicy()
+			if err != nil {
+				return nil, err
+			}
+			cur = p
+		} else if p, ok := cur.(*policy.Policy); ok {
+			if _, err := p.Reload(); err != nil {
+				return nil, err
+			}
+		}
+		return cur, nil
+	}
+	defer func() {
+		if cur != nil {
+			cur.Close()
+		}
+	}()
+	pub, err := newSamplePublisher(kc)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	rollouts := func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
+		p, err := current()
+		if err != nil {
+			return nil, err
+		}
+		s, err := rl.Local(p, popts, *group, *maxTokens, *temperature, method, 30*time.Second, log)(ctx, round, ins)
+		if err != nil {
+			return nil, err
+		}
+		return s, pub.Publish(ctx, s)
+	}
+	evaluate := func(tag string) (eval.Result, error) {
+		if len(held) == 0 {
+			return eval.Result{}, nil
+		}
+		p, err := current()
+		if err != nil {
+			return eval.Result{}, err
+		}
+		dir := filepath.Join(*out, "eval")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return eval.Result{}, err
+		}
+		path := filepath.Join(dir, "predictions-"+tag+".jsonl")
+		f, err := os.Create(path)
+		if err != nil {
+			return eval.Result{}, err
+		}
+		defer f.Close()
+		res, _, err := eval.Evaluate(ctx, p, held, eval.Options{Prompt: popts, MaxTokens: *maxTokens, Model: "swerl-" + tag}, f)
+		if err == nil {
+			fmt.Fprintf(stderr, "swerl run: eval %s: %s → %s\n", tag, res, path)
+		}
+		return res, err
+	}
+
+	storeRollouts := false
+	if *mode == "beam" {
+		spec := *pol
+		if spec == "" {
+			spec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
+		}
+		rollouts = beamRollouts(kc, *out, train.Config{Policy: spec, GroupSize: *group, Method: method, Prompt: popts,
+			Temperature: *temperature, MaxTokens: *maxTokens, Seed: int64(*seed), Concurrency: 1})
+		storeRollouts = true
+	}
+
+	// 4. Warm start and RL.
+	var evalStart eval.Result
+	lastLine := time.Time{}
+	cfg := rl.Config{
+		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be,
+		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
+		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq,
+		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28}, Prompt: popts, Seed: *seed,
+		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
+		BeforeRL: func(ctx context.Context) error {
+			var err error
+			evalStart, err = evaluate("start")
+			return err
+		},
+		AfterStep: func(ctx context.Context, st rl.StepStats) error {
+			mRunStep.Set(float64(st.Step))
+			mRunReward.Set(st.MeanReward)
+			mRunFormat.Set(st.FormatErrorRate)
+			if time.Since(lastLine) > time.Second || st.Step == st.Steps {
+				lastLine = time.Now()
+				fmt.Fprintf(stderr, "step %d/%d v%d  reward %+.3f  format-err %3.0f%%  exact %3.0f%%  zero-var %3.0f%%  staleness %d  %.1f samples/s  loss %.4f\n",
+					st.Step, st.Steps, st.Version, st.MeanReward, 100*st.FormatErrorRate, 100*st.ExactRate, 100*st.ZeroVarianceRate,
+					st.Version-1-st.PolicyVersion, float64(st.Samples)/(st.RolloutTime+st.TrainTime).Seconds(), st.Loss)
+			}
+			return nil
+		},
+	}
+	if *verbose {
+		cfg.Progress = stderr
+	}
+	fmt.Fprintf(stderr, "swerl run: warm start %d steps, then %d RL steps of %d instances × %d completions\n", *sftSteps, *steps, *batch, *group)
+	sum, err := rl.Run(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "swerl run: interrupted after RL step %d; everything published is kept, continue with --resume\n", sum.RLSteps)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	evalEnd, err := evaluate("end")
+	if err != nil {
+		return err
+	}
+	runSummary(stderr, *out, sum, evalStart, evalEnd, len(held) > 0, time.Since(start))
+	return nil
+}
+
+// runData mines (or loads) the instances of a run.
+func runData(ctx context.Context, instances string, repos, events []string, out string, resume bool, stderr io.Writer) ([]schemas.Instance, error) {
+	if instances != "" {
+		ins, err := rl.LoadInstances(instances)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "swerl run: %d instances from %s\n", len(ins), instances)
+		return ins, nil
+	}
+	dir := filepath.Join(out, "instances")
+	if resume {
+		if ins, err := rl.LoadInstances(dir); err == nil && len(ins) > 0 {
+			fmt.Fprintf(stderr, "swerl run: %d instances from %s (resumed)\n", len(ins), dir)
+			return ins, nil
+		}
+	}
+	if len(repos) == 0 {
+		repos = []string{"."}
+	}
+	sum, err := mine.Run(ctx, mine.Config{Repos: repos, Events: events, Out: out, Commits: true, Progress: stderr})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "swerl run: mined %d instances from %d commits and %d PRs of %s\n", sum.Instances, sum.Commits, sum.PRs, strings.Join(repos, ", "))
+	return rl.LoadInstances(dir)
+}
+
+// fitting keeps the tasks whose oracle answer is at most maxTokens tokens
+// of the built-in tokenizer and whose chat prompt plus answer fit maxSeq.
+func fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) []schemas.Instance {
+	tok := tokenizer.Builtin()
+	var out []schemas.Instance
+	for i := range tasks {
+		p, err := prompt.Build(&tasks[i], o)
+		if err != nil {
+			continue
+		}
+		ans, err := prompt.OracleAnswer(&tasks[i], p.Files)
+		if err != nil {
+			continue
+		}
+		if o.Compact {
+			ans = rl.ShortenThought(ans, schemas.SortedPaths(tasks[i].OracleNewContent))
+		}
+		msgs := []tokenizer.Message{{Role: "user", Content: p.User}}
+		if p.System != "" {
+			msgs = append([]tokenizer.Message{{Role: "system", Content: p.System}}, msgs...)
+		}
+		text, err := tok.Chat.Render(msgs, true)
+		if err != nil {
+			continue
+		}
+		a, q := len(tok.EncodeOrdinary(ans))+1, len(tok.Encode(text))
+		if a <= maxTokens && q+a <= maxSeq {
+			out = append(out, tasks[i])
+		}
+	}
+	return out
+}
+
+// split holds out n tasks for evaluation, in a seeded order; tasks of one
+// instance stay on one side so evaluation never sees a trained-on change.
+func split(tasks []schemas.Instance, n int, seed uint64) (train, held []schemas.Instance) {
+	parent := func(id string) string {
+		if i := strings.Index(id, "/"); i >= 0 {
+			if j := strings.Index(id[i+1:], "/"); j >= 0 {
+				// owner/repo#N/path:line or owner/repo@sha/path:line
+				return id[:i+1+j]
+			}
+		}
+		return id
+	}
+	byParent := map[string][]schemas.Instance{}
+	var parents []string
+	for _, t := range tasks {
+		p := parent(t.ID)
+		if _, ok := byParent[p]; !ok {
+			parents = append(parents, p)
+		}
+		byParent[p] = append(byParent[p], t)
+	}
+	sort.Strings(parents)
+	rand.New(rand.NewPCG(seed, 0xe7a1)).Shuffle(len(parents), func(i, j int) { parents[i], parents[j] = parents[j], parents[i] })
+	for _, p := range parents {
+		if len(held) < n && len(held)+len(byParent[p]) <= max(n, 1) && len(parents) > 1 {
+			held = append(held, byParent[p]...)
+			continue
+		}
+		train = append(train, byParent[p]...)
+	}
+	return train, held
+}
+
+func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result, evaluated bool, took time.Duration) {
+	fmt.Fprintf(w, "\nswerl run: done in %v: %d warm-start steps, %d RL steps, %d samples, newest version v%d\n",
+		took.Round(time.Second), sum.SFTSteps, sum.RLSteps, sum.Samples, sum.Version)
+	if n := len(sum.History); n >= 2 {
+		h := n / 2
+		mean := func(ss []rl.StepStats) (r, f float64) {
+			for _, s := range ss {
+				r += s.MeanReward
+				f += s.FormatErrorRate
+			}
+			return r / float64(len(ss)), f / float64(len(ss))
+		}
+		r1, f1 := mean(sum.History[:h])
+		r2, f2 := mean(sum.History[h:])
+		fmt.Fprintf(w, "  rollout reward, first half of the steps %+.4f (format errors %.0f%%), second half %+.4f (format errors %.0f%%)\n", r1, 100*f1, r2, 100*f2)
+	}
+	if evaluated {
+		fmt.Fprintf(w, "  held-out eval before RL: %s\n  held-out eval at the end: %s\n", start, end)
+	}
+	for _, p := range []struct{ what, path string }{
+		{"instances", filepath.Join(out, "instances")},
+		{"samples", filepath.Join(out, "samples")},
+		{"checkpoints", filepath.Join(out, "checkpoints")},
+		{"checkpoint index", filepath.Join(out, "index.parquet")},
+		{"eval predictions (SWE-bench format)", filepath.Join(out, "eval")},
+	} {
+		if _, err := os.Stat(p.path); err == nil {
+			fmt.Fprintf(w, "  %-36s %s\n", p.what, p.path)
+		}
+	}
+	fmt.Fprintf(w, "  report: swerl report --out %s\n", out)
+}
+
+// samplePublisher writes a run's samples to the samples topic, keyed by
+// group id, so any Kafka tool (or swerl replay) sees the run's data.
+type samplePublisher struct {
+	w *kafka.Writer
+}
+
+func newSamplePublisher(kc kafkaio.Config) (*samplePublisher, error) {
+	tr, err := kc.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &samplePublisher{w: &kafka.Writer{Addr: kafka.TCP(kc.Brokers...), Topic: kc.Topic("samples"), Transport: tr,
+		Balancer: &kafka.Hash{}, Compression: kafka.Zstd, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}}, nil
+}
+
+func (p *samplePublisher) Publish(ctx context.Context, samples []schemas.Sample) error {
+	msgs := make([]kafka.Message, 0, len(samples))
+	for i := range samples {
+		v, err := kafkaio.Encode(&samples[i])
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(samples[i].GroupID), Value: v})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return p.w.WriteMessages(ctx, msgs...)
+}
+
+func (p *samplePublisher) Close() error { return p.w.Close() }

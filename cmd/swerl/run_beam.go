@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"swerl/pipelines/rl"
+	"swerl/pipelines/train"
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
+	"swerl/sinks/parquetio"
+)
+
+// beamRollouts returns the RolloutFunc of swerl run that goes through the
+// real dataflow: the round's instances are produced to the instances topic,
+// the Beam train pipeline (prompt → rollout → reward → group → advantage)
+// reads them back on Prism, samples the newest published version through
+// the in-process model policy (or a server), and writes the samples to the
+// samples topic and to Parquet under out/samples; the round's samples are
+// then read back from the Parquet files the run added.
+func beamRollouts(kc kafkaio.Config, out string, tc train.Config) rl.RolloutFunc {
+	return func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
+		dir := filepath.Join(out, "rounds")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, fmt.Sprintf("round-%06d.jsonl", round))
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		enc := json.NewEncoder(f)
+		enc.SetEscapeHTML(false)
+		for i := range ins {
+			if err := enc.Encode(&ins[i]); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+		if _, err := train.Feed(ctx, kc, path, filepath.Join(out, "deadletter")); err != nil {
+			return nil, err
+		}
+		samplesDir := filepath.Join(out, "samples")
+		before := map[string]bool{}
+		if files, err := parquetio.Files(samplesDir); err == nil {
+			for _, f := range files {
+				before[f] = true
+			}
+		}
+		cfg := tc
+		cfg.Kafka, cfg.Out, cfg.Bounded = kc, out, true
+		cfg.GroupPrefix = fmt.Sprintf("r%06d/", round)
+		cfg.Seed = tc.Seed + int64(round)
+		if _, err := train.Run(ctx, cfg); err != nil {
+			return nil, err
+		}
+		files, err := parquetio.Files(samplesDir)
+		if err != nil {
+			return nil, err
+		}
+		var samples []schemas.Sample
+		for _, f := range files {
+			if before[f] {
+				continue
+			}
+			rows, err := parquetio.ReadFile[schemas.Sample](f)
+			if err != nil {
+				return nil, err
+			}
+			samples = append(samples, rows...)
+		}
+		sort.Slice(samples, func(i, j int) bool { return samples[i].ID < samples[j].ID })
+		return samples, nil
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"swerl/internal/gitio/gittest"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+)
+
+// runRepo makes a real git repository with a few small commits to mine.
+func runRepo(t *testing.T) string {
+	r := gittest.New(t)
+	base := map[string]string{}
+	for i := range 4 {
+		base[fmt.Sprintf("pkg/f%d.go", i)] = fmt.Sprintf("package pkg\n\nfunc F%d() int {\n\treturn %d\n}\n", i, i)
+	}
+	r.Commit("initial", base)
+	for i := range 4 {
+		p := fmt.Sprintf("pkg/f%d.go", i)
+		r.Commit(fmt.Sprintf("F%d returns the wrong value\n\nIt must return %d.", i, 10+i),
+			map[string]string{p: strings.Replace(base[p], fmt.Sprintf("return %d\n", i), fmt.Sprintf("return %d\n", 10+i), 1)})
+	}
+	return r.Dir
+}
+
+// The whole loop on embedded defaults, small: mine a real repository, warm
+// start, RL steps through Kafka and the Beam train pipeline on Prism,
+// evaluation; then --resume continues where the first run stopped.
+func TestRunWholeLoopAndResume(t *testing.T) {
+	repo := runRepo(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2",
+		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), append(args, "--steps", "2"), &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	log := stderr.String()
+	for _, want := range []string{"embedded Kafka broker", "mined 4 instances", "step 2/2", "eval start", "eval end", filepath.Join(out, "index.parquet")} {
+		if !strings.Contains(log, want) {
+			t.Errorf("output lacks %q:\n%s", want, log)
+		}
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 RL steps × 2 instances × 2 completions, every one scored and
+	// carrying the version it was sampled from (after the 2 SFT versions).
+	if len(samples) != 8 {
+		t.Fatalf("%d samples, want 8", len(samples))
+	}
+	for _, s := range samples {
+		if s.PolicyVersion < 2 || s.Reward < -1 || s.Reward > 1 || s.GroupSize != 2 {
+			t.Fatalf("bad sample %+v", s)
+		}
+	}
+	versions, err := parquetio.ReadFile[schemas.WeightVersion](filepath.Join(out, "index.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != 5 { // v0 + 2 SFT + 2 RL
+		t.Fatalf("%d versions in the index, want 5", len(versions))
+	}
+	preds, err := os.ReadFile(filepath.Join(out, "eval", "predictions-end.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		InstanceID string `json:"instance_id"`
+		Model      string `json:"model_name_or_path"`
+	}
+	if err := json.Unmarshal(bytes.SplitN(preds, []byte("\n"), 2)[0], &p); err != nil || p.InstanceID == "" || p.Model == "" {
+		t.Fatalf("eval prediction %q: %v", preds, err)
+	}
+
+	stderr.Reset()
+	if code := runMain(context.Background(), append(args, "--steps", "3", "--resume"), &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("resume: exit %d:\n%s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "step 1/3") || !strings.Contains(stderr.String(), "step 3/3") {
+		t.Fatalf("resume did not continue at step 3:\n%s", stderr.String())
+	}
+	versions, _ = parquetio.ReadFile[schemas.WeightVersion](filepath.Join(out, "index.parquet"))
+	samples, _ = parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if len(versions) != 6 || len(samples) != 12 {
+		t.Fatalf("after resume: %d versions, %d samples; want 6, 12", len(versions), len(samples))
+	}
+}

@@ -1,0 +1,400 @@
+// Package rl runs the whole SWE-RL loop in one process: an SFT warm start on
+// the oracle answers, then rounds of rollouts → reward → group advantages →
+// one GRPO step, each step published as a checkpoint version that the next
+// round's rollouts sample from (on-policy: staleness 0 by construction).
+//
+// The rollouts of a round come from a RolloutFunc: `swerl run` passes one
+// that runs the Beam train pipeline (pipelines/train) over the round's
+// instances through Kafka; Local does the same work in process and is what
+// tests and the fallback use. Either way the samples of every round are
+// appended to DIR/samples/ as Parquet, and the learner writes
+// DIR/checkpoints/ and DIR/index.parquet.
+package rl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/learner"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+	"swerl/transforms/advantage"
+	"swerl/transforms/prompt"
+	"swerl/transforms/reward"
+	"swerl/transforms/rollout"
+)
+
+// RolloutFunc produces the scored, advantage-weighted samples of one round:
+// GroupSize completions of each instance, sampled from the newest published
+// version. It must write nothing itself; Run stores the samples.
+type RolloutFunc func(ctx context.Context, round int, instances []schemas.Instance) ([]schemas.Sample, error)
+
+// Config configures Run.
+type Config struct {
+	// Out is the output root (samples/, checkpoints/, index.parquet,
+	// run.json).
+	Out string
+	// Train holds the training instances; Run cycles through them in a
+	// seeded random order.
+	Train []schemas.Instance
+	// Model is the model directory a fresh run starts from.
+	Model string
+	// Resume continues a run in Out (its checkpoints and run.json).
+	Resume bool
+	// Backend trains the model. Required.
+	Backend gpu.Backend
+	// SFTSteps of supervised warm start on the oracle answers (batch
+	// SFTBatch, learning rate SFTLR) before RL. 0 skips it.
+	SFTSteps, SFTBatch int
+	SFTLR              float64
+	// Steps is the number of RL steps; each samples BatchInstances
+	// instances GroupSize times and takes one optimizer step.
+	Steps, BatchInstances, GroupSize int
+	// LR is the RL learning rate; MaxSeq bounds prompt + completion tokens.
+	LR     float64
+	MaxSeq int
+	// Method turns a group's rewards into advantages. Default GRPO.
+	Method advantage.Method
+	// GRPO configures the clipped surrogate.
+	GRPO gpu.GRPOParams
+	// Prompt caps and template.
+	Prompt prompt.Options
+	// ShortThought replaces the oracle answers' thought with "Edit PATHS."
+	// (small models: fewer tokens to imitate before the edits).
+	ShortThought bool
+	// Rollouts produces a round's samples. Required (see Local).
+	Rollouts RolloutFunc
+	// RolloutsStore says Rollouts already stored the samples under
+	// Out/samples (the Beam train pipeline does); Run then writes none.
+	RolloutsStore bool
+	// BeforeRL, when set, is called once after the warm start, before the
+	// first RL step of this process (swerl run evaluates there).
+	BeforeRL func(ctx context.Context) error
+	// AfterStep, when set, is called after each RL step's version is
+	// published (swerl run reloads its policy and prints progress there).
+	AfterStep func(ctx context.Context, st StepStats) error
+	// Seed orders the instances.
+	Seed uint64
+	// Log receives warnings; Progress the learner's lines. Defaults: slog
+	// default, none.
+	Log           *slog.Logger
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+// StepStats describe one RL step.
+type StepStats struct {
+	Step, Steps      int
+	Version          int64   // version published by the step
+	PolicyVersion    int64   // newest version the step's samples came from
+	Samples          int     // samples of the round
+	MeanReward       float64 // over the round's samples
+	FormatErrorRate  float64
+	ExactRate        float64 // samples scoring 1
+	ZeroVarianceRate float64 // groups with equal rewards
+	RolloutTime      time.Duration
+	TrainTime        time.Duration
+	Loss             float64
+}
+
+// Summary is what Run did.
+type Summary struct {
+	SFTSteps, RLSteps int
+	Version           int64
+	Samples           int
+	History           []StepStats
+	SamplesDir        string
+}
+
+// state is DIR/run.json: how far a run got, for --resume.
+type state struct {
+	SFTDone bool `json:"sft_done"`
+	RLSteps int  `json:"rl_steps"`
+}
+
+func (c *Config) defaults() error {
+	if c.Backend == nil {
+		return errors.New("rl: no backend")
+	}
+	if c.Rollouts == nil {
+		return errors.New("rl: no rollout function")
+	}
+	if len(c.Train) == 0 {
+		return errors.New("rl: no training instances")
+	}
+	if c.SFTBatch <= 0 {
+		c.SFTBatch = 8
+	}
+	if c.BatchInstances <= 0 {
+		c.BatchInstances = 4
+	}
+	if c.GroupSize <= 0 {
+		c.GroupSize = 4
+	}
+	if c.MaxSeq <= 0 {
+		c.MaxSeq = 1024
+	}
+	if c.Method == "" {
+		c.Method = advantage.GRPO
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return nil
+}
+
+func (c *Config) learner(lr float64, resume bool) (*learner.Learner, error) {
+	return learner.New(learner.Config{
+		Out: c.Out, Model: c.Model, Resume: resume, Backend: c.Backend,
+		BatchGroups: c.BatchInstances, MaxStaleness: -1,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: c.GRPO},
+		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
+	})
+}
+
+func readState(out string) (state, error) {
+	var st state
+	b, err := os.ReadFile(filepath.Join(out, "run.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("rl: %s: %w", filepath.Join(out, "run.json"), err)
+	}
+	return st, nil
+}
+
+func writeState(out string, st state) error {
+	b, _ := json.Marshal(st)
+	tmp := filepath.Join(out, ".run.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(out, "run.json"))
+}
+
+// SFTExamples turns instances into warm-start pairs: the prompt and the
+// oracle answer. Instances with no oracle answer are skipped.
+func SFTExamples(ins []schemas.Instance, o prompt.Options, short bool, log *slog.Logger) []learner.Example {
+	var ex []learner.Example
+	for i := range ins {
+		p, err := prompt.Build(&ins[i], o)
+		if err != nil {
+			log.Warn("rl: no prompt for an SFT example", "id", ins[i].ID, "err", err)
+			continue
+		}
+		ans, err := prompt.OracleAnswer(&ins[i], p.Files)
+		if err != nil {
+			log.Warn("rl: no oracle answer", "id", ins[i].ID, "err", err)
+			continue
+		}
+		if short {
+			ans = ShortenThought(ans, schemas.SortedPaths(ins[i].OracleNewContent))
+		}
+		ex = append(ex, learner.Example{ID: ins[i].ID, System: p.System, Prompt: p.User, Answer: ans})
+	}
+	return ex
+}
+
+// ShortenThought replaces the thought of an answer with "Edit PATHS.".
+func ShortenThought(answer string, paths []string) string {
+	i := strings.Index(answer, reward.ThinkStart)
+	j := strings.Index(answer, reward.ThinkEnd)
+	if i < 0 || j < i {
+		return answer
+	}
+	return answer[:i] + reward.ThinkStart + "\nEdit " + strings.Join(paths, ", ") + ".\n" + answer[j:]
+}
+
+// Run runs the warm start and the RL steps (what a resumed run has not
+// done yet) and returns a summary.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	if err := cfg.defaults(); err != nil {
+		return Summary{}, err
+	}
+	sum := Summary{SamplesDir: filepath.Join(cfg.Out, "samples")}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return sum, err
+	}
+	st := state{}
+	if cfg.Resume {
+		var err error
+		if st, err = readState(cfg.Out); err != nil {
+			return sum, err
+		}
+	}
+	resume := cfg.Resume
+	if !st.SFTDone && cfg.SFTSteps > 0 {
+		l, err := cfg.learner(cfg.SFTLR, resume)
+		if err != nil {
+			return sum, err
+		}
+		ex := SFTExamples(cfg.Train, cfg.Prompt, cfg.ShortThought, cfg.Log)
+		if len(ex) == 0 {
+			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
+		}
+		ls, err := l.SFT(ctx, ex, cfg.SFTBatch, cfg.SFTSteps)
+		if err != nil {
+			return sum, err
+		}
+		sum.SFTSteps, sum.Version = ls.Steps, ls.Version
+		resume = true
+	}
+	st.SFTDone = true
+	if err := writeState(cfg.Out, st); err != nil {
+		return sum, err
+	}
+	l, err := cfg.learner(cfg.LR, resume)
+	if err != nil {
+		return sum, err
+	}
+	if cfg.BeforeRL != nil {
+		if err := cfg.BeforeRL(ctx); err != nil {
+			return sum, err
+		}
+	}
+	samples := parquetio.NewDirWriter[schemas.Sample](sum.SamplesDir, "rl", 1<<30)
+	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Train))
+	next := st.RLSteps * cfg.BatchInstances
+	for step := st.RLSteps + 1; step <= cfg.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		batch := make([]schemas.Instance, cfg.BatchInstances)
+		for i := range batch {
+			batch[i] = cfg.Train[order[next%len(order)]]
+			next++
+		}
+		t0 := time.Now()
+		round, err := cfg.Rollouts(ctx, step, batch)
+		if err != nil {
+			return sum, fmt.Errorf("rl: step %d rollouts: %w", step, err)
+		}
+		ss := roundStats(round)
+		ss.Step, ss.Steps, ss.RolloutTime = step, cfg.Steps, time.Since(t0)
+		if !cfg.RolloutsStore {
+			if err := samples.Write(round...); err != nil {
+				return sum, err
+			}
+			if err := samples.Flush(); err != nil {
+				return sum, err
+			}
+		}
+		t1 := time.Now()
+		ls, err := l.Run(ctx, &learner.SliceSource{Samples: round}, l.Stats().Steps+1)
+		if err != nil {
+			return sum, fmt.Errorf("rl: step %d: %w", step, err)
+		}
+		ss.TrainTime, ss.Version, ss.Loss = time.Since(t1), ls.Version, ls.LastLoss
+		st.RLSteps = step
+		if err := writeState(cfg.Out, st); err != nil {
+			return sum, err
+		}
+		sum.RLSteps, sum.Version, sum.Samples = sum.RLSteps+1, ls.Version, sum.Samples+len(round)
+		sum.History = append(sum.History, ss)
+		if cfg.AfterStep != nil {
+			if err := cfg.AfterStep(ctx, ss); err != nil {
+				return sum, err
+			}
+		}
+	}
+	return sum, nil
+}
+
+// roundStats aggregates a round's samples.
+func roundStats(round []schemas.Sample) StepStats {
+	var ss StepStats
+	ss.Samples = len(round)
+	groups := map[string][]float64{}
+	ss.PolicyVersion = -1
+	for _, s := range round {
+		ss.MeanReward += s.Reward
+		if s.FormatError != "" {
+			ss.FormatErrorRate++
+		}
+		if s.Reward == 1 {
+			ss.ExactRate++
+		}
+		ss.PolicyVersion = max(ss.PolicyVersion, s.PolicyVersion)
+		groups[s.GroupID] = append(groups[s.GroupID], s.Reward)
+	}
+	if n := float64(len(round)); n > 0 {
+		ss.MeanReward /= n
+		ss.FormatErrorRate /= n
+		ss.ExactRate /= n
+	}
+	zv := 0
+	for _, r := range groups {
+		if advantage.ZeroVariance(r) {
+			zv++
+		}
+	}
+	if len(groups) > 0 {
+		ss.ZeroVarianceRate = float64(zv) / float64(len(groups))
+	}
+	return ss
+}
+
+// Local returns a RolloutFunc that does the train pipeline's work in
+// process: build the prompt, ask pol for groupSize completions, score each
+// with the SWE-RL reward against the files shown, and compute the group's
+// advantages with m.
+func Local(pol rollout.Policy, o prompt.Options, groupSize, maxTokens int, temperature float64, m advantage.Method, timeout time.Duration, log *slog.Logger) RolloutFunc {
+	return func(ctx context.Context, round int, instances []schemas.Instance) ([]schemas.Sample, error) {
+		var out []schemas.Sample
+		for i := range instances {
+			in := &instances[i]
+			p, err := prompt.Build(in, o)
+			if err != nil {
+				log.Warn("rl: instance has no prompt, skipped", "id", in.ID, "err", err)
+				continue
+			}
+			resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User,
+				N: groupSize, MaxTokens: maxTokens, Temperature: temperature, Seed: int64(round)<<20 + int64(i)})
+			if err != nil {
+				return nil, fmt.Errorf("instance %s: %w", in.ID, err)
+			}
+			group := Score(ctx, in, p, resp, round, timeout)
+			if _, err := advantage.Group(m, group, len(group) == groupSize); err != nil {
+				return nil, err
+			}
+			out = append(out, group...)
+		}
+		return out, nil
+	}
+}
+
+// Score turns a policy response for one instance into scored samples of
+// one group (advantages not yet set).
+func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp rollout.Response, round int, timeout time.Duration) []schemas.Sample {
+	gid := fmt.Sprintf("%s@r%d", in.ID, round)
+	now := time.Now().UTC().Format(time.RFC3339)
+	out := make([]schemas.Sample, len(resp.Completions))
+	for k, c := range resp.Completions {
+		s := &out[k]
+		s.SchemaVersion = 1
+		s.ID, s.InstanceID, s.GroupID = fmt.Sprintf("%s/%d", gid, k), in.ID, gid
+		s.GroupSize, s.Index, s.PolicyVersion = len(resp.Completions), k, resp.PolicyVersion
+		s.System, s.Prompt, s.Completion = p.System, p.User, c.Text
+		s.PromptTokens, s.CompletionTokens, s.LogProbs = c.PromptTokens, c.Tokens, c.LogProbs
+		s.FinishReason, s.LatencyMS, s.CreatedAt, s.Repo = c.FinishReason, resp.LatencyMS, now, in.Repo
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		r := reward.SearchReplace(rctx, p.Files, in.OracleNewContent, c.Text)
+		cancel()
+		s.Reward, s.FormatError, s.Similarities = r.Reward, r.Error, r.Similarities
+	}
+	return out
+}
