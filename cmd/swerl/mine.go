@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"swerl/pipelines/mine"
+	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 )
 
@@ -40,8 +41,9 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	exclude := fs.String("exclude", "", "decontamination file: one owner/repo, owner/repo#N or owner/repo@sha12 a line")
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
 	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
-	shards := fs.Int("shards", 4, "number of instance Parquet files")
-	brokers := fs.String("brokers", "", "also publish the instances to the Kafka topic swerl.instances on these brokers (host:port,…)")
+	rowsPerFile := fs.Int("rows-per-file", 5000, "most instances in one Parquet file")
+	kf := addKafkaFlags(fs)
+	fs.Lookup("brokers").Usage = "also publish the instances to the Kafka topic <prefix>instances on these brokers host:port,… (none: no Kafka)"
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
@@ -52,23 +54,26 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *shards < 1 {
-		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --shards ≥ 1")
+	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *rowsPerFile < 1 {
+		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --rows-per-file ≥ 1")
 	}
 	cfg := mine.Config{
 		Repos: repos, Events: events, Out: *out, Commits: *commits,
 		MaxFiles: *maxFiles, MaxLines: *maxLines, MaxBytes: *maxBytes,
 		RelevantFiles: *relFiles, RelevantBytes: *relBytes,
 		Exclude: *exclude, ExcludeSWEBench: *swebench,
-		JSONL: *jsonl != "", JSONLPath: *jsonl, Shards: *shards,
+		JSONL: *jsonl != "", JSONLPath: *jsonl, RowsPerFile: *rowsPerFile,
 		Progress: stderr, ProgressEvery: *every,
 	}
-	if *brokers != "" {
-		publish, err := minePublisher(*brokers)
+	// Unlike the streaming commands, mine publishes only when asked: with
+	// --brokers, instances also go to the instances topic.
+	if kf.brokers != "" {
+		kc, stop, err := kf.connect(ctx, stderr)
 		if err != nil {
 			return err
 		}
-		cfg.Publish = publish
+		defer stop()
+		cfg.Publish = mine.PublishKafka(kafkaio.WriteConfig{Config: kc, Topic: kc.Topic(kafkaio.Instances)})
 	}
 	srv, err := metrics.Serve(*metricsAddr)
 	if err != nil {

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"swerl/internal/gitio/gittest"
+	"swerl/schemas"
+	"swerl/sinks/kafkaio"
 )
 
 func TestMineCommand(t *testing.T) {
@@ -22,8 +25,14 @@ func TestMineCommand(t *testing.T) {
 	r.Commit("tidy", map[string]string{"m.go": "package m\n\n// F is two.\nfunc F() int { return 2 }\n"})
 	out := t.TempDir()
 	jsonl := filepath.Join(out, "all.jsonl")
+	broker, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
 	var so, se bytes.Buffer
-	code := runMain(context.Background(), []string{"mine", "--repo", r.Dir, "--out", out, "--commits", "--jsonl", jsonl, "--metrics-addr", ""}, &so, &se)
+	code := runMain(context.Background(), []string{"mine", "--repo", r.Dir, "--out", out, "--commits", "--jsonl", jsonl, "--metrics-addr", "",
+		"--brokers", strings.Join(broker.Addrs(), ","), "--topic-prefix", "t."}, &so, &se)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, so.String(), se.String())
 	}
@@ -47,6 +56,23 @@ func TestMineCommand(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[0] != "acme/cli#3" || !strings.HasPrefix(ids[1], "acme/cli@") {
 		t.Errorf("ids %v", ids)
+	}
+	// The same instances went to the instances topic, keyed by id.
+	kc := broker.Config("t.")
+	var keys []string
+	if err := kafkaio.Scan(context.Background(), kafkaio.ReadConfig{Config: kc, Topic: kc.Topic(kafkaio.Instances)}, func(m kafkaio.Message) error {
+		var inst schemas.Instance
+		if err := schemas.Decode(m.Value, &inst); err != nil || inst.ID != string(m.Key) {
+			t.Errorf("message %q: %v", m.Key, err)
+		}
+		keys = append(keys, string(m.Key))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	if strings.Join(keys, " ") != strings.Join(ids, " ") {
+		t.Errorf("topic keys %v, want %v", keys, ids)
 	}
 	// swerl cat reads what mine wrote.
 	so.Reset()

@@ -94,6 +94,60 @@ func (c *CatFile) Get(rev string) (*Object, error) {
 	if _, err := io.WriteString(c.in, rev+"\n"); err != nil {
 		return nil, c.fail(err)
 	}
+	return c.read(rev)
+}
+
+// GetMany reads many objects with one pipelined round trip: all requests
+// are written while the answers are read. objs[i] and errs[i] answer
+// revs[i] as Get would.
+func (c *CatFile) GetMany(revs []string) (objs []*Object, errs []error) {
+	objs, errs = make([]*Object, len(revs)), make([]error, len(revs))
+	var send []int
+	for i, rev := range revs {
+		if rev == "" || strings.ContainsAny(rev, "\n\r") {
+			errs[i] = fmt.Errorf("gitio: %s: cat-file %q: %w", c.repo.Name, rev, ErrMissing)
+			continue
+		}
+		send = append(send, i)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && c.in == nil {
+		c.err = fmt.Errorf("gitio: %s: cat-file: closed", c.repo.Name)
+	}
+	if c.err != nil {
+		for _, i := range send {
+			errs[i] = c.err
+		}
+		return objs, errs
+	}
+	var buf bytes.Buffer
+	for _, i := range send {
+		buf.WriteString(revs[i])
+		buf.WriteByte('\n')
+	}
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.in.Write(buf.Bytes())
+		werr <- err
+	}()
+	for k, i := range send {
+		objs[i], errs[i] = c.read(revs[i])
+		if c.err != nil {
+			for _, j := range send[k+1:] {
+				errs[j] = c.err
+			}
+			break
+		}
+	}
+	if err := <-werr; err != nil && c.err == nil {
+		c.fail(err)
+	}
+	return objs, errs
+}
+
+// read reads the answer to one request; the lock is held.
+func (c *CatFile) read(rev string) (*Object, error) {
 	header, err := c.out.ReadString('\n')
 	if err != nil {
 		return nil, c.fail(err)
@@ -191,99 +245,103 @@ func ParseTree(data []byte, hashLen int) ([]TreeEntry, error) {
 
 // DiffTrees lists the files that differ between the trees of from and to
 // (commits or trees), like `git diff --raw --no-renames from to`, in path
-// order. Identical subtrees are skipped without being read.
+// order. Identical subtrees are skipped without being read; the trees of
+// one directory level are read in one pipelined round trip.
 func (c *CatFile) DiffTrees(from, to string) ([]Change, error) {
-	a, err := c.Get(from + "^{tree}")
-	if err != nil {
-		return nil, err
+	roots, errs := c.GetMany([]string{from + "^{tree}", to + "^{tree}"})
+	for i, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+		if roots[i].Type != "tree" {
+			return nil, fmt.Errorf("gitio: %s: %s is a %s, not a tree", c.repo.Name, []string{from, to}[i], roots[i].Type)
+		}
 	}
-	b, err := c.Get(to + "^{tree}")
-	if err != nil {
-		return nil, err
-	}
+	type pair struct{ a, b, prefix string }
+	zero := strings.Repeat("0", len(roots[0].Hash))
 	var out []Change
-	if err := c.diffTree(a.Hash, b.Hash, "", &out); err != nil {
-		return nil, err
+	level := []pair{{roots[0].Hash, roots[1].Hash, ""}}
+	for len(level) > 0 {
+		var need []string
+		seen := map[string]bool{}
+		for _, p := range level {
+			for _, h := range []string{p.a, p.b} {
+				if h != "" && !seen[h] {
+					seen[h] = true
+					need = append(need, h)
+				}
+			}
+		}
+		objs, errs := c.GetMany(need)
+		trees := map[string]map[string]TreeEntry{}
+		for i, h := range need {
+			if errs[i] != nil {
+				return nil, errs[i]
+			}
+			if objs[i].Type != "tree" {
+				return nil, fmt.Errorf("gitio: %s: %s is a %s, not a tree", c.repo.Name, h, objs[i].Type)
+			}
+			es, err := ParseTree(objs[i].Data, len(h)/2)
+			if err != nil {
+				return nil, fmt.Errorf("gitio: %s: tree %s: %w", c.repo.Name, h, err)
+			}
+			m := make(map[string]TreeEntry, len(es))
+			for _, e := range es {
+				m[e.Name] = e
+			}
+			trees[h] = m
+		}
+		var next []pair
+		for _, p := range level {
+			ea, eb := trees[p.a], trees[p.b]
+			visit := func(x, y TreeEntry, path string) {
+				xt, yt := x.Hash != "" && x.IsTree(), y.Hash != "" && y.IsTree()
+				if xt || yt {
+					np := pair{prefix: path + "/"}
+					if xt {
+						np.a = x.Hash
+					}
+					if yt {
+						np.b = y.Hash
+					}
+					next = append(next, np)
+					// A file replaced by a directory (or the reverse) is also
+					// a file change.
+					switch {
+					case xt && y.Hash != "" && !yt:
+						x = TreeEntry{}
+					case yt && x.Hash != "" && !xt:
+						y = TreeEntry{}
+					default:
+						return
+					}
+				}
+				out = append(out, change(x, y, path, zero))
+			}
+			for name, x := range ea {
+				y, ok := eb[name]
+				switch {
+				case !ok:
+					visit(x, TreeEntry{}, p.prefix+name)
+				case x.Hash == y.Hash && x.Mode == y.Mode:
+				default:
+					visit(x, y, p.prefix+name)
+				}
+			}
+			for name, y := range eb {
+				if _, ok := ea[name]; !ok {
+					visit(TreeEntry{}, y, p.prefix+name)
+				}
+			}
+		}
+		level = next
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
-func (c *CatFile) diffTree(a, b, prefix string, out *[]Change) error {
-	if a == b {
-		return nil
-	}
-	read := func(h string) (map[string]TreeEntry, error) {
-		if h == "" {
-			return nil, nil
-		}
-		es, err := c.Tree(h)
-		if err != nil {
-			return nil, err
-		}
-		m := make(map[string]TreeEntry, len(es))
-		for _, e := range es {
-			m[e.Name] = e
-		}
-		return m, nil
-	}
-	ea, err := read(a)
-	if err != nil {
-		return err
-	}
-	eb, err := read(b)
-	if err != nil {
-		return err
-	}
-	zero := strings.Repeat("0", len(ZeroHash))
-	for name, x := range ea {
-		y, ok := eb[name]
-		switch {
-		case !ok:
-			if err := c.emit(x, TreeEntry{}, prefix+name, out, zero); err != nil {
-				return err
-			}
-		case x.Hash == y.Hash && x.Mode == y.Mode:
-		default:
-			if err := c.emit(x, y, prefix+name, out, zero); err != nil {
-				return err
-			}
-		}
-	}
-	for name, y := range eb {
-		if _, ok := ea[name]; !ok {
-			if err := c.emit(TreeEntry{}, y, prefix+name, out, zero); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// emit records the change from x to y at path (an empty entry is absent),
-// recursing into trees.
-func (c *CatFile) emit(x, y TreeEntry, path string, out *[]Change, zero string) error {
-	xt, yt := x.Hash != "" && x.IsTree(), y.Hash != "" && y.IsTree()
-	if xt || yt {
-		ta, tb := "", ""
-		if xt {
-			ta = x.Hash
-		}
-		if yt {
-			tb = y.Hash
-		}
-		if err := c.diffTree(ta, tb, path+"/", out); err != nil {
-			return err
-		}
-		// A file replaced by a directory (or the reverse) is also a file change.
-		if xt && y.Hash != "" && !yt {
-			x = TreeEntry{}
-		} else if yt && x.Hash != "" && !xt {
-			y = TreeEntry{}
-		} else {
-			return nil
-		}
-	}
+// change is the raw change from x to y at path (an empty entry is absent).
+func change(x, y TreeEntry, path, zero string) Change {
 	ch := Change{Path: path, OldMode: "000000", NewMode: "000000", OldHash: zero, NewHash: zero}
 	if x.Hash != "" {
 		ch.OldMode, ch.OldHash = pad6(x.Mode), x.Hash
@@ -301,8 +359,7 @@ func (c *CatFile) emit(x, y TreeEntry, path string, out *[]Change, zero string) 
 	default:
 		ch.Status = 'M'
 	}
-	*out = append(*out, ch)
-	return nil
+	return ch
 }
 
 func pad6(m string) string {

@@ -149,6 +149,18 @@ func TestCatFileAndDiffTrees(t *testing.T) {
 	if _, err := cf.Get(strings.Repeat("ab", 20)); !errors.Is(err, gitio.ErrMissing) {
 		t.Errorf("missing object: err = %v, want ErrMissing", err)
 	}
+	// A pipelined batch answers each request in order, misses included.
+	revs := []string{b + ":x/y/b.go", "no-such-rev", "bad\nrev", a + ":keep", b + ":x/y/z/new.go"}
+	objs, errs := cf.GetMany(revs)
+	for i, want := range []string{"b2\n", "", "", "k\n", "n\n"} {
+		if want == "" {
+			if !errors.Is(errs[i], gitio.ErrMissing) {
+				t.Errorf("GetMany %q: err %v, want ErrMissing", revs[i], errs[i])
+			}
+		} else if errs[i] != nil || string(objs[i].Data) != want {
+			t.Errorf("GetMany %q = %v, %v; want %q", revs[i], objs[i], errs[i], want)
+		}
+	}
 	// The process is still usable after misses.
 	if d, err := cf.Blob(blob.Hash); err != nil || string(d) != "b2\n" {
 		t.Errorf("Blob after misses = %q, %v", d, err)

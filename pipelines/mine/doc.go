@@ -21,8 +21,9 @@
 //
 // # Outputs
 //
-// DIR/instances/part-SSSSS-of-NNNNN.parquet (instances sorted by id within
-// a file; earlier part files are removed at the start of a run),
+// DIR/instances/part-<hash>.parquet (at most Config.RowsPerFile instances a
+// file, sorted by id, the name a hash of the ids; earlier part files are
+// removed at the start of a run),
 // DIR/deadletter/mine.parquet when there are dead letters, DIR/instances.jsonl
 // (or Config.JSONLPath) with Config.JSONL, and whatever Config.Publish does
 // with the kept instances (the Kafka topic swerl.instances in `swerl mine`).

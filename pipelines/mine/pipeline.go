@@ -2,11 +2,13 @@ package mine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
+	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -39,10 +41,11 @@ func init() {
 	register.Function1x2(keyRepo)
 	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
 	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
-	register.DoFn4x0[context.Context, Candidate, func(string, []byte), func(Rejected)](&buildFn{})
-	register.DoFn5x0[context.Context, string, func(*[]byte) bool, func(string, []byte), func(Rejected)](&dedupFn{})
-	register.DoFn2x2[string, []byte, int, []byte](&shardFn{})
-	register.DoFn4x1[context.Context, int, func(*[]byte) bool, func(string), error](&writeFn{})
+	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string), func(Rejected), error](&buildFn{})
+	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
+	register.Function1x2(fileKey)
+	register.DoFn5x1[context.Context, string, func(*string) bool, func(*string) bool, func(string, []byte), error](&finalizeFn{})
+	register.Emitter2[string, string]()
 	register.DoFn2x0[context.Context, Rejected](&countFn{})
 	register.Function2x0(deadKey)
 	register.DoFn3x1[int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
@@ -73,7 +76,12 @@ type Params struct {
 	Limits     mining.Limits
 	Relevant   mining.RelevantConfig
 	Exclude    *mining.Exclude
-	Shards     int // instance files; default 4
+	// RowsPerFile caps the rows of one instance file (and the instances a
+	// build worker holds in memory); default 500.
+	RowsPerFile int
+	// Emit makes Build's result carry the kept instances; without it the
+	// result is empty (the instances are only written to files).
+	Emit bool
 }
 
 func (p Params) validate() error {
@@ -94,8 +102,8 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	if err := p.validate(); err != nil {
 		panic("mine.Build: " + err.Error())
 	}
-	if p.Shards <= 0 {
-		p.Shards = 4
+	if p.RowsPerFile <= 0 {
+		p.RowsPerFile = 500
 	}
 	s = s.Scope("mine")
 	names := make([]string, len(p.Repos))
@@ -109,10 +117,10 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	}
 	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
 	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Exclude: p.Exclude}, beam.CoGroupByKey(s, repoKV, evKV))
-	built, buildRej := beam.ParDo2(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant}, beam.Reshuffle(s, cands))
-	kept, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, built))
-	shards := beam.ParDo(s, &shardFn{Shards: p.Shards}, kept)
-	beam.ParDo(s, &writeFn{Dir: filepath.Join(p.Out, "instances"), Shards: p.Shards}, beam.GroupByKey(s, shards))
+	instDir := filepath.Join(p.Out, "instances")
+	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
+	kept := beam.ParDo(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, beam.ParDo(s, fileKey, staged), drops))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	beam.ParDo0(s, &countFn{}, rejected)
 	dead := beam.ParDo(s, deadKey, rejected)
@@ -192,22 +200,50 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	return nil
 }
 
-// buildFn reads each candidate's files through one cat-file process per
-// repository and emits KV<patch key, instance JSON>.
-type buildFn struct {
-	Limits   mining.Limits
-	Relevant mining.RelevantConfig
+// stagingDir holds the build stage's files until finalizeFn has removed
+// the duplicates from them.
+const stagingDir = ".staging"
 
-	mu   sync.Mutex
-	cats map[string]*gitio.CatFile
+// buildFn reads each candidate's files. Candidates are built in batches by
+// Workers goroutines, each with its own `git cat-file --batch` per
+// repository, so git's latency overlaps. Built instances are written to
+// Parquet files in Staging (RowsPerFile at most, named by a hash of their
+// ids, so a retried bundle rewrites the same file); only small references
+// cross the shuffle: KV<patch key, id NUL file> for deduplication and each
+// staging file's name. Memory stays flat however long the history.
+type buildFn struct {
+	Limits      mining.Limits
+	Relevant    mining.RelevantConfig
+	Staging     string
+	RowsPerFile int
+	Workers     int // default runtime.NumCPU(), at least 2
+
+	pending []Candidate
+	rows    []schemas.Instance
+	mu      sync.Mutex
+	idle    map[string][]*gitio.CatFile // by repository directory
+	all     []*gitio.CatFile
 }
 
-func (f *buildFn) cat(ctx context.Context, dir string) (*gitio.CatFile, error) {
+const buildBatch = 64
+
+func (f *buildFn) workers() int {
+	if f.Workers > 0 {
+		return f.Workers
+	}
+	return max(2, runtime.NumCPU())
+}
+
+// acquire returns a cat-file process for dir, starting one if all are busy.
+func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.cats[dir]; ok {
+	if cs := f.idle[dir]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		f.idle[dir] = cs[:len(cs)-1]
+		f.mu.Unlock()
 		return c, nil
 	}
+	f.mu.Unlock()
 	repo, err := gitio.Open(context.Background(), dir)
 	if err != nil {
 		return nil, err
@@ -217,108 +253,201 @@ func (f *buildFn) cat(ctx context.Context, dir string) (*gitio.CatFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.cats == nil {
-		f.cats = map[string]*gitio.CatFile{}
-	}
-	f.cats[dir] = c
+	f.mu.Lock()
+	f.all = append(f.all, c)
+	f.mu.Unlock()
 	return c, nil
 }
 
-func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, emit func(string, []byte), rej func(Rejected)) {
-	cat, err := f.cat(ctx, c.RepoDir)
-	if err != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()})
+func (f *buildFn) release(dir string, c *gitio.CatFile) {
+	f.mu.Lock()
+	if f.idle == nil {
+		f.idle = map[string][]*gitio.CatFile{}
+	}
+	f.idle[dir] = append(f.idle[dir], c)
+	f.mu.Unlock()
+}
+
+func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), file func(string), rej func(Rejected)) error {
+	f.pending = append(f.pending, c)
+	if len(f.pending) >= buildBatch {
+		f.build(rej)
+	}
+	if len(f.rows) >= f.RowsPerFile {
+		return f.stage(ref, file)
+	}
+	return nil
+}
+
+func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), file func(string), rej func(Rejected)) error {
+	f.build(rej)
+	return f.stage(ref, file)
+}
+
+// build builds the pending candidates in parallel, keeping input order.
+func (f *buildFn) build(rej func(Rejected)) {
+	if len(f.pending) == 0 {
 		return
 	}
+	type result struct {
+		inst schemas.Instance
+		rej  *Rejected
+	}
+	out := make([]result, len(f.pending))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(f.workers(), len(f.pending)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i].inst, out[i].rej = f.buildOne(f.pending[i])
+			}
+		}()
+	}
+	for i := range f.pending {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, r := range out {
+		if r.rej != nil {
+			rej(*r.rej)
+		} else {
+			f.rows = append(f.rows, r.inst)
+		}
+	}
+	f.pending = f.pending[:0]
+}
+
+func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
+	cat, err := f.acquire(c.RepoDir)
+	if err != nil {
+		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}
+	}
+	defer f.release(c.RepoDir, cat)
 	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant})
 	if r != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail})
-		return
+		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail}
 	}
-	b, err := schemas.Encode(&inst)
-	if err != nil {
-		rej(Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.BadRecord), Detail: err.Error()})
-		return
+	return inst, nil
+}
+
+// stage writes the built rows to staging files of at most RowsPerFile rows
+// and emits the references.
+func (f *buildFn) stage(ref func(string, string), file func(string)) error {
+	for len(f.rows) > 0 {
+		rows := f.rows[:min(len(f.rows), max(1, f.RowsPerFile))]
+		path := filepath.Join(f.Staging, partName(rows))
+		if err := parquetio.WriteFile(path, rows); err != nil {
+			return err
+		}
+		for i := range rows {
+			ref(mining.PatchKey(rows[i].OraclePatch), rows[i].ID+"\x00"+path)
+		}
+		file(path)
+		f.rows = f.rows[len(rows):]
 	}
-	emit(mining.PatchKey(inst.OraclePatch), b)
+	f.rows = nil
+	return nil
+}
+
+// partName sorts rows by id and names their file by a hash of the ids.
+func partName(rows []schemas.Instance) string {
+	sort.Slice(rows, func(i, j int) bool { return mining.IDLess(rows[i].ID, rows[j].ID) })
+	h := sha256.New()
+	for _, r := range rows {
+		h.Write([]byte(r.ID))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("part-%x.parquet", h.Sum(nil)[:8])
 }
 
 // Teardown stops the cat-file processes.
 func (f *buildFn) Teardown() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.cats {
+	for _, c := range f.all {
 		c.Close()
 	}
-	f.cats = nil
+	f.all, f.idle = nil, nil
 }
 
-// dedupFn keeps one instance per oracle patch: the smallest id. It emits
-// KV<id, instance JSON>.
+// dedupFn keeps one instance per oracle patch, the smallest id (IDLess),
+// and emits KV<staging file, id> for each one dropped.
 type dedupFn struct{}
 
-func (f *dedupFn) ProcessElement(ctx context.Context, key string, vals func(*[]byte) bool, emit func(string, []byte), rej func(Rejected)) {
-	var all [][]byte
-	var ids []string
-	var b []byte
-	for vals(&b) {
-		var inst schemas.Instance
-		if err := schemas.Decode(b, &inst); err != nil {
-			rej(Rejected{ID: key, Reason: string(mining.BadRecord), Detail: err.Error()})
-			continue
-		}
-		all = append(all, append([]byte(nil), b...))
-		ids = append(ids, inst.ID)
+func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(string, string), rej func(Rejected)) {
+	var ids, files []string
+	var r string
+	for refs(&r) {
+		id, file, _ := strings.Cut(r, "\x00")
+		ids = append(ids, id)
+		files = append(files, file)
 	}
-	if len(all) == 0 {
+	if len(ids) < 2 {
 		return
 	}
 	keep := mining.PickFirst(ids)
-	for i := range all {
+	for i := range ids {
 		if i != keep {
-			rej(Rejected{ID: ids[i], Reason: string(mining.Duplicate), Detail: ids[i] + ": same oracle patch as " + ids[keep]})
+			repo, _, _ := strings.Cut(ids[i], "#")
+			rej(Rejected{Repo: repo, ID: ids[i], Reason: string(mining.Duplicate), Detail: ids[i] + ": same oracle patch as " + ids[keep]})
+			drop(files[i], ids[i])
 		}
 	}
-	emit(ids[keep], all[keep])
 }
 
-// shardFn assigns an instance to an output file by a hash of its id.
-type shardFn struct {
-	Shards int
+func fileKey(path string) (string, string) { return path, "" }
+
+// finalizeFn rewrites one staging file without its dropped instances to
+// DIR/part-<hash>.parquet (atomically) and removes the staging file. With
+// Emit it outputs KV<id, instance JSON> for each kept instance.
+type finalizeFn struct {
+	Dir  string
+	Emit bool
 }
 
-func (f *shardFn) ProcessElement(id string, b []byte) (int, []byte) {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(f.Shards)), b
-}
-
-// writeFn writes one shard's instances, sorted by id, to
-// DIR/part-SSSSS-of-NNNNN.parquet (atomically: temporary name, rename).
-type writeFn struct {
-	Dir    string
-	Shards int
-}
-
-func (f *writeFn) ProcessElement(ctx context.Context, shard int, vals func(*[]byte) bool, emit func(string)) error {
-	var rows []schemas.Instance
-	var b []byte
-	for vals(&b) {
-		var inst schemas.Instance
-		if err := schemas.Decode(b, &inst); err != nil {
-			return fmt.Errorf("mine: shard %d: %w", shard, err)
-		}
-		rows = append(rows, inst)
+func (f *finalizeFn) ProcessElement(ctx context.Context, staging string, _ func(*string) bool, drops func(*string) bool, emit func(string, []byte)) error {
+	dropped := map[string]bool{}
+	var id string
+	for drops(&id) {
+		dropped[id] = true
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
-	path := filepath.Join(f.Dir, fmt.Sprintf("part-%05d-of-%05d.parquet", shard, f.Shards))
-	if err := parquetio.WriteFile(path, rows); err != nil {
+	rows, err := parquetio.ReadFile[schemas.Instance](staging)
+	if err != nil {
+		if _, serr := os.Stat(staging); os.IsNotExist(serr) {
+			// A retry after the file was finalized: the output exists.
+			return nil
+		}
 		return err
 	}
-	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(rows)))
-	live.kept.Add(int64(len(rows)))
-	promm().instances.Add(float64(len(rows)))
-	emit(path)
+	kept := rows[:0]
+	for _, r := range rows {
+		if !dropped[r.ID] {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) > 0 {
+		if err := parquetio.WriteFile(filepath.Join(f.Dir, partName(kept)), kept); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(staging); err != nil {
+		return fmt.Errorf("mine: remove staging file: %w", err)
+	}
+	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(kept)))
+	live.kept.Add(int64(len(kept)))
+	promm().instances.Add(float64(len(kept)))
+	if f.Emit {
+		for i := range kept {
+			b, err := schemas.Encode(&kept[i])
+			if err != nil {
+				return fmt.Errorf("mine: %s: %w", kept[i].ID, err)
+			}
+			emit(kept[i].ID, b)
+		}
+	}
 	return nil
 }
 

@@ -52,8 +52,9 @@ type Config struct {
 	// JSONLPath (default DIR/instances.jsonl).
 	JSONL     bool
 	JSONLPath string
-	// Shards is the number of instance files; default 4.
-	Shards int
+	// RowsPerFile caps the rows of one instance file (and the instances a
+	// build worker holds in memory); default 500.
+	RowsPerFile int
 	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
 	// uses Beam's --runner flag, itself defaulting to prism.
 	Runner string
@@ -173,6 +174,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
+	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
@@ -187,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
-		Exclude:  ex, Shards: cfg.Shards,
+		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,
 	})
 	if cfg.Publish != nil {
 		cfg.Publish(s, kept)
@@ -228,6 +230,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
 	fillSummary(&sum, res)
+	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if sum.Files, err = parquetio.Files(instDir); err != nil {
 		return sum, err
 	}

@@ -211,29 +211,44 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: %d files changed (max %d)", cand.ID, len(changes), cfg.Limits.Files())}
 	}
 	var files []mining.FileChange
+	var revs []string
+	var want []*[]byte
 	size := 0
 	for _, ch := range changes {
 		if ch.OldMode == "160000" || ch.NewMode == "160000" {
 			continue // a submodule pointer has no content here
 		}
-		f := mining.FileChange{Path: ch.Path}
+		files = append(files, mining.FileChange{Path: ch.Path})
+		f := &files[len(files)-1]
 		if ch.OldHash != gitio.ZeroHash && ch.OldMode != "000000" {
-			if f.Old, err = cat.Blob(ch.OldHash); err != nil {
-				return fail(err, "read "+ch.Path+" at base")
-			}
 			f.HasOld = true
+			revs = append(revs, ch.OldHash)
 		}
 		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
-			if f.New, err = cat.Blob(ch.NewHash); err != nil {
-				return fail(err, "read "+ch.Path+" after")
-			}
 			f.HasNew = true
+			revs = append(revs, ch.NewHash)
 		}
-		size += len(f.Old) + len(f.New)
-		if size > cfg.Limits.Bytes() {
+	}
+	for i := range files {
+		if files[i].HasOld {
+			want = append(want, &files[i].Old)
+		}
+		if files[i].HasNew {
+			want = append(want, &files[i].New)
+		}
+	}
+	objs, errs := cat.GetMany(revs)
+	for i := range revs {
+		if errs[i] != nil {
+			return fail(errs[i], "read "+pathOf(files, want[i]))
+		}
+		if objs[i].Type != "blob" {
+			return fail(fmt.Errorf("%s is a %s", revs[i], objs[i].Type), "read "+pathOf(files, want[i]))
+		}
+		*want[i] = objs[i].Data
+		if size += len(objs[i].Data); size > cfg.Limits.Bytes() {
 			return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: more than %d bytes changed", cand.ID, cfg.Limits.Bytes())}
 		}
-		files = append(files, f)
 	}
 	pr := mining.PR{ID: cand.ID, Repo: cand.Repo, Number: cand.Number, Source: cand.Source, Title: cand.Title, Body: cand.Body,
 		User: cand.User, BaseCommit: cand.Base, MergeCommit: cand.Merge, HeadCommit: cand.Head, CreatedAt: cand.CreatedAt,
@@ -250,6 +265,19 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		}
 	}
 	return inst, nil
+}
+
+// pathOf names the file whose content p points to.
+func pathOf(files []mining.FileChange, p *[]byte) string {
+	for i := range files {
+		if p == &files[i].Old {
+			return files[i].Path + " at base"
+		}
+		if p == &files[i].New {
+			return files[i].Path + " after"
+		}
+	}
+	return "?"
 }
 
 func short(h string) string {
@@ -272,40 +300,51 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			modified[p] = inst.OracleNewContent[p] // a new file's imports count too
 		}
 	}
-	cands := map[string]string{}
+	// Collect the paths to read, best evidence first, then read them in one
+	// pipelined batch.
+	var probes []string
 	tried := map[string]bool{}
 	budget := cfg.Candidates()
 	probe := func(p string) {
-		if budget <= 0 || tried[p] || !mining.IsCode(p) {
+		if len(probes) >= budget || tried[p] || !mining.IsCode(p) {
 			return
 		}
 		tried[p] = true
-		if _, ok := modified[p]; ok {
-			return
+		if _, ok := modified[p]; !ok {
+			probes = append(probes, p)
 		}
-		budget--
-		o, err := cat.Get(base + ":" + p)
-		if err != nil || o.Type != "blob" || len(o.Data) > cfg.FileBytes() || mining.IsBinary(o.Data) || !utf8.Valid(o.Data) {
-			return
-		}
-		cands[p] = string(o.Data)
 	}
-	listDir := func(dir string) []string {
-		rev := base + ":" + dir
-		if dir == "." || dir == "" {
-			rev = base
+	trees := map[string][]string{}
+	listDirs := func(dirs []string) {
+		var revs []string
+		var names []string
+		for _, d := range dirs {
+			if _, ok := trees[d]; ok {
+				continue
+			}
+			trees[d] = nil
+			rev := base + ":" + d
+			if d == "." || d == "" {
+				rev = base + "^{tree}"
+			}
+			revs = append(revs, rev)
+			names = append(names, d)
 		}
-		es, err := cat.Tree(rev)
-		if err != nil {
-			return nil
-		}
-		var out []string
-		for _, e := range es {
-			if !e.IsTree() && e.Mode != "160000" && e.Mode != "120000" {
-				out = append(out, path.Join(dir, e.Name))
+		objs, errs := cat.GetMany(revs)
+		for i, d := range names {
+			if errs[i] != nil || objs[i].Type != "tree" {
+				continue
+			}
+			es, err := gitio.ParseTree(objs[i].Data, len(objs[i].Hash)/2)
+			if err != nil {
+				continue
+			}
+			for _, e := range es {
+				if !e.IsTree() && e.Mode != "160000" && e.Mode != "120000" {
+					trees[d] = append(trees[d], path.Join(d, e.Name))
+				}
 			}
 		}
-		return out
 	}
 	goMod := ""
 	paths := schemas.SortedPaths(modified)
@@ -317,10 +356,22 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			break
 		}
 	}
+	var importDirs []string
+	dirSet := map[string]bool{}
+	for _, p := range paths {
+		dirSet[path.Dir(p)] = true
+		for _, t := range mining.ImportTargets(p, modified[p], goMod) {
+			if dir, ok := strings.CutSuffix(t, "/"); ok {
+				importDirs = append(importDirs, dir)
+			}
+		}
+	}
+	dirs := sortedSet(dirSet)
+	listDirs(append(importDirs, dirs...))
 	for _, p := range paths {
 		for _, t := range mining.ImportTargets(p, modified[p], goMod) {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
-				for _, f := range listDir(dir) {
+				for _, f := range trees[dir] {
 					if !strings.HasSuffix(f, "_test.go") {
 						probe(f)
 					}
@@ -330,22 +381,31 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			probe(t)
 		}
 	}
-	dirs := map[string]bool{}
-	for _, p := range paths {
-		dirs[path.Dir(p)] = true
-	}
 	for _, n := range mining.NamedPaths(inst.ProblemStatement) {
 		probe(n)
 		if !strings.Contains(n, "/") {
-			for _, d := range sortedSet(dirs) {
+			for _, d := range dirs {
 				probe(path.Join(d, n))
 			}
 		}
 	}
-	for _, d := range sortedSet(dirs) {
-		for _, f := range listDir(d) {
+	for _, d := range dirs {
+		for _, f := range trees[d] {
 			probe(f)
 		}
+	}
+	revs := make([]string, len(probes))
+	for i, p := range probes {
+		revs[i] = base + ":" + p
+	}
+	objs, errs := cat.GetMany(revs)
+	cands := map[string]string{}
+	for i, p := range probes {
+		o := objs[i]
+		if errs[i] != nil || o.Type != "blob" || len(o.Data) > cfg.FileBytes() || mining.IsBinary(o.Data) || !utf8.Valid(o.Data) {
+			continue
+		}
+		cands[p] = string(o.Data)
 	}
 	out := map[string]string{}
 	for _, p := range mining.Rank(modified, cands, inst.ProblemStatement, goMod, cfg) {

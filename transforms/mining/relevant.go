@@ -114,16 +114,70 @@ func Rank(modified, candidates map[string]string, issue string, goModule string,
 
 var (
 	pathTokenRE = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.[A-Za-z][A-Za-z0-9]{0,5}\b`)
-	pyImportRE  = regexp.MustCompile(`(?m)^\s*import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)`)
-	pyFromRE    = regexp.MustCompile(`(?m)^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?\s*([\w, ]+)`)
+	pyImportRE  = regexp.MustCompile(`^import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)`)
+	pyFromRE    = regexp.MustCompile(`^from\s+(\.*)([\w.]*)\s+import\s+\(?\s*([\w, ]+)`)
 	jsImportRE  = regexp.MustCompile(`(?:from\s+|import\s+|require\(\s*|import\(\s*)['"](\.{1,2}/[^'"\n]+)['"]`)
-	cIncludeRE  = regexp.MustCompile(`(?m)^\s*#\s*include\s+"([^"\n]+)"`)
+	cIncludeRE  = regexp.MustCompile(`^#\s*include\s+"([^"\n]+)"`)
 	goImportRE  = regexp.MustCompile(`"([^"\n]+)"`)
-	goBlockRE   = regexp.MustCompile(`(?ms)^import\s*(\(.*?\)|"[^"\n]+")`)
-	javaRE      = regexp.MustCompile(`(?m)^\s*import\s+(?:static\s+)?([\w.]+)\s*;`)
-	rustModRE   = regexp.MustCompile(`(?m)^\s*(?:pub\s+)?mod\s+(\w+)\s*;`)
+	javaRE      = regexp.MustCompile(`^import\s+(?:static\s+)?([\w.]+)\s*;`)
+	rustModRE   = regexp.MustCompile(`^(?:pub\s+)?mod\s+(\w+)\s*;`)
 	goModuleRE  = regexp.MustCompile(`(?m)^\s*module\s+"?([^\s"]+)"?`)
 )
+
+// importLines calls fn with each line of content (leading blanks trimmed)
+// that can hold an import for lang, so the regular expressions only see
+// those lines. For Go, the lines of an import block are passed whole.
+func importLines(lang, content string, fn func(line string)) {
+	inGoBlock := false
+	for len(content) > 0 {
+		line := content
+		if i := strings.IndexByte(content, '\n'); i >= 0 {
+			line, content = content[:i], content[i+1:]
+		} else {
+			content = ""
+		}
+		t := strings.TrimLeft(line, " \t")
+		switch lang {
+		case "Python":
+			if strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from") {
+				fn(t)
+			}
+		case "JavaScript", "TypeScript", "Vue", "Svelte":
+			if strings.Contains(t, "./") && (strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from")) {
+				fn(t)
+			}
+		case "C", "C++", "CUDA", "Objective-C":
+			if strings.HasPrefix(t, "#") {
+				fn(t)
+			}
+		case "Java", "Kotlin", "Scala":
+			if strings.HasPrefix(t, "import") {
+				fn(t)
+			}
+		case "Rust":
+			if strings.HasPrefix(t, "mod") || strings.HasPrefix(t, "pub") {
+				fn(t)
+			}
+		case "Go":
+			switch {
+			case inGoBlock:
+				if strings.HasPrefix(t, ")") {
+					inGoBlock = false
+				} else {
+					fn(t)
+				}
+			case strings.HasPrefix(t, "import"):
+				rest := strings.TrimLeft(strings.TrimPrefix(t, "import"), " \t")
+				if strings.HasPrefix(rest, "(") {
+					inGoBlock = !strings.Contains(rest, ")")
+					fn(rest)
+				} else if t != "import" && (rest != t) {
+					fn(rest)
+				}
+			}
+		}
+	}
+}
 
 // NamedPaths returns the file paths and file names mentioned in text
 // (tokens such as "pkg/a/b.go" or "setup.py" with a code extension),
@@ -173,74 +227,76 @@ func ImportTargets(p, content, goModule string) []string {
 			out = append(out, t)
 		}
 	}
-	switch Language(p) {
-	case "Python":
-		for _, m := range pyImportRE.FindAllStringSubmatch(content, -1) {
-			for _, mod := range strings.Split(m[1], ",") {
-				mp := strings.ReplaceAll(strings.TrimSpace(mod), ".", "/")
-				add(mp + ".py")
-				add(mp + "/__init__.py")
+	first := func(re *regexp.Regexp, line string) []string { return re.FindStringSubmatch(line) }
+	lang := Language(p)
+	importLines(lang, content, func(line string) {
+		switch lang {
+		case "Python":
+			if m := first(pyImportRE, line); m != nil {
+				for _, mod := range strings.Split(m[1], ",") {
+					mp := strings.ReplaceAll(strings.TrimSpace(mod), ".", "/")
+					add(mp + ".py")
+					add(mp + "/__init__.py")
+				}
 			}
-		}
-		for _, m := range pyFromRE.FindAllStringSubmatch(content, -1) {
-			base := strings.ReplaceAll(m[2], ".", "/")
-			if dots := len(m[1]); dots > 0 {
-				d := dir
-				for i := 1; i < dots; i++ {
-					if d == "." {
-						d = ".." // above the repository root: dropped by add
-						break
+			if m := first(pyFromRE, line); m != nil {
+				base := strings.ReplaceAll(m[2], ".", "/")
+				if dots := len(m[1]); dots > 0 {
+					d := dir
+					for i := 1; i < dots; i++ {
+						if d == "." {
+							d = ".." // above the repository root: dropped by add
+							break
+						}
+						d = path.Dir(d)
 					}
-					d = path.Dir(d)
+					base = path.Join(d, base)
 				}
-				base = path.Join(d, base)
-			}
-			if m[2] != "" {
-				add(base + ".py")
-				add(base + "/__init__.py")
-			}
-			for _, name := range strings.Split(m[3], ",") {
-				if name = strings.TrimSpace(name); name != "" && name != "*" {
-					add(path.Join(base, name) + ".py")
+				if m[2] != "" {
+					add(base + ".py")
+					add(base + "/__init__.py")
+				}
+				for _, name := range strings.Split(m[3], ",") {
+					if name = strings.TrimSpace(name); name != "" && name != "*" {
+						add(path.Join(base, name) + ".py")
+					}
 				}
 			}
-		}
-	case "JavaScript", "TypeScript", "Vue", "Svelte":
-		for _, m := range jsImportRE.FindAllStringSubmatch(content, -1) {
-			t := path.Join(dir, m[1])
-			if path.Ext(t) != "" && Language(t) != "" {
-				add(t)
-				continue
+		case "JavaScript", "TypeScript", "Vue", "Svelte":
+			for _, m := range jsImportRE.FindAllStringSubmatch(line, -1) {
+				t := path.Join(dir, m[1])
+				if path.Ext(t) != "" && Language(t) != "" {
+					add(t)
+					continue
+				}
+				for _, ext := range []string{".js", ".ts", ".tsx", ".jsx", ".mjs", "/index.js", "/index.ts"} {
+					add(t + ext)
+				}
 			}
-			for _, ext := range []string{".js", ".ts", ".tsx", ".jsx", ".mjs", "/index.js", "/index.ts"} {
-				add(t + ext)
+		case "C", "C++", "CUDA", "Objective-C":
+			if m := first(cIncludeRE, line); m != nil {
+				add(path.Join(dir, m[1]))
+				add(m[1])
+				add(path.Join("include", m[1]))
 			}
-		}
-	case "C", "C++", "CUDA", "Objective-C":
-		for _, m := range cIncludeRE.FindAllStringSubmatch(content, -1) {
-			add(path.Join(dir, m[1]))
-			add(m[1])
-			add(path.Join("include", m[1]))
-		}
-	case "Java", "Kotlin", "Scala":
-		for _, m := range javaRE.FindAllStringSubmatch(content, -1) {
-			cls := strings.ReplaceAll(m[1], ".", "/")
-			for _, root := range []string{"", "src/main/java/", "src/"} {
-				add(root + cls + ".java")
-				add(root + cls + ".kt")
+		case "Java", "Kotlin", "Scala":
+			if m := first(javaRE, line); m != nil {
+				cls := strings.ReplaceAll(m[1], ".", "/")
+				for _, root := range []string{"", "src/main/java/", "src/"} {
+					add(root + cls + ".java")
+					add(root + cls + ".kt")
+				}
 			}
-		}
-	case "Rust":
-		for _, m := range rustModRE.FindAllStringSubmatch(content, -1) {
-			add(path.Join(dir, m[1]+".rs"))
-			add(path.Join(dir, m[1], "mod.rs"))
-		}
-	case "Go":
-		if goModule == "" {
-			break
-		}
-		for _, block := range goBlockRE.FindAllStringSubmatch(content, -1) {
-			for _, m := range goImportRE.FindAllStringSubmatch(block[1], -1) {
+		case "Rust":
+			if m := first(rustModRE, line); m != nil {
+				add(path.Join(dir, m[1]+".rs"))
+				add(path.Join(dir, m[1], "mod.rs"))
+			}
+		case "Go":
+			if goModule == "" {
+				return
+			}
+			for _, m := range goImportRE.FindAllStringSubmatch(line, -1) {
 				rel, ok := strings.CutPrefix(m[1], goModule+"/")
 				if ok {
 					t := path.Clean(rel)
@@ -251,6 +307,6 @@ func ImportTargets(p, content, goModule string) []string {
 				}
 			}
 		}
-	}
+	})
 	return out
 }
