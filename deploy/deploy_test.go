@@ -1386,11 +1386,18 @@ func swerlInvocations(t *testing.T, commands []string) []invocation {
 		invs = append(invs, invocation{rel, m[1], flags})
 	}
 
-	// README.md: `swerl <cmd> …` lines inside fenced code blocks, with
-	// backslash continuations joined.
+	invs = append(invs, readmeInvocations("README.md", read("README.md"))...)
+	return invs
+}
+
+// readmeInvocations returns the `swerl <cmd> …` lines inside the fenced code
+// blocks of a Markdown text, with backslash continuations joined and
+// trailing # comments dropped.
+func readmeInvocations(name, text string) []invocation {
+	var invs []invocation
 	inFence := false
 	lineRE := regexp.MustCompile(`^\s*(?:\$\s+)?(?:exec\s+)?(?:\S*/)?swerl ([a-z]+)\b(.*)`)
-	lines := strings.Split(read("README.md"), "\n")
+	lines := strings.Split(text, "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		if strings.HasPrefix(strings.TrimSpace(l), "```") {
@@ -1407,7 +1414,7 @@ func swerlInvocations(t *testing.T, commands []string) []invocation {
 		}
 		if m := lineRE.FindStringSubmatch(l); m != nil {
 			rest, _, _ := strings.Cut(m[2], " #")
-			invs = append(invs, invocation{fmt.Sprintf("README.md:%d", n+1), m[1], shellFlags(rest)})
+			invs = append(invs, invocation{fmt.Sprintf("%s:%d", name, n+1), m[1], shellFlags(rest)})
 		}
 	}
 	return invs
@@ -1425,6 +1432,12 @@ func TestHelpParsing(t *testing.T) {
 	arrays := shellArrays("a=(\n  --x=1\n  --y=\"$Y\" # c\n)\nif z; then\n  a+=(--z --w)\nfi\nb=(--q)\n")
 	if want := map[string][]string{"a": {"x", "y", "z", "w"}, "b": {"q"}}; !reflect.DeepEqual(arrays, want) {
 		t.Errorf("shellArrays = %v, want %v", arrays, want)
+	}
+	md := "swerl mine --repo x\n```sh\nkubectl -n swerl create configmap x\nswerl learn --brokers=k:1 \\\n  --model m  # --not-this\n./bin/swerl serve --addr=:1\n```\n"
+	got2 := readmeInvocations("R.md", md)
+	want2 := []invocation{{"R.md:4", "learn", []string{"brokers", "model"}}, {"R.md:6", "serve", []string{"addr"}}}
+	if !reflect.DeepEqual(got2, want2) {
+		t.Errorf("readmeInvocations = %+v, want %+v", got2, want2)
 	}
 }
 
