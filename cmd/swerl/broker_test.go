@@ -35,7 +35,7 @@ func TestBrokerCommand(t *testing.T) {
 	if err != nil || len(parts) != 3 {
 		t.Fatalf("t1.samples partitions %v %v", parts, err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "t1.weights", BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "t1.weights", BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("v1"), Value: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}

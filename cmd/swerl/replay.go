@@ -25,6 +25,7 @@ func init() {
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", "--topic T [--from-offset N | --from-time RFC3339] [--to-offset N | --to-time RFC3339] --out DIR [--rescore --instances FILE|DIR]", stderr)
 	kf := addKafkaFlags(fs)
+	fs.Lookup("brokers").Usage = "Kafka bootstrap brokers host:port,… (required: a replay reads an existing topic)"
 	topic := fs.String("topic", "", "topic to re-read: instances, samples, weights, deadletter (prefixed by --topic-prefix) or any full topic name")
 	kind := fs.String("kind", "", "what the topic holds: samples, instances, weights, deadletter or raw (default: from the topic name)")
 	fromOffset := fs.Int64("from-offset", 0, "first offset of every partition")
@@ -54,6 +55,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--to-offset and --to-time exclude each other")
 	case *rescore != (*instances != ""):
 		return usagef("--rescore and --instances go together")
+	case kf.brokers == "":
+		return usagef("want --brokers: an embedded broker would start empty, with nothing to replay")
 	}
 	rc := kafkaio.ReadConfig{FromOffset: *fromOffset, ToOffset: *toOffset, Bounded: true}
 	var err error
@@ -79,11 +82,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "replay: %d instances from %s for re-scoring\n", len(byID), *instances)
 		cfg.Rescore = rescorer(byID, method, *timeout)
 	}
-	c, stop, err := kf.connect(ctx, stderr)
+	// Only reads: no topic is created (the account may not be allowed to).
+	c, err := kf.config()
 	if err != nil {
 		return err
 	}
-	defer stop()
 	rc.Config = c
 	rc.Topic = *topic
 	if slices.Contains(kafkaio.TopicNames, *topic) {

@@ -51,7 +51,7 @@ func replayFixture(t *testing.T) (kafkaio.Config, *schemas.Instance, time.Time) 
 			msgs = append(msgs, kafka.Message{Key: []byte("junk"), Value: []byte(`{"schema_version":1,"reward":"high"}`), Time: t0.Add(90 * time.Second)})
 		}
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +166,60 @@ func TestReplayRanges(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{
-		{"replay", "--out", "x"},
-		{"replay", "--topic", "samples"},
-		{"replay", "--topic", "samples", "--out", "x", "--rescore"},
-		{"replay", "--topic", "samples", "--out", "x", "--from-time", "yesterday"},
-		{"replay", "--topic", "samples", "--out", "x", "--from-offset", "1", "--from-time", "2026-01-01T00:00:00Z"},
+		{"replay", "--out", "x", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--rescore", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--from-time", "yesterday", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x", "--from-offset", "1", "--from-time", "2026-01-01T00:00:00Z", "--brokers", "h:1"},
+		{"replay", "--topic", "samples", "--out", "x"},
 	} {
 		if code := runMain(context.Background(), bad, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", bad, code)
 		}
+	}
+}
+
+// Instances, weight versions and topics of no swerl kind each land in
+// their own directory as their own rows.
+func TestReplayKinds(t *testing.T) {
+	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := b.Config("")
+	ctx := context.Background()
+	write := func(topic string, msgs ...kafka.Message) {
+		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true}
+		defer w.Close()
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inst, _ := kafkaio.Encode(schemas.Instance{ID: "a/b#1", Repo: "a/b", PRNumber: 1})
+	wv, _ := kafkaio.Encode(schemas.WeightVersion{Version: 3, Step: 30, Offsets: []schemas.TopicOffset{{Topic: "swerl.samples", Partition: 1, Offset: 99}}})
+	write(c.Topic(kafkaio.Instances), kafka.Message{Key: []byte("a/b#1"), Value: inst})
+	write(c.Topic(kafkaio.Weights), kafka.Message{Key: []byte("v000003"), Value: wv}, kafka.Message{Key: []byte("bad"), Value: []byte(`{"schema_version":2}`)})
+	write("audit.log", kafka.Message{Key: []byte("k"), Value: []byte("plain text")})
+
+	out := t.TempDir()
+	runSwerl(t, "replay", "--brokers", c.Brokers[0], "--topic", "instances", "--out", out)
+	runSwerl(t, "replay", "--brokers", c.Brokers[0], "--topic", "weights", "--out", out)
+	runSwerl(t, "replay", "--brokers", c.Brokers[0], "--topic", "audit.log", "--out", out)
+	ins, err := parquetio.ReadDir[schemas.Instance](filepath.Join(out, "instances"))
+	if err != nil || len(ins) != 1 || ins[0].ID != "a/b#1" || ins[0].PRNumber != 1 {
+		t.Fatalf("instances %+v %v", ins, err)
+	}
+	ws, err := parquetio.ReadDir[schemas.WeightVersion](filepath.Join(out, "weights"))
+	if err != nil || len(ws) != 1 || ws[0].Version != 3 || len(ws[0].Offsets) != 1 || ws[0].Offsets[0].Offset != 99 {
+		t.Fatalf("weights %+v %v", ws, err)
+	}
+	raw, err := parquetio.ReadDir[kafkaio.RawRecord](filepath.Join(out, "raw"))
+	if err != nil || len(raw) != 1 || string(raw[0].Value) != "plain text" || raw[0].Topic != "audit.log" {
+		t.Fatalf("raw %+v %v", raw, err)
+	}
+	dead, _ := parquetio.ReadDir[schemas.DeadLetter](filepath.Join(out, "deadletter"))
+	if len(dead) != 1 || !strings.Contains(dead[0].Reason, "schema_version 2 is newer") || dead[0].Key != "bad" {
+		t.Fatalf("dead letters %+v", dead)
 	}
 }

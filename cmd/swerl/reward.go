@@ -234,10 +234,22 @@ func readRewardRecords(ctx context.Context, path string, fn func(line int64, rec
 	}
 }
 
+// rewardWire is a JSONL record with pointer fields, so one decoding tells
+// which mode's fields are present.
+type rewardWire struct {
+	ID               string            `json:"id"`
+	CodeContext      map[string]string `json:"code_context"`
+	OracleNewContent map[string]string `json:"oracle_new_content"`
+	Output           *string           `json:"output"`
+	OraclePatches    *[]string         `json:"oracle_patches"`
+	PredPatches      *[]string         `json:"pred_patches"`
+	Mode             string            `json:"mode"`
+}
+
 // decodeRewardRecord decodes one JSONL record and checks it names a mode.
 func decodeRewardRecord(b []byte) (reward.Record, error) {
-	var rec reward.Record
-	if err := json.Unmarshal(b, &rec); err != nil {
+	var w rewardWire
+	if err := json.Unmarshal(b, &w); err != nil {
 		// Keep the id when only a field is wrong, so the error record can name it.
 		var id struct {
 			ID string `json:"id"`
@@ -245,16 +257,21 @@ func decodeRewardRecord(b []byte) (reward.Record, error) {
 		_ = json.Unmarshal(b, &id)
 		return reward.Record{ID: id.ID}, fmt.Errorf("invalid record: %v", err)
 	}
-	var keys map[string]json.RawMessage
-	_ = json.Unmarshal(b, &keys)
-	_, out := keys["output"]
-	_, op := keys["oracle_patches"]
-	_, pp := keys["pred_patches"]
+	rec := reward.Record{ID: w.ID, CodeContext: w.CodeContext, OracleNewContent: w.OracleNewContent, ModeName: w.Mode}
+	if w.Output != nil {
+		rec.Output = *w.Output
+	}
+	if w.OraclePatches != nil {
+		rec.OraclePatches = *w.OraclePatches
+	}
+	if w.PredPatches != nil {
+		rec.PredPatches = *w.PredPatches
+	}
 	switch {
 	case rec.ModeName != "":
-	case op || pp:
+	case w.OraclePatches != nil || w.PredPatches != nil:
 		rec.ModeName = reward.ModeUnidiff
-	case out:
+	case w.Output != nil:
 		rec.ModeName = reward.ModeSearchReplace
 	default:
 		return rec, errors.New("invalid record: want output (search/replace) or oracle_patches/pred_patches (unidiff)")

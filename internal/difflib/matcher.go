@@ -51,9 +51,10 @@ type Matcher struct {
 	// not in b and for popular ids (autojunk).
 	b2j [][]int32
 
-	// DP rows of find_longest_match, indexed by j+1, reused across calls.
-	prev, cur           []int32
-	prevTouch, curTouch []int32
+	// cells[j] of find_longest_match: the row stamp (high 32 bits) and
+	// the length of the match ending at b[j]; reused across calls.
+	cells []uint64
+	row   uint64
 
 	blocks []Match
 	done   <-chan struct{}
@@ -201,53 +202,59 @@ func (m *Matcher) stopped() bool {
 }
 
 // FindLongestMatch is find_longest_match(alo, ahi, blo, bhi).
+//
+// The DP is CPython's (k[i][j] = k[i-1][j-1] + 1 over the positions of
+// a[i] in b), with the two j2len dicts replaced by one array of cells
+// stamped with their row: row i walks its positions downwards, so a cell
+// it writes is never one it still has to read. Among a row's longest
+// matches the smallest j wins, and a row only replaces the best match when
+// it is strictly longer: CPython's earliest-i-then-earliest-j tie-break.
 func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
 	a, b := m.a, m.b
-	if m.prev == nil {
-		m.prev = make([]int32, len(b)+1)
-		m.cur = make([]int32, len(b)+1)
+	if m.cells == nil {
+		m.cells = make([]uint64, len(b))
 	}
-	prev, cur := m.prev, m.cur
-	prevTouch, curTouch := m.prevTouch[:0], m.curTouch[:0]
+	cells := m.cells
+	// Skip one stamp so the first row of this call never reads the last
+	// row of the previous call as its predecessor.
+	if m.row >= 1<<31 {
+		clear(cells)
+		m.row = 0
+	}
+	m.row++
 	besti, bestj, bestsize := alo, blo, 0
-	// prev[j+1] holds j2len[j] of the previous row.
 	for i := alo; i < ahi; i++ {
 		if m.stopped() {
 			break
 		}
+		m.row++
+		prev, cur := uint64(m.row-1), uint64(m.row)<<32
 		id := a[i]
-		var js []int32
-		if id >= 0 {
-			js = m.b2j[id]
+		if id < 0 {
+			continue
 		}
-		if len(js) > 0 && int(js[0]) < blo {
-			// skip j < blo (Python continues past them one by one)
-			k := sort.Search(len(js), func(x int) bool { return int(js[x]) >= blo })
-			js = js[k:]
-		}
-		for _, j32 := range js {
-			j := int(j32)
-			if j >= bhi {
-				break
+		js := m.b2j[id]
+		// hi: first position >= bhi; lo: first position >= blo.
+		hi := searchInt32(js, bhi)
+		lo := searchInt32(js[:hi], blo)
+		rowBest, rowJ := 0, 0
+		for x := hi - 1; x >= lo; x-- {
+			j := int(js[x])
+			k := uint64(1)
+			if j > 0 {
+				if c := cells[j-1]; c>>32 == prev {
+					k += c & 0xffffffff
+				}
 			}
-			k := prev[j] + 1
-			cur[j+1] = k
-			curTouch = append(curTouch, int32(j+1))
-			if int(k) > bestsize {
-				besti, bestj, bestsize = i-int(k)+1, j-int(k)+1, int(k)
+			cells[j] = cur | k
+			if int(k) >= rowBest {
+				rowBest, rowJ = int(k), j
 			}
 		}
-		for _, t := range prevTouch {
-			prev[t] = 0
+		if rowBest > bestsize {
+			besti, bestj, bestsize = i-rowBest+1, rowJ-rowBest+1, rowBest
 		}
-		prev, cur = cur, prev
-		prevTouch, curTouch = curTouch, prevTouch[:0]
 	}
-	for _, t := range prevTouch {
-		prev[t] = 0
-	}
-	m.prev, m.cur = prev, cur
-	m.prevTouch, m.curTouch = prevTouch[:0], curTouch[:0]
 
 	// Extend over equal elements on both ends (there is no junk, so
 	// popular elements are absorbed here too).
@@ -258,6 +265,21 @@ func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
 		bestsize++
 	}
 	return Match{besti, bestj, bestsize}
+}
+
+// searchInt32 returns the first index of the ascending js whose value is
+// at least v (len(js) when none is).
+func searchInt32(js []int32, v int) int {
+	l, h := 0, len(js)
+	for l < h {
+		mid := int(uint(l+h) >> 1)
+		if int(js[mid]) < v {
+			l = mid + 1
+		} else {
+			h = mid
+		}
+	}
+	return l
 }
 
 // MatchingBlocks is get_matching_blocks(): the non-adjacent matching blocks

@@ -13,11 +13,24 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"swerl/schemas"
 )
 
 func init() {
 	register.Function1x1[Message, Message](relabel)
+	register.Function3x0[beam.EventTime, Message, func(string)](timeMismatch)
+}
+
+// timeMismatch emits a line for a message whose event time is not its
+// Kafka record timestamp.
+func timeMismatch(et beam.EventTime, m Message, emit func(string)) {
+	if int64(et) != m.TimeMS || m.TimeMS == 0 {
+		emit(fmt.Sprintf("%s: event time %d, record time %d", m.Source(), et, m.TimeMS))
+	}
 }
 
 // relabel turns an input record into an output record for topic "out":
@@ -40,7 +53,7 @@ func startBroker(t testing.TB, topics ...string) Config {
 // produce writes n records key-i/value-i (i from first) to topic.
 func produce(t testing.TB, c Config, topic string, first, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, BatchSize: 500}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, BatchSize: 500}
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := first; i < first+n; i++ {
@@ -113,6 +126,7 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})
+	passert.Empty(s, beam.ParDo(s, timeMismatch, msgs))
 	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabel, msgs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -121,6 +135,24 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 	}
 	out := consumeAll(t, c, "out", n, 10*time.Second)
 	checkRelabelled(t, out, 0, n)
+	// The batches on the broker are zstd-compressed: franz-go's client
+	// reports each record's batch codec.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	codecs := map[uint8]int{}
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { codecs[r.Attrs.CompressionType()]++; got++ })
+	}
+	if codecs[4] != n {
+		t.Fatalf("record batch codecs %v, want all %d zstd (4)", codecs, n)
+	}
 }
 
 func checkRelabelled(t testing.TB, out []kafka.Message, first, n int) {
@@ -167,4 +199,45 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	beam.Init()
 	os.Exit(m.Run())
+}
+
+func init() {
+	register.Function1x1[Message, Message](inflate)
+}
+
+// inflate makes the record with key key-3 2 MB long.
+func inflate(m Message) Message {
+	out := relabel(m)
+	if string(m.Key) == "key-3" {
+		out.Value = []byte(strings.Repeat("x", 2<<20))
+	}
+	return out
+}
+
+// A message over the size limit does not fail the pipeline and is not
+// lost: its dead letter goes to the deadletter topic, the rest is written.
+func TestWriteOversizedGoesToDeadLetter(t *testing.T) {
+	c := startBroker(t, "in", "out", Config{}.Topic(DeadLetter))
+	produce(t, c, "in", 0, 10)
+	p, s := beam.NewPipelineWithRoot()
+	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, inflate, Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := runPipeline(t, ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if out := consumeAll(t, c, "out", 9, 10*time.Second); len(out) != 9 {
+		t.Fatalf("%d records written, want the 9 small ones", len(out))
+	}
+	dead := consumeAll(t, c, c.Topic(DeadLetter), 1, 10*time.Second)
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters", len(dead))
+	}
+	dl, err := Decode[schemas.DeadLetter](dead[0].Value, "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Stage != "kafka-write" || dl.Key != "key-3" || !strings.Contains(dl.Reason, "over the 1000000-byte limit") || len(dl.Value) != 64<<10 {
+		t.Fatalf("dead letter %+v", dl.Reason)
+	}
 }

@@ -29,7 +29,7 @@ func sampleValue(b testing.TB, i int) []byte {
 
 // fill produces n ~2 KB sample records to topic (not timed).
 func fill(b *testing.B, c Config, topic string, n int) {
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, BatchSize: 1000, Compression: compress.Zstd}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, BatchSize: 1000, Compression: compress.Zstd}
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := 0; i < n; i++ {

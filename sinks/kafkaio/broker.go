@@ -1,6 +1,8 @@
 package kafkaio
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 
@@ -44,8 +46,13 @@ func StartBroker(o BrokerOptions) (*Broker, error) {
 		}
 	}
 	addr := o.Addr
+	id := make([]byte, 8)
+	rand.Read(id)
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
+		// Every embedded broker is a new cluster (its data is gone when it
+		// stops): positions saved against an earlier one are not reused.
+		kfake.ClusterID("swerl-embedded-" + hex.EncodeToString(id)),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(o.Partitions),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),

@@ -222,6 +222,22 @@ func EnsureTopics(ctx context.Context, c Config, partitions int, names ...string
 	return nil
 }
 
+// ClusterID returns the cluster id the brokers report ("" if they report
+// none).
+func ClusterID(ctx context.Context, c Config) (string, error) {
+	tr, err := c.Transport()
+	if err != nil {
+		return "", err
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: 30 * time.Second}
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return "", fmt.Errorf("kafkaio: metadata from %v: %w", c.Brokers, err)
+	}
+	return md.ClusterID, nil
+}
+
 // Partitions lists the partition ids of a topic.
 func Partitions(ctx context.Context, c Config, topic string) ([]int, error) {
 	tr, err := c.Transport()

@@ -2,40 +2,76 @@
 // settings (TLS, SASL) for real clusters, an embedded broker for a
 // single-machine run, Beam Go transforms that read from and write to Kafka
 // (Beam has no native Go Kafka IO), JSON encoding of swerl records as Kafka
-// values, and the positions file that lets a pipeline resume after a
-// restart.
+// values, the positions files that let a pipeline resume after a restart,
+// and Scan/Replay to re-read a topic without Beam.
 //
 // # Kafka
 //
-// Flags (every pipeline subcommand): --brokers host:port,… (none: an
-// embedded broker on loopback is started and its address printed),
-// --topic-prefix (default "swerl."), --kafka-tls, --kafka-ca, --kafka-cert,
-// --kafka-key, --sasl-mechanism plain|scram-sha-256|scram-sha-512,
+// Flags (every subcommand that talks to Kafka): --brokers host:port,…
+// (none: an embedded broker is started on loopback and its address
+// printed), --topic-prefix (default "swerl."; "" for bare names),
+// --partitions (of topics swerl creates), --kafka-tls, --kafka-ca,
+// --kafka-cert, --kafka-key, --sasl-mechanism plain|scram-sha-256|scram-sha-512,
 // --sasl-user and --sasl-password-env NAME (the password is read from the
-// environment variable NAME, never from the command line).
+// environment variable NAME, never from the command line). On a real
+// cluster swerl creates its four topics if they are missing.
 //
 // Embedded broker: franz-go's kfake, a real Kafka wire-protocol server in
-// process, so kcat and any other client can talk to it. `swerl broker` runs
-// one standalone until Ctrl-C. Data is in memory only.
+// the swerl process, so kcat and any other Kafka client can talk to it
+// (a test drives kcat against it, zstd both ways). `swerl broker
+// [--addr 127.0.0.1:9092]` runs one standalone until Ctrl-C. Its data
+// lives in memory only.
 //
-// Topics: swerl.instances (key: instance id), swerl.samples (key: group id,
-// so a group stays on one partition), swerl.weights (key: version),
-// swerl.deadletter (key: the key of the failed record). Values are the JSON
-// of the swerl records (package schemas) and record batches are compressed
-// with zstd.
+// Topics: <prefix>instances (key: instance id), <prefix>samples (key:
+// group id, so a group stays on one partition), <prefix>weights (key:
+// version), <prefix>deadletter (key: the key of the failed record). Values
+// are the JSON of the swerl records (package schemas, with
+// schema_version); Decode checks them and names the record
+// ("topic@partition:offset") in every error. Write compresses batches with
+// zstd and partitions by a murmur2 hash of the key, as the Java client does.
+//
+// `swerl replay --topic T [--from-offset N | --from-time T] [--to-offset N
+// | --to-time T] --out DIR [--rescore --instances FILE]` re-reads a topic
+// into Parquet (DIR/samples/, DIR/instances/, DIR/weights/, DIR/raw/),
+// undecodable records to DIR/deadletter/ with the reason; --rescore scores
+// samples again with the current reward and recomputes group advantages.
+//
+// # Beam
 //
 // Read is a splittable DoFn over (topic, partition) with an offset-range
-// restriction. Bounded reads stop at the end offsets seen when the read
-// starts; unbounded reads poll for new records and advance a watermark.
-// Write flushes kafka-go's Writer at the end of every bundle, so a bundle
-// is committed only once Kafka has acknowledged its records (at-least-once).
+// restriction. Bounded reads (ReadConfig.Bounded, ToOffset or ToTime) stop
+// at the end offsets seen when the read starts and produce a bounded
+// PCollection, so the pipeline ends when the input is exhausted. Unbounded
+// reads poll idle partitions (PollInterval), checkpoint themselves every
+// 500ms so downstream stages see their output, and advance a watermark
+// estimator to the record timestamps, or to now less one second when
+// caught up. Elements carry the record timestamp as event time.
 //
-// Guarantees on restart: Prism keeps no durable checkpoint, so the pipeline
-// records its own progress. A pipeline that passes the positions of the
-// records it has finished (their output durable) to Ack gets them saved
-// atomically in PositionsDir; Read with the same PositionsDir starts every
-// partition at the first offset not acknowledged and skips offsets
-// acknowledged out of order. Nothing acknowledged is read again, and nothing
-// unacknowledged is skipped: after a crash, records in flight are read
-// again, and the duplicates they produce are removed downstream by record id.
+// Write buffers a bundle's records and flushes kafka-go's Writer at the end
+// of the bundle (never in Teardown): a bundle succeeds only once Kafka has
+// acknowledged all its records, and a failed flush fails the bundle, which
+// the runner retries. Records of one key keep their partition; their order
+// across retried bundles is not guaranteed. WriteAcked also returns each
+// written message after its flush. Sinks end in Drain: on Prism v2.77 a
+// fused stage with no output busy-spins a core while its bundles run.
+//
+// # Restart guarantees
+//
+// Prism keeps no durable checkpoint, so the pipeline records its own
+// progress in positions files (PositionsDir, one JSON file a topic,
+// replaced atomically). Read records where it starts each partition; Ack
+// (or AckOrigins on WriteAcked's output, through Message.Origin) marks
+// records finished, and must be applied only once everything derived from
+// a record is durable (written and flushed, or dead-lettered). A file
+// holds, per partition, the first offset not acknowledged (next) and the
+// offsets acknowledged out of order above it. A Read with the same
+// PositionsDir starts at next and skips those offsets. Hence: no record
+// that was acknowledged is read again, and no record that was not
+// acknowledged is skipped (at-least-once). Records in flight when a
+// pipeline stops are read again after the restart; the outputs they
+// produce twice are removed downstream by record id (the train pipeline's
+// sample sink dedups by sample id). Positions are per process and
+// filesystem: runners that run bundles on many machines need PositionsDir
+// on a shared filesystem, and two pipelines must not share one
+// PositionsDir for the same topic.
 package kafkaio

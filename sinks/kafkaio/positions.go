@@ -115,7 +115,7 @@ func (fn *ackFn) ProcessElement(_ context.Context, p Position, _ func(int)) {
 func (fn *ackFn) FinishBundle(_ context.Context, emit func(int)) error {
 	n := 0
 	for topic, parts := range fn.acked {
-		if err := updatePositions(fn.Dir, topic, nil, parts); err != nil {
+		if err := updatePositions(fn.Dir, topic, posUpdate{Acked: parts}); err != nil {
 			return err
 		}
 		n += len(parts)
@@ -129,7 +129,9 @@ func (fn *ackFn) FinishBundle(_ context.Context, emit func(int)) error {
 
 // positionsFile is the JSON of one topic's positions.
 type positionsFile struct {
-	Topic      string                      `json:"topic"`
+	Topic string `json:"topic"`
+	// ClusterID is the cluster the offsets belong to (see resolve).
+	ClusterID  string                      `json:"cluster_id,omitempty"`
 	Partitions map[int]*partitionPositions `json:"partitions"`
 }
 
@@ -227,24 +229,42 @@ func loadPositions(dir, topic string) (*positionsFile, error) {
 // (Prism runs every bundle in one process).
 var posMu sync.Mutex
 
-// updatePositions sets the start of partitions not yet in the file (base)
-// and marks acknowledged offsets, then replaces the file atomically.
-func updatePositions(dir, topic string, base map[int]int64, acked map[int][]int64) error {
+// posUpdate is one change to a positions file.
+type posUpdate struct {
+	// Cluster, when set, is recorded; with Reset the file starts over.
+	Cluster string
+	Reset   bool
+	// Base sets the start of partitions not yet in the file; Force
+	// overwrites partitions.
+	Base, Force map[int]int64
+	// Acked marks offsets finished.
+	Acked map[int][]int64
+}
+
+// updatePositions applies u to the positions file of topic and replaces
+// the file atomically.
+func updatePositions(dir, topic string, u posUpdate) error {
 	posMu.Lock()
 	defer posMu.Unlock()
 	f, err := loadPositions(dir, topic)
 	if err != nil {
 		return err
 	}
-	if f == nil {
+	if f == nil || u.Reset {
 		f = &positionsFile{Topic: topic, Partitions: map[int]*partitionPositions{}}
 	}
-	for p, next := range base {
+	if u.Cluster != "" {
+		f.ClusterID = u.Cluster
+	}
+	for p, next := range u.Base {
 		if f.Partitions[p] == nil {
 			f.Partitions[p] = &partitionPositions{Next: next}
 		}
 	}
-	for p, offs := range acked {
+	for p, next := range u.Force {
+		f.Partitions[p] = &partitionPositions{Next: next}
+	}
+	for p, offs := range u.Acked {
 		pp := f.Partitions[p]
 		if pp == nil {
 			// Acknowledged before any read recorded its start: start at

@@ -1,6 +1,7 @@
 package kafkaio
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,18 +11,18 @@ import (
 
 func TestPositionsAdvanceOverContiguousAcks(t *testing.T) {
 	dir := t.TempDir()
-	if err := updatePositions(dir, "in", map[int]int64{0: 10, 1: 0}, nil); err != nil {
+	if err := updatePositions(dir, "in", posUpdate{Base: map[int]int64{0: 10, 1: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	// Out of order: 12 and 14 before 10, 11.
-	if err := updatePositions(dir, "in", nil, map[int][]int64{0: {12, 14, 3}}); err != nil {
+	if err := updatePositions(dir, "in", posUpdate{Acked: map[int][]int64{0: {12, 14, 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := loadPositions(dir, "in")
 	if pp := f.Partitions[0]; pp.Next != 10 || !reflect.DeepEqual(pp.Done, []int64{12, 14}) {
 		t.Fatalf("after out-of-order acks: %+v", pp)
 	}
-	if err := updatePositions(dir, "in", map[int]int64{0: 0}, map[int][]int64{0: {11, 10, 10}, 1: {0, 1, 2}, 5: {7}}); err != nil {
+	if err := updatePositions(dir, "in", posUpdate{Base: map[int]int64{0: 0}, Acked: map[int][]int64{0: {11, 10, 10}, 1: {0, 1, 2}, 5: {7}}}); err != nil {
 		t.Fatal(err)
 	}
 	f, _ = loadPositions(dir, "in")
@@ -54,5 +55,84 @@ func TestPositionsFileErrors(t *testing.T) {
 	}
 	if got, err := LoadPositions(filepath.Join(dir, "none"), "in"); err != nil || len(got) != 0 {
 		t.Errorf("missing dir: %v %v", got, err)
+	}
+}
+
+// Saved positions resume a read on the same cluster; against a new
+// cluster (a new embedded broker) or past the end of a recreated
+// partition they are discarded, so nothing is skipped.
+func TestPositionsBelongToTheirCluster(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	scan := func(c Config) int {
+		n := 0
+		if err := Scan(ctx, ReadConfig{Config: c, Topic: "in", PositionsDir: dir}, func(Message) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := startBroker(t, "in")
+	produce(t, a, "in", 0, 30)
+	if n := scan(a); n != 30 {
+		t.Fatalf("first scan: %d records", n)
+	}
+	// Acknowledge everything the scan saw.
+	acked := map[int][]int64{}
+	Scan(ctx, ReadConfig{Config: a, Topic: "in"}, func(m Message) error {
+		acked[m.Partition] = append(acked[m.Partition], m.Offset)
+		return nil
+	})
+	if err := updatePositions(dir, "in", posUpdate{Acked: acked}); err != nil {
+		t.Fatal(err)
+	}
+	if n := scan(a); n != 0 {
+		t.Fatalf("after acknowledging everything, a scan read %d records again", n)
+	}
+	produce(t, a, "in", 30, 6)
+	if n := scan(a); n != 6 {
+		t.Fatalf("resumed scan read %d records, want the 6 new ones", n)
+	}
+
+	b := startBroker(t, "in") // a new cluster with the same topic
+	produce(t, b, "in", 0, 12)
+	if n := scan(b); n != 12 {
+		t.Fatalf("positions of another cluster skipped records: %d of 12 read", n)
+	}
+	f, _ := loadPositions(dir, "in")
+	idB, _ := ClusterID(ctx, b)
+	idA, _ := ClusterID(ctx, a)
+	if f.ClusterID != idB || idA == idB {
+		t.Fatalf("positions file cluster %q; clusters %q and %q", f.ClusterID, idA, idB)
+	}
+	// A position beyond the end of a partition (recreated topic) is
+	// ignored for that partition only.
+	var parts []int
+	acked = map[int][]int64{}
+	Scan(ctx, ReadConfig{Config: b, Topic: "in"}, func(m Message) error {
+		acked[m.Partition] = append(acked[m.Partition], m.Offset)
+		if m.Partition == 0 {
+			parts = append(parts, 0)
+		}
+		return nil
+	})
+	if err := updatePositions(dir, "in", posUpdate{Acked: acked}); err != nil {
+		t.Fatal(err)
+	}
+	if n := scan(b); n != 0 {
+		t.Fatalf("after acknowledging everything on the new cluster, a scan read %d records", n)
+	}
+	if err := updatePositions(dir, "in", posUpdate{Force: map[int]int64{0: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := scan(b); n != len(parts) {
+		t.Fatalf("stale position: read %d records, want partition 0's %d", n, len(parts))
+	}
+}
+
+func TestScanMissingTopic(t *testing.T) {
+	c := startBroker(t, "in")
+	err := Scan(context.Background(), ReadConfig{Config: c, Topic: "nope"}, func(Message) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("scan of a missing topic: %v", err)
 	}
 }

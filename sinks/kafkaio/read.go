@@ -120,22 +120,31 @@ func resolve(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
 	parts := rc.Partitions
 	if parts == nil {
 		var err error
+		// A missing topic is an error, not created here: the subcommands
+		// create swerl's topics (EnsureTopics) with the configured
+		// partitions before they read.
 		if parts, err = Partitions(ctx, c, rc.Topic); err != nil {
-			// A topic that does not exist yet is created (as the embedded
-			// broker and clusters with auto-creation would on produce).
-			if err2 := EnsureTopics(ctx, c, 0, rc.Topic); err2 != nil {
-				return nil, err
-			}
-			if parts, err = Partitions(ctx, c, rc.Topic); err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 	}
 	var pos *positionsFile
+	var cluster string
+	reset := false
 	if rc.PositionsDir != "" {
 		var err error
 		if pos, err = loadPositions(rc.PositionsDir, rc.Topic); err != nil {
 			return nil, err
+		}
+		if cluster, err = ClusterID(ctx, c); err != nil {
+			return nil, err
+		}
+		if pos != nil && pos.ClusterID != "" && cluster != "" && pos.ClusterID != cluster {
+			// The offsets were saved against another cluster (an earlier
+			// embedded broker, or another cluster entirely): they say
+			// nothing about this one. Start over rather than skip.
+			log.Warnf(ctx, "kafkaio: %s: positions in %s are for cluster %s, not %s; reading from the configured start",
+				rc.Topic, rc.PositionsDir, pos.ClusterID, cluster)
+			pos, reset = nil, true
 		}
 	}
 	d, err := c.Dialer()
@@ -143,47 +152,58 @@ func resolve(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
 		return nil, err
 	}
 	var specs []partitionSpec
-	base := map[int]int64{}
+	base, force := map[int]int64{}, map[int]int64{}
 	for _, p := range parts {
 		conn, err := d.DialLeader(ctx, "tcp", c.Brokers[0], rc.Topic, p)
 		if err != nil {
 			return nil, fmt.Errorf("kafkaio: %s partition %d: %w", rc.Topic, p, err)
 		}
-		spec, err := resolvePartition(conn, rc, p, pos)
+		spec, stale, err := resolvePartition(conn, rc, p, pos)
 		conn.Close()
 		if err != nil {
 			return nil, fmt.Errorf("kafkaio: %s partition %d: %w", rc.Topic, p, err)
 		}
-		if pos == nil || pos.Partitions[p] == nil {
+		switch {
+		case stale:
+			log.Warnf(ctx, "kafkaio: %s partition %d: the saved position is past the end of the partition (topic recreated?); reading from offset %d",
+				rc.Topic, p, spec.Start)
+			force[p] = spec.Start
+		case pos.partition(p) == nil:
 			base[p] = spec.Start
 		}
 		specs = append(specs, spec)
 	}
-	if rc.PositionsDir != "" && len(base) > 0 {
-		if err := updatePositions(rc.PositionsDir, rc.Topic, base, nil); err != nil {
+	if rc.PositionsDir != "" {
+		if err := updatePositions(rc.PositionsDir, rc.Topic, posUpdate{Cluster: cluster, Reset: reset, Base: base, Force: force}); err != nil {
 			return nil, err
 		}
 	}
 	return specs, nil
 }
 
-func resolvePartition(conn *kafka.Conn, rc ReadConfig, p int, pos *positionsFile) (partitionSpec, error) {
+// resolvePartition computes the range to read of partition p. stale
+// reports a saved position past the end of the partition (ignored).
+func resolvePartition(conn *kafka.Conn, rc ReadConfig, p int, pos *positionsFile) (s partitionSpec, stale bool, err error) {
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
-		return partitionSpec{}, err
+		return s, false, err
 	}
-	s := partitionSpec{Topic: rc.Topic, Partition: p, Start: rc.FromOffset, End: math.MaxInt64}
+	s = partitionSpec{Topic: rc.Topic, Partition: p, Start: rc.FromOffset, End: math.MaxInt64}
 	switch {
 	case rc.FromLatest:
 		s.Start = last
 	case !rc.FromTime.IsZero():
 		if s.Start, err = conn.ReadOffset(rc.FromTime); err != nil {
-			return s, fmt.Errorf("offset for time %s: %w", rc.FromTime.Format(time.RFC3339), err)
+			return s, false, fmt.Errorf("offset for time %s: %w", rc.FromTime.Format(time.RFC3339), err)
 		}
 	}
 	if pp := pos.partition(p); pp != nil {
-		s.Start = pp.Next
-		s.Skip = pp.doneFrom(pp.Next)
+		if pp.Next > last {
+			stale = true
+		} else {
+			s.Start = pp.Next
+			s.Skip = pp.doneFrom(pp.Next)
+		}
 	}
 	s.Start = max(s.Start, first)
 	if rc.bounded() {
@@ -194,13 +214,13 @@ func resolvePartition(conn *kafka.Conn, rc ReadConfig, p int, pos *positionsFile
 		if !rc.ToTime.IsZero() {
 			e, err := conn.ReadOffset(rc.ToTime)
 			if err != nil {
-				return s, fmt.Errorf("offset for time %s: %w", rc.ToTime.Format(time.RFC3339), err)
+				return s, false, fmt.Errorf("offset for time %s: %w", rc.ToTime.Format(time.RFC3339), err)
 			}
 			s.End = min(s.End, e)
 		}
 		s.End = max(s.End, s.Start)
 	}
-	return s, nil
+	return s, stale, nil
 }
 
 // readFn is the part shared by the bounded and unbounded splittable read.
@@ -228,6 +248,31 @@ func (fn *readFn) RestrictionSize(_ partitionSpec, r offsetrange.Restriction) fl
 
 func (fn *readFn) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(offsetrange.NewTracker(r))
+}
+
+// CreateTracker for an unbounded read: a partition is one sequence, read
+// by one ProcessElement at a time, so the runner may only checkpoint it
+// (split at the current position), never cut its endless range in two.
+func (fn *unboundedReadFn) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(&checkpointTracker{offsetrange.NewTracker(r)})
+}
+
+// checkpointTracker is an offset-range tracker that accepts only splits
+// at fraction 0 (self-checkpoints and runner checkpoints). A fractional
+// split of [next, MaxInt64) would start a residual near offset 2^62.
+type checkpointTracker struct{ *offsetrange.Tracker }
+
+// TrySplit implements sdf.RTracker.
+func (t *checkpointTracker) TrySplit(fraction float64) (primary, residual any, err error) {
+	if fraction > 0 {
+		return t.GetRestriction(), nil, nil
+	}
+	return t.Tracker.TrySplit(0)
+}
+
+// IsBounded implements sdf.BoundableRTracker.
+func (t *checkpointTracker) IsBounded() bool {
+	return t.GetRestriction().(offsetrange.Restriction).End != math.MaxInt64
 }
 
 // TruncateRestriction drops what is left of an unbounded read when the

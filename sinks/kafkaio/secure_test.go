@@ -79,7 +79,7 @@ func TestTLSAndSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(Weights), Transport: tr, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(Weights), Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("v1"), Value: []byte(`{"version":1}`)}, kafka.Message{Key: []byte("v2"), Value: []byte(`{"version":2}`)}); err != nil {
 		t.Fatal(err)
 	}

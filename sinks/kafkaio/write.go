@@ -31,6 +31,13 @@ type WriteConfig struct {
 	BatchSize int
 	// NoCompression turns zstd off.
 	NoCompression bool
+	// MaxMessageBytes is the largest key+value written as is; default
+	// 1000000 (Kafka's default message.max.bytes is 1048588). A larger
+	// message is not written: a schemas.DeadLetter naming it (stage
+	// "kafka-write", the first 64 KiB of its value) goes to
+	// Config.Topic(DeadLetter) instead, so one oversized record neither
+	// fails the pipeline nor disappears.
+	MaxMessageBytes int
 }
 
 // Write produces the Messages of col to Kafka (an empty Message.Topic
@@ -96,7 +103,7 @@ func (w *writer) setup() error {
 		Balancer:     &kafka.Murmur2Balancer{},
 		BatchTimeout: wc.BatchTimeout,
 		BatchSize:    wc.BatchSize,
-		BatchBytes:   1 << 20,
+		BatchBytes:   int64(max(1<<20, wc.MaxMessageBytes+(64<<10))),
 		RequiredAcks: kafka.RequireAll,
 		MaxAttempts:  5,
 		WriteTimeout: 30 * time.Second,
@@ -118,6 +125,21 @@ func (w *writer) add(ctx context.Context, m Message) error {
 	}
 	if topic == "" {
 		return fmt.Errorf("kafkaio: write: message with key %q has no topic and WriteConfig.Topic is empty", m.Key)
+	}
+	limit := w.WC.MaxMessageBytes
+	if limit <= 0 {
+		limit = 1000000
+	}
+	if size := len(m.Key) + len(m.Value); size > limit {
+		v := m.Value[:min(len(m.Value), 64<<10)]
+		dl := DeadLetterFor(Message{Topic: topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: v},
+			"kafka-write", fmt.Errorf("message for %s with key %q is %d bytes, over the %d-byte limit (origin %q)", topic, m.Key, size, limit, m.Origin))
+		dl.Source = m.Origin
+		b, err := Encode(dl)
+		if err != nil {
+			return err
+		}
+		topic, m = w.WC.Config.Topic(DeadLetter), Message{Key: m.Key, Value: b}
 	}
 	km := kafka.Message{Topic: topic, Key: m.Key, Value: m.Value}
 	if m.TimeMS != 0 {

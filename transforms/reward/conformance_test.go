@@ -25,7 +25,7 @@ type conformanceLine struct {
 	ExpectedReward   float64           `json:"expected_reward"`
 }
 
-func readConformance(t *testing.T, name string) []conformanceLine {
+func readConformance(t testing.TB, name string) []conformanceLine {
 	t.Helper()
 	path := filepath.Join(testenv.SharedDir(t), "conformance", name)
 	f, err := os.Open(path)
@@ -83,5 +83,21 @@ func TestConformanceUnidiff(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d unidiff vectors differ", bad, len(lines))
+	}
+}
+
+// BenchmarkConformance scores every shared vector once per iteration (both
+// modes), without the JSON decoding.
+func BenchmarkConformance(b *testing.B) {
+	sr := readConformance(b, "reward_search_replace.jsonl")
+	ud := readConformance(b, "reward_unidiff.jsonl")
+	b.ResetTimer()
+	for range b.N {
+		for _, l := range sr {
+			SearchReplace(context.Background(), l.CodeContext, l.OracleNewContent, l.Output)
+		}
+		for _, l := range ud {
+			Unidiff(context.Background(), l.OraclePatches, l.PredPatches)
+		}
 	}
 }
