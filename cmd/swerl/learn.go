@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
+	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 )
 
@@ -86,11 +86,12 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 }
 
 func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet [--out DIR] [flags]", stderr)
+	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
 	tf := addTrainFlags(fs, 1e-6)
 	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory (offline)")
-	brokers := fs.String("brokers", "", "consume swerl.samples from these Kafka brokers (host:port,…) instead of --samples")
-	prefix := fs.String("topic-prefix", "swerl.", "Kafka topic prefix (samples and weights topics)")
+	// The Kafka flags of every subcommand; here --brokers is required for
+	// the online mode (no embedded broker: nothing would feed it samples).
+	kf := addKafkaFlags(fs)
 	group := fs.String("group", "swerl-learner", "Kafka consumer group")
 	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
 	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
@@ -104,7 +105,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if (*samples == "") == (*brokers == "") {
+	if (*samples == "") == (kf.brokers == "") {
 		return usagef("want one of --samples DIR|FILE.parquet and --brokers HOST:PORT,…")
 	}
 	if *batchGroups < 1 {
@@ -140,8 +141,21 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_, err = l.Run(ctx, src, tf.steps)
 		return err
 	}
-	kc := learner.KafkaConfig{Brokers: strings.Split(*brokers, ","), SamplesTopic: *prefix + "samples",
-		WeightsTopic: *prefix + "weights", Group: *group, Log: cfg.Log}
+	kcfg, done, err := kf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	dialer, err := kcfg.Dialer()
+	if err != nil {
+		return err
+	}
+	transport, err := kcfg.Transport()
+	if err != nil {
+		return err
+	}
+	kc := learner.KafkaConfig{Brokers: kcfg.Brokers, SamplesTopic: kcfg.Topic(kafkaio.Samples),
+		WeightsTopic: kcfg.Topic(kafkaio.Weights), Group: *group, Dialer: dialer, Transport: transport, Log: cfg.Log}
 	ann := learner.NewAnnouncer(kc)
 	defer ann.Close()
 	cfg.Announce = ann.Announce

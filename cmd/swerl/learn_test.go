@@ -7,9 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
 
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
+	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 )
 
@@ -74,5 +78,105 @@ func TestLearnOffline(t *testing.T) {
 	}
 	if code := runMain(context.Background(), []string{"learn", "--model", model}, &so, &se); code != 2 {
 		t.Errorf("learn without --samples: exit %d, want 2", code)
+	}
+}
+
+// learn --brokers with the shared Kafka flags: a custom --topic-prefix is
+// where it consumes samples and announces versions, on a real Kafka
+// protocol broker (embedded kfake).
+func TestLearnKafka(t *testing.T) {
+	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2, Topics: []string{"t9.samples", "t9.weights"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	brokers := b.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	var so, se bytes.Buffer
+	if code := runMain(ctx, []string{"model", "init", "--out", model}, &so, &se); code != 0 {
+		t.Fatalf("model init: %s", se.String())
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "t9.samples", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	var msgs []kafka.Message
+	for g := range 2 {
+		for i := range 2 {
+			s := schemas.Sample{
+				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
+					Prompt: "fix the bug", Completion: strings.Repeat("y", 2+i), FinishReason: "stop"},
+				Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
+			}
+			v, err := schemas.Encode(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, kafka.Message{Key: []byte(s.GroupID), Value: v})
+		}
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	out := filepath.Join(dir, "out")
+	args := []string{"learn", "--model", model, "--brokers", strings.Join(brokers, ","), "--topic-prefix", "t9.", "--out", out,
+		"--batch-groups", "1", "--steps", "2", "--max-staleness", "-1", "--max-seq", "128", "--metrics-addr", ""}
+	se.Reset()
+	if code := runMain(ctx, args, &so, &se); code != 0 {
+		t.Fatalf("learn exit %d: %s", code, se.String())
+	}
+	if !strings.Contains(se.String(), "consuming t9.samples") {
+		t.Errorf("stderr does not name the prefixed samples topic: %s", se.String())
+	}
+	st, err := checkpoint.Open(checkpoint.Config{Dir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.LatestGood(); err != nil || v.Version != 2 {
+		t.Fatalf("latest %+v, %v; want version 2", v, err)
+	}
+	// Versions 0..2 were announced on t9.weights.
+	seen := map[int64]bool{}
+	for p := range 2 {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "t9.weights", Partition: p, MaxWait: 100 * time.Millisecond})
+		for {
+			rctx, rc := context.WithTimeout(ctx, 500*time.Millisecond)
+			m, err := r.ReadMessage(rctx)
+			rc()
+			if err != nil {
+				break
+			}
+			var wv schemas.WeightVersion
+			if err := schemas.Decode(m.Value, &wv); err != nil {
+				t.Fatal(err)
+			}
+			seen[wv.Version] = true
+		}
+		r.Close()
+	}
+	if len(seen) != 3 {
+		t.Errorf("announced versions %v on t9.weights, want 0..2", seen)
+	}
+}
+
+func TestLearnKafkaFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "m"}, "--brokers"},
+		{[]string{"--model", "m", "--samples", "s.parquet", "--brokers", "a:1"}, "--brokers"},
+		{[]string{"--model", "m", "--brokers", "a:1", "--sasl-user", "u"}, "need --sasl-mechanism"},
+		{[]string{"--model", "m", "--brokers", "a:1", "--sasl-mechanism", "plain", "--sasl-user", "u"}, "sasl-password-env"},
+		{[]string{"--model", "m", "--brokers", "a:1", "--kafka-cert", "c.pem"}, "--kafka-key"},
+	} {
+		var so, se bytes.Buffer
+		args := append([]string{"learn", "--metrics-addr", ""}, tc.args...)
+		if code := runMain(context.Background(), args, &so, &se); code != 2 || !strings.Contains(se.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %s", tc.args, code, se.String(), tc.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"swerl/gpu/policy"
 	"swerl/gpu/serve"
+	"swerl/sinks/metrics"
 )
 
 func init() {
@@ -27,6 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	maxSeq := fs.Int("max-seq", 2048, "longest prompt+completion in tokens (sizes the KV cache)")
 	maxTokens := fs.Int("max-tokens", 256, "completion length when a request gives no max_tokens")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics (process and Go runtime) here (\"\": off)")
 	poll := fs.Duration("poll", 2*time.Second, "how often an output root is checked for a newer version (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -53,6 +55,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *name == "" {
 		abs, _ := filepath.Abs(*model)
 		*name = filepath.Base(abs)
+	}
+	msrv, err := metrics.Serve(*metricsAddr)
+	if err != nil {
+		return err
+	}
+	if msrv != nil {
+		defer msrv.Close()
+		fmt.Fprintf(stderr, "metrics on http://%s/metrics\n", msrv.Addr)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

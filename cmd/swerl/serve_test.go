@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -41,7 +42,7 @@ func TestServeCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- runMain(ctx, []string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--max-seq", "128"}, &so, &se)
+		done <- runMain(ctx, []string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--max-seq", "128", "--metrics-addr", "127.0.0.1:0"}, &so, &se)
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
 	var addr string
@@ -52,6 +53,20 @@ func TestServeCommand(t *testing.T) {
 			t.Fatalf("no address announced: %s", se.String())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	// --metrics-addr: Prometheus /metrics beside the API.
+	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(se.String())
+	if m == nil {
+		t.Fatalf("no metrics address announced: %s", se.String())
+	}
+	mresp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if mresp.StatusCode != http.StatusOK || !strings.Contains(string(mbody), "go_goroutines") {
+		t.Errorf("GET %s: %s %.200s", m[1], mresp.Status, mbody)
 	}
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":7}`
 	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))

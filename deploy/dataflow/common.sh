@@ -4,7 +4,8 @@
 # REGISTRY (Artifact Registry path holding the swerl-harness image),
 # BROKERS (Kafka reachable from the Dataflow VPC), SERVICE_ACCOUNT.
 # Optional: SUBNETWORK (regions/R/subnetworks/S), MAX_WORKERS, MACHINE_TYPE,
-# KAFKA_USER, KAFKA_PASSWORD_FILE, KAFKA_CA, DRY_RUN=1 (print the job only).
+# KAFKA_USER with KAFKA_PASSWORD (SASL/SCRAM-SHA-512 over TLS, swerl train
+# only), KAFKA_CA, DRY_RUN=1 (print the job only).
 
 : "${PROJECT:?set PROJECT to the GCP project id}"
 : "${REGION:?set REGION, e.g. us-central1}"
@@ -36,18 +37,22 @@ if [[ "${DRY_RUN:-0}" == 1 ]]; then
   dataflow_flags+=(--dry_run)
 fi
 
-# swerl's Kafka flags. SASL/TLS only when a user is given; the password and
-# CA files must exist at these paths on the workers too (bake them into the
-# harness image or mount them), since the Kafka IO runs there.
+# swerl's Kafka flags (swerl train). SASL/TLS only when a user is given:
+# the password is read from the environment variable KAFKA_PASSWORD
+# (--sasl-password-env) by the submitter and travels to the workers in the
+# pipeline's Kafka config; the CA file must exist at the same path on the
+# workers too (bake it into the harness image), since the Kafka IO runs there.
 kafka_flags=(--brokers="$BROKERS")
 if [[ -n "${KAFKA_USER:-}" ]]; then
+  : "${KAFKA_PASSWORD:?set KAFKA_PASSWORD to the SASL password of KAFKA_USER}"
+  export KAFKA_PASSWORD
   kafka_flags+=(
-    --kafka-sasl-mechanism=scram-sha-512
-    --kafka-sasl-user="$KAFKA_USER"
-    --kafka-sasl-password-file="${KAFKA_PASSWORD_FILE:-/etc/kafka-user/password}"
+    --sasl-mechanism=scram-sha-512
+    --sasl-user="$KAFKA_USER"
+    --sasl-password-env=KAFKA_PASSWORD
     --kafka-tls
   )
   if [[ -n "${KAFKA_CA:-}" ]]; then
-    kafka_flags+=(--kafka-tls-ca="$KAFKA_CA")
+    kafka_flags+=(--kafka-ca="$KAFKA_CA")
   fi
 fi

@@ -15,6 +15,7 @@ exec "${SWERL:-swerl}" train \
   "${dataflow_flags[@]}" \
   --job_name=swerl-train \
   --execute_async \
-  --policy-url="$POLICY_URL" \
+  --policy="$POLICY_URL" \
+  --follow \
   "${kafka_flags[@]}" \
   "$@"
