@@ -58,7 +58,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
 	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
-	lr := fs.Float64("lr", 2e-4, "RL learning rate")
+	lr := fs.Float64("lr", 5e-5, "RL learning rate")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 4, "instances per RL step")
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")

@@ -52,6 +52,10 @@ type Config struct {
 	// Resume continues from the newest good checkpoint in Out. Without
 	// it, an Out that already has versions is an error.
 	Resume bool
+	// FreshOptimizer, with Resume, starts AdamW's moments from zero instead
+	// of loading them: a new phase (RL after an SFT warm start) whose
+	// gradients have another scale than the moments the last phase left.
+	FreshOptimizer bool
 	// BatchGroups is the number of whole groups per optimizer step.
 	// Default 4.
 	BatchGroups int
@@ -186,7 +190,7 @@ func New(cfg Config) (*Learner, error) {
 	if l.trainer, err = gpu.NewTrainer(l.model, cfg.Backend, cfg.Train); err != nil {
 		return nil, err
 	}
-	if optState != "" {
+	if optState != "" && !cfg.FreshOptimizer {
 		if err := l.loadOptimizer(optState); err != nil {
 			return nil, err
 		}
