@@ -367,7 +367,7 @@ func Local(pol rollout.Policy, o prompt.Options, groupSize, maxTokens int, tempe
 				continue
 			}
 			resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User,
-				N: groupSize, MaxTokens: maxTokens, Temperature: temperature, Seed: int64(round)<<20 + int64(i)})
+				N: groupSize, MaxTokens: maxTokens, Temperature: temperature, Seed: rollout.GroupSeed(int64(round)+1, in.ID)})
 			if err != nil {
 				return nil, fmt.Errorf("instance %s: %w", in.ID, err)
 			}

@@ -273,8 +273,9 @@ func (f *rolloutFn) output(r rolled, emit func(beam.EventTime, part), dead func(
 
 // complete asks the policy for the group of one instance.
 func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Instance, p *prompt.Prompt) rolled {
+	gid := GroupID(f.GroupPrefix, in.ID, source)
 	req := rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: f.GroupSize,
-		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
+		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: rollout.GroupSeed(f.Seed, gid)}
 	start := time.Now()
 	resp, err := f.policy.Complete(f.ctx, req)
 	if err != nil {
@@ -289,7 +290,6 @@ func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Insta
 	if latency == 0 {
 		latency = time.Since(start).Milliseconds()
 	}
-	gid := GroupID(f.GroupPrefix, in.ID, source)
 	created := now()
 	out := part{GroupID: gid, Origin: source, System: p.System, Prompt: p.User, Files: p.Files, Oracle: in.OracleNewContent,
 		Members: make([]member, f.GroupSize)}
