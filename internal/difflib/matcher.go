@@ -50,6 +50,13 @@ type Matcher struct {
 	// b2j[id] lists, ascending, the positions of id in b; nil for ids
 	// not in b and for popular ids (autojunk).
 	b2j [][]int32
+	// popular: some ids were dropped from b2j (autojunk).
+	popular bool
+	// occ[i] is the number of positions in b of a[:i]'s elements, the DP
+	// work estimate; sam is the automaton of longestSAM. Both are built
+	// on first use, for matchers without popular elements.
+	occ []int64
+	sam *sam
 
 	// cells[j] of find_longest_match: the row stamp (high 32 bits) and
 	// the length of the match ending at b[j]; reused across calls.
@@ -146,6 +153,7 @@ func (m *Matcher) chainB(nids int, autojunk bool) {
 	off := make([]int, nids)
 	for id, c := range counts {
 		if popular(int32(id)) || c == 0 {
+			m.popular = m.popular || c > 0
 			off[id] = -1
 			continue
 		}
@@ -209,7 +217,40 @@ func (m *Matcher) stopped() bool {
 // it writes is never one it still has to read. Among a row's longest
 // matches the smallest j wins, and a row only replaces the best match when
 // it is strictly longer: CPython's earliest-i-then-earliest-j tie-break.
+//
+// Without popular elements, a call whose estimated DP work is large is
+// answered by a suffix automaton instead (see longestSAM), with the same
+// result.
 func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
+	if !m.popular && m.dpCostly(alo, ahi, blo, bhi) {
+		return m.longestSAM(alo, ahi, blo, bhi)
+	}
+	return m.longestDP(alo, ahi, blo, bhi)
+}
+
+// dpCostly reports whether the DP over the ranges is estimated to update
+// more than samMinWork cells per element of the two ranges: the positions
+// in all of b of a[alo:ahi]'s elements, scaled to the share of b in range.
+func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
+	if ahi <= alo || bhi <= blo {
+		return false
+	}
+	if m.occ == nil {
+		m.occ = make([]int64, len(m.a)+1)
+		for i, id := range m.a {
+			n := int64(0)
+			if id >= 0 {
+				n = int64(len(m.b2j[id]))
+			}
+			m.occ[i+1] = m.occ[i] + n
+		}
+	}
+	work := (m.occ[ahi] - m.occ[alo]) * int64(bhi-blo) / int64(len(m.b))
+	return work > samMinWork*int64(ahi-alo+bhi-blo)
+}
+
+// longestDP is FindLongestMatch by CPython's DP.
+func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 	a, b := m.a, m.b
 	if m.cells == nil {
 		m.cells = make([]uint64, len(b))
