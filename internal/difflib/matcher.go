@@ -13,6 +13,7 @@ package difflib
 import (
 	"context"
 	"sort"
+	"unicode/utf8"
 )
 
 // Match is a matching block: A[I:I+Size] == B[J:J+Size].
@@ -53,10 +54,9 @@ type Matcher struct {
 	// popular: some ids were dropped from b2j (autojunk).
 	popular bool
 	// occ[i] is the number of positions in b of a[:i]'s elements, the DP
-	// work estimate; sam is the automaton of longestSAM. Both are built
-	// on first use, for matchers without popular elements.
+	// work estimate, built on first use for matchers without popular
+	// elements.
 	occ []int64
-	sam *sam
 
 	// cells[j] of find_longest_match: the row stamp (high 32 bits) and
 	// the length of the match ending at b[j]; reused across calls.
@@ -81,25 +81,50 @@ func NewIDs(a, b []int32, nids int, autojunk bool) *Matcher {
 // NewRunes returns a matcher comparing the Unicode code points of a and b,
 // like SequenceMatcher(None, a, b, autojunk) on two Python str.
 func NewRunes(a, b string, autojunk bool) *Matcher {
-	ids := make(map[rune]int32)
+	// Code points below 128 are interned through a table, the rest
+	// through a map.
+	var ascii [utf8.RuneSelf]int32
+	for i := range ascii {
+		ascii[i] = -1
+	}
+	var ids map[rune]int32
+	nids := int32(0)
 	bb := make([]int32, 0, len(b))
 	for _, r := range b {
+		if r < utf8.RuneSelf {
+			id := ascii[r]
+			if id < 0 {
+				id = nids
+				ascii[r] = id
+				nids++
+			}
+			bb = append(bb, id)
+			continue
+		}
+		if ids == nil {
+			ids = make(map[rune]int32)
+		}
 		id, ok := ids[r]
 		if !ok {
-			id = int32(len(ids))
+			id = nids
 			ids[r] = id
+			nids++
 		}
 		bb = append(bb, id)
 	}
 	aa := make([]int32, 0, len(a))
 	for _, r := range a {
+		if r < utf8.RuneSelf {
+			aa = append(aa, ascii[r])
+			continue
+		}
 		id, ok := ids[r]
 		if !ok {
 			id = -1
 		}
 		aa = append(aa, id)
 	}
-	return NewIDs(aa, bb, len(ids), autojunk)
+	return NewIDs(aa, bb, int(nids), autojunk)
 }
 
 // NewLines returns a matcher comparing two lists of lines (each line one

@@ -1,5 +1,7 @@
 package difflib
 
+import "sync"
+
 // Suffix automaton path of find_longest_match, for matchers without popular
 // elements.
 //
@@ -34,6 +36,9 @@ type samState struct {
 }
 
 type samEdge struct{ sym, to, next int32 }
+
+// samPool holds automata between calls: one is only used within a call.
+var samPool = sync.Pool{New: func() any { return new(sam) }}
 
 // samMinWork is how many DP cell updates per element of the two ranges a
 // call must be estimated to need before the automaton is used instead.
@@ -137,10 +142,8 @@ func (s *sam) build(b []int32, lo, hi, nids int) {
 // longestSAM is FindLongestMatch(alo, ahi, blo, bhi) by the automaton;
 // valid only for matchers without popular elements.
 func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
-	if m.sam == nil {
-		m.sam = new(sam)
-	}
-	s := m.sam
+	s := samPool.Get().(*sam)
+	defer samPool.Put(s)
 	s.build(m.b, blo, bhi, len(m.b2j))
 	if m.stopped() {
 		return Match{alo, blo, 0}
