@@ -7,7 +7,9 @@
 // the same find_longest_match tie-breaks (earliest i, then earliest j) and the
 // same extension of a match over popular elements. Sequences are compared as
 // small integer ids (lines and code points are interned first), with the
-// b2j index held in slices and the DP rows reused across calls.
+// b2j index held in slices and the DP rows reused across calls; without
+// popular elements, large find_longest_match calls use a suffix automaton
+// that gives the DP's answer in linear time (sam.go).
 package difflib
 
 import (
