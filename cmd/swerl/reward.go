@@ -247,15 +247,20 @@ type rewardWire struct {
 }
 
 // decodeRewardRecord decodes one JSONL record and checks it names a mode.
+// fastRewardWire decodes the usual lines; encoding/json the rest and the
+// malformed ones.
 func decodeRewardRecord(b []byte) (reward.Record, error) {
-	var w rewardWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		// Keep the id when only a field is wrong, so the error record can name it.
-		var id struct {
-			ID string `json:"id"`
+	w, ok := fastRewardWire(b)
+	if !ok {
+		w = rewardWire{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			// Keep the id when only a field is wrong, so the error record can name it.
+			var id struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(b, &id)
+			return reward.Record{ID: id.ID}, fmt.Errorf("invalid record: %v", err)
 		}
-		_ = json.Unmarshal(b, &id)
-		return reward.Record{ID: id.ID}, fmt.Errorf("invalid record: %v", err)
 	}
 	rec := reward.Record{ID: w.ID, CodeContext: w.CodeContext, OracleNewContent: w.OracleNewContent, ModeName: w.Mode}
 	if w.Output != nil {

@@ -7,12 +7,15 @@
 // the same find_longest_match tie-breaks (earliest i, then earliest j) and the
 // same extension of a match over popular elements. Sequences are compared as
 // small integer ids (lines and code points are interned first), with the
-// b2j index held in slices and the DP rows reused across calls.
+// b2j index held in slices and the DP rows reused across calls; without
+// popular elements, large find_longest_match calls use a suffix automaton
+// that gives the DP's answer in linear time (sam.go).
 package difflib
 
 import (
 	"context"
 	"sort"
+	"unicode/utf8"
 )
 
 // Match is a matching block: A[I:I+Size] == B[J:J+Size].
@@ -50,6 +53,12 @@ type Matcher struct {
 	// b2j[id] lists, ascending, the positions of id in b; nil for ids
 	// not in b and for popular ids (autojunk).
 	b2j [][]int32
+	// popular: some ids were dropped from b2j (autojunk).
+	popular bool
+	// occ[i] is the number of positions in b of a[:i]'s elements, the DP
+	// work estimate, built on first use for matchers without popular
+	// elements.
+	occ []int64
 
 	// cells[j] of find_longest_match: the row stamp (high 32 bits) and
 	// the length of the match ending at b[j]; reused across calls.
@@ -74,25 +83,50 @@ func NewIDs(a, b []int32, nids int, autojunk bool) *Matcher {
 // NewRunes returns a matcher comparing the Unicode code points of a and b,
 // like SequenceMatcher(None, a, b, autojunk) on two Python str.
 func NewRunes(a, b string, autojunk bool) *Matcher {
-	ids := make(map[rune]int32)
+	// Code points below 128 are interned through a table, the rest
+	// through a map.
+	var ascii [utf8.RuneSelf]int32
+	for i := range ascii {
+		ascii[i] = -1
+	}
+	var ids map[rune]int32
+	nids := int32(0)
 	bb := make([]int32, 0, len(b))
 	for _, r := range b {
+		if r < utf8.RuneSelf {
+			id := ascii[r]
+			if id < 0 {
+				id = nids
+				ascii[r] = id
+				nids++
+			}
+			bb = append(bb, id)
+			continue
+		}
+		if ids == nil {
+			ids = make(map[rune]int32)
+		}
 		id, ok := ids[r]
 		if !ok {
-			id = int32(len(ids))
+			id = nids
 			ids[r] = id
+			nids++
 		}
 		bb = append(bb, id)
 	}
 	aa := make([]int32, 0, len(a))
 	for _, r := range a {
+		if r < utf8.RuneSelf {
+			aa = append(aa, ascii[r])
+			continue
+		}
 		id, ok := ids[r]
 		if !ok {
 			id = -1
 		}
 		aa = append(aa, id)
 	}
-	return NewIDs(aa, bb, len(ids), autojunk)
+	return NewIDs(aa, bb, int(nids), autojunk)
 }
 
 // NewLines returns a matcher comparing two lists of lines (each line one
@@ -146,6 +180,7 @@ func (m *Matcher) chainB(nids int, autojunk bool) {
 	off := make([]int, nids)
 	for id, c := range counts {
 		if popular(int32(id)) || c == 0 {
+			m.popular = m.popular || c > 0
 			off[id] = -1
 			continue
 		}
@@ -209,7 +244,40 @@ func (m *Matcher) stopped() bool {
 // it writes is never one it still has to read. Among a row's longest
 // matches the smallest j wins, and a row only replaces the best match when
 // it is strictly longer: CPython's earliest-i-then-earliest-j tie-break.
+//
+// Without popular elements, a call whose estimated DP work is large is
+// answered by a suffix automaton instead (see longestSAM), with the same
+// result.
 func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
+	if !m.popular && m.dpCostly(alo, ahi, blo, bhi) {
+		return m.longestSAM(alo, ahi, blo, bhi)
+	}
+	return m.longestDP(alo, ahi, blo, bhi)
+}
+
+// dpCostly reports whether the DP over the ranges is estimated to update
+// more than samMinWork cells per element of the two ranges: the positions
+// in all of b of a[alo:ahi]'s elements, scaled to the share of b in range.
+func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
+	if ahi <= alo || bhi <= blo {
+		return false
+	}
+	if m.occ == nil {
+		m.occ = make([]int64, len(m.a)+1)
+		for i, id := range m.a {
+			n := int64(0)
+			if id >= 0 {
+				n = int64(len(m.b2j[id]))
+			}
+			m.occ[i+1] = m.occ[i] + n
+		}
+	}
+	work := (m.occ[ahi] - m.occ[alo]) * int64(bhi-blo) / int64(len(m.b))
+	return work > samMinWork*int64(ahi-alo+bhi-blo)
+}
+
+// longestDP is FindLongestMatch by CPython's DP.
+func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 	a, b := m.a, m.b
 	if m.cells == nil {
 		m.cells = make([]uint64, len(b))
