@@ -20,15 +20,22 @@ func isLineBoundary(r rune) bool {
 // \v, \f, \x1c, \x1d, \x1e, \x85, \u2028 and \u2029, and yields no trailing
 // empty element.
 func SplitLines(s string, keepends bool) []string {
-	var out []string
+	if s == "" {
+		return nil
+	}
+	out := make([]string, 0, strings.Count(s, "\n")+1)
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		var r rune
-		size := 1
-		if c < utf8.RuneSelf {
-			r = rune(c)
-		} else {
+		if !boundaryLead[c] {
+			// Continuation bytes are never lead bytes of a boundary, so
+			// skipping byte by byte finds the same boundaries as
+			// decoding rune by rune.
+			i++
+			continue
+		}
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
 		if !isLineBoundary(r) {
@@ -52,6 +59,15 @@ func SplitLines(s string, keepends bool) []string {
 	}
 	return out
 }
+
+// boundaryLead marks the bytes a line boundary can start with: the ASCII
+// boundaries, and 0xC2 (U+0085) and 0xE2 (U+2028, U+2029) in UTF-8.
+var boundaryLead = func() (t [256]bool) {
+	for _, c := range []byte{'\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0xc2, 0xe2} {
+		t[c] = true
+	}
+	return t
+}()
 
 // formatRangeUnified is difflib's _format_range_unified.
 func formatRangeUnified(start, stop int) string {

@@ -1,0 +1,68 @@
+package difflib
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"unicode/utf8"
+)
+
+// splitLinesByRune is SplitLines decoding every rune: the plain reading
+// of str.splitlines that the byte-skipping version must equal.
+func splitLinesByRune(s string, keepends bool) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !isLineBoundary(r) {
+			i += size
+			continue
+		}
+		end := i + size
+		if r == '\r' && end < len(s) && s[end] == '\n' {
+			end++
+		}
+		if keepends {
+			out = append(out, s[start:end])
+		} else {
+			out = append(out, s[start:i])
+		}
+		start, i = end, end
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// TestSplitLinesMatchesRuneByRune: random strings built from boundaries,
+// their UTF-8 lead bytes alone, other multi-byte runes and invalid bytes.
+func TestSplitLinesMatchesRuneByRune(t *testing.T) {
+	parts := []string{"a", "xyz", "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e",
+		"\u0085", "\u2028", "\u2029", "\u2027", "\u00e9", "é", "世", "\xc2", "\xe2", "\xe2\x80",
+		"\x80", "\xff", "\xf0\x9f\x98\x80", "\xf0\x9f"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 20000 {
+		var s string
+		for range r.IntN(12) {
+			s += parts[r.IntN(len(parts))]
+		}
+		for _, keep := range []bool{false, true} {
+			got, want := SplitLines(s, keep), splitLinesByRune(s, keep)
+			if !slices.Equal(got, want) {
+				t.Fatalf("case %d %q keepends=%v: got %q, want %q", n, s, keep, got, want)
+			}
+		}
+	}
+}
+
+func FuzzSplitLines(f *testing.F) {
+	f.Add("a\r\nb\u2028c\xe2\x80")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, keep := range []bool{false, true} {
+			if got, want := SplitLines(s, keep), splitLinesByRune(s, keep); !slices.Equal(got, want) {
+				t.Fatalf("%q keepends=%v: got %q, want %q", s, keep, got, want)
+			}
+		}
+	})
+}
