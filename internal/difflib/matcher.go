@@ -15,6 +15,7 @@ package difflib
 import (
 	"context"
 	"sort"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -249,7 +250,7 @@ func (m *Matcher) stopped() bool {
 // answered by a suffix automaton instead (see longestSAM), with the same
 // result.
 func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
-	if !m.popular && m.dpCostly(alo, ahi, blo, bhi) {
+	if !m.popular && !dpOnly && m.dpCostly(alo, ahi, blo, bhi) {
 		return m.longestSAM(alo, ahi, blo, bhi)
 	}
 	return m.longestDP(alo, ahi, blo, bhi)
@@ -263,7 +264,7 @@ func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
 		return false
 	}
 	if m.occ == nil {
-		m.occ = make([]int64, len(m.a)+1)
+		m.occ = getInt64s(len(m.a) + 1)
 		for i, id := range m.a {
 			n := int64(0)
 			if id >= 0 {
@@ -280,7 +281,7 @@ func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
 func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 	a, b := m.a, m.b
 	if m.cells == nil {
-		m.cells = make([]uint64, len(b))
+		m.cells, m.row = getCells(len(b))
 	}
 	cells := m.cells
 	// Skip one stamp so the first row of this call never reads the last
@@ -477,4 +478,54 @@ func (m *Matcher) GroupedOpCodes(n int) [][]OpCode {
 		groups = append(groups, group)
 	}
 	return groups
+}
+
+// Release returns the matcher's scratch arrays to a pool for the next
+// matcher; m must not be used afterwards. Optional: a matcher that is not
+// released is collected as usual.
+func (m *Matcher) Release() {
+	if m.cells != nil {
+		cellPool.Put(&cellScratch{m.cells, m.row})
+	}
+	if m.occ != nil {
+		i64Pool.Put(&m.occ)
+	}
+	*m = Matcher{}
+}
+
+// Pools of the DP cells and occurrence prefix sums: whole-file matchers
+// need arrays as long as the file, and fresh ones cost a clear and the GC.
+var cellPool, i64Pool sync.Pool
+
+// cellScratch is released DP cells with the last row stamp used on them.
+type cellScratch struct {
+	cells []uint64
+	row   uint64
+}
+
+// Test hooks: poolScratch turns the pools on; dpOnly makes every
+// find_longest_match run the DP.
+var poolScratch, dpOnly = true, false
+
+// getCells returns n DP cells and the row stamp to continue from: every
+// stamp in a reused array is at most that row, so the next matcher's rows
+// (which start above it) never read a stale cell as their predecessor, and
+// the array needs no clearing.
+func getCells(n int) ([]uint64, uint64) {
+	if poolScratch {
+		if p, ok := cellPool.Get().(*cellScratch); ok && cap(p.cells) >= n {
+			return p.cells[:n], p.row
+		}
+	}
+	return make([]uint64, n), 0
+}
+
+// getInt64s returns n int64s (the caller writes every one).
+func getInt64s(n int) []int64 {
+	if poolScratch {
+		if p, ok := i64Pool.Get().(*[]int64); ok && cap(*p) >= n {
+			return (*p)[:n]
+		}
+	}
+	return make([]int64, n)
 }

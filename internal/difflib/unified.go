@@ -140,7 +140,9 @@ func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
 	m := NewLines(a, b, true)
 	m.SetContext(ctx)
 	groups := m.GroupedOpCodes(3)
-	if err := m.Err(); err != nil {
+	err := m.Err()
+	m.Release()
+	if err != nil {
 		return "", err
 	}
 	var sb strings.Builder

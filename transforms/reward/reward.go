@@ -171,6 +171,7 @@ func NormalizedPatch(ctx context.Context, codeContext, newContent map[string]str
 // autojunk=False).ratio() on Unicode code points.
 func Similarity(ctx context.Context, pred, oracle string) (float64, error) {
 	m := difflib.NewRunes(pred, oracle, false)
+	defer m.Release()
 	m.SetContext(ctx)
 	r := m.Ratio()
 	return r, m.Err()
