@@ -162,6 +162,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
 	}
 	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(trainSet), len(held))
+	if len(held) > 0 {
+		// The held-out tasks, for swerl eval on any checkpoint later.
+		if err := writeInstances(filepath.Join(*out, "eval", "heldout.jsonl"), held); err != nil {
+			return err
+		}
+	}
 
 	// 2. Model.
 	if *modelDir == "" && !*resume {
@@ -471,3 +477,24 @@ func (p *samplePublisher) Publish(ctx context.Context, samples []schemas.Sample)
 }
 
 func (p *samplePublisher) Close() error { return p.w.Close() }
+
+// writeInstances writes instances as JSONL (the versioned wire form),
+// atomically.
+func writeInstances(path string, ins []schemas.Instance) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	var b []byte
+	for i := range ins {
+		v, err := schemas.Encode(&ins[i])
+		if err != nil {
+			return fmt.Errorf("instance %s: %w", ins[i].ID, err)
+		}
+		b = append(append(b, v...), '\n')
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -94,4 +94,43 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	if len(versions) != 6 || len(samples) != 12 {
 		t.Fatalf("after resume: %d versions, %d samples; want 6, 12", len(versions), len(samples))
 	}
+
+	// swerl eval on the held-out tasks run wrote, with the newest
+	// checkpoint and run's prompt settings, reproduces run's final eval.
+	ckpt := filepath.Join(out, "checkpoints", fmt.Sprintf("v%06d", versions[len(versions)-1].Version))
+	evalOut := filepath.Join(t.TempDir(), "p.jsonl")
+	var ee bytes.Buffer
+	evalArgs := []string{"eval", "--instances", filepath.Join(out, "eval", "heldout.jsonl"), "--model", ckpt,
+		"--compact-prompt", "--max-prompt-bytes", "2500", "--max-tokens", "200", "--out", evalOut}
+	if code := runMain(context.Background(), evalArgs, &bytes.Buffer{}, &ee); code != 0 {
+		t.Fatalf("swerl eval: exit %d:\n%s", code, ee.String())
+	}
+	rates := func(s, prefix string) string {
+		_, after, ok := strings.Cut(s, prefix)
+		_, after, ok2 := strings.Cut(after, "): ")
+		line, _, _ := strings.Cut(after, " → ")
+		if !ok || !ok2 {
+			t.Fatalf("no %q line in:\n%s", prefix, s)
+		}
+		return line
+	}
+	if got, want := rates(ee.String(), "swerl eval: 1 instances (v"), rates(stderr.String(), "eval end: 1 instances (v"); got != want {
+		t.Fatalf("swerl eval: %q; swerl run's end eval: %q", got, want)
+	}
+	patch := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Patch string `json:"model_patch"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return p.Patch
+	}
+	if got, want := patch(evalOut), patch(filepath.Join(out, "eval", "predictions-end.jsonl")); got != want {
+		t.Fatalf("swerl eval's patch %q differs from swerl run's %q", got, want)
+	}
 }

@@ -30,6 +30,9 @@ type Options struct {
 	Model string
 	// Timeout caps one reward computation. Default 30s.
 	Timeout time.Duration
+	// Progress, when set, is called after each instance with how many
+	// have been done (prompted or not).
+	Progress func(done int)
 }
 
 // Prediction is one SWE-bench prediction line plus swerl's scores.
@@ -76,6 +79,9 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 		enc.SetEscapeHTML(false)
 	}
 	for i := range instances {
+		if o.Progress != nil && i > 0 {
+			o.Progress(i)
+		}
 		in := &instances[i]
 		p, err := prompt.Build(in, o.Prompt)
 		if err != nil {
@@ -123,6 +129,9 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 				return res, preds, err
 			}
 		}
+	}
+	if o.Progress != nil {
+		o.Progress(len(instances))
 	}
 	if res.Instances > 0 {
 		n := float64(res.Instances)
