@@ -36,7 +36,11 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // "default"), concurrency (requests in flight, default 8), retries (default
 // 5), timeout (per request, default 120s), backoff (first retry delay,
 // default 500ms, doubled each retry up to 20s, with jitter; a Retry-After
-// header is honoured). 429, 5xx, timeouts and connection errors are retried;
+// header is honoured), token_ids (true: ask for vLLM's return_token_ids, which
+// swerl serve and vLLM answer with the prompt and completion token ids, so
+// the learner trains on exactly the sampled tokens against the sampler's
+// log-probabilities; hosted APIs reject the field, so it is off by default;
+// token ids a server returns unasked are used too). 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
 // $OPENAI_API_KEY, and sent as a bearer token.
 //
@@ -48,6 +52,7 @@ type HTTPPolicy struct {
 	model       string
 	key         string
 	retries     int
+	tokenIDs    bool
 	timeout     time.Duration
 	backoff     time.Duration
 	sem         chan struct{}
@@ -87,8 +92,10 @@ func OpenHTTP(spec string) (Policy, error) {
 			p.timeout, err = time.ParseDuration(v)
 		case "backoff":
 			p.backoff, err = time.ParseDuration(v)
+		case "token_ids":
+			p.tokenIDs, err = strconv.ParseBool(v)
 		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff)")
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
@@ -122,13 +129,17 @@ type chatRequest struct {
 	TopP        *float64      `json:"top_p,omitempty"`
 	Seed        *int64        `json:"seed,omitempty"`
 	LogProbs    bool          `json:"logprobs"`
+	// ReturnTokenIDs is vLLM's extension (also served by swerl serve).
+	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`
 }
 
 type chatResponse struct {
-	SystemFingerprint string `json:"system_fingerprint"`
+	SystemFingerprint string  `json:"system_fingerprint"`
+	PromptTokenIDs    []int32 `json:"prompt_token_ids"`
 	Choices           []struct {
 		Message      chatMessage `json:"message"`
 		FinishReason string      `json:"finish_reason"`
+		TokenIDs     []int32     `json:"token_ids"`
 		LogProbs     *struct {
 			Content []struct {
 				Token   string  `json:"token"`
@@ -162,7 +173,7 @@ func (p *HTTPPolicy) Complete(ctx context.Context, req Request) (Response, error
 
 // once sends one request (with retries) for n completions.
 func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion, int64, error) {
-	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true}
+	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true, ReturnTokenIDs: p.tokenIDs}
 	if req.System != "" {
 		body.Messages = append(body.Messages, chatMessage{"system", req.System})
 	}
@@ -283,6 +294,9 @@ func decodeChat(body []byte, header string) ([]Completion, int64, error) {
 	var out []Completion
 	for _, ch := range cr.Choices {
 		c := Completion{Text: ch.Message.Content, FinishReason: ch.FinishReason}
+		if len(ch.TokenIDs) > 0 && len(cr.PromptTokenIDs) > 0 {
+			c.Tokens, c.PromptTokens = ch.TokenIDs, cr.PromptTokenIDs
+		}
 		if ch.LogProbs != nil {
 			for _, t := range ch.LogProbs.Content {
 				c.LogProbs = append(c.LogProbs, float32(t.LogProb))
