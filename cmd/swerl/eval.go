@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"swerl/internal/atomicfile"
 	"swerl/pipelines/eval"
 	"swerl/pipelines/rl"
-	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
 )
 
@@ -30,9 +30,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxTokens := fs.Int("max-tokens", 512, "most completion tokens")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	compact := fs.Bool("compact-prompt", false, "use the short prompt template (small models); default: the paper's full prompt")
-	maxFiles := fs.Int("max-files", 0, "show at most this many files in a prompt (0: all)")
-	maxFileBytes := fs.Int("max-file-bytes", 0, "skip files larger than this in a prompt (0: no cap)")
-	maxPromptBytes := fs.Int("max-prompt-bytes", 0, "cap a prompt at this many bytes (0: no cap)")
+	promptOpts := addPromptFlags(fs)
 	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one answer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -75,16 +73,17 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
 	}
-	tmp := *out + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := atomicfile.Create(*out)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	defer f.Abort()
+	popts := promptOpts()
+	popts.Compact = *compact
 	start := time.Now()
 	last := start
 	o := eval.Options{
-		Prompt:    prompt.Options{Compact: *compact, MaxFiles: *maxFiles, MaxFileBytes: *maxFileBytes, MaxPromptBytes: *maxPromptBytes},
+		Prompt:    popts,
 		MaxTokens: *maxTokens, Temperature: *temperature, Model: *name, Timeout: *rewardTimeout,
 		Progress: func(done int) {
 			if done < len(ins) && time.Since(last) < 2*time.Second {
@@ -95,13 +94,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		},
 	}
 	res, _, err := eval.Evaluate(ctx, pol, ins, o, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, *out); err != nil {
+	if err := f.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "swerl eval: %s → %s\n", res, *out)

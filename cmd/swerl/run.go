@@ -20,6 +20,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
+	"swerl/internal/atomicfile"
 	"swerl/pipelines/eval"
 	"swerl/pipelines/mine"
 	"swerl/pipelines/rl"
@@ -492,9 +493,5 @@ func writeInstances(path string, ins []schemas.Instance) error {
 		}
 		b = append(append(b, v...), '\n')
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, b)
 }

@@ -7,7 +7,6 @@ import (
 
 	"swerl/pipelines/train"
 	"swerl/transforms/advantage"
-	"swerl/transforms/prompt"
 )
 
 func init() {
@@ -30,9 +29,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fs.Int64("seed", 0, "sampling seed passed to the policy (0: none)")
 	concurrency := fs.Int("concurrency", 8, "policy requests in flight at once")
 	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one completion; slower ones are dead-lettered")
-	maxFiles := fs.Int("max-files", 0, "show at most this many files in a prompt (0: all)")
-	maxFileBytes := fs.Int("max-file-bytes", 0, "skip files larger than this in a prompt (0: no cap)")
-	maxPromptBytes := fs.Int("max-prompt-bytes", 0, "cap a prompt at this many bytes (0: no cap)")
+	promptOpts := addPromptFlags(fs)
 	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often")
@@ -72,7 +69,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Kafka: kc, Instances: *instances, FeedInstances: *instances != "" && embedded,
 		Policy: *policy, GroupSize: *groupSize, Method: method, DropZeroVariance: *dropZero,
 		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out,
-		Prompt:      prompt.Options{MaxFiles: *maxFiles, MaxFileBytes: *maxFileBytes, MaxPromptBytes: *maxPromptBytes},
+		Prompt:      promptOpts(),
 		Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
 		Progress: stderr, ProgressEvery: *every,
