@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 )
@@ -56,7 +57,9 @@ func main() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := startCPUProfile(os.Getenv("SWERL_CPUPROFILE"), os.Stderr)
 	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	os.Exit(code)
 }
@@ -122,4 +125,30 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return usageError{err.Error()}
 	}
 	return nil
+}
+
+// startCPUProfile writes a CPU profile of the whole command to path when
+// path is set (the SWERL_CPUPROFILE environment variable, so every command
+// can be profiled without a flag of its own); it returns the function that
+// stops it. A profile that cannot be started is reported, not fatal.
+func startCPUProfile(path string, stderr io.Writer) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "swerl: SWERL_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(stderr, "swerl: SWERL_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "swerl: SWERL_CPUPROFILE: %v\n", err)
+		}
+	}
 }

@@ -211,11 +211,14 @@ func readRewardRecords(ctx context.Context, path string, fn func(line int64, rec
 		src, name = f, path
 	}
 	r := bufio.NewReaderSize(src, 1<<20)
+	var long []byte // a line longer than r's buffer, gathered here
 	for line := int64(1); ; line++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b, err := r.ReadBytes('\n')
+		var b []byte
+		var err error
+		b, long, err = nextLine(r, long)
 		if len(bytes.TrimSpace(b)) > 0 {
 			rec, derr := decodeRewardRecord(b)
 			if derr != nil {
@@ -232,6 +235,23 @@ func readRewardRecords(ctx context.Context, path string, fn func(line int64, rec
 			return fmt.Errorf("%s:%d: %w", name, line, err)
 		}
 	}
+}
+
+// nextLine returns the next line of r with its '\n' (none at the end of
+// the input). The line is only valid until the next call: it is r's buffer,
+// or long (returned for reuse) when it is longer than that buffer, so most
+// lines are decoded without being copied. The decoders copy what they keep.
+func nextLine(r *bufio.Reader, long []byte) (line, buf []byte, err error) {
+	b, err := r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return b, long, err
+	}
+	long = append(long[:0], b...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		b, err = r.ReadSlice('\n')
+		long = append(long, b...)
+	}
+	return long, long, err
 }
 
 // rewardWire is a JSONL record with pointer fields, so one decoding tells

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // fastRewardWire decodes the common shape of a reward JSONL line in one
@@ -111,9 +113,8 @@ var rewardWireFields = [7]string{"id", "code_context", "oracle_new_content", "ou
 // jsonScan is a cursor over one JSON text; its methods report false
 // instead of errors.
 type jsonScan struct {
-	b   []byte
-	i   int
-	buf []byte
+	b []byte
+	i int
 }
 
 func (p *jsonScan) ws() {
@@ -209,17 +210,19 @@ func (p *jsonScan) scanStr() (raw []byte, esc, ok bool) {
 
 // unescape decodes a string's escapes like encoding/json; a lone surrogate
 // (which encoding/json turns into U+FFFD) or a bad escape gives false.
+//
+// The decoded text is never longer than raw, so it is built in one
+// allocation of that size that becomes the string without a copy.
 func (p *jsonScan) unescape(raw []byte) (string, bool) {
-	out := p.buf[:0]
+	out := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' {
-				j++
+		if raw[i] != '\\' {
+			j := bytes.IndexByte(raw[i:], '\\')
+			if j < 0 {
+				j = len(raw) - i
 			}
-			out = append(out, raw[i:j]...)
-			i = j
+			out = append(out, raw[i:i+j]...)
+			i += j
 			continue
 		}
 		if i+1 >= len(raw) {
@@ -264,8 +267,10 @@ func (p *jsonScan) unescape(raw []byte) (string, bool) {
 		}
 		i += 2
 	}
-	p.buf = out
-	return string(out), true
+	if len(out) == 0 {
+		return "", true
+	}
+	return unsafe.String(&out[0], len(out)), true // out is not used again
 }
 
 // hex4 is the value of four hex digits at the start of b, or -1.
