@@ -3,8 +3,11 @@ package reward
 import (
 	"context"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+
+	"swerl/internal/difflib"
 )
 
 // answer wraps search/replace blocks in the answer format.
@@ -156,4 +159,65 @@ func FuzzParseAnswer(f *testing.F) {
 			t.Fatalf("reward %v out of [0,1]", r.Reward)
 		}
 	})
+}
+
+// TestCompareReusesOnlyEqualFiles scores answers whose files partly equal
+// the oracle's against the long way round (both patches computed in full,
+// every similarity by the matcher): the oracle's diff may only stand in for
+// a file whose new text is the oracle's, under the same path.
+func TestCompareReusesOnlyEqualFiles(t *testing.T) {
+	ctx := context.Background()
+	body := func(tag string) string {
+		return "def f():\n    return 1\n\n\ndef g(x):\n    return x + " + tag + "\n\nclass C:\n    pass\n"
+	}
+	codeContext := map[string]string{"a.py": body("1"), "b.py": body("2"), "c.py": body("3"), "d.py": body("4")}
+	oracleNew := map[string]string{"a.py": body("10"), "b.py": body("20"), "c.py": body("3")}
+	cases := []map[string]string{
+		{"a.py": body("10"), "b.py": body("20")},             // both equal the oracle
+		{"a.py": body("10"), "b.py": body("21")},             // one equal, one not
+		{"a.py": body("20"), "b.py": body("10")},             // the oracle's texts under swapped paths
+		{"c.py": body("3"), "d.py": body("40")},              // an unchanged file equal to the oracle's, one the oracle lacks
+		{"a.py": body("10") + "x = 1\n", "c.py": body("30")}, // near misses
+	}
+	for i, predNew := range cases {
+		got := Compare(ctx, codeContext, oracleNew, predNew)
+		oracle, err := NormalizedPatch(ctx, codeContext, oracleNew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pred, err := NormalizedPatch(ctx, codeContext, predNew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]float64{}
+		for _, m := range []map[string]string{oracle, pred} {
+			for path := range m {
+				p, o := pred[path], oracle[path]
+				if p == "" || o == "" {
+					want[path] = 0
+					continue
+				}
+				mt := difflib.NewRunes(p, o, false)
+				want[path] = mt.Ratio()
+				mt.Release()
+			}
+		}
+		if !reflect.DeepEqual(got.Similarities, want) || got.Reward != mean(want) || got.Error != "" {
+			t.Errorf("case %d: got %v (reward %v, error %q), want %v (reward %v)", i, got.Similarities, got.Reward, got.Error, want, mean(want))
+		}
+	}
+}
+
+// TestSimilarityOfEqualTexts checks the shortcut for equal texts against
+// the matcher's ratio.
+func TestSimilarityOfEqualTexts(t *testing.T) {
+	for _, s := range []string{"", "a", "🦙 x\n", strings.Repeat("ab\n", 500)} {
+		got, err := Similarity(context.Background(), s, s)
+		m := difflib.NewRunes(s, s, false)
+		want := m.Ratio()
+		m.Release()
+		if err != nil || got != want {
+			t.Errorf("Similarity(%q, same) = %v, %v; the matcher says %v", s, got, err, want)
+		}
+	}
 }
