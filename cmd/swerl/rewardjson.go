@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -185,6 +186,14 @@ func (p *jsonScan) scanStr() (raw []byte, esc, ok bool) {
 	start := p.i
 	i := p.i
 	for i < len(b) {
+		// Eight plain bytes at a time: none a quote, a backslash, a
+		// control character or outside ASCII.
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -206,6 +215,16 @@ func (p *jsonScan) scanStr() (raw []byte, esc, ok bool) {
 		}
 	}
 	return nil, false, false
+}
+
+// plain8 reports whether none of the eight bytes of x is a quote, a
+// backslash, below 0x20 or at least 0x80 (the bit tricks of "Bit Twiddling
+// Hacks": haszero and hasless, exact for whether any byte qualifies).
+func plain8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	special := hasZero(x^(ones*'"')) | hasZero(x^(ones*'\\')) | (x-ones*0x20)&^x&highs | x&highs
+	return special == 0
 }
 
 // unescape decodes a string's escapes like encoding/json; a lone surrogate

@@ -109,27 +109,36 @@ func UnifiedDiffContext(ctx context.Context, a, b []string, fromfile, tofile str
 }
 
 func appendHunk(out, a, b []string, g []OpCode, lineterm string) []string {
+	eachHunkLine(a, b, g, func(prefix, line string) {
+		out = append(out, prefix+line+lineterm)
+	})
+	return out
+}
+
+// eachHunkLine calls fn with each line of one unified_diff hunk (without
+// line terminator): the "@@ -a,b +c,d @@" header (as prefix, line ""),
+// then each line of the group with its " ", "-" or "+" prefix.
+func eachHunkLine(a, b []string, g []OpCode, fn func(prefix, line string)) {
 	first, last := g[0], g[len(g)-1]
-	out = append(out, "@@ -"+formatRangeUnified(first.I1, last.I2)+" +"+formatRangeUnified(first.J1, last.J2)+" @@"+lineterm)
+	fn("@@ -"+formatRangeUnified(first.I1, last.I2)+" +"+formatRangeUnified(first.J1, last.J2)+" @@", "")
 	for _, c := range g {
 		if c.Tag == 'e' {
 			for _, l := range a[c.I1:c.I2] {
-				out = append(out, " "+l)
+				fn(" ", l)
 			}
 			continue
 		}
 		if c.Tag == 'r' || c.Tag == 'd' {
 			for _, l := range a[c.I1:c.I2] {
-				out = append(out, "-"+l)
+				fn("-", l)
 			}
 		}
 		if c.Tag == 'r' || c.Tag == 'i' {
 			for _, l := range b[c.J1:c.J2] {
-				out = append(out, "+"+l)
+				fn("+", l)
 			}
 		}
 	}
-	return out
 }
 
 // DiffBody returns the SWE-RL normalized diff of two texts: unified_diff of
@@ -146,15 +155,14 @@ func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
 		return "", err
 	}
 	var sb strings.Builder
-	var lines []string
-	for gi, g := range groups {
-		lines = appendHunk(lines[:0], a, b, g, "")
-		for li, l := range lines {
-			if gi > 0 || li > 0 {
+	for _, g := range groups {
+		eachHunkLine(a, b, g, func(prefix, line string) {
+			if sb.Len() > 0 {
 				sb.WriteByte('\n')
 			}
-			sb.WriteString(l)
-		}
+			sb.WriteString(prefix)
+			sb.WriteString(line)
+		})
 	}
 	return sb.String(), nil
 }
