@@ -51,9 +51,13 @@ func (o OpCode) Name() string {
 // A Matcher is not safe for concurrent use.
 type Matcher struct {
 	a, b []int32
-	// b2j[id] lists, ascending, the positions of id in b; nil for ids
-	// not in b and for popular ids (autojunk).
-	b2j [][]int32
+	// b2j is CPython's b2j as one array: pos[start[id]:start[id+1]]
+	// lists, ascending, the positions of id in b; empty for ids not in b
+	// and for popular ids (autojunk).
+	start, pos []int32
+	// sc holds the arrays above (and a, b when the matcher interned
+	// them) for Release to hand to the next matcher.
+	sc *scratch
 	// popular: some ids were dropped from b2j (autojunk).
 	popular bool
 	// occ[i] is the number of positions in b of a[:i]'s elements, the DP
@@ -76,9 +80,45 @@ type Matcher struct {
 // NewIDs returns a matcher over id sequences. Ids must be >= 0 for b; an id
 // of a that is negative never matches. nids must exceed every id in b.
 func NewIDs(a, b []int32, nids int, autojunk bool) *Matcher {
-	m := &Matcher{a: a, b: b}
+	return newMatcher(getScratch(), a, b, nids, autojunk)
+}
+
+func newMatcher(sc *scratch, a, b []int32, nids int, autojunk bool) *Matcher {
+	m := &Matcher{a: a, b: b, sc: sc}
 	m.chainB(nids, autojunk)
 	return m
+}
+
+// positions returns the positions of id in b (CPython's b2j[id]).
+func (m *Matcher) positions(id int32) []int32 {
+	return m.pos[m.start[id]:m.start[id+1]]
+}
+
+// scratch is a matcher's reusable arrays.
+type scratch struct {
+	a, b             []int32 // interned sequences (NewRunes, NewLines)
+	start, fill, pos []int32 // the b2j index
+	lines            lineTable
+}
+
+var scratchPool sync.Pool
+
+func getScratch() *scratch {
+	if poolScratch {
+		if sc, ok := scratchPool.Get().(*scratch); ok {
+			return sc
+		}
+	}
+	return new(scratch)
+}
+
+// int32s returns (*p)[:n], reallocating when too short; the contents are
+// whatever was there.
+func int32s(p *[]int32, n int) []int32 {
+	if cap(*p) < n {
+		*p = make([]int32, n, n+n/4)
+	}
+	return (*p)[:n]
 }
 
 // NewRunes returns a matcher comparing the Unicode code points of a and b,
@@ -92,7 +132,8 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 	}
 	var ids map[rune]int32
 	nids := int32(0)
-	bb := make([]int32, 0, len(b))
+	sc := getScratch()
+	bb := int32s(&sc.b, len(b))[:0] // len(b) bytes hold at most that many runes
 	for _, r := range b {
 		if r < utf8.RuneSelf {
 			id := ascii[r]
@@ -115,7 +156,7 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 		}
 		bb = append(bb, id)
 	}
-	aa := make([]int32, 0, len(a))
+	aa := int32s(&sc.a, len(a))[:0]
 	for _, r := range a {
 		if r < utf8.RuneSelf {
 			aa = append(aa, ascii[r])
@@ -127,31 +168,29 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 		}
 		aa = append(aa, id)
 	}
-	return NewIDs(aa, bb, int(nids), autojunk)
+	return newMatcher(sc, aa, bb, int(nids), autojunk)
 }
 
 // NewLines returns a matcher comparing two lists of lines (each line one
 // element), like SequenceMatcher(None, a, b, autojunk) on two Python lists.
 func NewLines(a, b []string, autojunk bool) *Matcher {
-	ids := make(map[string]int32, len(b))
-	bb := make([]int32, len(b))
-	for i, s := range b {
-		id, ok := ids[s]
-		if !ok {
-			id = int32(len(ids))
-			ids[s] = id
+	sc := getScratch()
+	bb := int32s(&sc.b, len(b))
+	t := &sc.lines
+	t.reset(len(b))
+	nids := int32(0)
+	for i := range b {
+		id, added := t.intern(b, int32(i), nids)
+		if added {
+			nids++
 		}
 		bb[i] = id
 	}
-	aa := make([]int32, len(a))
-	for i, s := range a {
-		id, ok := ids[s]
-		if !ok {
-			id = -1
-		}
-		aa[i] = id
+	aa := int32s(&sc.a, len(a))
+	for i, l := range a {
+		aa[i] = t.find(l, b)
 	}
-	return NewIDs(aa, bb, len(ids), autojunk)
+	return newMatcher(sc, aa, bb, int(nids), autojunk)
 }
 
 // chainB builds b2j and drops popular elements: with autojunk and
@@ -159,48 +198,37 @@ func NewLines(a, b []string, autojunk bool) *Matcher {
 // removed from the index (it can no longer anchor a match but is still
 // absorbed when a match is extended).
 func (m *Matcher) chainB(nids int, autojunk bool) {
-	counts := make([]int32, nids)
+	sc := m.sc
+	// Counts first (start[id+1]), popular ids' counts zeroed, then the
+	// prefix sums make them offsets.
+	start := int32s(&sc.start, nids+1)
+	clear(start)
 	for _, id := range m.b {
-		counts[id]++
+		start[id+1]++
 	}
 	n := len(m.b)
-	popular := func(int32) bool { return false }
 	if autojunk && n >= 200 {
 		ntest := int32(n/100 + 1)
-		popular = func(id int32) bool { return counts[id] > ntest }
-	}
-	// One backing array for all index lists.
-	total := 0
-	for id, c := range counts {
-		if !popular(int32(id)) {
-			total += int(c)
+		for id := 1; id <= nids; id++ {
+			if start[id] > ntest {
+				start[id] = 0
+				m.popular = true
+			}
 		}
 	}
-	backing := make([]int32, 0, total)
-	m.b2j = make([][]int32, nids)
-	off := make([]int, nids)
-	for id, c := range counts {
-		if popular(int32(id)) || c == 0 {
-			m.popular = m.popular || c > 0
-			off[id] = -1
-			continue
-		}
-		off[id] = len(backing)
-		backing = backing[:len(backing)+int(c)]
+	for id := range nids {
+		start[id+1] += start[id]
 	}
-	fill := make([]int32, nids)
+	fill := int32s(&sc.fill, nids)
+	copy(fill, start)
+	pos := int32s(&sc.pos, int(start[nids]))
 	for j, id := range m.b {
-		if off[id] < 0 {
-			continue
-		}
-		backing[off[id]+int(fill[id])] = int32(j)
-		fill[id]++
-	}
-	for id, o := range off {
-		if o >= 0 {
-			m.b2j[id] = backing[o : o+int(counts[id])]
+		if start[id] != start[id+1] { // not popular
+			pos[fill[id]] = int32(j)
+			fill[id]++
 		}
 	}
+	m.start, m.pos = start, pos
 }
 
 // SetContext makes later computations stop early when ctx is done; Err then
@@ -268,7 +296,7 @@ func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
 		for i, id := range m.a {
 			n := int64(0)
 			if id >= 0 {
-				n = int64(len(m.b2j[id]))
+				n = int64(m.start[id+1] - m.start[id])
 			}
 			m.occ[i+1] = m.occ[i] + n
 		}
@@ -302,7 +330,7 @@ func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 		if id < 0 {
 			continue
 		}
-		js := m.b2j[id]
+		js := m.positions(id)
 		// hi: first position >= bhi; lo: first position >= blo.
 		hi := searchInt32(js, bhi)
 		lo := searchInt32(js[:hi], blo)
@@ -489,6 +517,9 @@ func (m *Matcher) Release() {
 	}
 	if m.occ != nil {
 		i64Pool.Put(&m.occ)
+	}
+	if m.sc != nil && poolScratch {
+		scratchPool.Put(m.sc)
 	}
 	*m = Matcher{}
 }

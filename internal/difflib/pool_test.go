@@ -49,3 +49,64 @@ func TestReleasedScratchIsClean(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedLineScratchIsClean: line matchers built on the interning
+// table and index arrays of released ones (big then small, lines repeated
+// and shared between a and b, more rounds than fit in one table size) give
+// the opcodes of matchers that were never pooled.
+func TestReleasedLineScratchIsClean(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	type pair struct{ a, b []string }
+	var cases []pair
+	for n := range 200 {
+		vocab := 2 + r.IntN(1+40*(n%5))
+		gen := func() []string {
+			out := make([]string, r.IntN(1+300*(n%3)))
+			for i := range out {
+				out[i] = strings.Repeat("x", r.IntN(vocab)) + "\n"
+			}
+			return out
+		}
+		cases = append(cases, pair{gen(), gen()})
+	}
+	opcodes := func(p pair) []OpCode {
+		m := NewLines(p.a, p.b, true)
+		defer m.Release()
+		return slices.Clone(m.OpCodes())
+	}
+	defer func() { poolScratch = true }()
+	poolScratch = false
+	want := make([][]OpCode, len(cases))
+	for i, p := range cases {
+		want[i] = opcodes(p)
+	}
+	poolScratch = true
+	for round := range 3 {
+		for i, p := range cases {
+			if got := opcodes(p); !slices.Equal(got, want[i]) {
+				t.Fatalf("round %d case %d (%d×%d lines): pooled %v, fresh %v", round, i, len(p.a), len(p.b), got, want[i])
+			}
+		}
+	}
+}
+
+// TestLineTableGenerationWrap: after the stamp wraps, no line interned
+// before reads as present.
+func TestLineTableGenerationWrap(t *testing.T) {
+	var tab lineTable
+	b := []string{"a", "b", "c"}
+	tab.reset(len(b))
+	for i := range b {
+		tab.intern(b, int32(i), int32(i))
+	}
+	tab.gen = ^uint32(0) // the next reset wraps
+	tab.reset(len(b))
+	for _, l := range b {
+		if id := tab.find(l, b); id != -1 {
+			t.Fatalf("%q found as %d in an emptied table", l, id)
+		}
+	}
+	if id, added := tab.intern(b, 1, 0); !added || id != 0 || tab.find("b", b) != 0 {
+		t.Fatalf("intern after the wrap: id %d added %v", id, added)
+	}
+}

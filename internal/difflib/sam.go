@@ -144,7 +144,7 @@ func (s *sam) build(b []int32, lo, hi, nids int) {
 func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
 	s := samPool.Get().(*sam)
 	defer samPool.Put(s)
-	s.build(m.b, blo, bhi, len(m.b2j))
+	s.build(m.b, blo, bhi, len(m.start)-1)
 	if m.stopped() {
 		return Match{alo, blo, 0}
 	}
