@@ -66,3 +66,28 @@ func FuzzSplitLines(f *testing.F) {
 		}
 	})
 }
+
+// TestMayLead8 checks the word test against boundaryLead and the bytes it
+// adds (0x80 and above), for every byte value in every position.
+func TestMayLead8(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			want := boundaryLead[c] || c >= 0x80
+			if got := mayLead8(le64(string(w))); got != want {
+				t.Fatalf("mayLead8(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
+	// Pairs: a borrow from one byte must not hide or fake another's.
+	for c1 := range 256 {
+		for c2 := range 256 {
+			w := []byte{byte(c1), byte(c2), 'x', 'x', 'x', 'x', 'x', byte(c1)}
+			want := boundaryLead[c1] || boundaryLead[c2] || c1 >= 0x80 || c2 >= 0x80
+			if got := mayLead8(le64(string(w))); got != want {
+				t.Fatalf("mayLead8(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
+}

@@ -26,6 +26,13 @@ func SplitLines(s string, keepends bool) []string {
 	out := make([]string, 0, strings.Count(s, "\n")+1)
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none can start a boundary.
+		for i+8 <= len(s) && !mayLead8(le64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if !boundaryLead[c] {
 			// Continuation bytes are never lead bytes of a boundary, so
@@ -58,6 +65,25 @@ func SplitLines(s string, keepends bool) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// mayLead8 reports whether one of the eight bytes of x is 0x0a–0x0d,
+// 0x1c–0x1e or at least 0x80 (a superset of boundaryLead, by the exact
+// "hasbetween" bit test of "Bit Twiddling Hacks").
+func mayLead8(x uint64) bool {
+	const ones, low7, highs = 0x0101010101010101, 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	// between(m, n): some byte b with m < b < n (for m, n <= 128).
+	between := func(m, n uint64) uint64 {
+		return (ones*(127+n) - x&low7) & ^x & (x&low7 + ones*(127-m)) & highs
+	}
+	return between(0x09, 0x0e)|between(0x1b, 0x1f)|x&highs != 0
+}
+
+// le64 is the little-endian word at the start of s (len(s) >= 8).
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // boundaryLead marks the bytes a line boundary can start with: the ASCII
