@@ -387,21 +387,39 @@ func (m *Matcher) MatchingBlocks() []Match {
 	}
 	la, lb := len(m.a), len(m.b)
 	type span struct{ alo, ahi, blo, bhi int }
+	// CPython's queue, in another order (the blocks are sorted at the
+	// end): each popped range is followed down its chain of left
+	// subproblems before the next is popped. Left subproblems keep their
+	// parent's blo, so one suffix automaton of b[blo:bhi] answers the
+	// whole chain (see walkSAM); only right subproblems need a new one.
 	queue := []span{{0, la, 0, lb}}
 	var blocks []Match
+	var auto samRange
 	for len(queue) > 0 && m.err == nil {
 		q := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
-		x := m.FindLongestMatch(q.alo, q.ahi, q.blo, q.bhi)
-		if x.Size > 0 {
-			blocks = append(blocks, x)
-			if q.alo < x.I && q.blo < x.J {
-				queue = append(queue, span{q.alo, x.I, q.blo, x.J})
+		for m.err == nil {
+			var x Match
+			if !m.popular && !dpOnly && m.dpCostly(q.alo, q.ahi, q.blo, q.bhi) {
+				x = m.longestSAMIn(&auto, q.alo, q.ahi, q.blo, q.bhi)
+			} else {
+				x = m.longestDP(q.alo, q.ahi, q.blo, q.bhi)
 			}
+			if x.Size == 0 {
+				break
+			}
+			blocks = append(blocks, x)
 			if x.I+x.Size < q.ahi && x.J+x.Size < q.bhi {
 				queue = append(queue, span{x.I + x.Size, q.ahi, x.J + x.Size, q.bhi})
 			}
+			if !(q.alo < x.I && q.blo < x.J) {
+				break
+			}
+			q = span{q.alo, x.I, q.blo, x.J}
 		}
+	}
+	if auto.s != nil {
+		samPool.Put(auto.s)
 	}
 	sort.Slice(blocks, func(p, q int) bool {
 		if blocks[p].I != blocks[q].I {

@@ -145,10 +145,44 @@ func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
 	s := samPool.Get().(*sam)
 	defer samPool.Put(s)
 	s.build(m.b, blo, bhi, len(m.start)-1)
+	return m.walkSAM(s, alo, ahi, blo, bhi)
+}
+
+// samRange is an automaton of b[blo:bhi] kept across find_longest_match
+// calls of one MatchingBlocks.
+type samRange struct {
+	s        *sam
+	blo, bhi int
+}
+
+// longestSAMIn is longestSAM answered from c when c holds an automaton of
+// b[blo:hi] with hi >= bhi (MatchingBlocks' left subproblems share their
+// parent's blo), else from one built into c.
+func (m *Matcher) longestSAMIn(c *samRange, alo, ahi, blo, bhi int) Match {
+	if c.s == nil {
+		c.s, c.blo = samPool.Get().(*sam), -1
+	}
+	if c.blo != blo || c.bhi < bhi {
+		c.s.build(m.b, blo, bhi, len(m.start)-1)
+		c.blo, c.bhi = blo, bhi
+	}
+	return m.walkSAM(c.s, alo, ahi, blo, bhi)
+}
+
+// walkSAM finds the longest match of a[alo:ahi] in b[blo:bhi] with s an
+// automaton of b[blo:hi], hi >= bhi. A substring of b[blo:hi] occurs in
+// b[blo:bhi] exactly when its first end position is below bhi, and all
+// strings of a state share their end positions, so the walk treats a
+// transition into a state whose first end is at or past bhi as absent. The
+// matched lengths stay right: the suffixes of a[alo:i+1] that occur in
+// b[blo:bhi] are still closed under shortening, every string of a state
+// extends by c into the same state, and a suffix link's state ends
+// everywhere its child does (so it is never excluded when the child is not).
+func (m *Matcher) walkSAM(s *sam, alo, ahi, blo, bhi int) Match {
 	if m.stopped() {
 		return Match{alo, blo, 0}
 	}
-	a := m.a
+	a, lim := m.a, int32(bhi)
 	v, l := int32(0), int32(0)
 	best, bestEnd, bestState := int32(0), alo, int32(0)
 	for i := alo; i < ahi; i++ {
@@ -158,7 +192,7 @@ func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
 			continue
 		}
 		for {
-			if t := s.next(v, c); t >= 0 {
+			if t := s.next(v, c); t >= 0 && s.st[t].first < lim {
 				v, l = t, l+1
 				break
 			}

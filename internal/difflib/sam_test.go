@@ -111,3 +111,82 @@ func FuzzSAMMatchesDP(f *testing.F) {
 		checkSAM(t, m, 0, len(a), 0, len(b))
 	})
 }
+
+// TestSAMPrefixOfRangeMatchesDP: an automaton of b[blo:hi] asked about
+// b[blo:bhi] for every bhi <= hi (how MatchingBlocks' left subproblems use
+// their parent's) finds the DP's match, on small alphabets.
+func TestSAMPrefixOfRangeMatchesDP(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for iter := 0; iter < 2000; iter++ {
+		alphabet := 1 + r.Intn(4)
+		a := randomIDs(r, r.Intn(50), alphabet)
+		b := randomIDs(r, r.Intn(50), alphabet)
+		m := NewIDs(a, b, alphabet, false)
+		blo, hi := randomRange(r, len(b))
+		c := samRange{s: new(sam), blo: -1}
+		m.longestSAMIn(&c, 0, len(a), blo, hi) // builds for b[blo:hi]
+		for bhi := blo; bhi <= hi; bhi++ {
+			alo, ahi := randomRange(r, len(a))
+			if c.blo != blo || c.bhi != hi {
+				t.Fatalf("the automaton was rebuilt for [%d:%d]", c.blo, c.bhi)
+			}
+			got := m.longestSAMIn(&c, alo, ahi, blo, bhi)
+			if want := m.longestDP(alo, ahi, blo, bhi); got != want {
+				t.Fatalf("a=%v b=%v a[%d:%d] b[%d:%d] of an automaton of b[%d:%d]: DP %+v, automaton %+v", a, b, alo, ahi, blo, bhi, blo, hi, want, got)
+			}
+		}
+	}
+}
+
+// TestMatchingBlocksWithSharedAutomata: MatchingBlocks with automata shared
+// down chains of left subproblems equals the DP-only recursion, on random
+// texts over small alphabets and on this package's sources.
+func TestMatchingBlocksWithSharedAutomata(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	var pairs [][2]string
+	for iter := 0; iter < 400; iter++ {
+		gen := func() string {
+			out := make([]byte, r.Intn(600))
+			for i := range out {
+				out[i] = "ab\ncd"[r.Intn(2+iter%4)]
+			}
+			return string(out)
+		}
+		pairs = append(pairs, [2]string{gen(), gen()})
+	}
+	src, err := os.ReadFile("matcher.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := []byte(string(src))
+	for i := 0; i < len(edited); i += 97 {
+		edited[i] = 'x'
+	}
+	pairs = append(pairs, [2]string{string(src), string(edited)}, [2]string{string(edited[len(edited)/3:]), string(src)})
+	blocks := func(p [2]string) []Match {
+		m := NewRunes(p[0], p[1], false)
+		defer m.Release()
+		return append([]Match(nil), m.MatchingBlocks()...)
+	}
+	defer func() { dpOnly = false }()
+	for i, p := range pairs {
+		dpOnly = true
+		want := blocks(p)
+		dpOnly = false
+		if got := blocks(p); !equalMatches(got, want) {
+			t.Fatalf("pair %d (%d×%d): automata %v, DP %v", i, len(p[0]), len(p[1]), got, want)
+		}
+	}
+}
+
+func equalMatches(a, b []Match) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
