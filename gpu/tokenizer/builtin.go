@@ -10,7 +10,7 @@ const (
 // builtinMerges are the merges of the built-in tokenizer, in rank order,
 // as pairs of byte strings. They favour the spaces, newlines and short
 // English and Python fragments that dominate code prompts.
-var builtinMerges = [][2]string{
+var builtinMerges = [...][2]string{
 	{" ", " "}, {"  ", "  "}, {"\n", "\n"}, {"e", "r"}, {"i", "n"}, {"o", "n"},
 	{"r", "e"}, {"t", "h"}, {" ", "t"}, {"th", "e"}, {" ", "a"}, {" ", "s"},
 	{"e", "s"}, {"a", "t"}, {"o", "r"}, {"e", "n"}, {"s", "e"}, {"l", "f"},
@@ -20,8 +20,9 @@ var builtinMerges = [][2]string{
 }
 
 // BuiltinVocabSize is the number of ids of Builtin: 256 bytes, the merges
-// and three special tokens.
-var BuiltinVocabSize = len(Builtin().tokens)
+// and three special tokens (a constant, so that no tokenizer is built
+// while the program starts).
+const BuiltinVocabSize = 256 + len(builtinMerges) + 3
 
 // BuiltinConfig is the tokenizer_config.json of the built-in tokenizer:
 // ChatML template, <|im_end|> as end of turn, <|endoftext|> as padding.

@@ -22,7 +22,7 @@ var sampleTexts = []string{
 
 func TestBuiltinRoundTrip(t *testing.T) {
 	tok := Builtin()
-	if got, want := tok.VocabSize(), 256+len(builtinMerges)+3; got != want {
+	if got, want := tok.VocabSize(), BuiltinVocabSize; got != want {
 		t.Fatalf("VocabSize = %d, want %d", got, want)
 	}
 	for _, s := range sampleTexts {
