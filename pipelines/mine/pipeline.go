@@ -43,7 +43,9 @@ func init() {
 	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
 	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.DoFn5x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), error](&finalizeFn{})
+	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), error](&finalizeFn{})
+	register.Function2x0(oneKey)
+	register.Function2x0(discardFiles)
 	register.Emitter2[string, stagedRow]()
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
@@ -55,6 +57,7 @@ func init() {
 	register.Emitter1[string]()
 	register.Emitter2[string, []byte]()
 	register.Emitter2[int, Rejected]()
+	register.Emitter2[int, string]()
 	register.Iter1[string]()
 	register.Iter1[[]byte]()
 	register.Iter1[Rejected]()
@@ -121,7 +124,12 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	instDir := filepath.Join(p.Out, "instances")
 	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	kept := beam.ParDo(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	kept, written := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	// Prism busy-waits (a select on a closed channel) through every bundle
+	// of a stage with no output to the runner, which on a small machine took
+	// a core from the other finalize bundles for the whole stage: the
+	// written files go through a GroupByKey so finalize has an output.
+	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	beam.ParDo0(s, &countFn{}, rejected)
 	dead := beam.ParDo(s, deadKey, rejected)
@@ -436,7 +444,7 @@ const rowGroupBytes = 32 << 20
 // tens of MiB): GOMAXPROCS, since writing is CPU-bound.
 var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte)) error {
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
@@ -504,6 +512,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 		if err := w.Close(); err != nil {
 			return err
 		}
+		written(out)
 	}
 	rd.close()
 	for file := range files {
@@ -516,6 +525,10 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 	promm().instances.Add(float64(len(rows)))
 	return nil
 }
+
+func oneKey(path string, emit func(int, string)) { emit(0, path) }
+
+func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
 type countFn struct{}
