@@ -416,7 +416,7 @@ func TestStagingRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || filepath.Base(rows[0].File) != idsName("batch", ".zst", []string{"acme/w#10", "acme/w#2"}) {
+	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || filepath.Base(rows[0].File) != idsName("batch", ".s2", []string{"acme/w#10", "acme/w#2"}) {
 		t.Fatalf("rows %+v", rows)
 	}
 	var rd stagingReader

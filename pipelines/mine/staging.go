@@ -8,16 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/compress/s2"
 
 	"swerl/schemas"
 	"swerl/transforms/mining"
 )
 
 // Staging: the build stage writes each built instance once, as a
-// self-contained record (gob, then zstd), to a scratch file; only a
+// self-contained record (gob, then S2), to a scratch file; only a
 // stagedRow (where the record is) and the dedup reference cross the
 // shuffle. The finalize step reads back one record at a time, in id order,
 // and streams it into the instance file, so no stage holds more than a
@@ -35,48 +34,33 @@ type stagedRow struct {
 // stagedRecord is a built instance, encoded for a staging file.
 type stagedRecord struct {
 	ID, PatchKey string
-	Data         []byte // zstd(gob(schemas.Instance))
+	Data         []byte // S2(gob(schemas.Instance))
 	Size         int
 }
 
-var (
-	zOnce sync.Once
-	zEnc  *zstd.Encoder
-	zDec  *zstd.Decoder
-)
-
-// zstdCodecs are shared: EncodeAll and DecodeAll are safe for concurrent use.
-// A 1 MiB window (2 MiB of history an encoder, not the default 16 MiB)
-// covers all but the largest records.
-func zstdCodecs() (*zstd.Encoder, *zstd.Decoder) {
-	zOnce.Do(func() {
-		var err error
-		if zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(true), zstd.WithWindowSize(1<<20)); err != nil {
-			panic(err)
-		}
-		if zDec, err = zstd.NewReader(nil); err != nil {
-			panic(err)
-		}
-	})
-	return zEnc, zDec
-}
-
-// encodeRecord encodes inst for a staging file.
+// encodeRecord encodes inst for a staging file: gob, compressed with S2
+// (snappy's faster successor). Staging records are written and read once,
+// so speed matters more than size here: zstd took 2.9 s of CPU on the
+// 20000-commit bench, S2 a fraction of that, for files about 1.6x larger.
 func encodeRecord(inst *schemas.Instance) (stagedRecord, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(inst); err != nil {
 		return stagedRecord{}, fmt.Errorf("mine: stage %s: %w", inst.ID, err)
 	}
-	enc, _ := zstdCodecs()
-	return stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: enc.EncodeAll(buf.Bytes(), nil), Size: buf.Len()}, nil
+	return stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode(nil, buf.Bytes()), Size: buf.Len()}, nil
 }
 
 // decodeRecord reads back the instance of one staging record; buf is
 // scratch space, returned for reuse.
 func decodeRecord(data, buf []byte, inst *schemas.Instance) ([]byte, error) {
-	_, dec := zstdCodecs()
-	buf, err := dec.DecodeAll(data, buf[:0])
+	n, err := s2.DecodedLen(data)
 	if err != nil {
+		return buf, err
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	if buf, err = s2.Decode(buf[:cap(buf)], data); err != nil {
 		return buf, err
 	}
 	return buf, gob.NewDecoder(bytes.NewReader(buf)).Decode(inst)
@@ -102,7 +86,7 @@ func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
 	for i := range recs {
 		ids[i] = recs[i].ID
 	}
-	path := filepath.Join(dir, idsName("batch", ".zst", ids))
+	path := filepath.Join(dir, idsName("batch", ".s2", ids))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mine: staging: %w", err)
 	}
