@@ -439,3 +439,41 @@ func TestStagingRoundTrip(t *testing.T) {
 		t.Errorf("damaged record: %v", err)
 	}
 }
+
+func TestBlobCache(t *testing.T) {
+	var nilCache *blobCache
+	nilCache.put("a", 10, "x", true)
+	if _, _, ok := nilCache.get("a", 10); ok {
+		t.Error("the nil cache holds entries")
+	}
+	var c blobCache
+	c.put("a", 10, "alpha", true)
+	c.put("b", 10, "", false)
+	if s, usable, ok := c.get("a", 10); !ok || !usable || s != "alpha" {
+		t.Errorf("a: %q %v %v", s, usable, ok)
+	}
+	if _, usable, ok := c.get("b", 10); !ok || usable {
+		t.Errorf("b: usable %v ok %v", usable, ok)
+	}
+	// Whether a blob is usable depends on the size cap: another cap is
+	// another entry.
+	if _, _, ok := c.get("a", 20); ok {
+		t.Error("entry shared across size caps")
+	}
+	// The cache stays within its bound however much goes through it.
+	big := strings.Repeat("x", blobCacheBytes/16)
+	for i := range 100 {
+		c.put(fmt.Sprint("blob", i), 10, big, true)
+		if c.bytes > blobCacheBytes {
+			t.Fatalf("after %d puts: %d bytes cached, bound %d", i+1, c.bytes, blobCacheBytes)
+		}
+	}
+	if s, _, ok := c.get("blob99", 10); !ok || s != big {
+		t.Error("the newest entry was evicted")
+	}
+	// Too large to cache at all.
+	c.put("huge", 10, strings.Repeat("x", blobCacheBytes/4), true)
+	if _, _, ok := c.get("huge", 10); ok {
+		t.Error("cached a blob larger than blobCacheBytes/8")
+	}
+}

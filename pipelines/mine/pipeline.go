@@ -355,7 +355,7 @@ func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}
 	}
 	defer f.release(c.RepoDir, cat)
-	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant})
+	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant, Blobs: &blobs})
 	if r != nil {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail}
 	}
