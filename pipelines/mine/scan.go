@@ -456,8 +456,8 @@ func sortedSet(m map[string]bool) []string {
 // blobCache holds relevant-file candidates by blob id: the content when
 // it is usable (a UTF-8 text blob of at most RelevantConfig.FileBytes), or
 // only that it is not. Content-addressed, so never stale; at most
-// blobCacheBytes (content, ids and overhead), evicting arbitrary entries. Safe for
-// concurrent use; the nil cache holds nothing.
+// blobCacheBytes (content, ids and overhead), evicting arbitrary entries.
+// Safe for concurrent use; the nil cache holds nothing.
 type blobCache struct {
 	mu    sync.Mutex
 	m     map[string]cachedBlob
