@@ -28,6 +28,18 @@
 // (or Config.JSONLPath) with Config.JSONL, and whatever Config.Publish does
 // with the kept instances (the Kafka topic swerl.instances in `swerl mine`).
 //
+// # Memory
+//
+// Built instances do not stay in memory or cross the shuffle: the build
+// workers write each one as a compressed record to scratch files in
+// DIR/instances/.staging (removed at the end), and only its id, patch key
+// and location go through the runner; the finalize step streams the
+// records of at most Config.RowsPerFile instances into one file, a record
+// at a time. Peak memory is a batch of instances per build worker plus one
+// Parquet writer per core, whatever the length of the history; what grows
+// with it is the runner's small per-instance references and the commit
+// graph.
+//
 // # Runners
 //
 // The pipeline runs on Prism by default and unchanged on Flink or Dataflow

@@ -15,6 +15,7 @@ import (
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
+	"swerl/transforms/mining"
 )
 
 // history builds a repository whose first-parent history holds one PR per
@@ -246,6 +247,25 @@ func TestMinePipeline(t *testing.T) {
 	if len(sum2.Files) < 3 || !reflect.DeepEqual(again, insts) {
 		t.Errorf("rerun with 2 rows a file: %d files, equal rows %v", len(sum2.Files), reflect.DeepEqual(again, insts))
 	}
+	// Each file holds at most 2 rows, sorted by id and named by their hash;
+	// no staging file is left.
+	for _, f := range sum2.Files {
+		rows, err := parquetio.ReadFile[schemas.Instance](f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(rows))
+		for i := range rows {
+			ids[i] = rows[i].ID
+		}
+		sorted := sort.SliceIsSorted(ids, func(i, j int) bool { return mining.IDLess(ids[i], ids[j]) })
+		if len(rows) == 0 || len(rows) > 2 || !sorted || filepath.Base(f) != idsName("part", ".parquet", ids) {
+			t.Errorf("%s: ids %v", f, ids)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "instances", stagingDir)); !os.IsNotExist(err) {
+		t.Errorf("staging directory left behind: %v", err)
+	}
 }
 
 func TestMineCommitsAndExclude(t *testing.T) {
@@ -368,4 +388,92 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// A staging record gives back the instance it was made from, byte for
+// byte, whatever its strings hold.
+func TestStagingRoundTrip(t *testing.T) {
+	in := []schemas.Instance{
+		{SchemaVersion: schemas.Version, ID: "acme/w#2", Repo: "acme/w", PRNumber: 2, ProblemStatement: "caf\xe9 \x00 ünï",
+			LinkedIssues: []int{3}, CodeContext: map[string]string{"a.go": strings.Repeat("package a\n", 5000), "b.go": ""},
+			OracleNewContent: map[string]string{"a.go": "package a\n// new\n"}, OraclePatch: "--- a/a.go\n+++ b/a.go\n",
+			RelevantFiles: []string{"b.go"}, Stats: schemas.ChangeStats{FilesChanged: 1, Hunks: 1}, Source: schemas.SourceGit},
+		{SchemaVersion: schemas.Version, ID: "acme/w#10", OraclePatch: "x"},
+	}
+	var recs []stagedRecord
+	for i := range in {
+		r, err := encodeRecord(&in[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 {
+			t.Fatalf("record %d: key %s", i, r.PatchKey)
+		}
+		recs = append(recs, r)
+	}
+	dir := t.TempDir()
+	rows, err := writeStaging(dir, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || filepath.Base(rows[0].File) != idsName("batch", ".s2", []string{"acme/w#10", "acme/w#2"}) {
+		t.Fatalf("rows %+v", rows)
+	}
+	var rd stagingReader
+	defer rd.close()
+	for i := len(rows) - 1; i >= 0; i-- { // any order
+		var got schemas.Instance
+		if err := rd.read(rows[i], &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, in[i]) {
+			t.Errorf("record %d: got %+v", i, got)
+		}
+	}
+	// A damaged record is an error naming the file, not a wrong row.
+	os.WriteFile(rows[0].File, make([]byte, rows[1].Off+rows[1].Len), 0o644)
+	var rd2 stagingReader
+	defer rd2.close()
+	var got schemas.Instance
+	if err := rd2.read(rows[1], &got); err == nil || !strings.Contains(err.Error(), rows[1].File) {
+		t.Errorf("damaged record: %v", err)
+	}
+}
+
+func TestBlobCache(t *testing.T) {
+	var nilCache *blobCache
+	nilCache.put("a", 10, "x", true)
+	if _, _, ok := nilCache.get("a", 10); ok {
+		t.Error("the nil cache holds entries")
+	}
+	var c blobCache
+	c.put("a", 10, "alpha", true)
+	c.put("b", 10, "", false)
+	if s, usable, ok := c.get("a", 10); !ok || !usable || s != "alpha" {
+		t.Errorf("a: %q %v %v", s, usable, ok)
+	}
+	if _, usable, ok := c.get("b", 10); !ok || usable {
+		t.Errorf("b: usable %v ok %v", usable, ok)
+	}
+	// Whether a blob is usable depends on the size cap: another cap is
+	// another entry.
+	if _, _, ok := c.get("a", 20); ok {
+		t.Error("entry shared across size caps")
+	}
+	// The cache stays within its bound however much goes through it.
+	big := strings.Repeat("x", blobCacheBytes/16)
+	for i := range 100 {
+		c.put(fmt.Sprint("blob", i), 10, big, true)
+		if c.bytes > blobCacheBytes {
+			t.Fatalf("after %d puts: %d bytes cached, bound %d", i+1, c.bytes, blobCacheBytes)
+		}
+	}
+	if s, _, ok := c.get("blob99", 10); !ok || s != big {
+		t.Error("the newest entry was evicted")
+	}
+	// Too large to cache at all.
+	c.put("huge", 10, strings.Repeat("x", blobCacheBytes/4), true)
+	if _, _, ok := c.get("huge", 10); ok {
+		t.Error("cached a blob larger than blobCacheBytes/8")
+	}
 }

@@ -2,7 +2,6 @@ package mine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -38,13 +37,17 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*Candidate)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Rejected)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*RepoTask)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*stagedRow)(nil)).Elem())
 	register.Function1x2(keyRepo)
 	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
 	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
-	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string), func(Rejected), error](&buildFn{})
+	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.Function1x2(fileKey)
-	register.DoFn5x1[context.Context, string, func(*string) bool, func(*string) bool, func(string, []byte), error](&finalizeFn{})
+	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), error](&finalizeFn{})
+	register.Function2x0(oneKey)
+	register.Function2x0(discardFiles)
+	register.Emitter2[string, stagedRow]()
+	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
 	register.DoFn2x0[context.Context, Rejected](&countFn{})
 	register.Function2x0(deadKey)
@@ -54,6 +57,7 @@ func init() {
 	register.Emitter1[string]()
 	register.Emitter2[string, []byte]()
 	register.Emitter2[int, Rejected]()
+	register.Emitter2[int, string]()
 	register.Iter1[string]()
 	register.Iter1[[]byte]()
 	register.Iter1[Rejected]()
@@ -76,8 +80,8 @@ type Params struct {
 	Limits     mining.Limits
 	Relevant   mining.RelevantConfig
 	Exclude    *mining.Exclude
-	// RowsPerFile caps the rows of one instance file (and the instances a
-	// build worker holds in memory); default 500.
+	// RowsPerFile caps the rows of one instance file; default 500. Memory
+	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
 	// Emit makes Build's result carry the kept instances; without it the
 	// result is empty (the instances are only written to files).
@@ -120,7 +124,12 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	instDir := filepath.Join(p.Out, "instances")
 	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	kept := beam.ParDo(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, beam.ParDo(s, fileKey, staged), drops))
+	kept, written := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	// Prism busy-waits (a select on a closed channel) through every bundle
+	// of a stage with no output to the runner, which on a small machine took
+	// a core from the other finalize bundles for the whole stage: the
+	// written files go through a GroupByKey so finalize has an output.
+	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	beam.ParDo0(s, &countFn{}, rejected)
 	dead := beam.ParDo(s, deadKey, rejected)
@@ -206,11 +215,13 @@ const stagingDir = ".staging"
 
 // buildFn reads each candidate's files. Candidates are built in batches by
 // Workers goroutines, each with its own `git cat-file --batch` per
-// repository, so git's latency overlaps. Built instances are written to
-// Parquet files in Staging (RowsPerFile at most, named by a hash of their
-// ids, so a retried bundle rewrites the same file); only small references
-// cross the shuffle: KV<patch key, id NUL file> for deduplication and each
-// staging file's name. Memory stays flat however long the history.
+// repository, so git's latency overlaps; the workers also encode the built
+// instances as staging records (see staging.go), and each batch goes to one
+// staging file in Staging. Only small references cross the shuffle:
+// KV<patch key, id NUL group> for deduplication and KV<group, stagedRow>
+// for each instance, where a group is the staging files of at most
+// RowsPerFile instances that become one instance file. A worker holds one
+// batch of instances at a time, however long the history.
 type buildFn struct {
 	Limits      mining.Limits
 	Relevant    mining.RelevantConfig
@@ -218,11 +229,13 @@ type buildFn struct {
 	RowsPerFile int
 	Workers     int // default runtime.NumCPU(), at least 2
 
-	pending []Candidate
-	rows    []schemas.Instance
-	mu      sync.Mutex
-	idle    map[string][]*gitio.CatFile // by repository directory
-	all     []*gitio.CatFile
+	pending   []Candidate
+	recs      []stagedRecord
+	group     string // the open group: the name of its first staging file
+	groupRows int
+	mu        sync.Mutex
+	idle      map[string][]*gitio.CatFile // by repository directory
+	all       []*gitio.CatFile
 }
 
 const buildBatch = 64
@@ -268,30 +281,37 @@ func (f *buildFn) release(dir string, c *gitio.CatFile) {
 	f.mu.Unlock()
 }
 
-func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), file func(string), rej func(Rejected)) error {
+func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
-		f.build(rej)
-	}
-	if len(f.rows) >= f.RowsPerFile {
-		return f.stage(ref, file)
+		if err := f.build(rej); err != nil {
+			return err
+		}
+		return f.stage(ref, row)
 	}
 	return nil
 }
 
-func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), file func(string), rej func(Rejected)) error {
-	f.build(rej)
-	return f.stage(ref, file)
+func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
+	err := f.build(rej)
+	if err == nil {
+		err = f.stage(ref, row)
+	}
+	// Groups do not span bundles: a retried bundle starts its own.
+	f.group, f.groupRows = "", 0
+	return err
 }
 
-// build builds the pending candidates in parallel, keeping input order.
-func (f *buildFn) build(rej func(Rejected)) {
+// build builds and encodes the pending candidates in parallel, keeping
+// input order.
+func (f *buildFn) build(rej func(Rejected)) error {
 	if len(f.pending) == 0 {
-		return
+		return nil
 	}
 	type result struct {
-		inst schemas.Instance
-		rej  *Rejected
+		rec stagedRecord
+		rej *Rejected
+		err error
 	}
 	out := make([]result, len(f.pending))
 	next := make(chan int)
@@ -301,7 +321,12 @@ func (f *buildFn) build(rej func(Rejected)) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i].inst, out[i].rej = f.buildOne(f.pending[i])
+				inst, r := f.buildOne(f.pending[i])
+				if r != nil {
+					out[i].rej = r
+					continue
+				}
+				out[i].rec, out[i].err = encodeRecord(&inst)
 			}
 		}()
 	}
@@ -310,14 +335,18 @@ func (f *buildFn) build(rej func(Rejected)) {
 	}
 	close(next)
 	wg.Wait()
+	f.pending = f.pending[:0]
 	for _, r := range out {
-		if r.rej != nil {
+		switch {
+		case r.err != nil:
+			return r.err
+		case r.rej != nil:
 			rej(*r.rej)
-		} else {
-			f.rows = append(f.rows, r.inst)
+		default:
+			f.recs = append(f.recs, r.rec)
 		}
 	}
-	f.pending = f.pending[:0]
+	return nil
 }
 
 func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
@@ -326,41 +355,39 @@ func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}
 	}
 	defer f.release(c.RepoDir, cat)
-	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant})
+	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant, Blobs: &blobs})
 	if r != nil {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail}
 	}
 	return inst, nil
 }
 
-// stage writes the built rows to staging files of at most RowsPerFile rows
-// and emits the references.
-func (f *buildFn) stage(ref func(string, string), file func(string)) error {
-	for len(f.rows) > 0 {
-		rows := f.rows[:min(len(f.rows), max(1, f.RowsPerFile))]
-		path := filepath.Join(f.Staging, partName(rows))
-		if err := parquetio.WriteFile(path, rows); err != nil {
+// stage writes the encoded records to staging files, none of them across
+// two groups, and emits the references.
+func (f *buildFn) stage(ref func(string, string), row func(string, stagedRow)) error {
+	per := max(1, f.RowsPerFile)
+	for len(f.recs) > 0 {
+		if f.group == "" || f.groupRows >= per {
+			f.group, f.groupRows = "", 0
+		}
+		n := min(len(f.recs), per-f.groupRows)
+		rows, err := writeStaging(f.Staging, f.recs[:n])
+		if err != nil {
 			return err
 		}
-		for i := range rows {
-			ref(mining.PatchKey(rows[i].OraclePatch), rows[i].ID+"\x00"+path)
+		if f.group == "" {
+			f.group = filepath.Base(rows[0].File)
 		}
-		file(path)
-		f.rows = f.rows[len(rows):]
+		f.groupRows += n
+		for i, r := range rows {
+			ref(f.recs[i].PatchKey, r.ID+"\x00"+f.group)
+			row(f.group, r)
+		}
+		clear(f.recs[:n])
+		f.recs = f.recs[n:]
 	}
-	f.rows = nil
+	f.recs = nil
 	return nil
-}
-
-// partName sorts rows by id and names their file by a hash of the ids.
-func partName(rows []schemas.Instance) string {
-	sort.Slice(rows, func(i, j int) bool { return mining.IDLess(rows[i].ID, rows[j].ID) })
-	h := sha256.New()
-	for _, r := range rows {
-		h.Write([]byte(r.ID))
-		h.Write([]byte{0})
-	}
-	return fmt.Sprintf("part-%x.parquet", h.Sum(nil)[:8])
 }
 
 // Teardown stops the cat-file processes.
@@ -374,16 +401,16 @@ func (f *buildFn) Teardown() {
 }
 
 // dedupFn keeps one instance per oracle patch, the smallest id (IDLess),
-// and emits KV<staging file, id> for each one dropped.
+// and emits KV<group, id> for each one dropped.
 type dedupFn struct{}
 
 func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(string, string), rej func(Rejected)) {
-	var ids, files []string
+	var ids, groups []string
 	var r string
 	for refs(&r) {
-		id, file, _ := strings.Cut(r, "\x00")
+		id, group, _ := strings.Cut(r, "\x00")
 		ids = append(ids, id)
-		files = append(files, file)
+		groups = append(groups, group)
 	}
 	if len(ids) < 2 {
 		return
@@ -393,63 +420,115 @@ func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(
 		if i != keep {
 			repo, _, _ := strings.Cut(ids[i], "#")
 			rej(Rejected{Repo: repo, ID: ids[i], Reason: string(mining.Duplicate), Detail: ids[i] + ": same oracle patch as " + ids[keep]})
-			drop(files[i], ids[i])
+			drop(groups[i], ids[i])
 		}
 	}
 }
 
-func fileKey(path string) (string, string) { return path, "" }
-
-// finalizeFn rewrites one staging file without its dropped instances to
-// DIR/part-<hash>.parquet (atomically) and removes the staging file. With
+// finalizeFn writes one group's instances, without the dropped ones and
+// sorted by id (IDLess), to DIR/part-<hash of the ids>.parquet (atomically),
+// reading one staging record at a time and ending a row group every
+// rowGroupBytes of records, then removes the group's staging files. With
 // Emit it outputs KV<id, instance JSON> for each kept instance.
 type finalizeFn struct {
 	Dir  string
 	Emit bool
 }
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, staging string, _ func(*string) bool, drops func(*string) bool, emit func(string, []byte)) error {
+// rowGroupBytes bounds the (uncompressed) records in one row group of an
+// instance file: the writer holds a row group's pages in memory.
+const rowGroupBytes = 32 << 20
+
+// writers bounds the instance files written at once in this process (a
+// runner may run many finalize bundles in parallel; each writer holds
+// tens of MiB): GOMAXPROCS, since writing is CPU-bound.
+var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
 		dropped[id] = true
 	}
-	rows, err := parquetio.ReadFile[schemas.Instance](staging)
-	if err != nil {
-		if _, serr := os.Stat(staging); os.IsNotExist(serr) {
-			// A retry after the file was finalized: the output exists.
-			return nil
-		}
-		return err
-	}
-	kept := rows[:0]
-	for _, r := range rows {
+	var rows []stagedRow
+	files := map[string]bool{}
+	var r stagedRow
+	for staged(&r) {
+		files[r.File] = true
 		if !dropped[r.ID] {
-			kept = append(kept, r)
+			rows = append(rows, r)
 		}
 	}
-	if len(kept) > 0 {
-		if err := parquetio.WriteFile(filepath.Join(f.Dir, partName(kept)), kept); err != nil {
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	out := filepath.Join(f.Dir, idsName("part", ".parquet", ids))
+	sort.Slice(rows, func(i, j int) bool { return mining.IDLess(rows[i].ID, rows[j].ID) })
+	for file := range files {
+		if _, err := os.Stat(file); os.IsNotExist(err) {
+			if _, err := os.Stat(out); err == nil || len(rows) == 0 {
+				return nil // a retry after the group was finalized
+			}
+			return fmt.Errorf("mine: staging file %s is gone and %s was not written", file, out)
+		}
+	}
+	var rd stagingReader
+	defer rd.close()
+	if len(rows) > 0 {
+		writers <- struct{}{}
+		defer func() { <-writers }()
+		w, err := parquetio.Create[schemas.Instance](out)
+		if err != nil {
 			return err
 		}
-	}
-	if err := os.Remove(staging); err != nil {
-		return fmt.Errorf("mine: remove staging file: %w", err)
-	}
-	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(kept)))
-	live.kept.Add(int64(len(kept)))
-	promm().instances.Add(float64(len(kept)))
-	if f.Emit {
-		for i := range kept {
-			b, err := schemas.Encode(&kept[i])
-			if err != nil {
-				return fmt.Errorf("mine: %s: %w", kept[i].ID, err)
+		var inst schemas.Instance
+		var pending int64
+		for _, r := range rows {
+			inst = schemas.Instance{}
+			if err := rd.read(r, &inst); err != nil {
+				w.Abort()
+				return err
 			}
-			emit(kept[i].ID, b)
+			if pending > 0 && pending+r.Size > rowGroupBytes {
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				pending = 0
+			}
+			pending += r.Size
+			if err := w.Write(inst); err != nil {
+				return err
+			}
+			if f.Emit {
+				b, err := schemas.Encode(&inst)
+				if err != nil {
+					w.Abort()
+					return fmt.Errorf("mine: %s: %w", inst.ID, err)
+				}
+				emit(inst.ID, b)
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		written(out)
+	}
+	rd.close()
+	for file := range files {
+		if err := os.Remove(file); err != nil {
+			return fmt.Errorf("mine: remove staging file: %w", err)
 		}
 	}
+	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(rows)))
+	live.kept.Add(int64(len(rows)))
+	promm().instances.Add(float64(len(rows)))
 	return nil
 }
+
+func oneKey(path string, emit func(int, string)) { emit(0, path) }
+
+func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
 type countFn struct{}

@@ -52,8 +52,8 @@ type Config struct {
 	// JSONLPath (default DIR/instances.jsonl).
 	JSONL     bool
 	JSONLPath string
-	// RowsPerFile caps the rows of one instance file (and the instances a
-	// build worker holds in memory); default 500.
+	// RowsPerFile caps the rows of one instance file; default 500. Memory
+	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
 	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
 	// uses Beam's --runner flag, itself defaulting to prism.

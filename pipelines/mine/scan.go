@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,6 +193,8 @@ func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevent
 type buildConfig struct {
 	Limits   mining.Limits
 	Relevant mining.RelevantConfig
+	// Blobs caches relevant-file candidates by object id; nil for none.
+	Blobs *blobCache
 }
 
 // build reads a candidate's files and turns it into an instance.
@@ -258,7 +261,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		return inst, rej
 	}
 	if cfg.Relevant.Files() > 0 {
-		rel := relevantFiles(cat, &inst, cfg.Relevant)
+		rel := relevantFiles(cat, &inst, cfg.Relevant, cfg.Blobs)
 		for _, p := range schemas.SortedPaths(rel) {
 			inst.CodeContext[p] = rel[p]
 			inst.RelevantFiles = append(inst.RelevantFiles, p)
@@ -290,7 +293,10 @@ func short(h string) string {
 // relevantFiles reads candidate files at the base (imports of the modified
 // files, files named in the problem statement, same-directory siblings, in
 // that order, up to cfg.Candidates() reads) and returns the ones Rank picks.
-func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.RelevantConfig) map[string]string {
+//
+// Files of the listed directories are read by object id through blobs, so
+// the files that many changes share are read from git once.
+func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
 	base := inst.BaseCommit
 	modified := map[string]string{}
 	for p := range inst.OracleNewContent {
@@ -315,6 +321,7 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 		}
 	}
 	trees := map[string][]string{}
+	ids := map[string]string{} // path → blob id, for the files in trees
 	listDirs := func(dirs []string) {
 		var revs []string
 		var names []string
@@ -341,7 +348,9 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			}
 			for _, e := range es {
 				if !e.IsTree() && e.Mode != "160000" && e.Mode != "120000" {
-					trees[d] = append(trees[d], path.Join(d, e.Name))
+					p := path.Join(d, e.Name)
+					trees[d] = append(trees[d], p)
+					ids[p] = e.Hash
 				}
 			}
 		}
@@ -394,18 +403,39 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			probe(f)
 		}
 	}
-	revs := make([]string, len(probes))
-	for i, p := range probes {
-		revs[i] = base + ":" + p
-	}
-	objs, errs := cat.GetMany(revs)
 	cands := map[string]string{}
-	for i, p := range probes {
-		o := objs[i]
-		if errs[i] != nil || o.Type != "blob" || len(o.Data) > cfg.FileBytes() || mining.IsBinary(o.Data) || !utf8.Valid(o.Data) {
+	var revs, read []string
+	for _, p := range probes {
+		id, ok := ids[p]
+		if !ok {
+			revs = append(revs, base+":"+p)
+			read = append(read, p)
 			continue
 		}
-		cands[p] = string(o.Data)
+		if c, usable, hit := blobs.get(id, cfg.FileBytes()); hit {
+			if usable {
+				cands[p] = c
+			}
+			continue
+		}
+		revs = append(revs, id)
+		read = append(read, p)
+	}
+	objs, errs := cat.GetMany(revs)
+	for i, p := range read {
+		o := objs[i]
+		if errs[i] != nil {
+			continue
+		}
+		usable := o.Type == "blob" && len(o.Data) <= cfg.FileBytes() && !mining.IsBinary(o.Data) && utf8.Valid(o.Data)
+		c := ""
+		if usable {
+			c = string(o.Data)
+			cands[p] = c
+		}
+		if ids[p] == o.Hash {
+			blobs.put(o.Hash, cfg.FileBytes(), c, usable)
+		}
 	}
 	out := map[string]string{}
 	for _, p := range mining.Rank(modified, cands, inst.ProblemStatement, goMod, cfg) {
@@ -421,6 +451,67 @@ func sortedSet(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// blobCache holds relevant-file candidates by blob id: the content when
+// it is usable (a UTF-8 text blob of at most RelevantConfig.FileBytes), or
+// only that it is not. Content-addressed, so never stale; at most
+// blobCacheBytes (content, ids and overhead), evicting arbitrary entries.
+// Safe for concurrent use; the nil cache holds nothing.
+type blobCache struct {
+	mu    sync.Mutex
+	m     map[string]cachedBlob
+	bytes int
+}
+
+type cachedBlob struct {
+	content string
+	usable  bool
+}
+
+const blobCacheBytes = 16 << 20
+
+// blobs is the process's cache: a runner may run many build bundles, each
+// with its own buildFn, at once. Entries are keyed by blob id and
+// RelevantConfig.FileBytes, so pipelines with different settings in one
+// process do not mix.
+var blobs blobCache
+
+func (c *blobCache) get(id string, maxBytes int) (content string, usable, ok bool) {
+	if c == nil {
+		return "", false, false
+	}
+	id += "/" + strconv.Itoa(maxBytes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[id]
+	return b.content, b.usable, ok
+}
+
+func (c *blobCache) put(id string, maxBytes int, content string, usable bool) {
+	if c == nil || len(content) > blobCacheBytes/8 {
+		return
+	}
+	id += "/" + strconv.Itoa(maxBytes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]cachedBlob{}
+	}
+	if _, ok := c.m[id]; ok {
+		return
+	}
+	size := func(id string, b cachedBlob) int { return len(id) + len(b.content) + 64 } // 64: map entry
+	b := cachedBlob{content, usable}
+	for k, old := range c.m {
+		if c.bytes+size(id, b) <= blobCacheBytes {
+			break
+		}
+		delete(c.m, k)
+		c.bytes -= size(k, old)
+	}
+	c.m[id] = b
+	c.bytes += size(id, b)
 }
 
 var (

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
@@ -112,5 +114,61 @@ func TestReadFileErrorsNameTheFile(t *testing.T) {
 	_, err := parquetio.ReadFile[schemas.Instance](path)
 	if err == nil || !strings.Contains(err.Error(), "bad.parquet") {
 		t.Fatalf("want an error naming bad.parquet, got %v", err)
+	}
+}
+
+func TestFileWriterRowGroupsAndAtomicity(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.parquet")
+	w, err := parquetio.Create[schemas.Instance](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sampleInstances()
+	for i, r := range in {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("file visible before Close: %v", err)
+	}
+	if w.Rows() != int64(len(in)) {
+		t.Fatalf("Rows() = %d", w.Rows())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pf.RowGroups()); n != 2 {
+		t.Errorf("%d row groups, want 2 (one Flush)", n)
+	}
+	got, err := parquetio.ReadFile[schemas.Instance](path)
+	if err != nil || len(got) != len(in) || got[0].OraclePatch != in[0].OraclePatch || got[1].ID != in[1].ID {
+		t.Fatalf("read back %d rows, %v", len(got), err)
+	}
+	// An aborted writer leaves nothing, not even its temporary file.
+	w2, err := parquetio.Create[schemas.Instance](filepath.Join(dir, "y.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Write(in...)
+	w2.Abort()
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("after Abort: %v", ents)
 	}
 }

@@ -316,3 +316,23 @@ func FuzzParseExclude(f *testing.F) {
 		}
 	})
 }
+
+func TestIsBinaryLooksAtTheFirst8000Bytes(t *testing.T) {
+	text := []byte(strings.Repeat("package x\n", 1000)) // 10000 bytes
+	cases := []struct {
+		at   int // index of a NUL byte, -1 for none
+		want bool
+	}{{-1, false}, {0, true}, {7999, true}, {8000, false}, {9999, false}}
+	for _, c := range cases {
+		b := append([]byte(nil), text...)
+		if c.at >= 0 {
+			b[c.at] = 0
+		}
+		if got := IsBinary(b); got != c.want {
+			t.Errorf("NUL at %d: IsBinary = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if IsBinary(nil) || !IsBinary([]byte{'a', 0}) {
+		t.Error("short inputs")
+	}
+}

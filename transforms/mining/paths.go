@@ -1,6 +1,7 @@
 package mining
 
 import (
+	"bytes"
 	"path"
 	"strings"
 )
@@ -72,10 +73,5 @@ func IsBinary(content []byte) bool {
 	if n > 8000 {
 		n = 8000
 	}
-	for _, b := range content[:n] {
-		if b == 0 {
-			return true
-		}
-	}
-	return false
+	return bytes.IndexByte(content[:n], 0) >= 0
 }

@@ -1,0 +1,160 @@
+package mine
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/klauspost/compress/s2"
+
+	"swerl/schemas"
+	"swerl/transforms/mining"
+)
+
+// Staging: the build stage writes each built instance once, as a
+// self-contained record (gob, then S2), to a scratch file; only a
+// stagedRow (where the record is) and the dedup reference cross the
+// shuffle. The finalize step reads back one record at a time, in id order,
+// and streams it into the instance file, so no stage holds more than a
+// batch of instances whatever the length of the history.
+
+// stagedRow locates one built instance in a staging file.
+type stagedRow struct {
+	ID   string
+	File string
+	Off  int64
+	Len  int64 // compressed record bytes
+	Size int64 // record bytes before compression
+}
+
+// stagedRecord is a built instance, encoded for a staging file.
+type stagedRecord struct {
+	ID, PatchKey string
+	Data         []byte // S2(gob(schemas.Instance))
+	Size         int
+}
+
+// encodeRecord encodes inst for a staging file: gob, compressed with S2
+// (snappy's faster successor). Staging records are written and read once,
+// so speed matters more than size here: zstd took 2.9 s of CPU on the
+// 20000-commit bench, S2 a fraction of that, for files about 1.6x larger.
+func encodeRecord(inst *schemas.Instance) (stagedRecord, error) {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(inst); err != nil {
+		return stagedRecord{}, fmt.Errorf("mine: stage %s: %w", inst.ID, err)
+	}
+	return stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode(nil, buf.Bytes()), Size: buf.Len()}, nil
+}
+
+// decodeRecord reads back the instance of one staging record; buf is
+// scratch space, returned for reuse.
+func decodeRecord(data, buf []byte, inst *schemas.Instance) ([]byte, error) {
+	n, err := s2.DecodedLen(data)
+	if err != nil {
+		return buf, err
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	if buf, err = s2.Decode(buf[:cap(buf)], data); err != nil {
+		return buf, err
+	}
+	return buf, gob.NewDecoder(bytes.NewReader(buf)).Decode(inst)
+}
+
+// idsName sorts ids (IDLess) and names them by a hash: prefix-<hash>ext.
+func idsName(prefix, ext string, ids []string) string {
+	sort.Slice(ids, func(i, j int) bool { return mining.IDLess(ids[i], ids[j]) })
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s-%x%s", prefix, h.Sum(nil)[:8], ext)
+}
+
+// writeStaging writes recs to one staging file in dir, named by a hash of
+// their ids (a retried bundle rewrites the same file), and returns where
+// each record is, in the order of recs. Staging files are scratch: they
+// are renamed into place complete but not synced; Run clears them.
+func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
+	ids := make([]string, len(recs))
+	for i := range recs {
+		ids[i] = recs[i].ID
+	}
+	path := filepath.Join(dir, idsName("batch", ".s2", ids))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mine: staging: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("mine: staging: %w", err)
+	}
+	rows := make([]stagedRow, len(recs))
+	n := 0
+	for _, r := range recs {
+		n += len(r.Data)
+	}
+	buf := make([]byte, 0, n)
+	for i, r := range recs {
+		rows[i] = stagedRow{ID: r.ID, File: path, Off: int64(len(buf)), Len: int64(len(r.Data)), Size: int64(r.Size)}
+		buf = append(buf, r.Data...)
+	}
+	_, err = f.Write(buf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("mine: staging: %w", err)
+	}
+	return rows, nil
+}
+
+// stagingReader reads records from staging files, keeping each file open.
+type stagingReader struct {
+	files map[string]*os.File
+	raw   []byte
+	buf   []byte
+}
+
+// read decodes the record at r into inst.
+func (s *stagingReader) read(r stagedRow, inst *schemas.Instance) error {
+	f, ok := s.files[r.File]
+	if !ok {
+		var err error
+		if f, err = os.Open(r.File); err != nil {
+			return err
+		}
+		if s.files == nil {
+			s.files = map[string]*os.File{}
+		}
+		s.files[r.File] = f
+	}
+	if int64(cap(s.raw)) < r.Len {
+		s.raw = make([]byte, r.Len)
+	}
+	s.raw = s.raw[:r.Len]
+	if _, err := f.ReadAt(s.raw, r.Off); err != nil {
+		return fmt.Errorf("mine: staging %s: %w", r.File, err)
+	}
+	var err error
+	if s.buf, err = decodeRecord(s.raw, s.buf, inst); err != nil {
+		return fmt.Errorf("mine: staging %s at %d (%s): %w", r.File, r.Off, r.ID, err)
+	}
+	return nil
+}
+
+func (s *stagingReader) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
