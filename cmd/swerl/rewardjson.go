@@ -25,36 +25,19 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 		}
 	}()
 	p.ws()
-	if !p.eat('{') {
-		return w, false
-	}
 	var seen [7]bool
-	p.ws()
-	if p.eat('}') {
-		return w, p.end()
-	}
-	for {
-		p.ws()
-		key, kok := p.rawKey()
-		if !kok {
-			return w, false
-		}
-		p.ws()
-		if !p.eat(':') {
-			return w, false
-		}
-		p.ws()
+	ok = p.object(true, func(key string) bool {
 		field := -1
 		for i, name := range rewardWireFields {
 			if key == name {
 				field = i
 			} else if strings.EqualFold(key, name) {
-				return w, false
+				return false
 			}
 		}
 		if field >= 0 {
 			if seen[field] {
-				return w, false
+				return false
 			}
 			seen[field] = true
 		}
@@ -62,7 +45,7 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 		case 0, 3, 6: // id, output, mode
 			s, sok := p.str()
 			if !sok {
-				return w, false
+				return false
 			}
 			switch field {
 			case 0:
@@ -75,7 +58,7 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 		case 1, 2: // code_context, oracle_new_content
 			m, mok := p.strMap()
 			if !mok {
-				return w, false
+				return false
 			}
 			if field == 1 {
 				w.CodeContext = m
@@ -85,7 +68,7 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 		case 4, 5: // oracle_patches, pred_patches
 			l, lok := p.strList()
 			if !lok {
-				return w, false
+				return false
 			}
 			if field == 4 {
 				w.OraclePatches = &l
@@ -93,19 +76,11 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 				w.PredPatches = &l
 			}
 		default:
-			if !p.skip(0) {
-				return w, false
-			}
+			return p.skip(0)
 		}
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat('}') {
-			return w, p.end()
-		}
-		return w, false
-	}
+		return true
+	})
+	return w, ok && p.end()
 }
 
 // rewardWireFields are rewardWire's JSON names, in fastRewardWire's order.
@@ -316,60 +291,83 @@ func hex4(b []byte) rune {
 
 // strMap reads an object of string values.
 func (p *jsonScan) strMap() (map[string]string, bool) {
-	if !p.eat('{') {
-		return nil, false
-	}
 	m := map[string]string{}
-	p.ws()
-	if p.eat('}') {
-		return m, true
-	}
-	for {
-		p.ws()
-		k, ok := p.str()
-		if !ok {
-			return nil, false
-		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, false
-		}
-		p.ws()
+	ok := p.object(false, func(k string) bool {
 		v, ok := p.str()
-		if !ok {
-			return nil, false
-		}
 		m[k] = v
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		return m, p.eat('}')
-	}
+		return ok
+	})
+	return m, ok
 }
 
 // strList reads an array of strings.
 func (p *jsonScan) strList() ([]string, bool) {
-	if !p.eat('[') {
-		return nil, false
-	}
 	l := []string{}
+	ok := p.array(func() bool {
+		s, ok := p.str()
+		l = append(l, s)
+		return ok
+	})
+	return l, ok
+}
+
+// object reads an object, calling value with each key when the cursor is
+// at the key's value; value reads it and reports whether it was valid.
+// With rawKeys a key holding an escape gives up (see rawKey).
+func (p *jsonScan) object(rawKeys bool, value func(key string) bool) bool {
+	if !p.eat('{') {
+		return false
+	}
 	p.ws()
-	if p.eat(']') {
-		return l, true
+	if p.eat('}') {
+		return true
 	}
 	for {
 		p.ws()
-		s, ok := p.str()
+		var k string
+		var ok bool
+		if rawKeys {
+			k, ok = p.rawKey()
+		} else {
+			k, ok = p.str()
+		}
 		if !ok {
-			return nil, false
+			return false
 		}
-		l = append(l, s)
 		p.ws()
-		if p.eat(',') {
-			continue
+		if !p.eat(':') {
+			return false
 		}
-		return l, p.eat(']')
+		p.ws()
+		if !value(k) {
+			return false
+		}
+		p.ws()
+		if !p.eat(',') {
+			return p.eat('}')
+		}
+	}
+}
+
+// array reads an array, calling elem when the cursor is at each element;
+// elem reads it and reports whether it was valid.
+func (p *jsonScan) array(elem func() bool) bool {
+	if !p.eat('[') {
+		return false
+	}
+	p.ws()
+	if p.eat(']') {
+		return true
+	}
+	for {
+		p.ws()
+		if !elem() {
+			return false
+		}
+		p.ws()
+		if !p.eat(',') {
+			return p.eat(']')
+		}
 	}
 }
 
@@ -384,47 +382,9 @@ func (p *jsonScan) skip(depth int) bool {
 		_, ok := p.str()
 		return ok
 	case c == '{':
-		p.i++
-		p.ws()
-		if p.eat('}') {
-			return true
-		}
-		for {
-			p.ws()
-			if _, ok := p.str(); !ok {
-				return false
-			}
-			p.ws()
-			if !p.eat(':') {
-				return false
-			}
-			p.ws()
-			if !p.skip(depth + 1) {
-				return false
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			return p.eat('}')
-		}
+		return p.object(false, func(string) bool { return p.skip(depth + 1) })
 	case c == '[':
-		p.i++
-		p.ws()
-		if p.eat(']') {
-			return true
-		}
-		for {
-			p.ws()
-			if !p.skip(depth + 1) {
-				return false
-			}
-			p.ws()
-			if p.eat(',') {
-				continue
-			}
-			return p.eat(']')
-		}
+		return p.array(func() bool { return p.skip(depth + 1) })
 	case c == 't':
 		return p.lit("true")
 	case c == 'f':
