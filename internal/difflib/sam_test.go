@@ -3,6 +3,7 @@ package difflib
 import (
 	"math/rand"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -173,20 +174,8 @@ func TestMatchingBlocksWithSharedAutomata(t *testing.T) {
 		dpOnly = true
 		want := blocks(p)
 		dpOnly = false
-		if got := blocks(p); !equalMatches(got, want) {
+		if got := blocks(p); !slices.Equal(got, want) {
 			t.Fatalf("pair %d (%d×%d): automata %v, DP %v", i, len(p[0]), len(p[1]), got, want)
 		}
 	}
-}
-
-func equalMatches(a, b []Match) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
