@@ -94,11 +94,15 @@ func (m *Matcher) positions(id int32) []int32 {
 	return m.pos[m.start[id]:m.start[id+1]]
 }
 
-// scratch is a matcher's reusable arrays.
+// scratch is a matcher's reusable arrays: whole-file matchers need arrays
+// as long as the file, and fresh ones cost a clear and the GC.
 type scratch struct {
 	a, b             []int32 // interned sequences (NewRunes, NewLines)
 	start, fill, pos []int32 // the b2j index
 	lines            lineTable
+	occ              []int64  // dpCostly's prefix sums
+	cells            []uint64 // longestDP's cells, stamped up to row
+	row              uint64
 }
 
 var scratchPool sync.Pool
@@ -112,11 +116,11 @@ func getScratch() *scratch {
 	return new(scratch)
 }
 
-// int32s returns (*p)[:n], reallocating when too short; the contents are
+// grow returns (*p)[:n], reallocating when too short; the contents are
 // whatever was there.
-func int32s(p *[]int32, n int) []int32 {
+func grow[T any](p *[]T, n int) []T {
 	if cap(*p) < n {
-		*p = make([]int32, n, n+n/4)
+		*p = make([]T, n, n+n/4)
 	}
 	return (*p)[:n]
 }
@@ -133,7 +137,7 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 	var ids map[rune]int32
 	nids := int32(0)
 	sc := getScratch()
-	bb := int32s(&sc.b, len(b))[:0] // len(b) bytes hold at most that many runes
+	bb := grow(&sc.b, len(b))[:0] // len(b) bytes hold at most that many runes
 	for _, r := range b {
 		if r < utf8.RuneSelf {
 			id := ascii[r]
@@ -156,7 +160,7 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 		}
 		bb = append(bb, id)
 	}
-	aa := int32s(&sc.a, len(a))[:0]
+	aa := grow(&sc.a, len(a))[:0]
 	for _, r := range a {
 		if r < utf8.RuneSelf {
 			aa = append(aa, ascii[r])
@@ -175,7 +179,7 @@ func NewRunes(a, b string, autojunk bool) *Matcher {
 // element), like SequenceMatcher(None, a, b, autojunk) on two Python lists.
 func NewLines(a, b []string, autojunk bool) *Matcher {
 	sc := getScratch()
-	bb := int32s(&sc.b, len(b))
+	bb := grow(&sc.b, len(b))
 	t := &sc.lines
 	t.reset(len(b))
 	nids := int32(0)
@@ -186,7 +190,7 @@ func NewLines(a, b []string, autojunk bool) *Matcher {
 		}
 		bb[i] = id
 	}
-	aa := int32s(&sc.a, len(a))
+	aa := grow(&sc.a, len(a))
 	for i, l := range a {
 		aa[i] = t.find(l, b)
 	}
@@ -201,7 +205,7 @@ func (m *Matcher) chainB(nids int, autojunk bool) {
 	sc := m.sc
 	// Counts first (start[id+1]), popular ids' counts zeroed, then the
 	// prefix sums make them offsets.
-	start := int32s(&sc.start, nids+1)
+	start := grow(&sc.start, nids+1)
 	clear(start)
 	for _, id := range m.b {
 		start[id+1]++
@@ -219,9 +223,9 @@ func (m *Matcher) chainB(nids int, autojunk bool) {
 	for id := range nids {
 		start[id+1] += start[id]
 	}
-	fill := int32s(&sc.fill, nids)
+	fill := grow(&sc.fill, nids)
 	copy(fill, start)
-	pos := int32s(&sc.pos, int(start[nids]))
+	pos := grow(&sc.pos, int(start[nids]))
 	for j, id := range m.b {
 		if start[id] != start[id+1] { // not popular
 			pos[fill[id]] = int32(j)
@@ -278,8 +282,16 @@ func (m *Matcher) stopped() bool {
 // answered by a suffix automaton instead (see longestSAM), with the same
 // result.
 func (m *Matcher) FindLongestMatch(alo, ahi, blo, bhi int) Match {
+	var c samRange
+	defer c.release()
+	return m.findLongest(&c, alo, ahi, blo, bhi)
+}
+
+// findLongest is FindLongestMatch with the automaton, when one is used,
+// taken from or built into c.
+func (m *Matcher) findLongest(c *samRange, alo, ahi, blo, bhi int) Match {
 	if !m.popular && !dpOnly && m.dpCostly(alo, ahi, blo, bhi) {
-		return m.longestSAM(alo, ahi, blo, bhi)
+		return m.longestSAMIn(c, alo, ahi, blo, bhi)
 	}
 	return m.longestDP(alo, ahi, blo, bhi)
 }
@@ -292,7 +304,7 @@ func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
 		return false
 	}
 	if m.occ == nil {
-		m.occ = getInt64s(len(m.a) + 1)
+		m.occ = grow(&m.sc.occ, len(m.a)+1)
 		for i, id := range m.a {
 			n := int64(0)
 			if id >= 0 {
@@ -309,7 +321,14 @@ func (m *Matcher) dpCostly(alo, ahi, blo, bhi int) bool {
 func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 	a, b := m.a, m.b
 	if m.cells == nil {
-		m.cells, m.row = getCells(len(b))
+		// Cells reused from a released matcher keep their stamps, all at
+		// most the row it stopped at, so rows continuing above it never
+		// read a stale cell as their predecessor: no clearing needed.
+		sc := m.sc
+		if cap(sc.cells) < len(b) {
+			sc.cells, sc.row = make([]uint64, len(b)), 0
+		}
+		m.cells, m.row = sc.cells[:len(b)], sc.row
 	}
 	cells := m.cells
 	// Skip one stamp so the first row of this call never reads the last
@@ -399,12 +418,7 @@ func (m *Matcher) MatchingBlocks() []Match {
 		q := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		for m.err == nil {
-			var x Match
-			if !m.popular && !dpOnly && m.dpCostly(q.alo, q.ahi, q.blo, q.bhi) {
-				x = m.longestSAMIn(&auto, q.alo, q.ahi, q.blo, q.bhi)
-			} else {
-				x = m.longestDP(q.alo, q.ahi, q.blo, q.bhi)
-			}
+			x := m.findLongest(&auto, q.alo, q.ahi, q.blo, q.bhi)
 			if x.Size == 0 {
 				break
 			}
@@ -418,9 +432,7 @@ func (m *Matcher) MatchingBlocks() []Match {
 			q = span{q.alo, x.I, q.blo, x.J}
 		}
 	}
-	if auto.s != nil {
-		samPool.Put(auto.s)
-	}
+	auto.release()
 	sort.Slice(blocks, func(p, q int) bool {
 		if blocks[p].I != blocks[q].I {
 			return blocks[p].I < blocks[q].I
@@ -531,10 +543,7 @@ func (m *Matcher) GroupedOpCodes(n int) [][]OpCode {
 // released is collected as usual.
 func (m *Matcher) Release() {
 	if m.cells != nil {
-		cellPool.Put(&cellScratch{m.cells, m.row})
-	}
-	if m.occ != nil {
-		i64Pool.Put(&m.occ)
+		m.sc.row = m.row
 	}
 	if m.sc != nil && poolScratch {
 		scratchPool.Put(m.sc)
@@ -542,39 +551,6 @@ func (m *Matcher) Release() {
 	*m = Matcher{}
 }
 
-// Pools of the DP cells and occurrence prefix sums: whole-file matchers
-// need arrays as long as the file, and fresh ones cost a clear and the GC.
-var cellPool, i64Pool sync.Pool
-
-// cellScratch is released DP cells with the last row stamp used on them.
-type cellScratch struct {
-	cells []uint64
-	row   uint64
-}
-
 // Test hooks: poolScratch turns the pools on; dpOnly makes every
 // find_longest_match run the DP.
 var poolScratch, dpOnly = true, false
-
-// getCells returns n DP cells and the row stamp to continue from: every
-// stamp in a reused array is at most that row, so the next matcher's rows
-// (which start above it) never read a stale cell as their predecessor, and
-// the array needs no clearing.
-func getCells(n int) ([]uint64, uint64) {
-	if poolScratch {
-		if p, ok := cellPool.Get().(*cellScratch); ok && cap(p.cells) >= n {
-			return p.cells[:n], p.row
-		}
-	}
-	return make([]uint64, n), 0
-}
-
-// getInt64s returns n int64s (the caller writes every one).
-func getInt64s(n int) []int64 {
-	if poolScratch {
-		if p, ok := i64Pool.Get().(*[]int64); ok && cap(*p) >= n {
-			return (*p)[:n]
-		}
-	}
-	return make([]int64, n)
-}

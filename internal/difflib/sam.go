@@ -142,10 +142,9 @@ func (s *sam) build(b []int32, lo, hi, nids int) {
 // longestSAM is FindLongestMatch(alo, ahi, blo, bhi) by the automaton;
 // valid only for matchers without popular elements.
 func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
-	s := samPool.Get().(*sam)
-	defer samPool.Put(s)
-	s.build(m.b, blo, bhi, len(m.start)-1)
-	return m.walkSAM(s, alo, ahi, blo, bhi)
+	var c samRange
+	defer c.release()
+	return m.longestSAMIn(&c, alo, ahi, blo, bhi)
 }
 
 // samRange is an automaton of b[blo:bhi] kept across find_longest_match
@@ -153,6 +152,14 @@ func (m *Matcher) longestSAM(alo, ahi, blo, bhi int) Match {
 type samRange struct {
 	s        *sam
 	blo, bhi int
+}
+
+// release returns c's automaton to the pool.
+func (c *samRange) release() {
+	if c.s != nil {
+		samPool.Put(c.s)
+		c.s = nil
+	}
 }
 
 // longestSAMIn is longestSAM answered from c when c holds an automaton of
