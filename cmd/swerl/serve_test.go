@@ -32,28 +32,50 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func TestServeCommand(t *testing.T) {
+// serveModel writes a fresh model directory, starts `swerl serve` on it on
+// a loopback port with the extra flags, and returns the announced
+// host:port, the command's stderr, and stop, which cancels it and fails
+// the test unless it exits 0 within 20 seconds.
+func serveModel(t *testing.T, flags ...string) (addr string, stderr *lockedBuffer, stop func()) {
+	t.Helper()
 	model := filepath.Join(t.TempDir(), "m")
 	var so bytes.Buffer
-	var se lockedBuffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
+	se := new(lockedBuffer)
+	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, se); code != 0 {
 		t.Fatal(se.String())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that fails before stop
 	done := make(chan int, 1)
 	go func() {
-		done <- runMain(ctx, []string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--max-seq", "128", "--metrics-addr", "127.0.0.1:0"}, &so, &se)
+		done <- runMain(ctx, append([]string{"serve", "--model", model, "--addr", "127.0.0.1:0"}, flags...), &bytes.Buffer{}, se)
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	var addr string
 	for deadline := time.Now().Add(20 * time.Second); addr == ""; {
 		if m := re.FindStringSubmatch(se.String()); m != nil {
 			addr = m[1]
 		} else if time.Now().After(deadline) {
+			cancel()
 			t.Fatalf("no address announced: %s", se.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return addr, se, func() {
+		t.Helper()
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Fatalf("serve exit %d: %s", code, se.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop on cancel")
+		}
+	}
+}
+
+func TestServeCommand(t *testing.T) {
+	addr, se, stop := serveModel(t, "--max-seq", "128", "--metrics-addr", "127.0.0.1:0")
 	// --metrics-addr: Prometheus /metrics beside the API.
 	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(se.String())
 	if m == nil {
@@ -84,13 +106,5 @@ func TestServeCommand(t *testing.T) {
 	if resp.StatusCode != 200 || len(cr.Choices) != 1 || cr.SystemFingerprint != "swerl-v-1" || resp.Header.Get("X-Swerl-Policy-Version") != "-1" {
 		t.Fatalf("status %d, %+v", resp.StatusCode, cr)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("serve exit %d: %s", code, se.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop on cancel")
-	}
+	stop()
 }

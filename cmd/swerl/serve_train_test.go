@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"testing"
-	"time"
 
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
@@ -21,28 +19,8 @@ import (
 // log-probabilities and weight version.
 func TestTrainAgainstServe(t *testing.T) {
 	dir := t.TempDir()
-	model := filepath.Join(dir, "m")
-	var so bytes.Buffer
-	var se lockedBuffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatal(se.String())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, []string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--max-seq", "2048", "--metrics-addr", ""}, &so, &se)
-	}()
-	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+/v1`)
-	var url string
-	for deadline := time.Now().Add(20 * time.Second); url == ""; {
-		if m := re.FindString(se.String()); m != "" {
-			url = m
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no address announced: %s", se.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	addr, _, stop := serveModel(t, "--max-seq", "2048", "--metrics-addr", "")
+	url := "http://" + addr + "/v1"
 
 	const n, g = 3, 2
 	set, err := traintest.Write(dir, n, g, nil)
@@ -85,13 +63,5 @@ func TestTrainAgainstServe(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("samples cover %d instances, want %d", len(seen), n)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("serve exit %d: %s", code, se.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop on cancel")
-	}
+	stop()
 }
