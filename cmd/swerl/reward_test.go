@@ -17,6 +17,28 @@ import (
 	"swerl/transforms/reward"
 )
 
+// conformanceFiles are the shared reward conformance corpus.
+var conformanceFiles = []string{"reward_search_replace.jsonl", "reward_unidiff.jsonl"}
+
+// eachConformanceLine calls fn with each line of a conformance file and its
+// 0-based index.
+func eachConformanceLine(t *testing.T, name string, fn func(i int, line []byte)) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(testenv.SharedDir(t), "conformance", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for i := 0; sc.Scan(); i++ {
+		fn(i, sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rewardInput copies every n-th line of both shared conformance files into
 // one JSONL file with malformed lines between them, and returns the
 // expected rewards by output line (NaN for the malformed lines).
@@ -25,30 +47,23 @@ func rewardInput(t *testing.T, every int) (string, []float64, []string) {
 	var buf bytes.Buffer
 	var want []float64
 	var ids []string
-	for _, name := range []string{"reward_search_replace.jsonl", "reward_unidiff.jsonl"} {
-		f, err := os.Open(filepath.Join(testenv.SharedDir(t), "conformance", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for i := 0; sc.Scan(); i++ {
+	for _, name := range conformanceFiles {
+		eachConformanceLine(t, name, func(i int, line []byte) {
 			if i%every != 0 {
-				continue
+				return
 			}
 			var v struct {
 				ID             string  `json:"id"`
 				ExpectedReward float64 `json:"expected_reward"`
 			}
-			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			if err := json.Unmarshal(line, &v); err != nil {
 				t.Fatal(err)
 			}
-			buf.Write(sc.Bytes())
+			buf.Write(line)
 			buf.WriteByte('\n')
 			want = append(want, v.ExpectedReward)
 			ids = append(ids, name+"/"+v.ID)
-		}
-		f.Close()
+		})
 		// A malformed line and a record naming no mode after each file.
 		buf.WriteString("{\"id\": \"broken\", \"output\": 7}\n")
 		want, ids = append(want, math.NaN()), append(ids, "broken")

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
-
-	"swerl/internal/testenv"
 )
 
 // checkFastWire: where fastRewardWire decodes b, json.Unmarshal accepts b
@@ -63,22 +58,12 @@ func TestFastRewardWire(t *testing.T) {
 // TestFastRewardWireConformance: every line of the shared corpus takes the
 // fast path and decodes as encoding/json decodes it.
 func TestFastRewardWireConformance(t *testing.T) {
-	for _, name := range []string{"reward_search_replace.jsonl", "reward_unidiff.jsonl"} {
-		f, err := os.Open(filepath.Join(testenv.SharedDir(t), "conformance", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for n := 1; sc.Scan(); n++ {
-			if !checkFastWire(t, sc.Bytes()) {
-				t.Errorf("%s:%d: fast decoder gave up", name, n)
+	for _, name := range conformanceFiles {
+		eachConformanceLine(t, name, func(i int, line []byte) {
+			if !checkFastWire(t, line) {
+				t.Errorf("%s:%d: fast decoder gave up", name, i+1)
 			}
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 }
 
