@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,30 +202,18 @@ func TestAgainstPythonDifflib(t *testing.T) {
 		if got := m.Ratio(); got != want.Ratio {
 			t.Errorf("%s: ratio %v, want %v", name, got, want.Ratio)
 		}
-		if got := SplitLines(c.A, false); !equalStrings(got, want.Split) {
+		if got := SplitLines(c.A, false); !slices.Equal(got, want.Split) {
 			t.Errorf("%s: splitlines %q, want %q", name, got, want.Split)
 		}
-		if got := SplitLines(c.A, true); !equalStrings(got, want.SplitKeep) {
+		if got := SplitLines(c.A, true); !slices.Equal(got, want.SplitKeep) {
 			t.Errorf("%s: splitlines(True) %q, want %q", name, got, want.SplitKeep)
 		}
 		if c.Kind == "lines" && c.Autojunk {
-			if got := UnifiedDiff(a, b, "old", "new", 3, ""); !equalStrings(got, want.Unified) {
+			if got := UnifiedDiff(a, b, "old", "new", 3, ""); !slices.Equal(got, want.Unified) {
 				t.Errorf("%s: unified diff\n got %q\nwant %q", name, got, want.Unified)
 			}
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func trunc(s string) string {
