@@ -54,19 +54,14 @@ type member struct {
 	Lost   string         `json:"lost,omitempty"`
 }
 
-// JSON coders of the pipeline's element types (distinct named functions:
-// Beam's function registry cannot tell instantiations of a generic apart).
+// JSON coders of the pipeline's element types other than part (whose
+// binary coder is in partcoder.go); distinct named functions, because
+// Beam's function registry cannot tell instantiations of a generic apart.
 func encodeInstance(v schemas.Instance) ([]byte, error)     { return json.Marshal(&v) }
-func encodePart(v part) ([]byte, error)                     { return json.Marshal(&v) }
 func encodeSample(v schemas.Sample) ([]byte, error)         { return json.Marshal(&v) }
 func encodeDeadLetter(v schemas.DeadLetter) ([]byte, error) { return json.Marshal(&v) }
 func decodeInstance(b []byte) (schemas.Instance, error) {
 	var v schemas.Instance
-	err := json.Unmarshal(b, &v)
-	return v, err
-}
-func decodePart(b []byte) (part, error) {
-	var v part
 	err := json.Unmarshal(b, &v)
 	return v, err
 }
@@ -384,7 +379,7 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 		f.emitGroup([]part{p}, gid, emit, dropped)
 		return
 	}
-	b, err := json.Marshal(&p)
+	b, err := encodePart(p)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: %w", gid, err))
 	}
@@ -424,8 +419,8 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 	f.Timeout.Clear(tp)
 	parts := make([]part, 0, len(raw))
 	for _, b := range raw {
-		var p part
-		if err := json.Unmarshal(b, &p); err != nil {
+		p, err := decodePart(b)
+		if err != nil {
 			panic(fmt.Errorf("train: group %s: state: %w", gid, err))
 		}
 		parts = append(parts, p)
