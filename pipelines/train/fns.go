@@ -83,15 +83,18 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf(schemas.Sample{}), encodeSample, decodeSample)
 	beam.RegisterCoder(reflect.TypeOf(schemas.DeadLetter{}), encodeDeadLetter, decodeDeadLetter)
 
-	register.DoFn3x0[Record, func(string, schemas.Instance), func(schemas.DeadLetter)](&decodeFn{})
-	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
-	register.DoFn4x0[context.Context, part, func(string, part), func(schemas.DeadLetter)](&rewardFn{})
+	register.DoFn4x0[beam.EventTime, Record, func(beam.EventTime, string, schemas.Instance), func(beam.EventTime, schemas.DeadLetter)](&decodeFn{})
+	register.DoFn5x0[beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
+	register.DoFn5x0[beam.EventTime, part, func(beam.EventTime, part), func(beam.EventTime, string, part), func(beam.EventTime, schemas.DeadLetter)](&rewardFn{})
+	register.DoFn3x0[part, func(string, schemas.Sample), func(string)](&wholeGroupFn{})
 	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
-	register.Emitter2[string, schemas.Instance]()
+	register.Emitter3[beam.EventTime, string, schemas.Instance]()
+	register.Emitter3[beam.EventTime, string, part]()
 	register.Emitter1[schemas.DeadLetter]()
 	register.Emitter2[beam.EventTime, part]()
 	register.Emitter2[beam.EventTime, schemas.DeadLetter]()
 	register.Emitter2[string, part]()
+	register.Emitter2[beam.EventTime, part]()
 	register.Emitter2[string, schemas.Sample]()
 	register.Emitter1[string]()
 }
@@ -108,22 +111,50 @@ func deadLetter(st *stats, stage, source, key, reason string, value []byte) sche
 
 // decodeFn parses an input record into an Instance keyed by its source
 // position; a record that does not decode or validate is dead-lettered.
+// Records decode on up to one goroutine a core (see async).
 type decodeFn struct {
 	RunID string
 	st    *stats
+	work  *async[decoded]
 }
 
-func (f *decodeFn) Setup() { f.st = runStats(f.RunID) }
+// decoded is the outcome of decoding one record.
+type decoded struct {
+	source string
+	in     schemas.Instance
+	dead   *schemas.DeadLetter
+}
 
-func (f *decodeFn) ProcessElement(r Record, emit func(string, schemas.Instance), dead func(schemas.DeadLetter)) {
+func (f *decodeFn) Setup() {
+	f.st = runStats(f.RunID)
+	f.work = newAsync[decoded](cpuSlots(), nil)
+}
+
+func (f *decodeFn) ProcessElement(ts beam.EventTime, r Record, emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
 	f.st.records.Add(1)
 	mRecords.Inc()
-	in, err := DecodeRecord(r)
-	if err != nil {
-		dead(deadLetter(f.st, "decode", r.Source, r.Key, err.Error(), r.Value))
-		return
+	f.work.submit(ts, func() decoded {
+		in, err := DecodeRecord(r)
+		if err != nil {
+			d := deadLetter(f.st, "decode", r.Source, r.Key, err.Error(), r.Value)
+			return decoded{dead: &d}
+		}
+		return decoded{source: r.Source, in: in}
+	}, f.out(emit, dead))
+}
+
+func (f *decodeFn) FinishBundle(emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.wait(f.out(emit, dead))
+}
+
+func (f *decodeFn) out(emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, decoded) {
+	return func(ts beam.EventTime, d decoded) {
+		if d.dead != nil {
+			dead(ts, *d.dead)
+			return
+		}
+		emit(ts, d.source, d.in)
 	}
-	emit(r.Source, in)
 }
 
 // DecodeRecord parses an input record as a valid Instance; the error names
@@ -159,19 +190,16 @@ type rolloutFn struct {
 	Seed        int64
 	Concurrency int
 
-	st       *stats
-	policy   rollout.Policy
-	own      bool // this DoFn opened policy (remote worker) and closes it
-	sem      chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
-	results  chan rolled
-	inflight int
+	st     *stats
+	policy rollout.Policy
+	own    bool // this DoFn opened policy (remote worker) and closes it
+	ctx    context.Context
+	cancel context.CancelFunc
+	work   *async[rolled]
 }
 
 // rolled is the outcome of one policy request.
 type rolled struct {
-	ts   beam.EventTime
 	part *part
 	dead *schemas.DeadLetter
 }
@@ -196,10 +224,10 @@ func (f *rolloutFn) Setup() error {
 	if semaphores.m[f.RunID] == nil {
 		semaphores.m[f.RunID] = make(chan struct{}, max(f.Concurrency, 1))
 	}
-	f.sem = semaphores.m[f.RunID]
+	sem := semaphores.m[f.RunID]
 	runsMu.Unlock()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.results = make(chan rolled, max(f.Concurrency, 1))
+	f.work = newAsync[rolled](0, sem)
 	return nil
 }
 
@@ -218,56 +246,35 @@ func GroupID(prefix, instanceID, source string) string {
 	return prefix + instanceID + "@" + source
 }
 
-func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	p, err := prompt.Build(&in, f.Prompt)
-	if err != nil {
-		v, _ := json.Marshal(&in)
-		dead(ts, deadLetter(f.st, "prompt", source, in.ID, err.Error(), v))
-		return
-	}
-	f.st.instances.Add(1)
-	for acquired := false; !acquired; {
-		select {
-		case f.sem <- struct{}{}:
-			acquired = true
-		case r := <-f.results:
-			f.output(r, emit, dead)
-		}
-	}
-	f.inflight++
-	go func() {
-		r := f.complete(ts, source, &in, &p)
-		<-f.sem
-		f.results <- r
-	}()
-	for more := true; more; {
-		select {
-		case r := <-f.results:
-			f.output(r, emit, dead)
-		default:
-			more = false
-		}
-	}
+func (f *rolloutFn) ProcessElement(ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.submit(ts, func() rolled { return f.complete(source, &in) }, output(emit, dead))
 }
 
 // FinishBundle waits for the bundle's requests still in flight.
 func (f *rolloutFn) FinishBundle(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	for f.inflight > 0 {
-		f.output(<-f.results, emit, dead)
+	f.work.wait(output(emit, dead))
+}
+
+func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, rolled) {
+	return func(ts beam.EventTime, r rolled) {
+		if r.dead != nil {
+			dead(ts, *r.dead)
+			return
+		}
+		emit(ts, *r.part)
 	}
 }
 
-func (f *rolloutFn) output(r rolled, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.inflight--
-	if r.dead != nil {
-		dead(r.ts, *r.dead)
-		return
+// complete builds the prompt of one instance and asks the policy for its
+// group.
+func (f *rolloutFn) complete(source string, in *schemas.Instance) rolled {
+	p, err := prompt.Build(in, f.Prompt)
+	if err != nil {
+		v, _ := json.Marshal(in)
+		d := deadLetter(f.st, "prompt", source, in.ID, err.Error(), v)
+		return rolled{dead: &d}
 	}
-	emit(r.ts, *r.part)
-}
-
-// complete asks the policy for the group of one instance.
-func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Instance, p *prompt.Prompt) rolled {
+	f.st.instances.Add(1)
 	gid := GroupID(f.GroupPrefix, in.ID, source)
 	req := rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: f.GroupSize,
 		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: rollout.GroupSeed(f.Seed, gid)}
@@ -276,7 +283,7 @@ func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Insta
 	if err != nil {
 		v, _ := json.Marshal(in)
 		d := deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
-		return rolled{ts: ts, dead: &d}
+		return rolled{dead: &d}
 	}
 	f.st.rollouts.Add(int64(len(resp.Completions)))
 	mRollouts.Add(float64(len(resp.Completions)))
@@ -301,32 +308,79 @@ func (f *rolloutFn) complete(ts beam.EventTime, source string, in *schemas.Insta
 		s.Completion, s.CompletionTokens, s.PromptTokens, s.LogProbs, s.FinishReason = c.Text, c.Tokens, c.PromptTokens, c.LogProbs, c.FinishReason
 		out.Members[i] = member{Sample: s}
 	}
-	return rolled{ts: ts, part: &out}
+	return rolled{part: &out}
 }
 
 // rewardFn scores the members of a part with the SWE-RL search/replace
 // reward against the files its prompt showed; a completion whose scoring
-// times out is dead-lettered and goes on as a tombstone.
+// times out is dead-lettered and goes on as a tombstone. A part that holds
+// its whole group (every member or its tombstone: what rolloutFn makes)
+// goes out on whole, to the stateless wholeGroupFn in the same fused
+// stage; any other goes out on partial, keyed by group id, to the stateful
+// groupFn that merges the parts of a group.
 type rewardFn struct {
-	RunID   string
-	Timeout time.Duration
-	st      *stats
+	RunID     string
+	Timeout   time.Duration
+	GroupSize int
+	st        *stats
+	ctx       context.Context
+	cancel    context.CancelFunc
+	work      *async[scored]
 }
 
-func (f *rewardFn) Setup() { f.st = runStats(f.RunID) }
+// scored is a part whose members have been scored, with the dead-letters
+// of the members whose scoring failed.
+type scored struct {
+	part part
+	dead []schemas.DeadLetter
+}
 
-func (f *rewardFn) ProcessElement(ctx context.Context, p part, emit func(string, part), dead func(schemas.DeadLetter)) {
+func (f *rewardFn) Setup() {
+	f.st = runStats(f.RunID)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.work = newAsync[scored](cpuSlots(), nil)
+}
+
+func (f *rewardFn) Teardown() {
+	if f.cancel != nil {
+		f.cancel()
+	}
+}
+
+func (f *rewardFn) ProcessElement(ts beam.EventTime, p part, whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.submit(ts, func() scored { return f.score(p) }, f.out(whole, partial, dead))
+}
+
+func (f *rewardFn) FinishBundle(whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.wait(f.out(whole, partial, dead))
+}
+
+func (f *rewardFn) out(whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, scored) {
+	return func(ts beam.EventTime, s scored) {
+		for _, d := range s.dead {
+			dead(ts, d)
+		}
+		if len(s.part.Members) >= f.GroupSize {
+			whole(ts, s.part)
+			return
+		}
+		partial(ts, s.part.GroupID, s.part)
+	}
+}
+
+func (f *rewardFn) score(p part) scored {
+	var out scored
 	for i := range p.Members {
 		m := &p.Members[i]
 		if m.Lost != "" {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, f.Timeout)
+		rctx, cancel := context.WithTimeout(f.ctx, f.Timeout)
 		res := reward.SearchReplace(rctx, p.Files, p.Oracle, m.Sample.Completion)
 		cancel()
 		if strings.HasPrefix(res.Error, "timeout:") || strings.HasPrefix(res.Error, "canceled:") {
 			v, _ := json.Marshal(&m.Sample)
-			dead(deadLetter(f.st, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
+			out.dead = append(out.dead, deadLetter(f.st, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
 			m.Lost = "reward: " + res.Error
 			continue
 		}
@@ -339,7 +393,31 @@ func (f *rewardFn) ProcessElement(ctx context.Context, p part, emit func(string,
 		}
 	}
 	p.Files, p.Oracle = nil, nil
-	emit(p.GroupID, p)
+	out.part = p
+	return out
+}
+
+// wholeGroupFn computes the advantages of groups that arrive in one part,
+// with no shuffle and no state. Before it existed every group crossed the
+// data plane to groupFn, whose state read per key (a round trip to the
+// runner) and part decoding took about half of the train benchmark's wall
+// time.
+type wholeGroupFn struct {
+	RunID            string
+	GroupSize        int
+	Method           string
+	DropZeroVariance bool
+	DropIncomplete   bool
+	rule             groupRule
+}
+
+func (f *wholeGroupFn) Setup() {
+	f.rule = groupRule{st: runStats(f.RunID), groupSize: f.GroupSize, method: f.Method,
+		dropZeroVariance: f.DropZeroVariance, dropIncomplete: f.DropIncomplete}
+}
+
+func (f *wholeGroupFn) ProcessElement(p part, emit func(string, schemas.Sample), dropped func(string)) {
+	f.rule.emitGroup([]part{p}, p.GroupID, emit, dropped)
 }
 
 // groupFn collects the members of a group (keyed by group id) and, when all
@@ -364,10 +442,13 @@ type groupFn struct {
 	Arrived state.Value[int64]
 	Timeout timers.EventTime
 
-	st *stats
+	rule groupRule
 }
 
-func (f *groupFn) Setup() { f.st = runStats(f.RunID) }
+func (f *groupFn) Setup() {
+	f.rule = groupRule{st: runStats(f.RunID), groupSize: f.GroupSize, method: f.Method,
+		dropZeroVariance: f.DropZeroVariance, dropIncomplete: f.DropIncomplete}
+}
 
 func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, p part, emit func(string, schemas.Sample), dropped func(string)) {
 	n, _, err := f.Arrived.Read(sp)
@@ -376,7 +457,7 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 	}
 	if n == 0 && len(p.Members) >= f.GroupSize {
 		// The whole group in one part (the usual case): no state needed.
-		f.emitGroup([]part{p}, gid, emit, dropped)
+		f.rule.emitGroup([]part{p}, gid, emit, dropped)
 		return
 	}
 	b, err := encodePart(p)
@@ -426,15 +507,24 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 		parts = append(parts, p)
 	}
 	if len(parts) > 0 {
-		f.emitGroup(parts, gid, emit, dropped)
+		f.rule.emitGroup(parts, gid, emit, dropped)
 	}
+}
+
+// groupRule is how a finished group becomes samples, shared by the
+// stateless and the stateful group stage.
+type groupRule struct {
+	st                               *stats
+	groupSize                        int
+	method                           string
+	dropZeroVariance, dropIncomplete bool
 }
 
 // emitGroup computes the advantages of a finished group and emits its
 // samples keyed by the origin of its input record, or, when the group is
 // dropped, only that origin on dropped (nothing of it needs to become
 // durable before the input is acknowledged).
-func (f *groupFn) emitGroup(parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
+func (f *groupRule) emitGroup(parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	seen := map[int]bool{}
 	var samples []schemas.Sample
 	lost := 0
@@ -453,12 +543,12 @@ func (f *groupFn) emitGroup(parts []part, gid string, emit func(string, schemas.
 			samples = append(samples, m.Sample)
 		}
 	}
-	complete := lost == 0 && len(samples) == f.GroupSize
+	complete := lost == 0 && len(samples) == f.groupSize
 	f.st.groups.Add(1)
 	if !complete {
 		f.st.incomplete.Add(1)
 		mGroups.WithLabelValues("incomplete").Inc()
-		if f.DropIncomplete || len(samples) == 0 {
+		if f.dropIncomplete || len(samples) == 0 {
 			f.st.dropped.Add(1)
 			mGroups.WithLabelValues("dropped").Inc()
 			dropped(origin)
@@ -467,14 +557,14 @@ func (f *groupFn) emitGroup(parts []part, gid string, emit func(string, schemas.
 	} else {
 		mGroups.WithLabelValues("complete").Inc()
 	}
-	zero, err := advantage.Group(advantage.Method(f.Method), samples, complete)
+	zero, err := advantage.Group(advantage.Method(f.method), samples, complete)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: %w", gid, err))
 	}
 	if zero {
 		f.st.zeroVar.Add(1)
 		mGroups.WithLabelValues("zero_variance").Inc()
-		if f.DropZeroVariance {
+		if f.dropZeroVariance {
 			f.st.dropped.Add(1)
 			mGroups.WithLabelValues("dropped").Inc()
 			dropped(origin)

@@ -123,22 +123,21 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 	members, dead2 := beam.ParDo2(s.Scope("Rollout"), &rolloutFn{RunID: id, Policy: cfg.Policy, GroupSize: cfg.GroupSize,
 		GroupPrefix: cfg.GroupPrefix, Prompt: cfg.Prompt, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens,
 		Seed: cfg.Seed, Concurrency: cfg.Concurrency}, instances)
-	scored, dead3 := beam.ParDo2(s.Scope("Reward"), &rewardFn{RunID: id, Timeout: cfg.RewardTimeout}, members)
+	whole, partial, dead3 := beam.ParDo3(s.Scope("Reward"), &rewardFn{RunID: id, Timeout: cfg.RewardTimeout, GroupSize: cfg.GroupSize}, members)
+	// Groups that arrive whole (all of them, with the built-in rollout
+	// stage) get their advantages in the stage that scored them; only split
+	// groups cross the data plane to the stateful merge. Each path has its
+	// own sink: a Flatten of outputs of one fused stage hangs Prism v2.77.
+	samples, dropped := beam.ParDo2(s.Scope("Advantage"), &wholeGroupFn{RunID: id, GroupSize: cfg.GroupSize,
+		Method: string(cfg.Method), DropZeroVariance: cfg.DropZeroVariance, DropIncomplete: cfg.Incomplete == IncompleteDrop}, whole)
+	sinkSamples(s.Scope("Whole"), id, cfg, useKafka, ack, samples, dropped)
 	group := &groupFn{RunID: id, GroupSize: cfg.GroupSize, Method: string(cfg.Method),
 		DropZeroVariance: cfg.DropZeroVariance, DropIncomplete: cfg.Incomplete == IncompleteDrop,
 		TimeoutMS: cfg.GroupTimeout.Milliseconds(),
 		Members:   state.MakeBagState[[]byte]("members"), Arrived: state.MakeValueState[int64]("arrived"),
 		Timeout: timers.InEventTime("timeout")}
-	samples, dropped := beam.ParDo2(s.Scope("GroupAdvantage"), group, scored)
-	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "samples"),
-		RowsPerFile: cfg.RowsPerFile, AckInput: ack}, samples)
-	if useKafka {
-		acked := kafkaio.WriteAcked(s.Scope("SamplesToKafka"), kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Samples)}, written)
-		if ack {
-			kafkaio.AckOrigins(s, positionsDir(cfg), acked)
-			kafkaio.Ack(s.Scope("AckDropped"), positionsDir(cfg), beam.ParDo(s, originPosition, dropped))
-		}
-	}
+	merged, mergedDropped := beam.ParDo2(s.Scope("GroupAdvantage"), group, partial)
+	sinkSamples(s.Scope("Merged"), id, cfg, useKafka, ack, merged, mergedDropped)
 	// One dead-letter sink per stage: a Flatten of outputs of one fused
 	// stage hangs Prism v2.77. Decode, prompt and rollout dead-letters are
 	// the end of their record, so they acknowledge it; a reward
@@ -154,6 +153,22 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 		}
 	}
 	return p, nil
+}
+
+// sinkSamples writes samples (keyed by their input's origin) to Parquet and,
+// with Kafka, to the samples topic, then acknowledges their origins and
+// those of dropped groups.
+func sinkSamples(s beam.Scope, id string, cfg Config, useKafka, ack bool, samples, dropped beam.PCollection) {
+	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "samples"),
+		RowsPerFile: cfg.RowsPerFile, AckInput: ack}, samples)
+	if !useKafka {
+		return
+	}
+	acked := kafkaio.WriteAcked(s.Scope("SamplesToKafka"), kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Samples)}, written)
+	if ack {
+		kafkaio.AckOrigins(s, positionsDir(cfg), acked)
+		kafkaio.Ack(s.Scope("AckDropped"), positionsDir(cfg), beam.ParDo(s, originPosition, dropped))
+	}
 }
 
 func newRunID() string {
