@@ -28,7 +28,7 @@ func init() {
 type trainFlags struct {
 	out, model, device, metricsAddr string
 	resume                          bool
-	steps, microBatch, maxSeq       int
+	steps, microBatch, maxSeq, keep int
 	warmup, decaySteps              int
 	lr, minLR, weightDecay, clip    float64
 	progressEvery                   time.Duration
@@ -49,6 +49,7 @@ func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
 	fs.IntVar(&f.decaySteps, "decay-steps", 0, "step at which the cosine decay reaches --min-lr (0: constant)")
 	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "AdamW weight decay (matrices only)")
 	fs.Float64Var(&f.clip, "grad-clip", 1, "maximum global gradient norm (negative: no clipping)")
+	fs.IntVar(&f.keep, "keep-checkpoints", 0, "keep the files of only the newest N versions and version 0; older ones are deleted, their index rows stay (0: keep all)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	fs.DurationVar(&f.progressEvery, "progress-every", 2*time.Second, "at most one progress line this often")
 	return f
@@ -62,8 +63,8 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	if f.model == "" && !f.resume {
 		return learner.Config{}, nil, usagef("want --model DIR (or --resume)")
 	}
-	if f.microBatch < 1 || f.maxSeq < 2 || f.steps < 0 {
-		return learner.Config{}, nil, usagef("--micro-batch ≥ 1, --max-seq ≥ 2 and --steps ≥ 0, please")
+	if f.microBatch < 1 || f.maxSeq < 2 || f.steps < 0 || f.keep < 0 {
+		return learner.Config{}, nil, usagef("--micro-batch ≥ 1, --max-seq ≥ 2, --steps ≥ 0 and --keep-checkpoints ≥ 0, please")
 	}
 	srv, err := metrics.Serve(f.metricsAddr)
 	if err != nil {
@@ -75,7 +76,7 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 		stop = func() { srv.Close() }
 	}
 	return learner.Config{
-		Out: f.out, Model: f.model, Resume: f.resume, Backend: be,
+		Out: f.out, Model: f.model, Resume: f.resume, Backend: be, KeepCheckpoints: f.keep,
 		Train: gpu.TrainConfig{
 			MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
 			WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,

@@ -57,6 +57,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
+	keep := fs.Int("keep-checkpoints", 10, "keep the files of only the newest N versions and version 0 (every warm-start and RL step publishes one); older ones are deleted, their index rows stay (0: keep all)")
 	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	lr := fs.Float64("lr", 5e-5, "RL learning rate")
@@ -85,8 +86,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0")
+	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
@@ -265,7 +266,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var evalStart eval.Result
 	lastLine := time.Time{}
 	cfg := rl.Config{
-		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be,
+		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
 		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq,
 		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28}, Prompt: popts, Seed: *seed,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	repo := runRepo(t)
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2",
-		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
+		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2"}
 	var stderr bytes.Buffer
 	if code := runMain(context.Background(), append(args, "--steps", "2"), &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
@@ -93,6 +94,19 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	samples, _ = parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
 	if len(versions) != 6 || len(samples) != 12 {
 		t.Fatalf("after resume: %d versions, %d samples; want 6, 12", len(versions), len(samples))
+	}
+	// --keep-checkpoints 2: the index keeps every version, the disk only
+	// version 0 and the newest two (the resume above started from one).
+	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		dirs = append(dirs, e.Name())
+	}
+	if want := []string{"v000000", "v000004", "v000005"}; !slices.Equal(dirs, want) {
+		t.Fatalf("checkpoint directories %v, want %v", dirs, want)
 	}
 
 	// swerl eval on the held-out tasks run wrote, with the newest

@@ -56,6 +56,10 @@ type Config struct {
 	// of loading them: a new phase (RL after an SFT warm start) whose
 	// gradients have another scale than the moments the last phase left.
 	FreshOptimizer bool
+	// KeepCheckpoints, when positive, keeps the files of only the newest
+	// this many versions (and version 0); see checkpoint.Config.Keep. 0
+	// keeps all.
+	KeepCheckpoints int
 	// BatchGroups is the number of whole groups per optimizer step.
 	// Default 4.
 	BatchGroups int
@@ -144,7 +148,7 @@ func New(cfg Config) (*Learner, error) {
 		l.log = slog.Default()
 	}
 	var err error
-	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log}); err != nil {
+	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log, Keep: cfg.KeepCheckpoints}); err != nil {
 		return nil, err
 	}
 	rows, err := l.store.Versions()

@@ -47,6 +47,9 @@ type Config struct {
 	// Train holds the training instances; Run cycles through them in a
 	// seeded random order.
 	Train []schemas.Instance
+	// KeepCheckpoints, when positive, keeps the files of only the newest
+	// this many versions and version 0 (learner.Config.KeepCheckpoints).
+	KeepCheckpoints int
 	// Model is the model directory a fresh run starts from.
 	Model string
 	// Resume continues a run in Out (its checkpoints and run.json).
@@ -155,7 +158,7 @@ func (c *Config) defaults() error {
 
 func (c *Config) learner(lr float64, resume, freshOptimizer bool) (*learner.Learner, error) {
 	return learner.New(learner.Config{
-		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend,
+		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints,
 		BatchGroups: c.BatchInstances, MaxStaleness: -1,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: c.GRPO},
 		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,

@@ -52,6 +52,14 @@ type Config struct {
 	// alone, since they may be a publish in progress in another process.
 	// Publish fails on a read-only store.
 	ReadOnly bool
+	// Keep, when positive, is how many of the newest versions keep their
+	// files: after each publish the directories of older versions are
+	// deleted, except the first version's (the run's starting point and
+	// the KL reference). Their index rows stay, so the history of metrics
+	// per version is whole; Verify fails for a deleted version and
+	// LatestGood passes over it. Values below 2 keep 2, so a reader that is
+	// still loading the previous newest version finds it. 0 keeps all.
+	Keep int
 }
 
 func (c Config) dir() string {
@@ -204,10 +212,26 @@ func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error
 	meta.URI = "file://" + filepath.ToSlash(final)
 	meta.Files = files
 	meta.CreatedAt = s.cfg.now().UTC().Format(time.RFC3339)
-	if err := parquetio.WriteFile(filepath.Join(s.root, IndexFile), append(rows, meta)); err != nil {
+	rows = append(rows, meta)
+	if err := parquetio.WriteFile(filepath.Join(s.root, IndexFile), rows); err != nil {
 		return meta, fmt.Errorf("checkpoint: append to index: %w", err)
 	}
-	return meta, nil
+	return meta, s.prune(rows)
+}
+
+// prune deletes the directories of the versions that Config.Keep no longer
+// keeps (rows in version order, the newest last).
+func (s *Store) prune(rows []schemas.WeightVersion) error {
+	if s.cfg.Keep <= 0 {
+		return nil
+	}
+	keep := max(s.cfg.Keep, 2)
+	for i := 1; i < len(rows)-keep; i++ {
+		if err := os.RemoveAll(s.Path(rows[i].Version)); err != nil {
+			return fmt.Errorf("checkpoint: prune version %d: %w", rows[i].Version, err)
+		}
+	}
+	return nil
 }
 
 // hashDir returns the sha256 and size of every regular file under dir,

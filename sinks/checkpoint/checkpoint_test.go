@@ -262,3 +262,35 @@ func TestReadOnlyLeavesPublishInProgress(t *testing.T) {
 		t.Fatalf("read-only Open of an absent store: %v", err)
 	}
 }
+
+// TestKeepPrunesOldVersions: with Keep 3, after six publishes the first
+// version and the newest three keep their files, the others are gone, and
+// the index still has every row; LatestGood is the newest and a pruned
+// version no longer verifies. Keep 1 still keeps two.
+func TestKeepPrunesOldVersions(t *testing.T) {
+	for _, tc := range []struct{ keep, kept int }{{3, 3}, {1, 2}} {
+		s, err := Open(Config{Dir: t.TempDir(), Keep: tc.keep, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := int64(0); v < 6; v++ {
+			publish(t, s, v)
+		}
+		for v := int64(0); v < 6; v++ {
+			_, err := os.Stat(s.Path(v))
+			if want := v == 0 || v >= 6-int64(tc.kept); (err == nil) != want {
+				t.Errorf("keep %d: v%d on disk: %v, want %v", tc.keep, v, err == nil, want)
+			}
+		}
+		rows, err := s.Versions()
+		if err != nil || len(rows) != 6 {
+			t.Fatalf("keep %d: %d index rows (%v), want 6", tc.keep, len(rows), err)
+		}
+		if err := s.Verify(rows[1]); err == nil {
+			t.Errorf("keep %d: pruned v1 verifies", tc.keep)
+		}
+		if got, err := s.LatestGood(); err != nil || got.Version != 5 {
+			t.Errorf("keep %d: LatestGood = v%d, %v", tc.keep, got.Version, err)
+		}
+	}
+}
