@@ -8,9 +8,8 @@
 //	                      up to Concurrency requests in flight
 //	  → reward            transforms/reward.SearchReplace against the files
 //	                      shown in the prompt, bounded by RewardTimeout
-//	  → group             a stateful DoFn keyed by group id collects the G
-//	                      scored rollouts of one instance
-//	  → advantage         transforms/advantage (GRPO, Dr.GRPO, RLOO)
+//	  → group + advantage the G scored rollouts of one instance, then
+//	                      transforms/advantage (GRPO, Dr.GRPO, RLOO)
 //	  → samples           Parquet files OUT/samples/*.parquet, then Kafka
 //	                      swerl.samples (key: group id), then the input's
 //	                      position is acknowledged
@@ -25,9 +24,11 @@
 // "<instance id>@<source position>" (plus Config.GroupPrefix), so a record
 // that is read again after a restart produces the same group and sample ids.
 // The policy answers all G completions of an instance at once, so a group
-// normally travels to the group stage as one element and is finished there
-// without touching state; parts of a group (should a policy or runner split
-// one) are merged in keyed state. Every rollout that is lost on the way
+// normally leaves the reward stage as one element holding all of it, and
+// its advantages are computed right there, in the same fused stage, with no
+// shuffle and no state. Parts of a group (should a policy or runner split
+// one) go to a stateful DoFn keyed by group id that merges them; each of the
+// two paths has its own sink. Every rollout that is lost on the way
 // (the policy returned fewer than G completions, or scoring timed out)
 // still reaches the group as a tombstone, so a group completes as soon as
 // all G of its members are accounted for; a group with tombstones is
@@ -38,9 +39,20 @@
 // used: Prism v2.77 does not wake on real time, and one pending would keep
 // a bounded pipeline from finishing.
 //
+// # Parallelism
+//
+// Prism runs a bundle on one goroutine, and a bounded read is one bundle, so
+// decode, prompt building and rollout, and reward each run their work on a
+// pool of goroutines (one slot a core; rollouts Concurrency slots shared by
+// the run) and emit the results back on the bundle's goroutine, with their
+// input's event time. The Parquet sink encodes and writes a full file in the
+// background while the bundle goes on. A bundle finishes only after all of
+// its work is out and durable.
+//
 // # Output and restarts
 //
-// The Parquet sink writes one file per bundle (at most RowsPerFile rows)
+// The Parquet sink writes a file per RowsPerFile rows and one at the end of
+// each bundle
 // under a temporary name and renames it into place. It reads the sample ids
 // already present under OUT/samples when it starts and skips any sample
 // whose id it has seen, so replaying input after a restart adds no

@@ -80,11 +80,16 @@ func TestRunThroughKafka(t *testing.T) {
 	}
 	c := startBroker(t)
 	out := filepath.Join(dir, "out")
+	// Four rows a file: the sink writes files in the background while the
+	// bundle goes on, and every sample must still reach Kafka once durable.
 	cfg := train.Config{Kafka: c, Instances: set.InstancesPath, FeedInstances: true, Bounded: true,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out}
+		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, RowsPerFile: 4}
 	sum, err := train.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sum.Files < n*g/4 {
+		t.Errorf("%d sample files for %d rows at 4 a file", sum.Files, n*g)
 	}
 	want := expected(t, set)
 	rows := readSamples(t, out)

@@ -94,6 +94,10 @@ func partName(dir, prefix string) string {
 // Once a file is complete it emits every sample of it (and every duplicate
 // it skipped, which a crash may have kept from Kafka) as a Kafka message
 // keyed by group id, with the input's position as Origin when AckInput.
+//
+// A full file is encoded and written on a background goroutine (one at a
+// time, so at most two files' rows are held) while the bundle goes on;
+// FinishBundle writes the rest, waits, and only then emits the messages.
 type sampleSinkFn struct {
 	RunID       string
 	Dir         string
@@ -104,7 +108,14 @@ type sampleSinkFn struct {
 	seen    *written
 	pending []schemas.Sample
 	origins []string
-	done    []kafkaio.Message
+	writing chan flushed // the background write in flight, if any
+}
+
+// flushed is the outcome of writing one file: the Kafka messages of its
+// samples, or the error that stopped it.
+type flushed struct {
+	msgs []kafkaio.Message
+	err  error
 }
 
 func (f *sampleSinkFn) Setup() error {
@@ -117,56 +128,84 @@ func (f *sampleSinkFn) Setup() error {
 func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func(kafkaio.Message)) error {
 	f.pending = append(f.pending, s)
 	f.origins = append(f.origins, origin)
-	if len(f.pending) >= f.RowsPerFile {
-		return f.flush()
+	if len(f.pending) < f.RowsPerFile {
+		return nil
 	}
+	var done []kafkaio.Message
+	if f.writing != nil {
+		r := <-f.writing
+		if r.err != nil {
+			return r.err
+		}
+		done = r.msgs
+	}
+	rows, origins := f.pending, f.origins
+	f.pending, f.origins = nil, nil
+	f.writing = make(chan flushed, 1)
+	go func(out chan<- flushed) {
+		msgs, err := f.write(rows, origins)
+		out <- flushed{append(done, msgs...), err}
+	}(f.writing)
 	return nil
 }
 
 // FinishBundle writes what is pending, then emits the messages of every
 // sample made durable in this bundle.
 func (f *sampleSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
-	if err := f.flush(); err != nil {
+	var done []kafkaio.Message
+	if f.writing != nil {
+		r := <-f.writing
+		f.writing = nil
+		if r.err != nil {
+			return r.err
+		}
+		done = r.msgs
+	}
+	msgs, err := f.write(f.pending, f.origins)
+	f.pending, f.origins = f.pending[:0], f.origins[:0]
+	if err != nil {
 		return err
 	}
-	for _, m := range f.done {
+	for _, m := range append(done, msgs...) {
 		emit(m)
 	}
-	f.done = f.done[:0]
 	return nil
 }
 
-func (f *sampleSinkFn) flush() error {
-	if len(f.pending) == 0 {
-		return nil
+// write stores rows in one new file (less the ids already written) and
+// returns the Kafka messages of all of them.
+func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafkaio.Message, error) {
+	if len(pending) == 0 {
+		return nil, nil
 	}
 	f.seen.mu.Lock()
 	defer f.seen.mu.Unlock()
-	rows := f.pending[:0:0]
+	msgs := make([]kafkaio.Message, 0, len(pending))
+	rows := make([]schemas.Sample, 0, len(pending))
 	batch := map[string]bool{}
-	for i, s := range f.pending {
-		v, err := schemas.Encode(&s)
+	for i := range pending {
+		s := &pending[i]
+		v, err := schemas.Encode(s)
 		if err != nil {
-			return fmt.Errorf("train: sample %s: %w", s.ID, err)
+			return nil, fmt.Errorf("train: sample %s: %w", s.ID, err)
 		}
 		m := kafkaio.Message{Key: []byte(s.GroupID), Value: v}
 		if f.AckInput {
-			m.Origin = f.origins[i]
+			m.Origin = origins[i]
 		}
-		f.done = append(f.done, m)
+		msgs = append(msgs, m)
 		if f.seen.has(s.ID) || batch[s.ID] {
 			f.st.dups.Add(1)
 			continue
 		}
 		batch[s.ID] = true
-		rows = append(rows, s)
+		rows = append(rows, *s)
 	}
-	f.pending, f.origins = f.pending[:0], f.origins[:0]
 	if len(rows) == 0 {
-		return nil
+		return msgs, nil
 	}
 	if err := parquetio.WriteFile(partName(f.Dir, "samples"), rows); err != nil {
-		return err
+		return nil, err
 	}
 	for _, s := range rows {
 		f.seen.add(s.ID)
@@ -175,7 +214,7 @@ func (f *sampleSinkFn) flush() error {
 	f.st.samples.Add(int64(len(rows)))
 	f.st.files.Add(1)
 	mSamples.Add(float64(len(rows)))
-	return nil
+	return msgs, nil
 }
 
 // deadSinkFn writes the dead-letters of a bundle to Out/deadletter, then
