@@ -332,6 +332,10 @@ func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, 
 	}
 	l.version, l.indexed = row.Version, row.Version
 	l.stats.Version = row.Version
+	// The next checkpoint copies its config and tokenizer files from the
+	// newest one, which the store always keeps (Config.KeepCheckpoints may
+	// have deleted the version this learner started from).
+	l.src = l.store.Path(row.Version)
 	mVersion.Set(float64(row.Version))
 	if l.cfg.Announce != nil {
 		if err := l.cfg.Announce(ctx, row); err != nil {

@@ -380,3 +380,40 @@ func TestKLToVersionZero(t *testing.T) {
 		t.Errorf("KL per version: %v %v %v; want 0, then > 0", rows[1].KL, rows[2].KL, rows[3].KL)
 	}
 }
+
+// TestKeepCheckpointsPublishesOn: with KeepCheckpoints 2 the version a
+// learner started from is deleted two publishes later, and publishing goes
+// on (each checkpoint copies its config and tokenizer from the newest);
+// the disk holds version 0 and the newest two, each loadable.
+func TestKeepCheckpointsPublishesOn(t *testing.T) {
+	out := t.TempDir()
+	model := initModel(t)
+	ex := []Example{{ID: "a", Prompt: "say hi", Answer: "hello world"}}
+	l := newLearner(t, Config{Out: out, Model: model, KeepCheckpoints: 2, Train: gpu.TrainConfig{MaxBatch: 1, MaxSeq: 64, LR: 1e-3}})
+	if _, err := l.SFT(context.Background(), ex, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	// A second learner resumes from v2, then publishes past its start.
+	l2 := newLearner(t, Config{Out: out, Resume: true, KeepCheckpoints: 2, Train: gpu.TrainConfig{MaxBatch: 1, MaxSeq: 64, LR: 1e-3}})
+	st, err := l2.SFT(context.Background(), ex, 1, 4)
+	if err != nil {
+		t.Fatalf("publishing after the start version was pruned: %v", err)
+	}
+	if st.Version != 6 {
+		t.Fatalf("newest version v%d, want v6", st.Version)
+	}
+	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		dirs = append(dirs, e.Name())
+		if _, err := modeldir.Load(filepath.Join(out, "checkpoints", e.Name())); err != nil {
+			t.Errorf("%s does not load: %v", e.Name(), err)
+		}
+	}
+	if want := []string{"v000000", "v000005", "v000006"}; !slices.Equal(dirs, want) {
+		t.Fatalf("checkpoint directories %v, want %v", dirs, want)
+	}
+}
