@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -64,4 +67,18 @@ func beamInit() {
 		flag.CommandLine.Parse(nil)
 	}
 	beam.Init()
+}
+
+// quietRunner, unless verbose, sends the default logger (through which
+// Prism logs every job step at INFO; beamInit sets it up) to stderr at WARN.
+// Once ctx is done (Ctrl-C) it also drops the runner's errors about the
+// bundles the cancellation cut short: the command reports the stop itself.
+func quietRunner(ctx context.Context, stderr io.Writer, verbose bool) {
+	if verbose {
+		return
+	}
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelWarn)
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	context.AfterFunc(ctx, func() { level.Set(slog.LevelError + 4) })
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 
 	"swerl/pipelines/mine"
@@ -84,11 +83,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer srv.Close()
 	}
 	beamInit()
-	if !*verbose {
-		// Prism logs each job step at INFO through the default logger, which
-		// beam.Init sets up.
-		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}
+	quietRunner(ctx, stderr, *verbose)
 	sum, err := mine.Run(ctx, cfg)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	concurrency := fs.Int("concurrency", 8, "policy requests in flight at once")
 	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one completion; slower ones are dead-lettered")
 	promptOpts := addPromptFlags(fs)
+	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often")
@@ -65,6 +66,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stop()
 	beamInit()
+	quietRunner(ctx, stderr, *verbose)
 	cfg := train.Config{
 		Kafka: kc, Instances: *instances, FeedInstances: *instances != "" && embedded,
 		Policy: *policy, GroupSize: *groupSize, Method: method, DropZeroVariance: *dropZero,
