@@ -61,6 +61,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	lr := fs.Float64("lr", 5e-5, "RL learning rate")
+	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 4, "instances per RL step")
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
@@ -86,8 +87,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
+	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *kl < 0 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0, --kl-coef ≥ 0")
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
@@ -269,7 +270,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
 		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq,
-		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28}, Prompt: popts, Seed: *seed,
+		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl}, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error

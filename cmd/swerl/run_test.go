@@ -39,7 +39,7 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	repo := runRepo(t)
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2",
-		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2"}
+		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2", "--kl-coef", "0.1"}
 	var stderr bytes.Buffer
 	if code := runMain(context.Background(), append(args, "--steps", "2"), &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
@@ -71,6 +71,12 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	if len(versions) != 5 { // v0 + 2 SFT + 2 RL
 		t.Fatalf("%d versions in the index, want 5", len(versions))
 	}
+	// The KL reference is the policy RL started from (v2), so the first RL
+	// step, on-policy, measures no KL at all; against the untrained v0 it
+	// would be far from 0.
+	if kl := versions[3].KL; kl > 1e-6 || kl < 0 {
+		t.Fatalf("KL of the first RL step %v, want 0 (reference = the warm start's last version)", kl)
+	}
 	preds, err := os.ReadFile(filepath.Join(out, "eval", "predictions-end.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +102,8 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 		t.Fatalf("after resume: %d versions, %d samples; want 6, 12", len(versions), len(samples))
 	}
 	// --keep-checkpoints 2: the index keeps every version, the disk only
-	// version 0 and the newest two (the resume above started from one).
+	// version 0, the KL reference v2 and the newest two (the resume above
+	// started from one and reloaded the reference).
 	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +112,7 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	for _, e := range ents {
 		dirs = append(dirs, e.Name())
 	}
-	if want := []string{"v000000", "v000004", "v000005"}; !slices.Equal(dirs, want) {
+	if want := []string{"v000000", "v000002", "v000004", "v000005"}; !slices.Equal(dirs, want) {
 		t.Fatalf("checkpoint directories %v, want %v", dirs, want)
 	}
 

@@ -60,6 +60,11 @@ type Config struct {
 	// this many versions (and version 0); see checkpoint.Config.Keep. 0
 	// keeps all.
 	KeepCheckpoints int
+	// Reference is the version whose weights are the frozen reference of
+	// the KL term (Train.GRPO.KLCoef > 0): 0, the default, is the run's
+	// first version; after a warm start, the version RL started from. Its
+	// files are kept whatever KeepCheckpoints says.
+	Reference int64
 	// BatchGroups is the number of whole groups per optimizer step.
 	// Default 4.
 	BatchGroups int
@@ -148,7 +153,7 @@ func New(cfg Config) (*Learner, error) {
 		l.log = slog.Default()
 	}
 	var err error
-	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log, Keep: cfg.KeepCheckpoints}); err != nil {
+	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}}); err != nil {
 		return nil, err
 	}
 	rows, err := l.store.Versions()
@@ -212,16 +217,26 @@ func New(cfg Config) (*Learner, error) {
 	return l, nil
 }
 
-// openReference loads the frozen reference for the KL term: version 0 of
-// the store when it verifies, else the current weights.
+// openReference loads the frozen reference for the KL term: version
+// Config.Reference of the store. Version 0 may be missing (a fresh run
+// publishes it after this, from the weights loaded now) or damaged, and the
+// current weights stand in; a later version must be there and verify.
 func (l *Learner) openReference() error {
 	dir := l.src
-	if v0, err := l.store.Get(0); err == nil {
-		if err := l.store.Verify(v0); err == nil {
-			dir = l.store.Path(0)
-		} else {
-			l.log.Warn("learner: version 0 does not verify; the KL reference is the current model", "reason", err.Error())
-		}
+	ref := l.cfg.Reference
+	v, err := l.store.Get(ref)
+	if err == nil {
+		err = l.store.Verify(v)
+	}
+	switch {
+	case err == nil:
+		dir = l.store.Path(ref)
+	case ref == 0 && l.version < 0:
+		// A fresh run: version 0 will be published from these weights.
+	case ref == 0:
+		l.log.Warn("learner: version 0 is missing or does not verify; the KL reference is the current model", "reason", err.Error())
+	default:
+		return fmt.Errorf("learner: KL reference v%d: %w", ref, err)
 	}
 	mp, err := modeldir.Load(dir)
 	if err != nil {

@@ -68,7 +68,8 @@ type Config struct {
 	MaxSeq int
 	// Method turns a group's rewards into advantages. Default GRPO.
 	Method advantage.Method
-	// GRPO configures the clipped surrogate.
+	// GRPO configures the clipped surrogate; with GRPO.KLCoef > 0 the KL
+	// reference is the version RL starts from (the warm start's last).
 	GRPO gpu.GRPOParams
 	// Prompt caps and template.
 	Prompt prompt.Options
@@ -123,6 +124,9 @@ type Summary struct {
 type state struct {
 	SFTDone bool `json:"sft_done"`
 	RLSteps int  `json:"rl_steps"`
+	// RLStart is the version RL started from (the warm start's last),
+	// the reference of the KL term.
+	RLStart int64 `json:"rl_start_version"`
 }
 
 func (c *Config) defaults() error {
@@ -156,11 +160,13 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-func (c *Config) learner(lr float64, resume, freshOptimizer bool) (*learner.Learner, error) {
+// learner opens the learner of one phase: the warm start (grpo zero: no KL
+// reference to load) or RL (c.GRPO, its KL reference the version ref).
+func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, ref int64) (*learner.Learner, error) {
 	return learner.New(learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints,
-		BatchGroups: c.BatchInstances, MaxStaleness: -1,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: c.GRPO},
+		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo},
 		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
 	})
 }
@@ -241,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(cfg.SFTLR, resume, false)
+		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 0)
 		if err != nil {
 			return sum, err
 		}
@@ -254,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 		sum.SFTSteps, sum.Version = ls.Steps, ls.Version
+		st.RLStart = ls.Version
 		resume = true
 	}
 	st.SFTDone = true
@@ -264,7 +271,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// are tiny by its end and would blow up the first RL updates (measured:
 	// reward fell from +0.49 to −0.88 over 30 steps with them, and held at
 	// +0.43 → +0.47 without). A resumed RL phase keeps its own moments.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0)
+	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0, cfg.GRPO, st.RLStart)
 	if err != nil {
 		return sum, err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +61,8 @@ type Config struct {
 	// LatestGood passes over it. Values below 2 keep 2, so a reader that is
 	// still loading the previous newest version finds it. 0 keeps all.
 	Keep int
+	// Pin lists versions that Keep never deletes (a KL reference).
+	Pin []int64
 }
 
 func (c Config) dir() string {
@@ -227,6 +230,9 @@ func (s *Store) prune(rows []schemas.WeightVersion) error {
 	}
 	keep := max(s.cfg.Keep, 2)
 	for i := 1; i < len(rows)-keep; i++ {
+		if slices.Contains(s.cfg.Pin, rows[i].Version) {
+			continue
+		}
 		if err := os.RemoveAll(s.Path(rows[i].Version)); err != nil {
 			return fmt.Errorf("checkpoint: prune version %d: %w", rows[i].Version, err)
 		}

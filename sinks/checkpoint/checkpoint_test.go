@@ -294,3 +294,21 @@ func TestKeepPrunesOldVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepSparesPinned: a pinned version (a KL reference) keeps its files
+// however old it gets.
+func TestKeepSparesPinned(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir(), Keep: 2, Pin: []int64{2}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(0); v < 6; v++ {
+		publish(t, s, v)
+	}
+	for v := int64(0); v < 6; v++ {
+		_, err := os.Stat(s.Path(v))
+		if want := v == 0 || v == 2 || v >= 4; (err == nil) != want {
+			t.Errorf("v%d on disk: %v, want %v", v, err == nil, want)
+		}
+	}
+}
