@@ -85,9 +85,14 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return lag(lctx, cfg.Kafka, cfg.Kafka.Topic(kafkaio.Instances), positionsDir(cfg))
 		}
 	}
-	go progress(cfg, st, start, done, lagFn)
+	stopped := make(chan struct{})
+	go func() {
+		progress(cfg, st, start, done, lagFn)
+		close(stopped)
+	}()
 	err = runPipeline(ctx, cfg.Runner, p)
 	close(done)
+	<-stopped // its last line is out before the summary
 	sum := st.summary()
 	sum.ElapsedSeconds = time.Since(start).Seconds()
 	fmt.Fprintln(cfg.Progress, sum)
