@@ -412,17 +412,17 @@ type wholeGroupFn struct {
 }
 
 func (f *wholeGroupFn) Setup() {
-	f.rule = groupRule{st: runStats(f.RunID), groupSize: f.GroupSize, method: f.Method,
-		dropZeroVariance: f.DropZeroVariance, dropIncomplete: f.DropIncomplete}
+	f.rule = newGroupRule(f.RunID, f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
 }
 
 func (f *wholeGroupFn) ProcessElement(p part, emit func(string, schemas.Sample), dropped func(string)) {
 	f.rule.emitGroup([]part{p}, p.GroupID, emit, dropped)
 }
 
-// groupFn collects the members of a group (keyed by group id) and, when all
-// GroupSize are accounted for or its timeout fires, computes the advantages
-// and emits the samples.
+// groupFn collects the parts of a split group (keyed by group id; whole
+// groups never come here, see rewardFn) and, when all GroupSize members are
+// accounted for or its timeout fires, computes the advantages and emits the
+// samples.
 //
 // The timeout is an event-time timer at the first member's timestamp plus
 // TimeoutMS: with a Kafka source the watermark follows the message times, so
@@ -446,19 +446,13 @@ type groupFn struct {
 }
 
 func (f *groupFn) Setup() {
-	f.rule = groupRule{st: runStats(f.RunID), groupSize: f.GroupSize, method: f.Method,
-		dropZeroVariance: f.DropZeroVariance, dropIncomplete: f.DropIncomplete}
+	f.rule = newGroupRule(f.RunID, f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
 }
 
 func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, p part, emit func(string, schemas.Sample), dropped func(string)) {
 	n, _, err := f.Arrived.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
-	}
-	if n == 0 && len(p.Members) >= f.GroupSize {
-		// The whole group in one part (the usual case): no state needed.
-		f.rule.emitGroup([]part{p}, gid, emit, dropped)
-		return
 	}
 	b, err := encodePart(p)
 	if err != nil {
@@ -518,6 +512,11 @@ type groupRule struct {
 	groupSize                        int
 	method                           string
 	dropZeroVariance, dropIncomplete bool
+}
+
+func newGroupRule(runID string, groupSize int, method string, dropZeroVariance, dropIncomplete bool) groupRule {
+	return groupRule{st: runStats(runID), groupSize: groupSize, method: method,
+		dropZeroVariance: dropZeroVariance, dropIncomplete: dropIncomplete}
 }
 
 // emitGroup computes the advantages of a finished group and emits its
