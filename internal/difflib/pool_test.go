@@ -1,6 +1,7 @@
 package difflib
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -34,17 +35,26 @@ func TestReleasedScratchIsClean(t *testing.T) {
 		return slices.Clone(m.MatchingBlocks())
 	}
 	dpOnly = true // the DP is what reads the cells
-	defer func() { dpOnly, poolScratch = false, true }()
+	defer func() { dpOnly = false }()
+	samePooled(t, cases, 2, blocks, func(p pair) string { return fmt.Sprintf("%d×%d", len(p.a), len(p.b)) })
+}
+
+// samePooled runs every case with fresh scratch arrays, then rounds times
+// with pooled ones (each reusing what the cases before it released), and
+// fails on the first result that differs; size names a case's size.
+func samePooled[C any, R comparable](t *testing.T, cases []C, rounds int, run func(C) []R, size func(C) string) {
+	t.Helper()
+	defer func() { poolScratch = true }()
 	poolScratch = false
-	want := make([][]Match, len(cases))
-	for i, p := range cases {
-		want[i] = blocks(p)
+	want := make([][]R, len(cases))
+	for i, c := range cases {
+		want[i] = run(c)
 	}
 	poolScratch = true
-	for round := range 2 {
-		for i, p := range cases {
-			if got := blocks(p); !slices.Equal(got, want[i]) {
-				t.Fatalf("round %d case %d (%d×%d): pooled %v, fresh %v", round, i, len(p.a), len(p.b), got, want[i])
+	for round := range rounds {
+		for i, c := range cases {
+			if got := run(c); !slices.Equal(got, want[i]) {
+				t.Fatalf("round %d case %d (%s): pooled %v, fresh %v", round, i, size(c), got, want[i])
 			}
 		}
 	}
@@ -74,20 +84,7 @@ func TestReleasedLineScratchIsClean(t *testing.T) {
 		defer m.Release()
 		return slices.Clone(m.OpCodes())
 	}
-	defer func() { poolScratch = true }()
-	poolScratch = false
-	want := make([][]OpCode, len(cases))
-	for i, p := range cases {
-		want[i] = opcodes(p)
-	}
-	poolScratch = true
-	for round := range 3 {
-		for i, p := range cases {
-			if got := opcodes(p); !slices.Equal(got, want[i]) {
-				t.Fatalf("round %d case %d (%d×%d lines): pooled %v, fresh %v", round, i, len(p.a), len(p.b), got, want[i])
-			}
-		}
-	}
+	samePooled(t, cases, 3, opcodes, func(p pair) string { return fmt.Sprintf("%d×%d lines", len(p.a), len(p.b)) })
 }
 
 // TestLineTableGenerationWrap: after the stamp wraps, no line interned

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,13 +264,21 @@ func TestReadOnlyLeavesPublishInProgress(t *testing.T) {
 	}
 }
 
-// TestKeepPrunesOldVersions: with Keep 3, after six publishes the first
-// version and the newest three keep their files, the others are gone, and
-// the index still has every row; LatestGood is the newest and a pruned
-// version no longer verifies. Keep 1 still keeps two.
+// TestKeepPrunesOldVersions: after six publishes the first version, the
+// pinned ones and the newest Keep keep their files (Keep 1 still keeps
+// two), the others are gone, and the index still has every row; LatestGood
+// is the newest and a pruned version no longer verifies.
 func TestKeepPrunesOldVersions(t *testing.T) {
-	for _, tc := range []struct{ keep, kept int }{{3, 3}, {1, 2}} {
-		s, err := Open(Config{Dir: t.TempDir(), Keep: tc.keep, Log: slog.New(slog.DiscardHandler)})
+	for _, tc := range []struct {
+		keep   int
+		pin    []int64
+		onDisk []int64
+	}{
+		{keep: 3, onDisk: []int64{0, 3, 4, 5}},
+		{keep: 1, onDisk: []int64{0, 4, 5}},
+		{keep: 2, pin: []int64{2}, onDisk: []int64{0, 2, 4, 5}}, // a KL reference
+	} {
+		s, err := Open(Config{Dir: t.TempDir(), Keep: tc.keep, Pin: tc.pin, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,8 +287,8 @@ func TestKeepPrunesOldVersions(t *testing.T) {
 		}
 		for v := int64(0); v < 6; v++ {
 			_, err := os.Stat(s.Path(v))
-			if want := v == 0 || v >= 6-int64(tc.kept); (err == nil) != want {
-				t.Errorf("keep %d: v%d on disk: %v, want %v", tc.keep, v, err == nil, want)
+			if want := slices.Contains(tc.onDisk, v); (err == nil) != want {
+				t.Errorf("keep %d pin %v: v%d on disk: %v, want %v", tc.keep, tc.pin, v, err == nil, want)
 			}
 		}
 		rows, err := s.Versions()
@@ -291,24 +300,6 @@ func TestKeepPrunesOldVersions(t *testing.T) {
 		}
 		if got, err := s.LatestGood(); err != nil || got.Version != 5 {
 			t.Errorf("keep %d: LatestGood = v%d, %v", tc.keep, got.Version, err)
-		}
-	}
-}
-
-// TestKeepSparesPinned: a pinned version (a KL reference) keeps its files
-// however old it gets.
-func TestKeepSparesPinned(t *testing.T) {
-	s, err := Open(Config{Dir: t.TempDir(), Keep: 2, Pin: []int64{2}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for v := int64(0); v < 6; v++ {
-		publish(t, s, v)
-	}
-	for v := int64(0); v < 6; v++ {
-		_, err := os.Stat(s.Path(v))
-		if want := v == 0 || v == 2 || v >= 4; (err == nil) != want {
-			t.Errorf("v%d on disk: %v, want %v", v, err == nil, want)
 		}
 	}
 }
