@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -15,14 +16,71 @@ import (
 )
 
 // CatFile reads objects through one long-lived `git cat-file --batch`.
+//
+// Requests are pipelined: callers write their requests and queue for the
+// answers, and one goroutine reads the answers in order and hands them
+// out. Many goroutines sharing one CatFile keep git's input full, so git
+// answers a run of requests per wake-up instead of one round trip each;
+// on the mining bench the round trips, not the objects, were most of the
+// time git and swerl spent on reads.
 type CatFile struct {
 	repo   *Repo
-	mu     sync.Mutex
 	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Reader
-	stderr bytes.Buffer
-	err    error // sticky: the process failed
+	stderr lockedBuffer
+	trees  *TreeCache
+
+	mu    sync.Mutex // guards in and queue; held while writing requests
+	in    io.WriteCloser
+	queue chan *batch   // requests written, in order, whose answers are unread
+	done  chan struct{} // closed when the reader goroutine ends
+
+	errMu sync.Mutex
+	err   error // sticky: the process failed or was closed
+}
+
+// lockedBuffer is git's stderr: written by exec's copying goroutine, read
+// when a request fails.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (c *CatFile) sticky() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// setErr records the first failure and returns the sticky error.
+func (c *CatFile) setErr(err error) error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+	return c.err
+}
+
+// batch is one caller's requests; the reader fills objs and errs and
+// closes done after the last answer.
+type batch struct {
+	revs []string
+	objs []*Object
+	errs []error
+	next int // answers read so far
+	done chan struct{}
 }
 
 // Object is one object read by CatFile.
@@ -43,7 +101,7 @@ func NewCatFileEnv(ctx context.Context, repo *Repo, env []string) (*CatFile, err
 	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
 	cmd.Dir = repo.Dir
 	cmd.Env = append(gitEnv(), env...)
-	c := &CatFile{repo: repo, cmd: cmd}
+	c := &CatFile{repo: repo, cmd: cmd, queue: make(chan *batch, 1<<12), done: make(chan struct{})}
 	cmd.Stderr = &c.stderr
 	var err error
 	if c.in, err = cmd.StdinPipe(); err != nil {
@@ -56,21 +114,29 @@ func NewCatFileEnv(ctx context.Context, repo *Repo, env []string) (*CatFile, err
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
 	}
-	c.out = bufio.NewReaderSize(out, 1<<16)
+	go c.readLoop(bufio.NewReaderSize(out, 1<<16))
 	return c, nil
 }
 
-// Close stops the process.
+// Dir is the directory of the repository c reads.
+func (c *CatFile) Dir() string { return c.repo.Dir }
+
+// Close stops the process. Requests in flight are answered first.
 func (c *CatFile) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.in == nil {
+		c.mu.Unlock()
 		return nil
 	}
 	c.in.Close()
 	c.in = nil
+	close(c.queue)
+	c.mu.Unlock()
+	<-c.done
+	failed := c.sticky()
+	c.setErr(fmt.Errorf("gitio: %s: cat-file: closed", c.repo.Name))
 	err := c.cmd.Wait()
-	if err != nil && c.err == nil {
+	if err != nil && failed == nil {
 		return fmt.Errorf("gitio: %s: cat-file: %w: %s", c.repo.Name, err, strings.TrimSpace(c.stderr.String()))
 	}
 	return nil
@@ -80,21 +146,8 @@ func (c *CatFile) Close() error {
 // understands such as "<commit>:<path>" or "<commit>^{tree}"). A rev that
 // does not name an object returns an error wrapping ErrMissing.
 func (c *CatFile) Get(rev string) (*Object, error) {
-	if rev == "" || strings.ContainsAny(rev, "\n\r") {
-		return nil, fmt.Errorf("gitio: %s: cat-file %q: %w", c.repo.Name, rev, ErrMissing)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return nil, c.err
-	}
-	if c.in == nil {
-		return nil, fmt.Errorf("gitio: %s: cat-file: closed", c.repo.Name)
-	}
-	if _, err := io.WriteString(c.in, rev+"\n"); err != nil {
-		return nil, c.fail(err)
-	}
-	return c.read(rev)
+	objs, errs := c.GetMany([]string{rev})
+	return objs[0], errs[0]
 }
 
 // GetMany reads many objects with one pipelined round trip: all requests
@@ -102,6 +155,7 @@ func (c *CatFile) Get(rev string) (*Object, error) {
 // revs[i] as Get would.
 func (c *CatFile) GetMany(revs []string) (objs []*Object, errs []error) {
 	objs, errs = make([]*Object, len(revs)), make([]error, len(revs))
+	b := &batch{done: make(chan struct{})}
 	var send []int
 	for i, rev := range revs {
 		if rev == "" || strings.ContainsAny(rev, "\n\r") {
@@ -109,48 +163,79 @@ func (c *CatFile) GetMany(revs []string) (objs []*Object, errs []error) {
 			continue
 		}
 		send = append(send, i)
+		b.revs = append(b.revs, rev)
+	}
+	if len(send) == 0 {
+		return objs, errs
+	}
+	b.objs, b.errs = make([]*Object, len(send)), make([]error, len(send))
+	n := 0
+	for _, rev := range b.revs {
+		n += len(rev) + 1
+	}
+	req := make([]byte, 0, n)
+	for _, rev := range b.revs {
+		req = append(req, rev...)
+		req = append(req, '\n')
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err == nil && c.in == nil {
-		c.err = fmt.Errorf("gitio: %s: cat-file: closed", c.repo.Name)
+	err := c.sticky()
+	if err == nil && c.in == nil {
+		err = fmt.Errorf("gitio: %s: cat-file: closed", c.repo.Name)
 	}
-	if c.err != nil {
+	if err != nil {
+		c.mu.Unlock()
 		for _, i := range send {
-			errs[i] = c.err
+			errs[i] = err
 		}
 		return objs, errs
 	}
-	var buf bytes.Buffer
-	for _, i := range send {
-		buf.WriteString(revs[i])
-		buf.WriteByte('\n')
+	// Queue before writing: the reader must know whose answers arrive.
+	// The queue is large; were it full, this waits for the reader, which
+	// never takes this lock.
+	c.queue <- b
+	if _, werr := c.in.Write(req); werr != nil {
+		c.setErr(c.failErr(werr))
 	}
-	werr := make(chan error, 1)
-	go func() {
-		_, err := c.in.Write(buf.Bytes())
-		werr <- err
-	}()
+	c.mu.Unlock()
+	<-b.done
 	for k, i := range send {
-		objs[i], errs[i] = c.read(revs[i])
-		if c.err != nil {
-			for _, j := range send[k+1:] {
-				errs[j] = c.err
-			}
-			break
-		}
-	}
-	if err := <-werr; err != nil && c.err == nil {
-		c.fail(err)
+		objs[i], errs[i] = b.objs[k], b.errs[k]
 	}
 	return objs, errs
 }
 
-// read reads the answer to one request; the lock is held.
-func (c *CatFile) read(rev string) (*Object, error) {
-	header, err := c.out.ReadString('\n')
+// readLoop reads the answers to the queued requests, in order, until the
+// queue is closed and drained. After a failure every later request gets
+// the failure.
+func (c *CatFile) readLoop(out *bufio.Reader) {
+	defer close(c.done)
+	var failed error
+	for b := range c.queue {
+		for b.next < len(b.revs) {
+			rev := b.revs[b.next]
+			if failed == nil {
+				b.objs[b.next], b.errs[b.next] = c.read(out, rev)
+				if b.errs[b.next] != nil && !errors.Is(b.errs[b.next], ErrMissing) {
+					// The stream cannot be followed any further: stop git,
+					// so no writer waits on it, and fail what is queued.
+					failed = c.setErr(b.errs[b.next])
+					c.cmd.Process.Kill()
+				}
+			} else {
+				b.errs[b.next] = failed
+			}
+			b.next++
+		}
+		close(b.done)
+	}
+}
+
+// read reads the answer to one request.
+func (c *CatFile) read(out *bufio.Reader, rev string) (*Object, error) {
+	header, err := out.ReadString('\n')
 	if err != nil {
-		return nil, c.fail(err)
+		return nil, c.failErr(err)
 	}
 	header = strings.TrimSuffix(header, "\n")
 	f := strings.Fields(header)
@@ -158,22 +243,22 @@ func (c *CatFile) read(rev string) (*Object, error) {
 		return nil, fmt.Errorf("gitio: %s: %s %s: %w", c.repo.Name, rev, f[1], ErrMissing)
 	}
 	if len(f) != 3 {
-		return nil, c.fail(fmt.Errorf("unexpected header %q", header))
+		return nil, c.failErr(fmt.Errorf("unexpected header %q", header))
 	}
 	size, err := strconv.Atoi(f[2])
 	if err != nil || size < 0 {
-		return nil, c.fail(fmt.Errorf("unexpected header %q", header))
+		return nil, c.failErr(fmt.Errorf("unexpected header %q", header))
 	}
 	data := make([]byte, size+1)
-	if _, err := io.ReadFull(c.out, data); err != nil {
-		return nil, c.fail(err)
+	if _, err := io.ReadFull(out, data); err != nil {
+		return nil, c.failErr(err)
 	}
 	return &Object{Hash: f[0], Type: f[1], Data: data[:size]}, nil
 }
 
-func (c *CatFile) fail(err error) error {
-	c.err = fmt.Errorf("gitio: %s: cat-file: %w: %s", c.repo.Name, err, strings.TrimSpace(c.stderr.String()))
-	return c.err
+// failErr describes a failure of the process, with what git said.
+func (c *CatFile) failErr(err error) error {
+	return fmt.Errorf("gitio: %s: cat-file: %w: %s", c.repo.Name, err, strings.TrimSpace(c.stderr.String()))
 }
 
 // Blob reads the content of a blob.
@@ -248,48 +333,40 @@ func ParseTree(data []byte, hashLen int) ([]TreeEntry, error) {
 // order. Identical subtrees are skipped without being read; the trees of
 // one directory level are read in one pipelined round trip.
 func (c *CatFile) DiffTrees(from, to string) ([]Change, error) {
-	roots, errs := c.GetMany([]string{from + "^{tree}", to + "^{tree}"})
-	for i, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-		if roots[i].Type != "tree" {
-			return nil, fmt.Errorf("gitio: %s: %s is a %s, not a tree", c.repo.Name, []string{from, to}[i], roots[i].Type)
-		}
+	roots, rootTrees, err := c.readTrees([]string{from + "^{tree}", to + "^{tree}"})
+	if err != nil {
+		return nil, err
 	}
 	type pair struct{ a, b, prefix string }
-	zero := strings.Repeat("0", len(roots[0].Hash))
+	zero := strings.Repeat("0", len(roots[0]))
 	var out []Change
-	level := []pair{{roots[0].Hash, roots[1].Hash, ""}}
+	level := []pair{{roots[0], roots[1], ""}}
+	trees := map[string]map[string]TreeEntry{}
+	index := func(id string, es []TreeEntry) {
+		m := make(map[string]TreeEntry, len(es))
+		for _, e := range es {
+			m[e.Name] = e
+		}
+		trees[id] = m
+	}
+	index(roots[0], rootTrees[0])
+	index(roots[1], rootTrees[1])
 	for len(level) > 0 {
 		var need []string
-		seen := map[string]bool{}
 		for _, p := range level {
 			for _, h := range []string{p.a, p.b} {
-				if h != "" && !seen[h] {
-					seen[h] = true
+				if _, ok := trees[h]; h != "" && !ok {
+					trees[h] = nil
 					need = append(need, h)
 				}
 			}
 		}
-		objs, errs := c.GetMany(need)
-		trees := map[string]map[string]TreeEntry{}
+		_, es, err := c.readTrees(need)
+		if err != nil {
+			return nil, err
+		}
 		for i, h := range need {
-			if errs[i] != nil {
-				return nil, errs[i]
-			}
-			if objs[i].Type != "tree" {
-				return nil, fmt.Errorf("gitio: %s: %s is a %s, not a tree", c.repo.Name, h, objs[i].Type)
-			}
-			es, err := ParseTree(objs[i].Data, len(h)/2)
-			if err != nil {
-				return nil, fmt.Errorf("gitio: %s: tree %s: %w", c.repo.Name, h, err)
-			}
-			m := make(map[string]TreeEntry, len(es))
-			for _, e := range es {
-				m[e.Name] = e
-			}
-			trees[h] = m
+			index(h, es[i])
 		}
 		var next []pair
 		for _, p := range level {
