@@ -2,60 +2,19 @@ package train
 
 import (
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 
+	"swerl/internal/bincode/bincodetest"
 	"swerl/schemas"
 )
-
-// fill sets every field reachable from v (a pointer) to a value that is not
-// its zero value and differs from field to field, so a coder that drops or
-// swaps a field cannot give the value back.
-func fill(t testing.TB, v reflect.Value, seed *int) {
-	t.Helper()
-	*seed++
-	n := *seed
-	switch v.Kind() {
-	case reflect.Struct:
-		for i := range v.NumField() {
-			fill(t, v.Field(i), seed)
-		}
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d-é\x00\n", n))
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		v.SetInt(int64(n) * -1000003)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(n) + 0.125)
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 3, 3)
-		for i := range 3 {
-			fill(t, s.Index(i), seed)
-		}
-		v.Set(s)
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		for range 2 {
-			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-			fill(t, k, seed)
-			fill(t, e, seed)
-			m.SetMapIndex(k, e)
-		}
-		v.Set(m)
-	default:
-		t.Fatalf("fill: no rule for a %s (%s): teach fill and the part coder", v.Kind(), v.Type())
-	}
-}
 
 // TestPartCoderCarriesEveryField round-trips a part whose every field, and
 // every field of its samples, is set: a field added to part, member or
 // schemas.Sample but not to the coder fails here.
 func TestPartCoderCarriesEveryField(t *testing.T) {
 	var p part
-	seed := 0
-	fill(t, reflect.ValueOf(&p).Elem(), &seed)
+	bincodetest.Fill(t, reflect.ValueOf(&p).Elem())
 	b, err := encodePart(p)
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +54,7 @@ func TestPartCoderKeepsNilAndEmpty(t *testing.T) {
 // errors, never a panic or a silently shorter part.
 func TestPartCoderRejectsDamage(t *testing.T) {
 	var p part
-	seed := 0
-	fill(t, reflect.ValueOf(&p).Elem(), &seed)
+	bincodetest.Fill(t, reflect.ValueOf(&p).Elem())
 	b, _ := encodePart(p)
 	for n := range len(b) {
 		if _, err := decodePart(b[:n]); err == nil {
@@ -117,8 +75,7 @@ func TestPartCoderRejectsDamage(t *testing.T) {
 // it accepts encodes to bytes that decode to the same part.
 func FuzzDecodePart(f *testing.F) {
 	var p part
-	seed := 0
-	fill(f, reflect.ValueOf(&p).Elem(), &seed)
+	bincodetest.Fill(f, reflect.ValueOf(&p).Elem())
 	b, _ := encodePart(p)
 	f.Add(b)
 	z, _ := encodePart(part{})
