@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/internal/bincode/bincodetest"
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -402,10 +403,7 @@ func TestStagingRoundTrip(t *testing.T) {
 	}
 	var recs []stagedRecord
 	for i := range in {
-		r, err := encodeRecord(&in[i])
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := encodeRecord(&in[i])
 		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 {
 			t.Fatalf("record %d: key %s", i, r.PatchKey)
 		}
@@ -442,38 +440,109 @@ func TestStagingRoundTrip(t *testing.T) {
 
 func TestBlobCache(t *testing.T) {
 	var nilCache *blobCache
-	nilCache.put("a", 10, "x", true)
-	if _, _, ok := nilCache.get("a", 10); ok {
+	if b := nilCache.put("r", "a", []byte("x")); b.data != "x" || !b.text {
+		t.Errorf("the nil cache's put: %+v", b)
+	}
+	if _, _, ok := nilCache.get("r", "a"); ok {
 		t.Error("the nil cache holds entries")
 	}
 	var c blobCache
-	c.put("a", 10, "alpha", true)
-	c.put("b", 10, "", false)
-	if s, usable, ok := c.get("a", 10); !ok || !usable || s != "alpha" {
-		t.Errorf("a: %q %v %v", s, usable, ok)
+	src := []byte("alpha")
+	c.put("r", "a", src)
+	src[0] = 'X' // the cache holds a copy
+	c.put("r", "b", []byte("bin\x00ary"))
+	c.put("r", "c", []byte("caf\xe9"))
+	if s, text, ok := c.get("r", "a"); !ok || !text || s != "alpha" {
+		t.Errorf("a: %q %v %v", s, text, ok)
 	}
-	if _, usable, ok := c.get("b", 10); !ok || usable {
-		t.Errorf("b: usable %v ok %v", usable, ok)
+	for _, id := range []string{"b", "c"} { // binary, not UTF-8
+		if s, text, ok := c.get("r", id); !ok || text || s == "" {
+			t.Errorf("%s: %q text %v ok %v", id, s, text, ok)
+		}
 	}
-	// Whether a blob is usable depends on the size cap: another cap is
-	// another entry.
-	if _, _, ok := c.get("a", 20); ok {
-		t.Error("entry shared across size caps")
+	// Entries are per repository: a damaged clone still misses what
+	// another repository has.
+	if _, _, ok := c.get("other", "a"); ok {
+		t.Error("entry shared across repositories")
 	}
 	// The cache stays within its bound however much goes through it.
-	big := strings.Repeat("x", blobCacheBytes/16)
+	big := []byte(strings.Repeat("x", blobCacheBytes/16))
 	for i := range 100 {
-		c.put(fmt.Sprint("blob", i), 10, big, true)
+		c.put("r", fmt.Sprint("blob", i), big)
 		if c.bytes > blobCacheBytes {
 			t.Fatalf("after %d puts: %d bytes cached, bound %d", i+1, c.bytes, blobCacheBytes)
 		}
 	}
-	if s, _, ok := c.get("blob99", 10); !ok || s != big {
+	if s, _, ok := c.get("r", "blob99"); !ok || s != string(big) {
 		t.Error("the newest entry was evicted")
 	}
 	// Too large to cache at all.
-	c.put("huge", 10, strings.Repeat("x", blobCacheBytes/4), true)
-	if _, _, ok := c.get("huge", 10); ok {
+	c.put("r", "huge", []byte(strings.Repeat("x", blobCacheBytes/4)))
+	if _, _, ok := c.get("r", "huge"); ok {
 		t.Error("cached a blob larger than blobCacheBytes/8")
+	}
+}
+
+// TestStagingCarriesEveryField round-trips an instance whose every field
+// is set: a field added to schemas.Instance but not to the staging coder
+// fails here.
+func TestStagingCarriesEveryField(t *testing.T) {
+	var in schemas.Instance
+	bincodetest.Fill(t, reflect.ValueOf(&in).Elem())
+	r := encodeRecord(&in)
+	var got schemas.Instance
+	if _, err := decodeRecord(r.Data, nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("round trip changed the instance:\n got %+v\nwant %+v", got, in)
+	}
+	// Nil and empty lists and maps stay apart.
+	empty := schemas.Instance{LinkedIssues: []int{}, CodeContext: map[string]string{}, RelevantFiles: []string{}}
+	got = schemas.Instance{}
+	if _, err := decodeRecord(encodeRecord(&empty).Data, nil, &got); err != nil || !reflect.DeepEqual(got, empty) {
+		t.Errorf("empty lists and maps: %+v, %v", got, err)
+	}
+}
+
+// FuzzReadInstance: arbitrary bytes never panic the staging decoder, and
+// what it accepts encodes to bytes that decode to the same instance.
+func FuzzReadInstance(f *testing.F) {
+	var in schemas.Instance
+	bincodetest.Fill(f, reflect.ValueOf(&in).Elem())
+	f.Add(appendInstance(nil, &in))
+	f.Add(appendInstance(nil, &schemas.Instance{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v schemas.Instance
+		if err := readInstance(b, &v); err != nil {
+			return
+		}
+		var again schemas.Instance
+		if err := readInstance(appendInstance(nil, &v), &again); err != nil || !reflect.DeepEqual(again, v) {
+			t.Fatalf("re-encoding an accepted record: %v\n got %+v\nwant %+v", err, again, v)
+		}
+	})
+}
+
+// TestStagingRejectsDamage: every truncation of a record, a trailing byte
+// and another version are errors, never a panic or a wrong instance.
+func TestStagingRejectsDamage(t *testing.T) {
+	var in schemas.Instance
+	bincodetest.Fill(t, reflect.ValueOf(&in).Elem())
+	b := appendInstance(nil, &in)
+	for n := range len(b) {
+		var v schemas.Instance
+		if err := readInstance(b[:n], &v); err == nil {
+			t.Fatalf("truncated to %d of %d bytes: no error", n, len(b))
+		}
+	}
+	var v schemas.Instance
+	if err := readInstance(append(append([]byte{}, b...), 0), &v); err == nil {
+		t.Error("a trailing byte: no error")
+	}
+	other := append([]byte{}, b...)
+	other[0] = stagingVersion + 1
+	if err := readInstance(other, &v); err == nil || !strings.Contains(err.Error(), "version") {
+		t.Errorf("another version: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -214,8 +215,9 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 const stagingDir = ".staging"
 
 // buildFn reads each candidate's files. Candidates are built in batches by
-// Workers goroutines, each with its own `git cat-file --batch` per
-// repository, so git's latency overlaps; the workers also encode the built
+// Workers goroutines, which share one `git cat-file --batch` per core and
+// repository: their requests queue on the pipe, so git's latency overlaps
+// and git answers many per wake-up; the workers also encode the built
 // instances as staging records (see staging.go), and each batch goes to one
 // staging file in Staging. Only small references cross the shuffle:
 // KV<patch key, id NUL group> for deduplication and KV<group, stagedRow>
@@ -227,15 +229,15 @@ type buildFn struct {
 	Relevant    mining.RelevantConfig
 	Staging     string
 	RowsPerFile int
-	Workers     int // default runtime.NumCPU(), at least 2
+	Workers     int // default SWERL_MINE_WORKERS or 4 a core
 
 	pending   []Candidate
 	recs      []stagedRecord
 	group     string // the open group: the name of its first staging file
 	groupRows int
 	mu        sync.Mutex
-	idle      map[string][]*gitio.CatFile // by repository directory
-	all       []*gitio.CatFile
+	cats      map[string][]*gitio.CatFile // by repository directory
+	next      int
 }
 
 const buildBatch = 64
@@ -244,19 +246,23 @@ func (f *buildFn) workers() int {
 	if f.Workers > 0 {
 		return f.Workers
 	}
-	return max(2, runtime.NumCPU())
+	if n, err := strconv.Atoi(os.Getenv("SWERL_MINE_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 4 * max(1, runtime.NumCPU())
 }
 
-// acquire returns a cat-file process for dir, starting one if all are busy.
+// acquire returns a cat-file process for dir: up to catFiles of them a
+// repository, started on first use and then shared round-robin (a
+// CatFile pipelines the requests of many goroutines).
 func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 	f.mu.Lock()
-	if cs := f.idle[dir]; len(cs) > 0 {
-		c := cs[len(cs)-1]
-		f.idle[dir] = cs[:len(cs)-1]
-		f.mu.Unlock()
-		return c, nil
+	defer f.mu.Unlock()
+	cs := f.cats[dir]
+	if len(cs) >= catFiles() {
+		f.next++
+		return cs[f.next%len(cs)], nil
 	}
-	f.mu.Unlock()
 	repo, err := gitio.Open(context.Background(), dir)
 	if err != nil {
 		return nil, err
@@ -266,37 +272,34 @@ func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	f.all = append(f.all, c)
-	f.mu.Unlock()
+	c.UseTrees(trees)
+	if f.cats == nil {
+		f.cats = map[string][]*gitio.CatFile{}
+	}
+	f.cats[dir] = append(cs, c)
 	return c, nil
 }
 
-func (f *buildFn) release(dir string, c *gitio.CatFile) {
-	f.mu.Lock()
-	if f.idle == nil {
-		f.idle = map[string][]*gitio.CatFile{}
-	}
-	f.idle[dir] = append(f.idle[dir], c)
-	f.mu.Unlock()
-}
+// catFiles is how many cat-file processes a build bundle runs for one
+// repository: git answers on one core each.
+func catFiles() int { return max(1, runtime.NumCPU()) }
+
+// trees is the process's tree cache, shared by every build bundle's
+// cat-file processes (entries are kept by repository).
+var trees = gitio.NewTreeCache(64 << 20)
 
 func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
-		if err := f.build(rej); err != nil {
-			return err
-		}
+		f.build(rej)
 		return f.stage(ref, row)
 	}
 	return nil
 }
 
 func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
-	err := f.build(rej)
-	if err == nil {
-		err = f.stage(ref, row)
-	}
+	f.build(rej)
+	err := f.stage(ref, row)
 	// Groups do not span bundles: a retried bundle starts its own.
 	f.group, f.groupRows = "", 0
 	return err
@@ -304,14 +307,13 @@ func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), ro
 
 // build builds and encodes the pending candidates in parallel, keeping
 // input order.
-func (f *buildFn) build(rej func(Rejected)) error {
+func (f *buildFn) build(rej func(Rejected)) {
 	if len(f.pending) == 0 {
-		return nil
+		return
 	}
 	type result struct {
 		rec stagedRecord
 		rej *Rejected
-		err error
 	}
 	out := make([]result, len(f.pending))
 	next := make(chan int)
@@ -326,7 +328,7 @@ func (f *buildFn) build(rej func(Rejected)) error {
 					out[i].rej = r
 					continue
 				}
-				out[i].rec, out[i].err = encodeRecord(&inst)
+				out[i].rec = encodeRecord(&inst)
 			}
 		}()
 	}
@@ -337,16 +339,12 @@ func (f *buildFn) build(rej func(Rejected)) error {
 	wg.Wait()
 	f.pending = f.pending[:0]
 	for _, r := range out {
-		switch {
-		case r.err != nil:
-			return r.err
-		case r.rej != nil:
+		if r.rej != nil {
 			rej(*r.rej)
-		default:
+		} else {
 			f.recs = append(f.recs, r.rec)
 		}
 	}
-	return nil
 }
 
 func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
@@ -354,7 +352,6 @@ func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
 	if err != nil {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}
 	}
-	defer f.release(c.RepoDir, cat)
 	inst, r := build(cat, c, buildConfig{Limits: f.Limits, Relevant: f.Relevant, Blobs: &blobs})
 	if r != nil {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(r.Reason), Detail: r.Detail}
@@ -394,10 +391,12 @@ func (f *buildFn) stage(ref func(string, string), row func(string, stagedRow)) e
 func (f *buildFn) Teardown() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.all {
-		c.Close()
+	for _, cs := range f.cats {
+		for _, c := range cs {
+			c.Close()
+		}
 	}
-	f.all, f.idle = nil, nil
+	f.cats = nil
 }
 
 // dedupFn keeps one instance per oracle patch, the smallest id (IDLess),

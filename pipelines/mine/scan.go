@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,7 +192,7 @@ func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevent
 type buildConfig struct {
 	Limits   mining.Limits
 	Relevant mining.RelevantConfig
-	// Blobs caches relevant-file candidates by object id; nil for none.
+	// Blobs caches blobs by object id; nil for none.
 	Blobs *blobCache
 }
 
@@ -240,16 +239,29 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 			want = append(want, &files[i].New)
 		}
 	}
-	objs, errs := cat.GetMany(revs)
+	var need []string
+	var at []int
+	for i, id := range revs {
+		if data, _, ok := cfg.Blobs.get(cat.Dir(), id); ok {
+			*want[i] = []byte(data)
+			continue
+		}
+		need = append(need, id)
+		at = append(at, i)
+	}
+	objs, errs := cat.GetMany(need)
+	for k, i := range at {
+		if errs[k] != nil {
+			return fail(errs[k], "read "+pathOf(files, want[i]))
+		}
+		if objs[k].Type != "blob" {
+			return fail(fmt.Errorf("%s is a %s", revs[i], objs[k].Type), "read "+pathOf(files, want[i]))
+		}
+		*want[i] = objs[k].Data
+		cfg.Blobs.put(cat.Dir(), revs[i], objs[k].Data)
+	}
 	for i := range revs {
-		if errs[i] != nil {
-			return fail(errs[i], "read "+pathOf(files, want[i]))
-		}
-		if objs[i].Type != "blob" {
-			return fail(fmt.Errorf("%s is a %s", revs[i], objs[i].Type), "read "+pathOf(files, want[i]))
-		}
-		*want[i] = objs[i].Data
-		if size += len(objs[i].Data); size > cfg.Limits.Bytes() {
+		if size += len(*want[i]); size > cfg.Limits.Bytes() {
 			return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: more than %d bytes changed", cand.ID, cfg.Limits.Bytes())}
 		}
 	}
@@ -323,26 +335,12 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	trees := map[string][]string{}
 	ids := map[string]string{} // path → blob id, for the files in trees
 	listDirs := func(dirs []string) {
-		var revs []string
-		var names []string
 		for _, d := range dirs {
 			if _, ok := trees[d]; ok {
 				continue
 			}
 			trees[d] = nil
-			rev := base + ":" + d
-			if d == "." || d == "" {
-				rev = base + "^{tree}"
-			}
-			revs = append(revs, rev)
-			names = append(names, d)
-		}
-		objs, errs := cat.GetMany(revs)
-		for i, d := range names {
-			if errs[i] != nil || objs[i].Type != "tree" {
-				continue
-			}
-			es, err := gitio.ParseTree(objs[i].Data, len(objs[i].Hash)/2)
+			es, err := cat.ReadDir(base, d)
 			if err != nil {
 				continue
 			}
@@ -359,8 +357,10 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	paths := schemas.SortedPaths(modified)
 	for _, p := range paths {
 		if mining.Language(p) == "Go" {
-			if o, err := cat.Get(base + ":go.mod"); err == nil {
-				goMod = mining.GoModulePath(string(o.Data))
+			if e, err := cat.Lookup(base, "go.mod"); err == nil && !e.IsTree() {
+				if o, err := cat.Get(e.Hash); err == nil {
+					goMod = mining.GoModulePath(string(o.Data))
+				}
 			}
 			break
 		}
@@ -408,12 +408,16 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	for _, p := range probes {
 		id, ok := ids[p]
 		if !ok {
-			revs = append(revs, base+":"+p)
-			read = append(read, p)
-			continue
+			e, err := cat.Lookup(base, p)
+			if err != nil || e.IsTree() || e.Mode == "160000" || e.Mode == "120000" {
+				continue
+			}
+			id = e.Hash
+			ids[p] = id
 		}
-		if c, usable, hit := blobs.get(id, cfg.FileBytes()); hit {
-			if usable {
+		c, text, hit := blobs.get(cat.Dir(), id)
+		if hit {
+			if text && len(c) <= cfg.FileBytes() {
 				cands[p] = c
 			}
 			continue
@@ -423,18 +427,10 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	}
 	objs, errs := cat.GetMany(revs)
 	for i, p := range read {
-		o := objs[i]
-		if errs[i] != nil {
-			continue
-		}
-		usable := o.Type == "blob" && len(o.Data) <= cfg.FileBytes() && !mining.IsBinary(o.Data) && utf8.Valid(o.Data)
-		c := ""
-		if usable {
-			c = string(o.Data)
-			cands[p] = c
-		}
-		if ids[p] == o.Hash {
-			blobs.put(o.Hash, cfg.FileBytes(), c, usable)
+		if o := objs[i]; errs[i] == nil && o.Type == "blob" {
+			if b := blobs.put(cat.Dir(), o.Hash, o.Data); b.text && len(b.data) <= cfg.FileBytes() {
+				cands[p] = b.data
+			}
 		}
 	}
 	out := map[string]string{}
@@ -453,65 +449,68 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// blobCache holds relevant-file candidates by blob id: the content when
-// it is usable (a UTF-8 text blob of at most RelevantConfig.FileBytes), or
-// only that it is not. Content-addressed, so never stale; at most
-// blobCacheBytes (content, ids and overhead), evicting arbitrary entries.
-// Safe for concurrent use; the nil cache holds nothing.
+// blobCache holds blobs by repository and object id: the modified files of
+// one pull request are the old content of the next one that touches them,
+// and the files around them are relevant-file candidates of many. On the
+// 5,000-commit bench a third of the blobs read were read before. Objects
+// are immutable, so an entry is never stale; at most blobCacheBytes
+// (content, keys and overhead) are held, evicting arbitrary entries. Safe
+// for concurrent use; the nil cache holds nothing.
 type blobCache struct {
 	mu    sync.Mutex
-	m     map[string]cachedBlob
+	m     map[blobKey]cachedBlob
 	bytes int
 }
 
+type blobKey struct{ repo, id string }
+
 type cachedBlob struct {
-	content string
-	usable  bool
+	data string
+	text bool // UTF-8 and not binary (mining.IsBinary)
 }
 
-const blobCacheBytes = 16 << 20
+const blobCacheBytes = 32 << 20
 
 // blobs is the process's cache: a runner may run many build bundles, each
-// with its own buildFn, at once. Entries are keyed by blob id and
-// RelevantConfig.FileBytes, so pipelines with different settings in one
-// process do not mix.
+// with its own buildFn, at once.
 var blobs blobCache
 
-func (c *blobCache) get(id string, maxBytes int) (content string, usable, ok bool) {
+func (c *blobCache) get(repo, id string) (data string, text, ok bool) {
 	if c == nil {
 		return "", false, false
 	}
-	id += "/" + strconv.Itoa(maxBytes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.m[id]
-	return b.content, b.usable, ok
+	b, ok := c.m[blobKey{repo, id}]
+	return b.data, b.text, ok
 }
 
-func (c *blobCache) put(id string, maxBytes int, content string, usable bool) {
-	if c == nil || len(content) > blobCacheBytes/8 {
-		return
+// put caches a copy of data as blob id of repo and returns the entry.
+func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
+	b := cachedBlob{string(data), !mining.IsBinary(data) && utf8.Valid(data)}
+	if c == nil || len(data) > blobCacheBytes/8 {
+		return b
 	}
-	id += "/" + strconv.Itoa(maxBytes)
+	k := blobKey{repo, id}
+	size := func(k blobKey, b cachedBlob) int { return len(k.id) + len(b.data) + 80 } // 80: map entry
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]cachedBlob{}
+		c.m = map[blobKey]cachedBlob{}
 	}
-	if _, ok := c.m[id]; ok {
-		return
+	if _, ok := c.m[k]; ok {
+		return b
 	}
-	size := func(id string, b cachedBlob) int { return len(id) + len(b.content) + 64 } // 64: map entry
-	b := cachedBlob{content, usable}
-	for k, old := range c.m {
-		if c.bytes+size(id, b) <= blobCacheBytes {
+	for old, ob := range c.m {
+		if c.bytes+size(k, b) <= blobCacheBytes {
 			break
 		}
-		delete(c.m, k)
-		c.bytes -= size(k, old)
+		delete(c.m, old)
+		c.bytes -= size(old, ob)
 	}
-	c.m[id] = b
-	c.bytes += size(id, b)
+	c.m[k] = b
+	c.bytes += size(k, b)
+	return b
 }
 
 var (
