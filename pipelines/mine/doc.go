@@ -9,8 +9,9 @@
 // squash merges "(#N)", and merge commits of merged PullRequestEvents; with
 // Config.Commits every other first-parent non-merge commit becomes a
 // candidate too (source "commit", id "owner/repo@<sha12>"). Candidates are
-// reshuffled, then read through one `git cat-file --batch` per repository
-// and worker: base = the merge base of the PR head with its target (the
+// reshuffled, then read by many workers through `git cat-file --batch`
+// processes (one a core and repository, requests pipelined) and caches of
+// trees and blobs: base = the merge base of the PR head with its target (the
 // parent for squash merges and commits), code context = every modified
 // file at the base plus relevant files (mining.Rank), oracle = the files at
 // the PR head, oracle patch = reward.GitDiff of the two. The filters of
@@ -22,8 +23,9 @@
 // # Outputs
 //
 // DIR/instances/part-<hash>.parquet (at most Config.RowsPerFile instances a
-// file, sorted by id, the name a hash of the ids; earlier part files are
-// removed at the start of a run),
+// file, sorted by id, the name a hash of the ids; a larger group is cut into
+// id ranges of at least 256 instances, up to one a core, written in
+// parallel; earlier part files are removed at the start of a run),
 // DIR/deadletter/mine.parquet when there are dead letters, DIR/instances.jsonl
 // (or Config.JSONLPath) with Config.JSONL, and whatever Config.Publish does
 // with the kept instances (the Kafka topic swerl.instances in `swerl mine`).

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -544,5 +546,102 @@ func TestStagingRejectsDamage(t *testing.T) {
 	other[0] = stagingVersion + 1
 	if err := readInstance(other, &v); err == nil || !strings.Contains(err.Error(), "version") {
 		t.Errorf("another version: %v", err)
+	}
+}
+
+// TestFinalizeCutsLargeGroups: a group of more than 2·minFileRows rows is
+// written as one file per writer slot (at most), contiguous id ranges, each
+// sorted; every kept row is in exactly one file and emitted exactly once;
+// dropped rows are in none; the staging files are removed.
+func TestFinalizeCutsLargeGroups(t *testing.T) {
+	dir := t.TempDir()
+	staging := filepath.Join(dir, ".staging")
+	const n = 3*minFileRows + 17
+	var rows []stagedRow
+	for lo := 0; lo < n; lo += 100 { // several staging files, as build writes them
+		var recs []stagedRecord
+		for i := lo; i < min(n, lo+100); i++ {
+			inst := schemas.Instance{SchemaVersion: schemas.Version, ID: fmt.Sprintf("acme/w#%d", i+1), Repo: "acme/w", PRNumber: i + 1, OraclePatch: fmt.Sprint("patch ", i)}
+			recs = append(recs, encodeRecord(&inst))
+		}
+		rs, err := writeStaging(staging, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, rs...)
+	}
+	rand.New(rand.NewSource(1)).Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	dropped := []string{"acme/w#5", "acme/w#600"}
+	var emitted, written []string
+	f := &finalizeFn{Dir: dir, Emit: true}
+	next, nextDrop := 0, 0
+	err := f.ProcessElement(context.Background(), "g",
+		func(r *stagedRow) bool {
+			if next == len(rows) {
+				return false
+			}
+			*r = rows[next]
+			next++
+			return true
+		},
+		func(id *string) bool {
+			if nextDrop == len(dropped) {
+				return false
+			}
+			*id = dropped[nextDrop]
+			nextDrop++
+			return true
+		},
+		func(id string, wire []byte) { emitted = append(emitted, id) },
+		func(path string) { written = append(written, path) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := min(cap(writers), n/minFileRows); len(written) != want {
+		t.Errorf("%d files, want %d (writer slots %d)", len(written), want, cap(writers))
+	}
+	seen := map[string]int{}
+	var ranges [][2]string // each file's first and last id
+	for _, p := range written {
+		got, err := parquetio.ReadFile[schemas.Instance](p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) < minFileRows {
+			t.Errorf("%s: %d rows, fewer than %d", p, len(got), minFileRows)
+		}
+		for i, inst := range got {
+			seen[inst.ID]++
+			if i > 0 && !mining.IDLess(got[i-1].ID, inst.ID) {
+				t.Fatalf("%s: %s before %s", p, got[i-1].ID, inst.ID)
+			}
+		}
+		ranges = append(ranges, [2]string{got[0].ID, got[len(got)-1].ID})
+	}
+	sort.Slice(ranges, func(i, j int) bool { return mining.IDLess(ranges[i][0], ranges[j][0]) })
+	for i := 1; i < len(ranges); i++ {
+		if !mining.IDLess(ranges[i-1][1], ranges[i][0]) {
+			t.Errorf("files overlap: %v and %v", ranges[i-1], ranges[i])
+		}
+	}
+	if len(seen) != n-len(dropped) {
+		t.Errorf("%d distinct rows in the files, want %d", len(seen), n-len(dropped))
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("%s in %d files", id, c)
+		}
+	}
+	for _, id := range dropped {
+		if seen[id] > 0 {
+			t.Errorf("dropped %s was written", id)
+		}
+	}
+	sort.Strings(emitted)
+	if distinct := len(slices.Compact(slices.Clone(emitted))); len(emitted) != len(seen) || distinct != len(emitted) {
+		t.Errorf("%d emitted (%d distinct), want %d once each", len(emitted), distinct, len(seen))
+	}
+	if left, _ := os.ReadDir(staging); len(left) != 0 {
+		t.Errorf("staging files left: %d", len(left))
 	}
 }

@@ -425,10 +425,14 @@ func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(
 }
 
 // finalizeFn writes one group's instances, without the dropped ones and
-// sorted by id (IDLess), to DIR/part-<hash of the ids>.parquet (atomically),
-// reading one staging record at a time and ending a row group every
-// rowGroupBytes of records, then removes the group's staging files. With
-// Emit it outputs KV<id, instance JSON> for each kept instance.
+// sorted by id (IDLess), to DIR/part-<hash of the ids>.parquet files
+// (atomically), reading one staging record at a time and ending a row
+// group every rowGroupBytes of records, then removes the group's staging
+// files. A large group is cut into contiguous id ranges of at least
+// minFileRows, one file each, written in parallel (up to one a core):
+// finalize runs after the last build, so a single writer left every other
+// core idle. With Emit it outputs KV<id, instance JSON> for each kept
+// instance.
 type finalizeFn struct {
 	Dir  string
 	Emit bool
@@ -438,10 +442,35 @@ type finalizeFn struct {
 // instance file: the writer holds a row group's pages in memory.
 const rowGroupBytes = 32 << 20
 
+// minFileRows is the fewest rows finalize gives one file when it cuts a
+// group for parallel writers.
+const minFileRows = 256
+
 // writers bounds the instance files written at once in this process (a
 // runner may run many finalize bundles in parallel; each writer holds
 // tens of MiB): GOMAXPROCS, since writing is CPU-bound.
 var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+// cutRows cuts sorted rows into at most parts contiguous runs of nearly
+// equal length, each of at least minFileRows (one run when rows are few).
+func cutRows(rows []stagedRow, parts int) [][]stagedRow {
+	k := max(1, min(parts, len(rows)/minFileRows))
+	var out [][]stagedRow
+	for i := range k {
+		lo, hi := i*len(rows)/k, (i+1)*len(rows)/k
+		if hi > lo {
+			out = append(out, rows[lo:hi])
+		}
+	}
+	return out
+}
+
+// emitted is one kept instance's wire form, passed from a file writer to
+// the bundle's goroutine (only it may emit).
+type emitted struct {
+	id   string
+	wire []byte
+}
 
 func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string)) error {
 	dropped := map[string]bool{}
@@ -458,62 +487,60 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			rows = append(rows, r)
 		}
 	}
-	ids := make([]string, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
-	out := filepath.Join(f.Dir, idsName("part", ".parquet", ids))
 	sort.Slice(rows, func(i, j int) bool { return mining.IDLess(rows[i].ID, rows[j].ID) })
+	runs := cutRows(rows, cap(writers))
+	outs := make([]string, len(runs))
+	for i, run := range runs {
+		ids := make([]string, len(run))
+		for j := range run {
+			ids[j] = run[j].ID
+		}
+		outs[i] = filepath.Join(f.Dir, idsName("part", ".parquet", ids))
+	}
 	for file := range files {
 		if _, err := os.Stat(file); os.IsNotExist(err) {
-			if _, err := os.Stat(out); err == nil || len(rows) == 0 {
+			done := true
+			for _, out := range outs {
+				if _, err := os.Stat(out); err != nil {
+					done = false
+				}
+			}
+			if done {
 				return nil // a retry after the group was finalized
 			}
-			return fmt.Errorf("mine: staging file %s is gone and %s was not written", file, out)
+			return fmt.Errorf("mine: staging file %s is gone and the instance files were not all written", file)
 		}
 	}
-	var rd stagingReader
-	defer rd.close()
-	if len(rows) > 0 {
-		writers <- struct{}{}
-		defer func() { <-writers }()
-		w, err := parquetio.Create[schemas.Instance](out)
+	var ch chan emitted
+	if f.Emit {
+		ch = make(chan emitted, 64)
+	}
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writers <- struct{}{}
+			defer func() { <-writers }()
+			errs[i] = writeInstances(outs[i], run, ch)
+		}()
+	}
+	if ch != nil {
+		go func() { wg.Wait(); close(ch) }()
+		for e := range ch {
+			emit(e.id, e.wire)
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return err
 		}
-		var inst schemas.Instance
-		var pending int64
-		for _, r := range rows {
-			inst = schemas.Instance{}
-			if err := rd.read(r, &inst); err != nil {
-				w.Abort()
-				return err
-			}
-			if pending > 0 && pending+r.Size > rowGroupBytes {
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				pending = 0
-			}
-			pending += r.Size
-			if err := w.Write(inst); err != nil {
-				return err
-			}
-			if f.Emit {
-				b, err := schemas.Encode(&inst)
-				if err != nil {
-					w.Abort()
-					return fmt.Errorf("mine: %s: %w", inst.ID, err)
-				}
-				emit(inst.ID, b)
-			}
-		}
-		if err := w.Close(); err != nil {
-			return err
-		}
+	}
+	for _, out := range outs {
 		written(out)
 	}
-	rd.close()
 	for file := range files {
 		if err := os.Remove(file); err != nil {
 			return fmt.Errorf("mine: remove staging file: %w", err)
@@ -523,6 +550,47 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 	live.kept.Add(int64(len(rows)))
 	promm().instances.Add(float64(len(rows)))
 	return nil
+}
+
+// writeInstances streams the staged rows into the instance file out, and,
+// when ch is not nil, sends each instance's wire form to ch.
+func writeInstances(out string, rows []stagedRow, ch chan<- emitted) error {
+	var rd stagingReader
+	defer rd.close()
+	w, err := parquetio.Create[schemas.Instance](out)
+	if err != nil {
+		return err
+	}
+	var inst schemas.Instance
+	var pending int64
+	for _, r := range rows {
+		inst = schemas.Instance{}
+		if err := rd.read(r, &inst); err != nil {
+			w.Abort()
+			return err
+		}
+		if pending > 0 && pending+r.Size > rowGroupBytes {
+			if err := w.Flush(); err != nil {
+				w.Abort()
+				return err
+			}
+			pending = 0
+		}
+		pending += r.Size
+		if err := w.Write(inst); err != nil {
+			w.Abort()
+			return err
+		}
+		if ch != nil {
+			b, err := schemas.Encode(&inst)
+			if err != nil {
+				w.Abort()
+				return fmt.Errorf("mine: %s: %w", inst.ID, err)
+			}
+			ch <- emitted{inst.ID, b}
+		}
+	}
+	return w.Close()
 }
 
 func oneKey(path string, emit func(int, string)) { emit(0, path) }
