@@ -286,7 +286,7 @@ func catFiles() int { return max(1, runtime.NumCPU()) }
 
 // trees is the process's tree cache, shared by every build bundle's
 // cat-file processes (entries are kept by repository).
-var trees = gitio.NewTreeCache(64 << 20)
+var trees = gitio.NewTreeCache(16 << 20)
 
 func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
 	f.pending = append(f.pending, c)

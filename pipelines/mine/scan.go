@@ -469,7 +469,7 @@ type cachedBlob struct {
 	text bool // UTF-8 and not binary (mining.IsBinary)
 }
 
-const blobCacheBytes = 32 << 20
+const blobCacheBytes = 16 << 20
 
 // blobs is the process's cache: a runner may run many build bundles, each
 // with its own buildFn, at once.
