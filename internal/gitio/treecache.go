@@ -144,8 +144,8 @@ func (c *CatFile) readTrees(revs []string) (ids []string, trees [][]TreeEntry, e
 		ids[i], trees[i] = o.Hash, es
 		if c.trees != nil {
 			commit := strings.TrimSuffix(revs[i], "^{tree}")
-			if strings.Contains(commit, ":") || strings.ContainsAny(commit, "^~@{") {
-				commit = "" // only plain object ids name a commit
+			if !isObjectID(commit) {
+				commit = "" // a ref such as HEAD can move: only ids are kept
 			}
 			c.trees.put(repo, commit, o.Hash, es)
 		}
@@ -211,4 +211,18 @@ func (c *CatFile) ReadDir(commit, dir string) ([]TreeEntry, error) {
 		return nil, err
 	}
 	return trees[0], nil
+}
+
+// isObjectID reports whether s is a full SHA-1 or SHA-256 object id in
+// lower-case hex (what git prints), not a ref or an abbreviation.
+func isObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

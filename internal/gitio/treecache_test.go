@@ -199,3 +199,27 @@ func TestCatFileConcurrentCallers(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTreeCacheFollowsMovingRefs: a commit's root tree is remembered by id
+// only; HEAD read through the cache after a new commit is the new tree.
+func TestTreeCacheFollowsMovingRefs(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("a", map[string]string{"f": "1\n"})
+	cf, err := gitio.NewCatFile(context.Background(), open(t, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	cf.UseTrees(gitio.NewTreeCache(1 << 20))
+	if _, err := cf.ReadDir("HEAD", ""); err != nil {
+		t.Fatal(err)
+	}
+	r.Commit("b", map[string]string{"g": "2\n"})
+	es, err := cf.ReadDir("HEAD", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 {
+		t.Errorf("HEAD after a new commit lists %d entries, want 2 (a stale root)", len(es))
+	}
+}
