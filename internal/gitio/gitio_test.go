@@ -131,13 +131,9 @@ func TestCatFileAndDiffTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, ch := range got {
-		lines = append(lines, fmt.Sprintf(":%s %s %s %s %c\t%s", ch.OldMode, ch.NewMode, ch.OldHash, ch.NewHash, ch.Status, ch.Path))
-	}
 	want := r.Git("diff", "--raw", "--no-renames", "--no-abbrev", a, b)
-	if strings.Join(lines, "\n") != want {
-		t.Errorf("DiffTrees\n%s\ngit diff --raw\n%s", strings.Join(lines, "\n"), want)
+	if raw := rawDiff(got); raw != want {
+		t.Errorf("DiffTrees\n%s\ngit diff --raw\n%s", raw, want)
 	}
 	blob, err := cf.Get(b + ":x/y/b.go")
 	if err != nil || string(blob.Data) != "b2\n" || blob.Type != "blob" {
@@ -240,6 +236,15 @@ func TestMergeBaseMatchesGit(t *testing.T) {
 	if checked < 50 {
 		t.Fatalf("only %d pairs checked", checked)
 	}
+}
+
+// rawDiff formats changes as `git diff --raw --no-abbrev` prints them.
+func rawDiff(changes []gitio.Change) string {
+	var lines []string
+	for _, ch := range changes {
+		lines = append(lines, fmt.Sprintf(":%s %s %s %s %c\t%s", ch.OldMode, ch.NewMode, ch.OldHash, ch.NewHash, ch.Status, ch.Path))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func contains(xs []string, x string) bool {

@@ -54,12 +54,8 @@ func TestCachedDiffTreesMatchesGit(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					var lines []string
-					for _, ch := range got {
-						lines = append(lines, fmt.Sprintf(":%s %s %s %s %c\t%s", ch.OldMode, ch.NewMode, ch.OldHash, ch.NewHash, ch.Status, ch.Path))
-					}
-					if strings.Join(lines, "\n") != want {
-						t.Fatalf("round %d, %s, %s..%s:\n%s\ngit diff --raw:\n%s", round, name, a[:7], b[:7], strings.Join(lines, "\n"), want)
+					if raw := rawDiff(got); raw != want {
+						t.Fatalf("round %d, %s, %s..%s:\n%s\ngit diff --raw:\n%s", round, name, a[:7], b[:7], raw, want)
 					}
 				}
 			}
