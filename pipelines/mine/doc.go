@@ -10,7 +10,7 @@
 // Config.Commits every other first-parent non-merge commit becomes a
 // candidate too (source "commit", id "owner/repo@<sha12>"). Candidates are
 // reshuffled, then read by many workers through `git cat-file --batch`
-// processes (one a core and repository, requests pipelined) and caches of
+// processes (one per two cores and repository, requests pipelined) and caches of
 // trees and blobs: base = the merge base of the PR head with its target (the
 // parent for squash merges and commits), code context = every modified
 // file at the base plus relevant files (mining.Rank), oracle = the files at

@@ -215,10 +215,10 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 const stagingDir = ".staging"
 
 // buildFn reads each candidate's files. Candidates are built in batches by
-// Workers goroutines, which share one `git cat-file --batch` per core and
-// repository: their requests queue on the pipe, so git's latency overlaps
-// and git answers many per wake-up; the workers also encode the built
-// instances as staging records (see staging.go), and each batch goes to one
+// Workers goroutines, which share `git cat-file --batch` processes (one per
+// two cores and repository): their requests queue on the pipe, so git's
+// latency overlaps and git answers many per wake-up; the workers also
+// encode the built instances as staging records (see staging.go), and each batch goes to one
 // staging file in Staging. Only small references cross the shuffle:
 // KV<patch key, id NUL group> for deduplication and KV<group, stagedRow>
 // for each instance, where a group is the staging files of at most
@@ -281,8 +281,11 @@ func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 }
 
 // catFiles is how many cat-file processes a build bundle runs for one
-// repository: git answers on one core each.
-func catFiles() int { return max(1, runtime.NumCPU()) }
+// repository: one per two cores. Fewer processes each find more requests
+// queued (fewer sleeps and wake-ups) and share one delta-base cache: on 2
+// cores one process instead of two took 8-11% less wall and CPU time on
+// the mining bench, at 5000 and at 20000 commits.
+func catFiles() int { return max(1, runtime.NumCPU()/2) }
 
 // trees is the process's tree cache, shared by every build bundle's
 // cat-file processes (entries are kept by repository).
