@@ -6,9 +6,11 @@
 // requests (a branch of one or two commits merged with a GitHub-style
 // "Merge pull request #N from …" commit, main sometimes moving in between so
 // merge bases are not first parents), squash merges "(#N)" and plain
-// commits. It then times `git log -p` (output discarded) and the swerl
-// binary, and reports wall times, their ratio, instances per second and the
-// peak RSS of each process.
+// commits. It then runs `git log -p` (output discarded) and the swerl
+// binary, alternating, -rounds times (the floor varies from run to run on
+// a shared box), and reports the medians: wall times, their ratio,
+// instances per second, CPU time (user + system, children included) and
+// peak RSS of each.
 //
 //	go run ./bench/mine -sizes 5000,20000 -swerl ./swerl
 package main
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +36,7 @@ func main() {
 	swerl := flag.String("swerl", "", "swerl binary (default: build ./cmd/swerl)")
 	dir := flag.String("dir", "", "work directory (default: a temporary one, removed)")
 	files := flag.Int("files", 300, "files in each repository")
+	rounds := flag.Int("rounds", 3, "runs of git log -p and swerl mine, alternating, on each repository (medians are reported)")
 	flag.Parse()
 	work := *dir
 	if work == "" {
@@ -47,7 +51,7 @@ func main() {
 		bin = filepath.Join(work, "swerl")
 		run("", "go", "build", "-o", bin, "./cmd/swerl")
 	}
-	fmt.Printf("%-8s %-8s %-10s %-10s %-7s %-10s %-12s %-12s %-12s\n", "commits", "PRs", "git log -p", "swerl", "ratio", "instances", "instances/s", "RSS git", "RSS swerl")
+	fmt.Printf("%-8s %-8s %-10s %-10s %-7s %-10s %-12s %-10s %-10s %-12s %-12s\n", "commits", "PRs", "git log -p", "swerl", "ratio", "instances", "instances/s", "CPU git", "CPU swerl", "RSS git", "RSS swerl")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -55,29 +59,60 @@ func main() {
 		}
 		repo := filepath.Join(work, fmt.Sprintf("repo-%d", n))
 		prs := generate(repo, n, *files)
-		gitWall, gitRSS := measure(repo, io.Discard, "git", "log", "-p")
 		out := filepath.Join(work, fmt.Sprintf("out-%d", n))
-		var so strings.Builder
-		mineWall, mineRSS := measure(repo, &so, bin, "mine", "--repo", repo, "--out", out, "--metrics-addr", "", "--exclude-swebench=false")
+		// Rounds alternate the floor and swerl, so a change in the box's
+		// load between them shows in both; medians are reported.
+		var gits, mines []usage
 		inst := 0
-		for _, l := range strings.Split(so.String(), "\n") {
-			if i := strings.Index(l, " instances in "); i > 0 {
-				f := strings.Fields(l[:i])
-				inst, _ = strconv.Atoi(f[len(f)-1])
+		for range max(1, *rounds) {
+			gits = append(gits, measure(repo, io.Discard, "git", "log", "-p"))
+			var so strings.Builder
+			mines = append(mines, measure(repo, &so, bin, "mine", "--repo", repo, "--out", out, "--metrics-addr", "", "--exclude-swebench=false"))
+			inst = 0
+			for _, l := range strings.Split(so.String(), "\n") {
+				if i := strings.Index(l, " instances in "); i > 0 {
+					f := strings.Fields(l[:i])
+					inst, _ = strconv.Atoi(f[len(f)-1])
+				}
+			}
+			if inst == 0 {
+				fmt.Fprintf(os.Stderr, "swerl mine output:\n%s\n", so.String())
 			}
 		}
-		fmt.Printf("%-8d %-8d %-10s %-10s %-7.2f %-10d %-12.0f %-12s %-12s\n", n, prs, gitWall.Round(time.Millisecond), mineWall.Round(time.Millisecond),
-			mineWall.Seconds()/gitWall.Seconds(), inst, float64(inst)/mineWall.Seconds(), mib(gitRSS), mib(mineRSS))
-		if inst == 0 {
-			fmt.Fprintf(os.Stderr, "swerl mine output:\n%s\n", so.String())
+		g, m := median(gits), median(mines)
+		fmt.Printf("%-8d %-8d %-10s %-10s %-7.2f %-10d %-12.0f %-10s %-10s %-12s %-12s\n", n, prs, g.wall.Round(time.Millisecond), m.wall.Round(time.Millisecond),
+			m.wall.Seconds()/g.wall.Seconds(), inst, float64(inst)/m.wall.Seconds(), g.cpu.Round(10*time.Millisecond), m.cpu.Round(10*time.Millisecond), mib(g.rss), mib(m.rss))
+	}
+}
+
+// usage is what one run of a command took.
+type usage struct {
+	wall, cpu time.Duration // cpu: user + system, waited children included
+	rss       int64         // peak, KiB
+}
+
+// median takes each field's median over the runs (the upper one of an even
+// count).
+func median(us []usage) usage {
+	pick := func(key func(usage) int64) int64 {
+		xs := make([]int64, len(us))
+		for i, u := range us {
+			xs[i] = key(u)
 		}
+		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		return xs[len(xs)/2]
+	}
+	return usage{
+		wall: time.Duration(pick(func(u usage) int64 { return int64(u.wall) })),
+		cpu:  time.Duration(pick(func(u usage) int64 { return int64(u.cpu) })),
+		rss:  pick(func(u usage) int64 { return u.rss }),
 	}
 }
 
 func mib(kb int64) string { return fmt.Sprintf("%.0f MiB", float64(kb)/1024) }
 
-// measure runs a command in dir and returns its wall time and peak RSS (KiB).
-func measure(dir string, stdout io.Writer, name string, args ...string) (time.Duration, int64) {
+// measure runs a command in dir and returns what it took.
+func measure(dir string, stdout io.Writer, name string, args ...string) usage {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Stdout = stdout
@@ -88,7 +123,8 @@ func measure(dir string, stdout io.Writer, name string, args ...string) (time.Du
 		fail(fmt.Errorf("%s %v: %v\n%s", name, args, err, stderr.String()))
 	}
 	wall := time.Since(start)
-	return wall, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+	ps := cmd.ProcessState
+	return usage{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), rss: ps.SysUsage().(*syscall.Rusage).Maxrss}
 }
 
 func run(dir, name string, args ...string) {
