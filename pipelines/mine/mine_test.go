@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"swerl/internal/bincode/bincodetest"
 	"swerl/internal/gitio/gittest"
@@ -158,11 +161,29 @@ func TestMinePipeline(t *testing.T) {
 	r, want := history(t)
 	out := t.TempDir()
 	var progress strings.Builder
-	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", JSONL: true, MaxLines: 1000, Progress: &progress})
+	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", JSONL: true, MaxLines: 1000, Progress: &progress, ProgressEvery: 2 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(sum)
+	// The progress line counts the build stage, the longest one: the count
+	// never goes back and ends at every candidate.
+	lineRE := regexp.MustCompile(`candidates (\d+), built (\d+) \(\d+/s\)`)
+	most := int64(-1)
+	for _, l := range strings.Split(strings.TrimSpace(progress.String()), "\n") {
+		m := lineRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("progress line %q", l)
+		}
+		built, _ := strconv.ParseInt(m[2], 10, 64)
+		if built < most {
+			t.Errorf("built went back: %q after %d", l, most)
+		}
+		most = built
+	}
+	if most != sum.Candidates {
+		t.Errorf("the last progress line has built %d, want all %d candidates", most, sum.Candidates)
+	}
 	insts := readInstances(t, sum.Files)
 	var got []int
 	for _, inst := range insts {

@@ -327,6 +327,7 @@ func (f *buildFn) build(rej func(Rejected)) {
 			defer wg.Done()
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
+				live.built.Add(1) // kept or rejected: the progress line's build count
 				if r != nil {
 					out[i].rej = r
 					continue

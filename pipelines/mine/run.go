@@ -264,8 +264,9 @@ func progressLine(repos int, elapsed time.Duration) string {
 		rej += n
 	}
 	rejMu.Unlock()
-	return fmt.Sprintf("mine: repos %d/%d, commits %d (%.0f/s), PRs %d, candidates %d, rejected %d, kept %d, %s",
-		live.repos.Load(), repos, c, float64(c)/secs, live.prs.Load(), live.candidates.Load(), rej, live.kept.Load(), elapsed.Round(time.Second))
+	b := live.built.Load()
+	return fmt.Sprintf("mine: repos %d/%d, commits %d, PRs %d, candidates %d, built %d (%.0f/s), rejected %d, kept %d, %s",
+		live.repos.Load(), repos, c, live.prs.Load(), live.candidates.Load(), b, float64(b)/secs, rej, live.kept.Load(), elapsed.Round(time.Second))
 }
 
 // fillSummary reads the counts from Beam's metrics, or from the live

@@ -59,9 +59,10 @@ type Rejected struct {
 }
 
 // progress holds live counts for the progress line and Prometheus. Beam
-// counters carry the same counts to the pipeline result on every runner.
+// counters carry the same counts to the pipeline result on every runner
+// (built only feeds the progress line: candidates built, kept or not).
 type progress struct {
-	repos, commits, prs, candidates, kept atomic.Int64
+	repos, commits, prs, candidates, built, kept atomic.Int64
 }
 
 var live progress
@@ -531,6 +532,7 @@ func resetLive() {
 	live.commits.Store(0)
 	live.prs.Store(0)
 	live.candidates.Store(0)
+	live.built.Store(0)
 	live.kept.Store(0)
 	rejMu.Lock()
 	rejLive = map[string]int64{}
