@@ -26,17 +26,21 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// AppendStrings appends an optional list of strings.
-func AppendStrings(b []byte, xs []string) []byte {
+// appendList appends an optional list: its count plus one (0 for nil),
+// then each item.
+func appendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
 	if xs == nil {
 		return append(b, 0)
 	}
 	b = binary.AppendUvarint(b, uint64(len(xs))+1)
 	for _, x := range xs {
-		b = AppendString(b, x)
+		b = item(b, x)
 	}
 	return b
 }
+
+// AppendStrings appends an optional list of strings.
+func AppendStrings(b []byte, xs []string) []byte { return appendList(b, xs, AppendString) }
 
 // AppendStringMap appends an optional map, its pairs in map order (the
 // encoding of a map is not deterministic).
@@ -57,26 +61,12 @@ func AppendInt(b []byte, x int64) []byte { return binary.AppendVarint(b, x) }
 
 // AppendInts appends an optional list of ints.
 func AppendInts(b []byte, xs []int) []byte {
-	if xs == nil {
-		return append(b, 0)
-	}
-	b = binary.AppendUvarint(b, uint64(len(xs))+1)
-	for _, x := range xs {
-		b = binary.AppendVarint(b, int64(x))
-	}
-	return b
+	return appendList(b, xs, func(b []byte, x int) []byte { return binary.AppendVarint(b, int64(x)) })
 }
 
 // AppendInt32s appends an optional list of int32s.
 func AppendInt32s(b []byte, xs []int32) []byte {
-	if xs == nil {
-		return append(b, 0)
-	}
-	b = binary.AppendUvarint(b, uint64(len(xs))+1)
-	for _, x := range xs {
-		b = binary.AppendVarint(b, int64(x))
-	}
-	return b
+	return appendList(b, xs, func(b []byte, x int32) []byte { return binary.AppendVarint(b, int64(x)) })
 }
 
 // AppendFloat appends a float64.
@@ -86,14 +76,7 @@ func AppendFloat(b []byte, f float64) []byte {
 
 // AppendFloat32s appends an optional list of float32s.
 func AppendFloat32s(b []byte, xs []float32) []byte {
-	if xs == nil {
-		return append(b, 0)
-	}
-	b = binary.AppendUvarint(b, uint64(len(xs))+1)
-	for _, f := range xs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
-	}
-	return b
+	return appendList(b, xs, func(b []byte, f float32) []byte { return binary.LittleEndian.AppendUint32(b, math.Float32bits(f)) })
 }
 
 // AppendBool appends a bool as one byte.
@@ -241,18 +224,21 @@ func (d *Decoder) String() string {
 	return s
 }
 
-// Strings reads an optional list of strings.
-func (d *Decoder) Strings() []string {
-	n, ok := d.OptCount(1)
+// list reads an optional list whose items take at least minBytes each.
+func list[T any](d *Decoder, minBytes int, item func() T) []T {
+	n, ok := d.OptCount(minBytes)
 	if !ok {
 		return nil
 	}
-	xs := make([]string, n)
+	xs := make([]T, n)
 	for i := range xs {
-		xs[i] = d.String()
+		xs[i] = item()
 	}
 	return xs
 }
+
+// Strings reads an optional list of strings.
+func (d *Decoder) Strings() []string { return list(d, 1, d.String) }
 
 // Float reads a float64.
 func (d *Decoder) Float() float64 {
@@ -280,45 +266,24 @@ func (d *Decoder) StringMap() map[string]string {
 }
 
 // Ints reads an optional list of ints.
-func (d *Decoder) Ints() []int {
-	n, ok := d.OptCount(1)
-	if !ok {
-		return nil
-	}
-	xs := make([]int, n)
-	for i := range xs {
-		xs[i] = d.Int()
-	}
-	return xs
-}
+func (d *Decoder) Ints() []int { return list(d, 1, d.Int) }
 
 // Int32s reads an optional list of int32s.
 func (d *Decoder) Int32s() []int32 {
-	n, ok := d.OptCount(1)
-	if !ok {
-		return nil
-	}
-	xs := make([]int32, n)
-	for i := range xs {
+	return list(d, 1, func() int32 {
 		x := d.Int64()
 		if x < math.MinInt32 || x > math.MaxInt32 {
 			d.Fail(fmt.Errorf("value %d outside int32", x))
 		}
-		xs[i] = int32(x)
-	}
-	return xs
+		return int32(x)
+	})
 }
 
 // Float32s reads an optional list of float32s.
 func (d *Decoder) Float32s() []float32 {
-	n, ok := d.OptCount(4)
-	if !ok {
-		return nil
-	}
-	xs := make([]float32, n)
-	for i := range xs {
-		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.b))
+	return list(d, 4, func() float32 { // OptCount checked the bytes are there
+		f := math.Float32frombits(binary.LittleEndian.Uint32(d.b))
 		d.b = d.b[4:]
-	}
-	return xs
+		return f
+	})
 }
