@@ -283,27 +283,6 @@ type TreeEntry struct {
 // IsTree reports whether the entry is a subdirectory.
 func (e TreeEntry) IsTree() bool { return e.Mode == "40000" || e.Mode == "040000" }
 
-// Tree reads a tree named by rev: a tree or commit id (its tree), or
-// "<commit>:<dir>".
-func (c *CatFile) Tree(rev string) ([]TreeEntry, error) {
-	if !strings.Contains(rev, ":") {
-		// "<rev>:<path>^{tree}" would name a path ending in "^{tree}".
-		rev += "^{tree}"
-	}
-	o, err := c.Get(rev)
-	if err != nil {
-		return nil, err
-	}
-	if o.Type != "tree" {
-		return nil, fmt.Errorf("gitio: %s: %s is a %s, not a tree", c.repo.Name, rev, o.Type)
-	}
-	entries, err := ParseTree(o.Data, len(o.Hash)/2)
-	if err != nil {
-		return nil, fmt.Errorf("gitio: %s: tree %s: %w", c.repo.Name, o.Hash, err)
-	}
-	return entries, nil
-}
-
 // ParseTree parses the binary form of a tree object whose object ids are
 // hashLen bytes (20 for SHA-1, 32 for SHA-256).
 func ParseTree(data []byte, hashLen int) ([]TreeEntry, error) {
