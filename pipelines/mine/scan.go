@@ -240,28 +240,12 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 			want = append(want, &files[i].New)
 		}
 	}
-	var need []string
-	var at []int
-	for i, id := range revs {
-		if data, _, ok := cfg.Blobs.get(cat.Dir(), id); ok {
-			*want[i] = []byte(data)
-			continue
-		}
-		need = append(need, id)
-		at = append(at, i)
-	}
-	objs, errs := cat.GetMany(need)
-	for k, i := range at {
-		if errs[k] != nil {
-			return fail(errs[k], "read "+pathOf(files, want[i]))
-		}
-		if objs[k].Type != "blob" {
-			return fail(fmt.Errorf("%s is a %s", revs[i], objs[k].Type), "read "+pathOf(files, want[i]))
-		}
-		*want[i] = objs[k].Data
-		cfg.Blobs.put(cat.Dir(), revs[i], objs[k].Data)
-	}
+	got, errs := cfg.Blobs.read(cat, revs)
 	for i := range revs {
+		if errs[i] != nil {
+			return fail(errs[i], "read "+pathOf(files, want[i]))
+		}
+		*want[i] = []byte(got[i].data)
 		if size += len(*want[i]); size > cfg.Limits.Bytes() {
 			return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: more than %d bytes changed", cand.ID, cfg.Limits.Bytes())}
 		}
@@ -404,7 +388,6 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 			probe(f)
 		}
 	}
-	cands := map[string]string{}
 	var revs, read []string
 	for _, p := range probes {
 		id, ok := ids[p]
@@ -414,24 +397,15 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 				continue
 			}
 			id = e.Hash
-			ids[p] = id
-		}
-		c, text, hit := blobs.get(cat.Dir(), id)
-		if hit {
-			if text && len(c) <= cfg.FileBytes() {
-				cands[p] = c
-			}
-			continue
 		}
 		revs = append(revs, id)
 		read = append(read, p)
 	}
-	objs, errs := cat.GetMany(revs)
+	cands := map[string]string{}
+	got, errs := blobs.read(cat, revs)
 	for i, p := range read {
-		if o := objs[i]; errs[i] == nil && o.Type == "blob" {
-			if b := blobs.put(cat.Dir(), o.Hash, o.Data); b.text && len(b.data) <= cfg.FileBytes() {
-				cands[p] = b.data
-			}
+		if b := got[i]; errs[i] == nil && b.text && len(b.data) <= cfg.FileBytes() {
+			cands[p] = b.data
 		}
 	}
 	out := map[string]string{}
@@ -484,6 +458,35 @@ func (c *blobCache) get(repo, id string) (data string, text, ok bool) {
 	defer c.mu.Unlock()
 	b, ok := c.m[blobKey{repo, id}]
 	return b.data, b.text, ok
+}
+
+// read returns the blobs ids of cat's repository from the cache, reading
+// the others with one pipelined request and caching them; errs[i] is set
+// when ids[i] cannot be read or is not a blob.
+func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []error) {
+	out, errs := make([]cachedBlob, len(ids)), make([]error, len(ids))
+	var need []string
+	var at []int
+	for i, id := range ids {
+		if data, text, ok := c.get(cat.Dir(), id); ok {
+			out[i] = cachedBlob{data, text}
+			continue
+		}
+		need = append(need, id)
+		at = append(at, i)
+	}
+	objs, gerrs := cat.GetMany(need)
+	for k, i := range at {
+		switch {
+		case gerrs[k] != nil:
+			errs[i] = gerrs[k]
+		case objs[k].Type != "blob":
+			errs[i] = fmt.Errorf("%s is a %s", ids[i], objs[k].Type)
+		default:
+			out[i] = c.put(cat.Dir(), ids[i], objs[k].Data)
+		}
+	}
+	return out, errs
 }
 
 // put caches a copy of data as blob id of repo and returns the entry.
