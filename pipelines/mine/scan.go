@@ -352,9 +352,11 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	}
 	var importDirs []string
 	dirSet := map[string]bool{}
-	for _, p := range paths {
+	targets := make([][]string, len(paths))
+	for i, p := range paths {
 		dirSet[path.Dir(p)] = true
-		for _, t := range mining.ImportTargets(p, modified[p], goMod) {
+		targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		for _, t := range targets[i] {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
 				importDirs = append(importDirs, dir)
 			}
@@ -362,8 +364,8 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	}
 	dirs := sortedSet(dirSet)
 	listDirs(append(importDirs, dirs...))
-	for _, p := range paths {
-		for _, t := range mining.ImportTargets(p, modified[p], goMod) {
+	for i := range paths {
+		for _, t := range targets[i] {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
 				for _, f := range trees[dir] {
 					if !strings.HasSuffix(f, "_test.go") {

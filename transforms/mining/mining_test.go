@@ -336,3 +336,118 @@ func TestIsBinaryLooksAtTheFirst8000Bytes(t *testing.T) {
 		t.Error("short inputs")
 	}
 }
+
+// importLinesByLine is the line-by-line scan importLines replaced: the
+// reference its needle search must agree with (through ImportTargets, since
+// the new scan skips lines that cannot match, such as a Python "from" line
+// with no "import").
+func importLinesByLine(lang, content string, fn func(line string)) {
+	inGoBlock := false
+	for len(content) > 0 {
+		line := content
+		if i := strings.IndexByte(content, '\n'); i >= 0 {
+			line, content = content[:i], content[i+1:]
+		} else {
+			content = ""
+		}
+		t := strings.TrimLeft(line, " \t")
+		switch lang {
+		case "Python":
+			if strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from") {
+				fn(t)
+			}
+		case "JavaScript", "TypeScript", "Vue", "Svelte":
+			if strings.Contains(t, "./") && (strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from")) {
+				fn(t)
+			}
+		case "C", "C++", "CUDA", "Objective-C":
+			if strings.HasPrefix(t, "#") {
+				fn(t)
+			}
+		case "Java", "Kotlin", "Scala":
+			if strings.HasPrefix(t, "import") {
+				fn(t)
+			}
+		case "Rust":
+			if strings.HasPrefix(t, "mod") || strings.HasPrefix(t, "pub") {
+				fn(t)
+			}
+		case "Go":
+			switch {
+			case inGoBlock:
+				if strings.HasPrefix(t, ")") {
+					inGoBlock = false
+				} else {
+					fn(t)
+				}
+			case strings.HasPrefix(t, "import"):
+				rest := strings.TrimLeft(strings.TrimPrefix(t, "import"), " \t")
+				if strings.HasPrefix(rest, "(") {
+					inGoBlock = !strings.Contains(rest, ")")
+					fn(rest)
+				} else if t != "import" && (rest != t) {
+					fn(rest)
+				}
+			}
+		}
+	}
+}
+
+// importPaths are file names of every language importLines knows.
+var importPaths = []string{"pkg/a.py", "cmd/x/main.go", "src/a.ts", "src/b.js", "web/c.vue", "web/d.svelte", "src/x.c", "src/x.cc", "k/x.cu", "o/x.m",
+	"src/main/java/a/B.java", "a/B.kt", "a/B.scala", "src/lib.rs"}
+
+// checkImportTargets fails when the needle scan and the line scan find
+// different targets in content for any language.
+func checkImportTargets(t *testing.T, name, content string) {
+	t.Helper()
+	for _, p := range importPaths {
+		for _, mod := range []string{"", "example.com/m", "swerl"} {
+			got := importTargets(p, content, mod, importLines)
+			want := importTargets(p, content, mod, importLinesByLine)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s as %s (module %q): needle scan %q, line scan %q", name, p, mod, got, want)
+			}
+		}
+	}
+}
+
+func TestImportLinesMatchLineScan(t *testing.T) {
+	cases := map[string]string{
+		"go block":         "package a\n\nimport (\n\t\"fmt\"\n\tx \"example.com/m/b\"\n  \"example.com/m/c/d\" // c\n)\nimport \"example.com/m/e\"\nfunc f() { _ = `import \"example.com/m/z\"` }\n",
+		"go one-line":      "package a\nimport (\"example.com/m/b\"; \"example.com/m/c\")\nimport\nimportx \"example.com/m/q\"\n",
+		"go open block":    "import (\n\"example.com/m/b\"\n\t) import \"example.com/m/c\"\n\"example.com/m/d\"\n",
+		"python":           "import os, pkg.util\n  from .sib import (f, g)\nfrom x\nx = 1 # import y\n\tfrom ..up import z\r\nfromage import q\n",
+		"js":               "import {a} from './a'\nconst b = require(\"../b.js\") ; import('./c')\n// ./d import\n  export * from './e.ts'\n",
+		"c":                "#include \"a.h\"\n  # include \"b/c.h\"\n#define include \"x.h\"\nint include;\n#pragma once\n",
+		"java":             "import a.b.C;\nimport static a.b.D.e;\n  import x.y;\nimportant();\n",
+		"rust":             "mod a;\npub mod b;\n  pub(crate) mod c;\nmodel::x();\npub fn mod_d() {}\n",
+		"empty":            "",
+		"no newline":       "import os",
+		"needle only":      "import",
+		"repeated needles": "import import import\nimport a.b.C; import d\n./ ./ ./ import\n",
+	}
+	for name, content := range cases {
+		checkImportTargets(t, name, content)
+	}
+	// Real files: this repository's Go sources, read as every language.
+	files, _ := filepath.Glob("../../*/*/*.go")
+	if len(files) == 0 {
+		t.Fatal("no Go files found to compare on")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkImportTargets(t, f, string(b))
+	}
+}
+
+func FuzzImportLines(f *testing.F) {
+	f.Add("import (\n\t\"example.com/m/b\"\n)\nfrom .a import b\n#include \"x.h\"\nmod y;\nimport './z'\n")
+	f.Add("import\nimport (\nimport x\n)")
+	f.Fuzz(func(t *testing.T, content string) {
+		checkImportTargets(t, "fuzz input", content)
+	})
+}

@@ -124,26 +124,45 @@ var (
 	goModuleRE  = regexp.MustCompile(`(?m)^\s*module\s+"?([^\s"]+)"?`)
 )
 
+// importNeedles maps a language to a string that every line holding one
+// of its imports contains (the word its import regular expression needs).
+var importNeedles = map[string]string{
+	"Python": "import", "Go": "import", "Java": "import", "Kotlin": "import", "Scala": "import",
+	"JavaScript": "./", "TypeScript": "./", "Vue": "./", "Svelte": "./",
+	"C": "include", "C++": "include", "CUDA": "include", "Objective-C": "include",
+	"Rust": "mod",
+}
+
 // importLines calls fn with each line of content (leading blanks trimmed)
 // that can hold an import for lang, so the regular expressions only see
 // those lines. For Go, the lines of an import block are passed whole.
+//
+// It jumps from one occurrence of the language's needle to the next
+// (strings.Index, vectorized) instead of walking every line: most lines of
+// a file hold no import, and ranking relevant files reads up to 64 files
+// per instance. TestImportLinesMatchLineScan and FuzzImportLines check it
+// against the line-by-line scan it replaced.
 func importLines(lang, content string, fn func(line string)) {
-	inGoBlock := false
+	needle := importNeedles[lang]
+	if needle == "" {
+		return
+	}
 	for len(content) > 0 {
-		line := content
-		if i := strings.IndexByte(content, '\n'); i >= 0 {
-			line, content = content[:i], content[i+1:]
-		} else {
-			content = ""
+		i := strings.Index(content, needle)
+		if i < 0 {
+			return
 		}
-		t := strings.TrimLeft(line, " \t")
+		start := strings.LastIndexByte(content[:i], '\n') + 1
+		line, rest := cutLine(content[start:])
+		content = rest
+		t := trimBlanks(line)
 		switch lang {
 		case "Python":
 			if strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from") {
 				fn(t)
 			}
 		case "JavaScript", "TypeScript", "Vue", "Svelte":
-			if strings.Contains(t, "./") && (strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from")) {
+			if strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from") {
 				fn(t)
 			}
 		case "C", "C++", "CUDA", "Objective-C":
@@ -159,24 +178,48 @@ func importLines(lang, content string, fn func(line string)) {
 				fn(t)
 			}
 		case "Go":
-			switch {
-			case inGoBlock:
+			if !strings.HasPrefix(t, "import") {
+				continue
+			}
+			rest := trimBlanks(t[len("import"):])
+			if !strings.HasPrefix(rest, "(") {
+				if t != "import" {
+					fn(rest)
+				}
+				continue
+			}
+			fn(rest)
+			if strings.Contains(rest, ")") {
+				continue
+			}
+			// An import block: every line up to the one starting with ")".
+			for len(content) > 0 {
+				line, content = cutLine(content)
+				t := trimBlanks(line)
 				if strings.HasPrefix(t, ")") {
-					inGoBlock = false
-				} else {
-					fn(t)
+					break
 				}
-			case strings.HasPrefix(t, "import"):
-				rest := strings.TrimLeft(strings.TrimPrefix(t, "import"), " \t")
-				if strings.HasPrefix(rest, "(") {
-					inGoBlock = !strings.Contains(rest, ")")
-					fn(rest)
-				} else if t != "import" && (rest != t) {
-					fn(rest)
-				}
+				fn(t)
 			}
 		}
 	}
+}
+
+// cutLine splits s after its first line (the newline belongs to neither).
+func cutLine(s string) (line, rest string) {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
+// trimBlanks drops leading spaces and tabs.
+func trimBlanks(s string) string {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return s[i:]
 }
 
 // NamedPaths returns the file paths and file names mentioned in text
@@ -214,6 +257,11 @@ func GoModulePath(gomod string) string {
 // with a trailing "/". Paths are cleaned and relative to the repository
 // root; targets outside it are dropped.
 func ImportTargets(p, content, goModule string) []string {
+	return importTargets(p, content, goModule, importLines)
+}
+
+// importTargets is ImportTargets with the line scanner as a parameter.
+func importTargets(p, content, goModule string, lines func(lang, content string, fn func(string))) []string {
 	dir := path.Dir(p)
 	seen := map[string]bool{}
 	var out []string
@@ -229,7 +277,7 @@ func ImportTargets(p, content, goModule string) []string {
 	}
 	first := func(re *regexp.Regexp, line string) []string { return re.FindStringSubmatch(line) }
 	lang := Language(p)
-	importLines(lang, content, func(line string) {
+	lines(lang, content, func(line string) {
 		switch lang {
 		case "Python":
 			if m := first(pyImportRE, line); m != nil {
