@@ -58,9 +58,12 @@ func streamOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{parquet.Compression(streamCodec), parquet.PageBufferSize(streamPageBytes)}
 }
 
-// streamCodec is zstd at the default level with a 2 MiB window, enough for
+// streamCodec is zstd at its fastest level with a 2 MiB window, enough for
 // a FileWriter's pages: parquet-go's codec keeps the default 8 MiB window,
-// 16 MiB of history per encoder, which dominated the heap of a writer.
+// 16 MiB of history per encoder, which dominated the heap of a writer. On
+// the mining bench's instance files the fastest level took 18% less
+// encoding CPU than the default, for files of the same size within 0.3%
+// (1 MiB pages of source code are mostly long repeats, which both find).
 var streamCodec = &zstdCodec{}
 
 type zstdCodec struct {
@@ -76,7 +79,7 @@ func (c *zstdCodec) CompressionCodec() format.CompressionCodec { return format.Z
 func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	c.once.Do(func() {
 		var err error
-		c.enc, err = kzstd.NewWriter(nil, kzstd.WithEncoderLevel(kzstd.SpeedDefault), kzstd.WithZeroFrames(true),
+		c.enc, err = kzstd.NewWriter(nil, kzstd.WithEncoderLevel(kzstd.SpeedFastest), kzstd.WithZeroFrames(true),
 			kzstd.WithEncoderCRC(false), kzstd.WithWindowSize(2<<20))
 		if err != nil {
 			panic(err)
