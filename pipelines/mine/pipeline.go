@@ -383,6 +383,7 @@ func (f *buildFn) stage(ref func(string, string), row func(string, stagedRow)) e
 		for i, r := range rows {
 			ref(f.recs[i].PatchKey, r.ID+"\x00"+f.group)
 			row(f.group, r)
+			f.recs[i].release()
 		}
 		clear(f.recs[:n])
 		f.recs = f.recs[n:]

@@ -215,7 +215,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 	}
 	var files []mining.FileChange
 	var revs []string
-	var want []*[]byte
+	var want []*string
 	size := 0
 	for _, ch := range changes {
 		if ch.OldMode == "160000" || ch.NewMode == "160000" {
@@ -245,7 +245,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		if errs[i] != nil {
 			return fail(errs[i], "read "+pathOf(files, want[i]))
 		}
-		*want[i] = []byte(got[i].data)
+		*want[i] = got[i].data
 		if size += len(*want[i]); size > cfg.Limits.Bytes() {
 			return schemas.Instance{}, &mining.Rejection{Reason: mining.TooLarge, Detail: fmt.Sprintf("%s: more than %d bytes changed", cand.ID, cfg.Limits.Bytes())}
 		}
@@ -268,7 +268,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 }
 
 // pathOf names the file whose content p points to.
-func pathOf(files []mining.FileChange, p *[]byte) string {
+func pathOf(files []mining.FileChange, p *string) string {
 	for i := range files {
 		if p == &files[i].Old {
 			return files[i].Path + " at base"

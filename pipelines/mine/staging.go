@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 
@@ -33,8 +34,31 @@ type stagedRow struct {
 // stagedRecord is a built instance, encoded for a staging file.
 type stagedRecord struct {
 	ID, PatchKey string
-	Data         []byte // S2(binary instance)
+	Data         []byte // S2(binary instance), in a pooled buffer: see release
 	Size         int
+}
+
+// recordBufs pools the buffers of staging records: the binary form of an
+// instance is garbage once compressed, and the compressed form once
+// written, and at a few tens of KiB an instance they were a fifth of what
+// mining allocated (and so of its garbage collection).
+var recordBufs sync.Pool // *[]byte
+
+func getBuf(n int) *[]byte {
+	if p, ok := recordBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// release returns r's buffer to the pool; r.Data must not be used after.
+func (r *stagedRecord) release() {
+	if r.Data != nil {
+		b := r.Data[:0]
+		recordBufs.Put(&b)
+		r.Data = nil
+	}
 }
 
 // Staging records are written and read once by the same program, so speed
@@ -49,8 +73,13 @@ const stagingVersion = 1
 func encodeRecord(inst *schemas.Instance) stagedRecord {
 	n := 256 + len(inst.ID) + len(inst.ProblemStatement) + len(inst.PRTitle) + len(inst.PRBody) + len(inst.OraclePatch) +
 		bincode.MapLen(inst.CodeContext) + bincode.MapLen(inst.OracleNewContent)
-	b := appendInstance(make([]byte, 0, n), inst)
-	return stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode(nil, b), Size: len(b)}
+	raw := getBuf(n)
+	b := appendInstance((*raw)[:0], inst)
+	dst := getBuf(s2.MaxEncodedLen(len(b)))
+	rec := stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode((*dst)[:cap(*dst)], b), Size: len(b)}
+	*raw = b[:0]
+	recordBufs.Put(raw)
+	return rec
 }
 
 // appendInstance writes every field of v; TestStagingCarriesEveryField
@@ -161,16 +190,14 @@ func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
 		return nil, fmt.Errorf("mine: staging: %w", err)
 	}
 	rows := make([]stagedRow, len(recs))
-	n := 0
-	for _, r := range recs {
-		n += len(r.Data)
-	}
-	buf := make([]byte, 0, n)
+	var off int64
 	for i, r := range recs {
-		rows[i] = stagedRow{ID: r.ID, File: path, Off: int64(len(buf)), Len: int64(len(r.Data)), Size: int64(r.Size)}
-		buf = append(buf, r.Data...)
+		rows[i] = stagedRow{ID: r.ID, File: path, Off: off, Len: int64(len(r.Data)), Size: int64(r.Size)}
+		off += int64(len(r.Data))
+		if _, err = f.Write(r.Data); err != nil {
+			break
+		}
 	}
-	_, err = f.Write(buf)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

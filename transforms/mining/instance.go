@@ -60,11 +60,13 @@ func (l Limits) Lines() int { return pick(l.MaxLines, 5000) }
 // Bytes is the resolved byte cap.
 func (l Limits) Bytes() int { return pick(l.MaxBytes, 2<<20) }
 
-// FileChange is one changed file with its content before and after.
+// FileChange is one changed file with its content before and after. The
+// contents are strings, as they end up in the instance (and as the miner's
+// blob cache holds them), so building one copies nothing.
 type FileChange struct {
 	Path   string
-	Old    []byte // content at the base; nil when HasOld is false
-	New    []byte // content after; nil when HasNew is false
+	Old    string // content at the base; "" when HasOld is false
+	New    string // content after; "" when HasNew is false
 	HasOld bool   // the file exists at the base
 	HasNew bool   // the file exists after the change
 }
@@ -111,7 +113,7 @@ func Build(pr PR, files []FileChange, relevant map[string]string, lim Limits) (s
 	}
 	var changed []FileChange
 	for _, f := range files {
-		if f.HasOld == f.HasNew && string(f.Old) == string(f.New) {
+		if f.HasOld == f.HasNew && f.Old == f.New {
 			continue
 		}
 		changed = append(changed, f)
@@ -131,10 +133,10 @@ func Build(pr PR, files []FileChange, relevant map[string]string, lim Limits) (s
 	}
 	code := false
 	for _, f := range changed {
-		if IsBinary(f.Old) || IsBinary(f.New) {
+		if IsBinaryString(f.Old) || IsBinaryString(f.New) {
 			return schemas.Instance{}, reject(Binary, "%s: %s is binary", pr.ID, f.Path)
 		}
-		if !utf8.Valid(f.Old) || !utf8.Valid(f.New) || !utf8.ValidString(f.Path) {
+		if !utf8.ValidString(f.Old) || !utf8.ValidString(f.New) || !utf8.ValidString(f.Path) {
 			return schemas.Instance{}, reject(NonUTF8, "%s: %s is not UTF-8", pr.ID, f.Path)
 		}
 		code = code || IsCode(f.Path)
@@ -161,9 +163,9 @@ func Build(pr PR, files []FileChange, relevant map[string]string, lim Limits) (s
 	}
 	for _, f := range changed {
 		if f.HasOld {
-			inst.CodeContext[f.Path] = string(f.Old)
+			inst.CodeContext[f.Path] = f.Old
 		}
-		inst.OracleNewContent[f.Path] = string(f.New) // "" for a deletion
+		inst.OracleNewContent[f.Path] = f.New // "" for a deletion
 	}
 	inst.OraclePatch = reward.GitDiff(inst.CodeContext, inst.OracleNewContent)
 	inst.Stats = PatchStats(inst.OraclePatch)

@@ -135,11 +135,11 @@ func TestBuildPatchAppliesWithGit(t *testing.T) {
 		t.Skip("git not installed")
 	}
 	files := []FileChange{
-		{Path: "a.go", Old: []byte("package a\n\nfunc A() int { return 1 }\n"), New: []byte("package a\n\nfunc A() int { return 2 }\n"), HasOld: true, HasNew: true},
-		{Path: "new/b.py", New: []byte("print('hi')"), HasNew: true},
-		{Path: "gone.go", Old: []byte("package a\n// gone\n"), HasOld: true},
-		{Path: "same.go", Old: []byte("x\n"), New: []byte("x\n"), HasOld: true, HasNew: true},
-		{Path: "nonl.go", Old: []byte("a\nb"), New: []byte("a\nc"), HasOld: true, HasNew: true},
+		{Path: "a.go", Old: "package a\n\nfunc A() int { return 1 }\n", New: "package a\n\nfunc A() int { return 2 }\n", HasOld: true, HasNew: true},
+		{Path: "new/b.py", New: "print('hi')", HasNew: true},
+		{Path: "gone.go", Old: "package a\n// gone\n", HasOld: true},
+		{Path: "same.go", Old: "x\n", New: "x\n", HasOld: true, HasNew: true},
+		{Path: "nonl.go", Old: "a\nb", New: "a\nc", HasOld: true, HasNew: true},
 	}
 	pr := PR{ID: "acme/widgets#5", Repo: "acme/widgets", Number: 5, Title: "Fix A", Body: "Fixes #4", Source: "git"}
 	inst, rej := Build(pr, files, map[string]string{"rel.go": "package a\n", "a.go": "ignored"}, Limits{})
@@ -170,7 +170,7 @@ func TestBuildPatchAppliesWithGit(t *testing.T) {
 
 func TestBuildFilters(t *testing.T) {
 	code := func(p, old, new string) FileChange {
-		return FileChange{Path: p, Old: []byte(old), New: []byte(new), HasOld: true, HasNew: true}
+		return FileChange{Path: p, Old: old, New: new, HasOld: true, HasNew: true}
 	}
 	pr := PR{ID: "o/r#1", Repo: "o/r", Number: 1, Title: "Fix"}
 	big := strings.Repeat("line\n", 6000)
@@ -210,7 +210,7 @@ func TestBuildFilters(t *testing.T) {
 
 func TestDedup(t *testing.T) {
 	var d Dedup
-	a, _ := Build(PR{ID: "o/r#1"}, []FileChange{{Path: "a.go", Old: []byte("a\n"), New: []byte("b\n"), HasOld: true, HasNew: true}}, nil, Limits{})
+	a, _ := Build(PR{ID: "o/r#1"}, []FileChange{{Path: "a.go", Old: "a\n", New: "b\n", HasOld: true, HasNew: true}}, nil, Limits{})
 	b := a
 	b.ID = "o/r#2"
 	if d.Add(a) != "" || d.Add(b) != "o/r#1" {
@@ -331,8 +331,11 @@ func TestIsBinaryLooksAtTheFirst8000Bytes(t *testing.T) {
 		if got := IsBinary(b); got != c.want {
 			t.Errorf("NUL at %d: IsBinary = %v, want %v", c.at, got, c.want)
 		}
+		if got := IsBinaryString(string(b)); got != c.want {
+			t.Errorf("NUL at %d: IsBinaryString = %v, want %v", c.at, got, c.want)
+		}
 	}
-	if IsBinary(nil) || !IsBinary([]byte{'a', 0}) {
+	if IsBinary(nil) || !IsBinary([]byte{'a', 0}) || IsBinaryString("") || !IsBinaryString("a\x00") {
 		t.Error("short inputs")
 	}
 }

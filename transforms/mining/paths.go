@@ -75,3 +75,8 @@ func IsBinary(content []byte) bool {
 	}
 	return bytes.IndexByte(content[:n], 0) >= 0
 }
+
+// IsBinaryString is IsBinary of a string.
+func IsBinaryString(content string) bool {
+	return strings.IndexByte(content[:min(len(content), 8000)], 0) >= 0
+}
