@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"swerl/internal/gcpace"
 	"swerl/pipelines/mine"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
@@ -24,6 +25,12 @@ func (l *listFlag) Set(s string) error {
 	*l = append(*l, s)
 	return nil
 }
+
+// mineMemoryFloor is the memory limit below which swerl mine collects at
+// GOGC=200. On the mining bench (alternating runs): 5000 commits, CPU
+// 1.555 -> 1.455 s and peak RSS 269 -> 266 MiB; 20000 commits, CPU 5.73 ->
+// 5.29 s and peak RSS 345 -> 376 MiB.
+const mineMemoryFloor = 256 << 20
 
 func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("mine", "[--repo PATH]… [--events PATH]… [--out DIR] [flags]", stderr)
@@ -84,6 +91,10 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	beamInit()
 	quietRunner(ctx, stderr, *verbose)
+	// Mining allocates hundreds of MiB in passing over a small live heap:
+	// collect less often, within max(256 MiB, 2×live) (package gcpace; GOGC
+	// or GOMEMLIMIT in the environment turn this off).
+	defer gcpace.Start(200, mineMemoryFloor).Stop()
 	sum, err := mine.Run(ctx, cfg)
 	if err != nil {
 		return err
