@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,5 +85,62 @@ func TestTreeCacheStaysBounded(t *testing.T) {
 	}
 	if _, ok := tc.tree("other", last); ok {
 		t.Error("a tree served for another repository")
+	}
+}
+
+// TestPairEntriesMergesAsMapsPair checks the tree-order merge against
+// pairing by name through maps, on random trees whose names share
+// prefixes and differ around '/' ('-' and '.' sort before it, '0' after),
+// with files and directories of the same name.
+func TestPairEntriesMergesAsMapsPair(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "a-b", "a.c", "a0", "ab", "a/", "b", "foo", "foo-bar", "foo.go", "foo0", "z"}
+	modes := []string{"100644", "100755", "40000", "120000", "160000"}
+	tree := func() []TreeEntry {
+		var es []TreeEntry
+		seen := map[string]bool{}
+		for range rng.IntN(10) {
+			e := TreeEntry{Name: strings.TrimSuffix(names[rng.IntN(len(names))], "/"), Mode: modes[rng.IntN(len(modes))], Hash: fmt.Sprint(rng.IntN(3))}
+			k := e.Name
+			if e.IsTree() {
+				k += "/"
+			}
+			if !seen[k] {
+				seen[k] = true
+				es = append(es, e)
+			}
+		}
+		sort.Slice(es, func(i, j int) bool { return compareEntries(es[i], es[j]) < 0 })
+		return es
+	}
+	collect := func(pair func(a, b []TreeEntry, fn func(x, y TreeEntry)), a, b []TreeEntry) []string {
+		var out []string
+		pair(a, b, func(x, y TreeEntry) { out = append(out, fmt.Sprintf("%v|%v", x, y)) })
+		sort.Strings(out)
+		return out
+	}
+	for i := range 5000 {
+		a, b := tree(), tree()
+		if !inTreeOrder(a) || !inTreeOrder(b) {
+			t.Fatalf("case %d: sorted trees not in tree order: %v %v", i, a, b)
+		}
+		want := collect(pairByName, a, b)
+		if got := collect(pairEntries, a, b); !slices.Equal(got, want) {
+			t.Fatalf("case %d: %v vs %v: merge %q, maps %q", i, a, b, got, want)
+		}
+		// Out of order: the fallback pairs the same.
+		rng.Shuffle(len(a), func(i, j int) { a[i], a[j] = a[j], a[i] })
+		if got := collect(pairEntries, a, b); !slices.Equal(got, want) {
+			t.Fatalf("case %d, shuffled: %q, want %q", i, got, want)
+		}
+	}
+	// Git's order: "foo-bar" and "foo.go" sort between file "foo" and
+	// directory "foo" (as "foo/"); "foo0" after both.
+	es := []TreeEntry{{Name: "foo", Mode: "100644"}, {Name: "foo-bar", Mode: "100644"}, {Name: "foo.go", Mode: "100644"}, {Name: "foo", Mode: "40000"}, {Name: "foo0", Mode: "100644"}}
+	if !inTreeOrder(es) {
+		t.Errorf("%v is git's order", es)
+	}
+	if inTreeOrder([]TreeEntry{es[0], es[3], es[1]}) {
+		t.Error("directory foo before foo-bar accepted as tree order")
 	}
 }
