@@ -32,7 +32,16 @@ command -v node >/dev/null || need+=(nodejs npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # One retry: on a fresh machine an install has failed once with dpkg
+  # exiting 2 and no message, then gone through when run again.
+  log=$(mktemp)
+  if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >"$log" 2>&1; then
+    cat "$log"
+    echo "apt-get install failed; dpkg --configure -a, then once more"
+    as_root dpkg --configure -a || true
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  rm -f "$log"
 else
   echo "already installed: yamllint docker-compose promtool shellcheck node"
 fi
