@@ -40,7 +40,10 @@
 // at a time. Peak memory is a batch of instances per build worker plus one
 // Parquet writer per core, whatever the length of the history; what grows
 // with it is the runner's small per-instance references and the commit
-// graph.
+// graph. The `swerl mine` command also paces the garbage collector
+// (package internal/gcpace: GOGC=200 under a memory limit of max(256 MiB,
+// twice the live heap + 64 MiB)), trading a bounded amount of memory for
+// a tenth of the CPU the default pace spent collecting.
 //
 // # Runners
 //
