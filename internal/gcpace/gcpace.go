@@ -14,7 +14,8 @@
 //
 // The limit is recomputed after every collection, from a finalizer that
 // re-arms itself. Start does nothing when GOGC or GOMEMLIMIT is set in the
-// environment: the user's settings win.
+// environment (the user's settings win) or while another Pace runs (the
+// settings are the process's: two would restore each other's).
 package gcpace
 
 import (
@@ -41,11 +42,14 @@ type Pace struct {
 	samples        []metrics.Sample
 }
 
+// active is set while a Pace runs.
+var active atomic.Bool
+
 // Start sets GOGC to percent and the memory limit to max(floor, 2×live +
 // slack) until Stop. It returns nil (and changes nothing) when the
-// environment sets GOGC or GOMEMLIMIT.
+// environment sets GOGC or GOMEMLIMIT, or another Pace runs.
 func Start(percent int, floor int64) *Pace {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || !active.CompareAndSwap(false, true) {
 		return nil
 	}
 	p := &Pace{percent: int64(percent), floor: floor,
@@ -74,6 +78,7 @@ func (p *Pace) Stop() {
 	defer p.mu.Unlock()
 	debug.SetGCPercent(p.oldPercent)
 	debug.SetMemoryLimit(p.oldLimit)
+	active.Store(false)
 }
 
 // limitFor is the memory limit for a live heap of live bytes.

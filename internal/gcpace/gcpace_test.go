@@ -61,6 +61,10 @@ func TestLimitFollowsTheLiveHeap(t *testing.T) {
 	if got := debug.SetGCPercent(250); got != 250 {
 		t.Errorf("GOGC = %d under the pacer, want 250", got)
 	}
+	if q := Start(400, 1<<30); q != nil {
+		q.Stop()
+		t.Fatal("a second Start while one runs changed the pace")
+	}
 	waitLimit(t, p, func(l int64) bool { return l == floor }, "the floor with a small heap")
 	// A live heap of 128 MiB: the limit must follow it up, past the floor,
 	// after a collection (and only through the re-armed finalizer).
@@ -80,7 +84,14 @@ func TestLimitFollowsTheLiveHeap(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != 1<<63-1 {
 		t.Errorf("memory limit %d after Stop, want none", got)
 	}
-	p.Stop() // twice is harmless
+	// Stopping twice is harmless, and a later pacer starts.
+	p.Stop()
+	q := Start(150, floor)
+	if q == nil {
+		t.Fatal("Start after Stop did nothing")
+	}
+	q.Stop()
+	debug.SetGCPercent(before)
 	var nilPace *Pace
 	nilPace.Stop()
 }
