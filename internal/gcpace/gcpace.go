@@ -33,13 +33,13 @@ const slack = 64 << 20
 
 // Pace is a running pacer; Stop restores the previous settings.
 type Pace struct {
-	percent, floor int64
-	oldPercent     int
-	oldLimit       int64
-	stopped        atomic.Bool
-	mu             sync.Mutex
-	limit          int64
-	samples        []metrics.Sample
+	floor      int64
+	oldPercent int
+	oldLimit   int64
+	stopped    atomic.Bool
+	mu         sync.Mutex
+	limit      int64
+	samples    []metrics.Sample // read by adjust: in Start, then on the finalizer goroutine
 }
 
 // active is set while a Pace runs.
@@ -52,8 +52,7 @@ func Start(percent int, floor int64) *Pace {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || !active.CompareAndSwap(false, true) {
 		return nil
 	}
-	p := &Pace{percent: int64(percent), floor: floor,
-		samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	p := &Pace{floor: floor, samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	p.oldLimit = debug.SetMemoryLimit(-1)
 	p.adjust()
 	p.oldPercent = debug.SetGCPercent(percent)
