@@ -66,17 +66,16 @@ func IsCode(p string) bool {
 	return !strings.HasSuffix(stem, "_generated") && !strings.HasSuffix(stem, ".gen") && !strings.HasPrefix(stem, "zz_generated")
 }
 
+// binaryWindow is how many leading bytes git looks at for a NUL byte.
+const binaryWindow = 8000
+
 // IsBinary reports whether content looks binary the way git decides it: a
 // NUL byte in the first 8000 bytes.
 func IsBinary(content []byte) bool {
-	n := len(content)
-	if n > 8000 {
-		n = 8000
-	}
-	return bytes.IndexByte(content[:n], 0) >= 0
+	return bytes.IndexByte(content[:min(len(content), binaryWindow)], 0) >= 0
 }
 
 // IsBinaryString is IsBinary of a string.
 func IsBinaryString(content string) bool {
-	return strings.IndexByte(content[:min(len(content), 8000)], 0) >= 0
+	return strings.IndexByte(content[:min(len(content), binaryWindow)], 0) >= 0
 }

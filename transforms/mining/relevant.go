@@ -153,7 +153,7 @@ func importLines(lang, content string, fn func(line string)) {
 			return
 		}
 		start := strings.LastIndexByte(content[:i], '\n') + 1
-		line, rest := cutLine(content[start:])
+		line, rest, _ := strings.Cut(content[start:], "\n")
 		content = rest
 		t := trimBlanks(line)
 		switch lang {
@@ -194,7 +194,7 @@ func importLines(lang, content string, fn func(line string)) {
 			}
 			// An import block: every line up to the one starting with ")".
 			for len(content) > 0 {
-				line, content = cutLine(content)
+				line, content, _ = strings.Cut(content, "\n")
 				t := trimBlanks(line)
 				if strings.HasPrefix(t, ")") {
 					break
@@ -203,14 +203,6 @@ func importLines(lang, content string, fn func(line string)) {
 			}
 		}
 	}
-}
-
-// cutLine splits s after its first line (the newline belongs to neither).
-func cutLine(s string) (line, rest string) {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	return s, ""
 }
 
 // trimBlanks drops leading spaces and tabs.
