@@ -164,6 +164,10 @@ func versionOf[T record](r T) *int {
 // Encode returns the JSON wire form of r, setting schema_version when it is
 // zero. Map keys are sorted, so equal records encode to equal bytes.
 func Encode[T record](r T) ([]byte, error) {
+	if s, ok := any(r).(*Sample); ok {
+		var e SampleEncoder
+		return e.Append(nil, s)
+	}
 	if p := versionOf(r); *p == 0 {
 		*p = Version
 	}

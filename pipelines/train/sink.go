@@ -183,9 +183,10 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 	msgs := make([]kafkaio.Message, 0, len(pending))
 	rows := make([]schemas.Sample, 0, len(pending))
 	batch := map[string]bool{}
+	var enc schemas.SampleEncoder // a group's samples come together and share their prompt
 	for i := range pending {
 		s := &pending[i]
-		v, err := schemas.Encode(s)
+		v, err := enc.Append(nil, s)
 		if err != nil {
 			return nil, fmt.Errorf("train: sample %s: %w", s.ID, err)
 		}
