@@ -397,6 +397,7 @@ func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp roll
 	gid := fmt.Sprintf("%s@r%d", in.ID, round)
 	now := time.Now().UTC().Format(time.RFC3339)
 	out := make([]schemas.Sample, len(resp.Completions))
+	task := reward.NewTask(p.Files, in.OracleNewContent)
 	for k, c := range resp.Completions {
 		s := &out[k]
 		s.SchemaVersion = 1
@@ -409,7 +410,7 @@ func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp roll
 		if timeout > 0 {
 			rctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		r := reward.SearchReplace(rctx, p.Files, in.OracleNewContent, c.Text)
+		r := task.Score(rctx, c.Text)
 		cancel()
 		s.Reward, s.FormatError, s.Similarities = r.Reward, r.Error, r.Similarities
 	}

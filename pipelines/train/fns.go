@@ -370,13 +370,14 @@ func (f *rewardFn) out(whole func(beam.EventTime, part), partial func(beam.Event
 
 func (f *rewardFn) score(p part) scored {
 	var out scored
+	task := reward.NewTask(p.Files, p.Oracle) // the group's members share the oracle's diff
 	for i := range p.Members {
 		m := &p.Members[i]
 		if m.Lost != "" {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(f.ctx, f.Timeout)
-		res := reward.SearchReplace(rctx, p.Files, p.Oracle, m.Sample.Completion)
+		res := task.Score(rctx, m.Sample.Completion)
 		cancel()
 		if strings.HasPrefix(res.Error, "timeout:") || strings.HasPrefix(res.Error, "canceled:") {
 			v, _ := json.Marshal(&m.Sample)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -253,6 +254,11 @@ func Compare(ctx context.Context, codeContext, oracleNew, predNew map[string]str
 	if err != nil {
 		return timeoutResult(err)
 	}
+	return compareTo(ctx, codeContext, oracleNew, oracle, predNew)
+}
+
+// compareTo is Compare with the oracle's normalized patch given.
+func compareTo(ctx context.Context, codeContext, oracleNew, oracle, predNew map[string]string) Result {
 	pred, err := normalizedPatch(ctx, codeContext, predNew, oracleNew, oracle)
 	if err != nil {
 		return timeoutResult(err)
@@ -276,6 +282,56 @@ func SearchReplace(ctx context.Context, codeContext, oracleNewContent map[string
 		return Result{Reward: -1, Error: err.Error()}
 	}
 	return Compare(ctx, codeContext, oracleNewContent, pred)
+}
+
+// Task scores many answers to one instance with SearchReplace's result:
+// the oracle's normalized patch is computed once (on the first answer that
+// gets that far) instead of once an answer, and an answer equal to one
+// already scored gets that score again. The G rollouts of a GRPO group
+// share a Task; sampled groups repeat answers often. Not safe for
+// concurrent use.
+type Task struct {
+	codeContext, oracleNew map[string]string
+	oracle                 map[string]string // nil until computed
+	memo                   map[string]Result
+}
+
+// NewTask prepares the scoring of answers against one instance's oracle.
+func NewTask(codeContext, oracleNewContent map[string]string) *Task {
+	return &Task{codeContext: codeContext, oracleNew: oracleNewContent}
+}
+
+// Score is SearchReplace(ctx, codeContext, oracleNewContent, output). A
+// timeout is not remembered: a later call with more time computes again.
+func (t *Task) Score(ctx context.Context, output string) Result {
+	if r, ok := t.memo[output]; ok {
+		r.Similarities = maps.Clone(r.Similarities)
+		return r
+	}
+	if err := ctx.Err(); err != nil {
+		return timeoutResult(err)
+	}
+	var r Result
+	if pred, err := ApplyAnswer(t.codeContext, output); err != nil {
+		r = Result{Reward: -1, Error: err.Error()}
+	} else {
+		if t.oracle == nil {
+			oracle, err := NormalizedPatch(ctx, t.codeContext, t.oracleNew)
+			if err != nil {
+				return timeoutResult(err)
+			}
+			t.oracle = oracle
+		}
+		if r = compareTo(ctx, t.codeContext, t.oracleNew, t.oracle, pred); r.Error != "" {
+			return r // only a timeout sets Error here
+		}
+	}
+	if t.memo == nil {
+		t.memo = map[string]Result{}
+	}
+	t.memo[output] = r
+	r.Similarities = maps.Clone(r.Similarities)
+	return r
 }
 
 // Unidiff scores predicted git-style patches against the oracle patches
