@@ -1,12 +1,14 @@
 package rollout
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 func init() {
@@ -39,42 +41,53 @@ type fileCompletion struct {
 }
 
 // OpenFile opens "file:PATH"; it reads the whole file, failing with the line
-// number on a malformed or duplicate line.
+// number on a malformed or duplicate line. Lines are decoded on every core
+// (a benchmark's 40,000 completions took a fifth of its run on one).
 func OpenFile(spec string) (Policy, error) {
 	path := strings.TrimPrefix(spec, "file:")
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
-	defer f.Close()
-	p := &FilePolicy{path: path, byID: map[string]fileLine{}, version: -1}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for n := 1; sc.Scan(); n++ {
-		line, err := parseFileLine(sc.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("rollout: %s:%d: %w", path, n, err)
+	var lines [][]byte
+	for len(data) > 0 {
+		line, rest, _ := bytes.Cut(data, []byte{'\n'})
+		lines, data = append(lines, bytes.TrimSuffix(line, []byte{'\r'})), rest
+	}
+	parsed := make([]*fileLine, len(lines))
+	errs := make([]error, len(lines))
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), len(lines)/64+1)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(lines); i += workers {
+				parsed[i], errs[i] = parseFileLine(lines[i])
+			}
+		})
+	}
+	wg.Wait()
+	p := &FilePolicy{path: path, byID: make(map[string]fileLine, len(lines)), version: -1}
+	for i, line := range parsed {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("rollout: %s:%d: %w", path, i+1, errs[i])
 		}
 		if line == nil {
 			continue
 		}
 		if _, dup := p.byID[line.InstanceID]; dup {
-			return nil, fmt.Errorf("rollout: %s:%d: instance %q listed twice", path, n, line.InstanceID)
+			return nil, fmt.Errorf("rollout: %s:%d: instance %q listed twice", path, i+1, line.InstanceID)
 		}
 		if line.PolicyVersion != nil {
 			p.version = max(p.version, *line.PolicyVersion)
 		}
 		p.byID[line.InstanceID] = *line
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("rollout: %s: %w", path, err)
-	}
 	return p, nil
 }
 
 // parseFileLine decodes one line of a completions file; nil for a blank line.
 func parseFileLine(b []byte) (*fileLine, error) {
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
 	var l fileLine

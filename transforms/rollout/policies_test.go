@@ -238,3 +238,44 @@ func FuzzParseFileLine(f *testing.F) {
 		}
 	})
 }
+
+// A large file is decoded on several goroutines, yet errors name the first
+// bad line in file order, and CRLF line ends are accepted.
+func TestFilePolicyManyLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	write := func(bad map[int]string) {
+		var sb strings.Builder
+		for i := 1; i <= 2000; i++ {
+			if b, ok := bad[i]; ok {
+				sb.WriteString(b + "\r\n")
+				continue
+			}
+			fmt.Fprintf(&sb, `{"instance_id":"i%d","completions":["c%d"],"policy_version":%d}`+"\r\n", i, i, i%50)
+		}
+		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(nil)
+	p, err := Open("file:" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 999, 2000} {
+		r, err := p.Complete(context.Background(), Request{InstanceID: fmt.Sprintf("i%d", i), N: 1})
+		if err != nil || r.Completions[0].Text != fmt.Sprintf("c%d", i) || r.PolicyVersion != int64(i%50) {
+			t.Fatalf("i%d: %+v %v", i, r, err)
+		}
+	}
+	if v := p.(*FilePolicy).Version(); v != 49 {
+		t.Fatalf("version %d, want 49", v)
+	}
+	write(map[int]string{1500: "{oops", 1700: `{"instance_id":"i3","completions":[]}`, 1900: "nope"})
+	if _, err := Open("file:" + path); err == nil || !strings.Contains(err.Error(), "c.jsonl:1500:") {
+		t.Fatalf("error %v, want line 1500", err)
+	}
+	write(map[int]string{1700: `{"instance_id":"i3","completions":[]}`, 1900: "nope"})
+	if _, err := Open("file:" + path); err == nil || !strings.Contains(err.Error(), `c.jsonl:1700: instance "i3" listed twice`) {
+		t.Fatalf("error %v, want the duplicate at line 1700", err)
+	}
+}
