@@ -214,3 +214,42 @@ func TestTrainerRejectsBadBatches(t *testing.T) {
 		t.Error("ClipLow 1.5: no error")
 	}
 }
+
+// With advantage 1 and on-policy log-probs (ratio 1, inside the clip
+// range), the GRPO step's gradient is the SFT step's: -1/tokens on every
+// completion token. Equal models must stay equal through a few steps, so
+// RL on a policy's exact answers is the warm start continued.
+func TestGRPOUnitAdvantageIsSFT(t *testing.T) {
+	seqs := []gpu.Sequence{
+		{Prompt: []int32{1, 2, 3}, Completion: []int32{4, 5, 6, 7, 8}},
+		{Prompt: []int32{9, 8}, Completion: []int32{7, 6, 5}},
+	}
+	m1, _ := gpu.NewModel(gpu.TinyConfig(), 5)
+	m2, _ := gpu.NewModel(gpu.TinyConfig(), 5)
+	cfg := gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 3e-3, GradClip: 1, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28}}
+	sft, rl := newTrainer(t, m1, cfg), newTrainer(t, m2, cfg)
+	for step := range 5 {
+		if _, err := sft.SFTStep(seqs); err != nil {
+			t.Fatal(err)
+		}
+		lp, err := rl.LogProbs(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := make([]gpu.Sequence, len(seqs))
+		for i, s := range seqs {
+			batch[i] = gpu.Sequence{Prompt: s.Prompt, Completion: s.Completion, Advantage: 1, OldLogProbs: lp[i]}
+		}
+		if _, err := rl.Step(batch); err != nil {
+			t.Fatal(err)
+		}
+		w1, w2 := m1.Tensors(), m2.Tensors()
+		for k := range w1 {
+			for j := range w1[k].Data {
+				if d := math.Abs(float64(w1[k].Data[j] - w2[k].Data[j])); d > 1e-6 {
+					t.Fatalf("step %d: tensor %s[%d] differs by %g (SFT %g, GRPO %g)", step+1, w1[k].Name, j, d, w1[k].Data[j], w2[k].Data[j])
+				}
+			}
+		}
+	}
+}
