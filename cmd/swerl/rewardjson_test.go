@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -74,38 +72,4 @@ func FuzzFastRewardWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkFastWire(t, b)
 	})
-}
-
-// TestPlain8 checks the word test against the byte-by-byte rule for every
-// byte value in every position, and for random words.
-func TestPlain8(t *testing.T) {
-	plainByte := func(c byte) bool { return c != '"' && c != '\\' && c >= 0x20 && c < 0x80 }
-	check := func(w [8]byte) {
-		want := true
-		for _, c := range w {
-			want = want && plainByte(c)
-		}
-		if got := plain8(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
-		}
-	}
-	for pos := range 8 {
-		for c := range 256 {
-			w := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
-			w[pos] = byte(c)
-			check(w)
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200000 {
-		var w [8]byte
-		for i := range w {
-			// Mostly plain bytes, so words without a special byte occur.
-			w[i] = byte(0x20 + rng.IntN(0x60))
-			if rng.IntN(16) == 0 {
-				w[i] = byte(rng.IntN(256))
-			}
-		}
-		check(w)
-	}
 }
