@@ -253,3 +253,33 @@ func TestGRPOUnitAdvantageIsSFT(t *testing.T) {
 		}
 	}
 }
+
+// MinTokenProb leaves out the tokens drawn below it, and in a negative
+// sample everything after the first of them; without old log-probs it
+// filters nothing.
+func TestGRPOLossMinTokenProb(t *testing.T) {
+	p := gpu.GRPOParams{MinTokenProb: 0.5}
+	logp := []float64{-0.1, -5, -0.2, -0.05}
+	old := []float64{-0.1, -5, -0.2, -0.05}
+	pos := gpu.GRPOLoss(p, 1, logp, old, nil, 1)
+	if pos.Masked != 1 || pos.DLogp[1] != 0 || pos.DLogp[0] == 0 || pos.DLogp[2] == 0 || pos.DLogp[3] == 0 {
+		t.Fatalf("positive sample: masked %d, dlogp %v", pos.Masked, pos.DLogp)
+	}
+	neg := gpu.GRPOLoss(p, -1, logp, old, nil, 1)
+	if neg.Masked != 3 || neg.DLogp[0] == 0 || neg.DLogp[1] != 0 || neg.DLogp[2] != 0 || neg.DLogp[3] != 0 {
+		t.Fatalf("negative sample: masked %d, dlogp %v", neg.Masked, neg.DLogp)
+	}
+	// The unmasked tokens keep exactly the unfiltered loss's values.
+	all := gpu.GRPOLoss(gpu.GRPOParams{}, -1, logp, old, nil, 1)
+	if neg.DLogp[0] != all.DLogp[0] || all.Masked != 0 {
+		t.Fatalf("unfiltered %v, filtered %v", all.DLogp, neg.DLogp)
+	}
+	if on := gpu.GRPOLoss(p, -1, logp, nil, nil, 1); on.Masked != 0 {
+		t.Fatalf("on-policy (no old log-probs) masked %d tokens", on.Masked)
+	}
+	for _, bad := range []float64{-0.1, 1, 2} {
+		if err := (gpu.GRPOParams{MinTokenProb: bad}).Validate(); err == nil {
+			t.Errorf("MinTokenProb %v validated", bad)
+		}
+	}
+}

@@ -120,11 +120,13 @@ type Metrics struct {
 	Loss     float64 // objective value of the micro-batch
 	KL       float64 // mean k3 KL estimate per token (0 without KL)
 	ClipFrac float64 // fraction of tokens whose ratio was clipped
-	Tokens   int     // completion tokens trained on
-	Applied  bool    // this micro-batch completed an optimizer step
-	Step     int     // optimizer steps taken so far
-	LR       float64 // learning rate of the step (when Applied)
-	GradNorm float64 // global gradient norm before clipping (when Applied)
+	// MaskedFrac is the fraction of tokens left out by GRPOParams.MinTokenProb.
+	MaskedFrac float64
+	Tokens     int     // completion tokens trained on
+	Applied    bool    // this micro-batch completed an optimizer step
+	Step       int     // optimizer steps taken so far
+	LR         float64 // learning rate of the step (when Applied)
+	GradNorm   float64 // global gradient norm before clipping (when Applied)
 }
 
 // Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
@@ -338,6 +340,7 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 			met.Loss += tl.Loss
 			met.KL += tl.KL / float64(total)
 			met.ClipFrac += float64(tl.Clipped) / float64(total)
+			met.MaskedFrac += float64(tl.Masked) / float64(total)
 			for k, d := range tl.DLogp {
 				// backward computes the gradient of sum dlogp*logp; the
 				// optimizer descends on the loss.
