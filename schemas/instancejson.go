@@ -32,8 +32,9 @@ func fieldOf(key string, names []string) int {
 }
 
 // fastInstance decodes the common shape of an Instance's JSON in one pass:
-// every known field with its plain type, other fields any JSON. It gives up
-// (ok false) on anything else (null for a known field, duplicate or
+// every known field with its plain type or null (json.Marshal writes a nil
+// slice or map as null), other fields any JSON. It gives up (ok false) on
+// anything else (duplicate or
 // case-folded keys, numbers that are not int64 literals, escapes naming
 // lone surrogates, invalid UTF-8) and Decode falls back to encoding/json.
 // Where it says ok the result is json.Unmarshal's into a zero Instance
@@ -53,6 +54,9 @@ func fastInstance(b []byte) (in Instance, ok bool) {
 				return false
 			}
 			seen[f] = true
+			if p.Null() {
+				return true // encoding/json leaves the field as it is: zero here
+			}
 			var ok bool
 			switch f {
 			case 0:
@@ -103,6 +107,9 @@ func readStats(p *jsonscan.Scanner, st *ChangeStats) bool {
 			return false
 		}
 		seen[f] = true
+		if p.Null() {
+			return true
+		}
 		n, ok := readInt(p)
 		*[...]*int{&st.FilesChanged, &st.LinesAdded, &st.LinesDeleted, &st.Hunks, &st.PatchBytes}[f] = n
 		return ok

@@ -340,6 +340,9 @@ func (p *Scanner) Skip(depth int) bool {
 	}
 }
 
+// Null reads a null literal if one is next (and reports whether it did).
+func (p *Scanner) Null() bool { return p.lit("null") }
+
 func (p *Scanner) lit(s string) bool {
 	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
 		p.i += len(s)
