@@ -100,6 +100,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clipHigh := fs.Float64("clip-eps-high", 0, "ε_high for clip-higher (0: same as --clip-eps)")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the frozen version 0 (0: off)")
 	avg := fs.String("averaging", "token", "loss averaging: token (DAPO) or sequence (GRPO)")
+	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
+	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -117,8 +119,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
-	cfg.BatchGroups, cfg.MaxStaleness = *batchGroups, *staleness
-	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl}
+	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, *maskTrunc
+	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl, MinTokenProb: *minProb}
 	switch *avg {
 	case "token":
 		cfg.Train.GRPO.Averaging = gpu.TokenMean

@@ -60,14 +60,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	keep := fs.Int("keep-checkpoints", 10, "keep the files of only the newest N versions and version 0 (every warm-start and RL step publishes one); older ones are deleted, their index rows stay (0: keep all)")
 	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
-	lr := fs.Float64("lr", 5e-5, "RL learning rate")
+	lr := fs.Float64("lr", 1e-3, "RL learning rate")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
-	batch := fs.Int("batch", 4, "instances per RL step")
+	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
 	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
 	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts")
+	minProb := fs.Float64("min-token-prob", 0.5, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
+	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
+	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
 	hunkContext := fs.Int("hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
 	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
@@ -269,8 +272,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := rl.Config{
 		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
 		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
-		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq,
-		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl}, Prompt: popts, Seed: *seed,
+		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
+		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb}, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error

@@ -71,6 +71,15 @@ type Config struct {
 	// MaxStaleness drops samples whose policy version is more than this
 	// many versions behind the version being trained; negative disables.
 	MaxStaleness int
+	// MaskTruncated leaves out of the loss the samples whose completion
+	// was cut at the token limit (finish_reason "length"): DAPO's overlong
+	// filtering. The reward reads only the tagged answer, so a cut
+	// completion can score 1.0 with hundreds of tokens of babble after
+	// </solution>, which plain GRPO then reinforces (seen on the built-in
+	// model). They still count in their group's advantages. Off by
+	// default: where every completion is cut on purpose (short
+	// --max-tokens) it would leave nothing to learn from.
+	MaskTruncated bool
 	// Train configures the trainer; Train.MaxBatch is the micro-batch
 	// size (sequences), and a step accumulates as many micro-batches as
 	// its groups need.
@@ -96,6 +105,7 @@ type Stats struct {
 	Samples     int   // samples trained on
 	Stale       int   // samples dropped as too stale
 	Skipped     int   // samples skipped (too long, bad tokens, empty)
+	Truncated   int   // samples left out of the loss as cut at the token limit (see MaskTruncated)
 	Incomplete  int   // samples of groups never completed (dropped at the end)
 	Tokens      int64 // completion tokens trained on
 	Version     int64 // last published version
@@ -529,6 +539,11 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 				stale += float64(l.version - s.PolicyVersion)
 			}
 			n++
+			if s.FinishReason == "length" && l.cfg.MaskTruncated {
+				l.stats.Truncated++
+				mSamples.WithLabelValues("truncated").Inc()
+				continue
+			}
 			seq, why := l.sequence(s)
 			if why != "" {
 				l.stats.Skipped++
@@ -611,6 +626,7 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 		sum.Loss += met.Loss / float64(chunks)
 		sum.KL += met.KL / float64(chunks)
 		sum.ClipFrac += met.ClipFrac / float64(chunks)
+		sum.MaskedFrac += met.MaskedFrac / float64(chunks)
 		sum.Tokens += met.Tokens
 		if met.Applied {
 			sum.Applied, sum.LR, sum.GradNorm, sum.Step = true, met.LR, met.GradNorm, met.Step
@@ -627,8 +643,8 @@ func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
 		return
 	}
 	l.lastProgress = time.Now()
-	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d",
-		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped)
+	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d truncated %d",
+		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped, l.stats.Truncated)
 	if l.tty {
 		fmt.Fprintf(l.cfg.Progress, "\r\x1b[K%s", line)
 		l.live = true
@@ -646,6 +662,6 @@ func (l *Learner) summary(d time.Duration) {
 		fmt.Fprintln(l.cfg.Progress)
 		l.live = false
 	}
-	fmt.Fprintf(l.cfg.Progress, "trained %d steps (%d groups, %d samples, %d tokens) in %s; published up to v%d; dropped %d stale, %d skipped, %d in incomplete groups\n",
-		s.Steps, s.Groups, s.Samples, s.Tokens, d.Round(time.Millisecond), l.version, s.Stale, s.Skipped, s.Incomplete)
+	fmt.Fprintf(l.cfg.Progress, "trained %d steps (%d groups, %d samples, %d tokens) in %s; published up to v%d; dropped %d stale, %d skipped, %d in incomplete groups; %d cut at the token limit left out of the loss\n",
+		s.Steps, s.Groups, s.Samples, s.Tokens, d.Round(time.Millisecond), l.version, s.Stale, s.Skipped, s.Incomplete, s.Truncated)
 }

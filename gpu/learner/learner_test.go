@@ -417,3 +417,25 @@ func TestKeepCheckpointsPublishesOn(t *testing.T) {
 		t.Fatalf("checkpoint directories %v, want %v", dirs, want)
 	}
 }
+
+// With MaskTruncated, samples cut at the token limit are left out of the
+// loss; either way their group is trained.
+func TestTruncatedSamples(t *testing.T) {
+	for _, mask := range []bool{true, false} {
+		l := newLearner(t, Config{Out: t.TempDir(), Model: initModel(t), BatchGroups: 2, MaxStaleness: -1, MaskTruncated: mask,
+			Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3}})
+		in := syntheticSamples(2, 4, -1, "t")
+		in[1].FinishReason, in[6].FinishReason = "length", "length"
+		st, err := l.Run(context.Background(), &SliceSource{Samples: in}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Stats{Groups: 2, Samples: 6, Truncated: 2}
+		if !mask {
+			want = Stats{Groups: 2, Samples: 8}
+		}
+		if st.Groups != want.Groups || st.Samples != want.Samples || st.Truncated != want.Truncated || st.Skipped != 0 {
+			t.Fatalf("MaskTruncated %v: stats %+v, want %d groups, %d samples trained, %d truncated", mask, st, want.Groups, want.Samples, want.Truncated)
+		}
+	}
+}

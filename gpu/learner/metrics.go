@@ -11,7 +11,7 @@ var (
 		Name: "swerl_learn_steps_total", Help: "Optimizer steps taken by the learner (GRPO and SFT).",
 	})
 	mSamples = metrics.Factory.CounterVec(prometheus.CounterOpts{
-		Name: "swerl_learn_samples_total", Help: "Samples consumed by the learner, by outcome (trained, stale, skipped, incomplete).",
+		Name: "swerl_learn_samples_total", Help: "Samples consumed by the learner, by outcome (trained, stale, skipped, truncated, incomplete).",
 	}, []string{"outcome"})
 	mLoss = metrics.Factory.Gauge(prometheus.GaugeOpts{
 		Name: "swerl_learn_loss", Help: "Objective value of the last optimizer step.",

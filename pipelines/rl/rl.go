@@ -68,6 +68,15 @@ type Config struct {
 	MaxSeq int
 	// Method turns a group's rewards into advantages. Default GRPO.
 	Method advantage.Method
+	// FreshMoments starts RL with zeroed AdamW moments instead of the warm
+	// start's. An earlier stop measured the warm moments blowing up RL at
+	// its settings then (reward +0.49 → −0.88); with MinTokenProb and all
+	// tasks in every step they hold, and fresh ones moved every weight by
+	// the full learning rate in the first steps (README).
+	FreshMoments bool
+	// MaskTruncated leaves completions cut at the token limit out of the
+	// loss (learner.Config.MaskTruncated).
+	MaskTruncated bool
 	// GRPO configures the clipped surrogate; with GRPO.KLCoef > 0 the KL
 	// reference is the version RL starts from (the warm start's last).
 	GRPO gpu.GRPOParams
@@ -165,7 +174,7 @@ func (c *Config) defaults() error {
 func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, ref int64) (*learner.Learner, error) {
 	return learner.New(learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints,
-		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1,
+		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo},
 		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
 	})
@@ -267,11 +276,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := writeState(cfg.Out, st); err != nil {
 		return sum, err
 	}
-	// RL starts with fresh AdamW moments: the warm start's second moments
-	// are tiny by its end and would blow up the first RL updates (measured:
-	// reward fell from +0.49 to −0.88 over 30 steps with them, and held at
-	// +0.43 → +0.47 without). A resumed RL phase keeps its own moments.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0, cfg.GRPO, st.RLStart)
+	// RL keeps the warm start's AdamW moments unless FreshMoments: fresh
+	// ones make the first updates sign steps of size LR on every weight,
+	// whatever its gradient (see FreshMoments). A resumed RL phase keeps
+	// its own moments either way.
+	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, st.RLStart)
 	if err != nil {
 		return sum, err
 	}
