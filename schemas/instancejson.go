@@ -43,20 +43,7 @@ func fieldOf(key string, names []string) int {
 func fastInstance(b []byte) (in Instance, ok bool) {
 	var seen [len(instanceFields)]bool
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return p.Object(true, func(key string) bool {
-			f := fieldOf(key, instanceFields[:])
-			switch {
-			case f == -2:
-				return false
-			case f == -1:
-				return p.Skip(0)
-			case seen[f]:
-				return false
-			}
-			seen[f] = true
-			if p.Null() {
-				return true // encoding/json leaves the field as it is: zero here
-			}
+		return knownFields(p, instanceFields[:], seen[:], func(f int) bool {
 			var ok bool
 			switch f {
 			case 0:
@@ -96,8 +83,20 @@ func readInt(p *jsonscan.Scanner) (int, bool) {
 
 func readStats(p *jsonscan.Scanner, st *ChangeStats) bool {
 	var seen [len(statsFields)]bool
+	return knownFields(p, statsFields[:], seen[:], func(f int) bool {
+		n, ok := readInt(p)
+		*[...]*int{&st.FilesChanged, &st.LinesAdded, &st.LinesDeleted, &st.Hunks, &st.PatchBytes}[f] = n
+		return ok
+	})
+}
+
+// knownFields reads an object whose keys are names (seen marks those read):
+// value reads the value of names[f]; a null value is skipped, as
+// encoding/json leaves the field as it is (zero, into a zero record); an
+// unknown key's value is skipped; a repeated or case-folded key gives up.
+func knownFields(p *jsonscan.Scanner, names []string, seen []bool, value func(f int) bool) bool {
 	return p.Object(true, func(key string) bool {
-		f := fieldOf(key, statsFields[:])
+		f := fieldOf(key, names)
 		switch {
 		case f == -2:
 			return false
@@ -107,12 +106,7 @@ func readStats(p *jsonscan.Scanner, st *ChangeStats) bool {
 			return false
 		}
 		seen[f] = true
-		if p.Null() {
-			return true
-		}
-		n, ok := readInt(p)
-		*[...]*int{&st.FilesChanged, &st.LinesAdded, &st.LinesDeleted, &st.Hunks, &st.PatchBytes}[f] = n
-		return ok
+		return p.Null() || value(f)
 	})
 }
 
