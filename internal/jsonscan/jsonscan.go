@@ -388,31 +388,23 @@ func (p *Scanner) Number() bool {
 // or an overflow gives false).
 func (p *Scanner) Int() (int64, bool) {
 	neg := p.Eat('-')
-	if p.i >= len(p.b) || p.b[p.i] < '0' || p.b[p.i] > '9' {
-		return 0, false
-	}
-	if p.b[p.i] == '0' {
+	start := p.i
+	var u uint64
+	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+		d := uint64(p.b[p.i] - '0')
+		if u > (1<<63-1-d)/10 {
+			return 0, false // beyond int64 (even -1<<63 is left to encoding/json)
+		}
+		u = u*10 + d
 		p.i++
-	} else {
-		var u uint64
-		for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
-			d := uint64(p.b[p.i] - '0')
-			if u > (1<<63-1-d)/10 {
-				return 0, false // beyond int64 (even -1<<63 is left to encoding/json)
-			}
-			u = u*10 + d
-			p.i++
-		}
-		if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-			return 0, false
-		}
-		if neg {
-			return -int64(u), true
-		}
-		return int64(u), true
 	}
-	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E' || ('0' <= p.b[p.i] && p.b[p.i] <= '9')) {
+	switch n := p.i - start; {
+	case n == 0, n > 1 && p.b[start] == '0': // no digits, or a leading zero
 		return 0, false
+	case p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E'):
+		return 0, false
+	case neg:
+		return -int64(u), true
 	}
-	return 0, true
+	return int64(u), true
 }
