@@ -40,6 +40,16 @@ type GRPOParams struct {
 	// sampling accidents broke the policy (see README). The left-out tokens
 	// still count in TokenMean's denominator. 0 (the default) keeps all.
 	MinTokenProb float64
+	// PositiveOnly trains on the samples with a positive advantage only:
+	// a negative advantage counts as 0 (the KL term stays), and the
+	// sample's tokens still count in TokenMean's denominator. The group
+	// baseline is unchanged, so this is GRPO's reinforcing half; with a
+	// 0/1 reward it is rejection-sampling fine-tuning weighted by
+	// advantage (RAFT). A negative sample of a model that imitates its
+	// answers is mostly a correct answer up to a slip, and pushing all of
+	// it down unlearns the correct part; on the built-in model this half
+	// alone learned several times faster than GRPO (README).
+	PositiveOnly bool
 }
 
 func (p GRPOParams) clipLow() float64 {
@@ -95,6 +105,9 @@ type TokenLoss struct {
 func GRPOLoss(p GRPOParams, adv float64, logp, old, ref []float64, weight float64) TokenLoss {
 	lo, hi := 1-p.clipLow(), 1+p.clipHigh()
 	out := TokenLoss{DLogp: make([]float64, len(logp))}
+	if p.PositiveOnly && adv < 0 {
+		adv = 0
+	}
 	minLogp, cut := math.Inf(-1), len(logp)
 	if p.MinTokenProb > 0 && old != nil {
 		minLogp = math.Log(p.MinTokenProb)

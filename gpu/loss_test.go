@@ -38,6 +38,12 @@ func TestGRPOLoss(t *testing.T) {
 			wantLoss: -1.25, wantDLogp: []float64{-1.25}},
 		{name: "k3 KL with reference twice as likely", p: gpu.GRPOParams{KLCoef: 0.1}, adv: 0, logp: []float64{-2}, ref: []float64{-2 + ln(2)}, weight: 1,
 			wantLoss: 0.1 * (1 - ln(2)), wantDLogp: []float64{-0.1}, wantKL: 1 - ln(2)},
+		{name: "positive-only keeps a positive sample", p: gpu.GRPOParams{PositiveOnly: true}, adv: 2, logp: []float64{-1, -2}, weight: 0.5,
+			wantLoss: -2, wantDLogp: []float64{-1, -1}},
+		{name: "positive-only drops a negative sample", p: gpu.GRPOParams{PositiveOnly: true}, adv: -2, logp: []float64{-1, -2}, weight: 0.5,
+			wantLoss: 0, wantDLogp: []float64{0, 0}},
+		{name: "positive-only keeps a negative sample's KL", p: gpu.GRPOParams{PositiveOnly: true, KLCoef: 0.1}, adv: -1, logp: []float64{-2}, ref: []float64{-2 + ln(2)}, weight: 1,
+			wantLoss: 0.1 * (1 - ln(2)), wantDLogp: []float64{-0.1}, wantKL: 1 - ln(2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := gpu.GRPOLoss(tc.p, tc.adv, tc.logp, tc.old, tc.ref, tc.weight)

@@ -100,6 +100,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clipHigh := fs.Float64("clip-eps-high", 0, "ε_high for clip-higher (0: same as --clip-eps)")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the frozen version 0 (0: off)")
 	avg := fs.String("averaging", "token", "loss averaging: token (DAPO) or sequence (GRPO)")
+	posOnly := fs.Bool("positive-only", false, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0)")
 	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	if err := parseFlags(fs, args); err != nil {
@@ -120,7 +121,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stop()
 	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, *maskTrunc
-	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl, MinTokenProb: *minProb}
+	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}
 	switch *avg {
 	case "token":
 		cfg.Train.GRPO.Averaging = gpu.TokenMean
