@@ -439,3 +439,41 @@ func TestTruncatedSamples(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswerProbs(t *testing.T) {
+	l := newLearner(t, Config{Out: t.TempDir(), Model: initModel(t), Train: gpu.TrainConfig{MaxBatch: 2, MaxSeq: 96, LR: 1e-2}})
+	a := Example{ID: "a", Prompt: "say hi", Answer: "hello world"}
+	long := Example{ID: "long", Prompt: "say hi", Answer: strings.Repeat("hello world ", 20)}
+	ex := []Example{a, {ID: "b", Prompt: "say bye", Answer: "bye now"}}
+	probe := func() float64 {
+		t.Helper()
+		ps, err := l.AnswerProbs([]Example{long, a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != 2 || !math.IsNaN(ps[0]) {
+			t.Fatalf("probabilities %v: want NaN for the example longer than MaxSeq", ps)
+		}
+		return ps[1]
+	}
+	before := probe()
+	if _, err := l.SFT(context.Background(), ex, 2, 60); err != nil {
+		t.Fatal(err)
+	}
+	p := probe()
+	if !(p > 0.5 && p > 1e6*before) {
+		t.Fatalf("answer probability %g after 60 SFT steps, %g before", p, before)
+	}
+	// The SFT loss of a step on a alone is its mean NLL per answer token
+	// under the same weights, read before the update: exp(−loss·tokens)
+	// is the probability.
+	st0 := l.Stats()
+	st, err := l.SFT(context.Background(), []Example{a}, 1, st0.Steps+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := math.Exp(-st.LastLoss * float64(st.Tokens-st0.Tokens))
+	if math.Abs(p-want) > 1e-4*want {
+		t.Fatalf("AnswerProbs %v, from the SFT loss %v", p, want)
+	}
+}

@@ -3,6 +3,7 @@ package learner
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"swerl/gpu"
@@ -93,4 +94,41 @@ func (l *Learner) sftSequence(ex Example) (gpu.Sequence, string) {
 		return seq, fmt.Sprintf("%d prompt + %d answer tokens exceed --max-seq %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
 	}
 	return seq, ""
+}
+
+// AnswerProbs returns, for each example, the probability that the policy
+// samples its answer token for token at temperature 1 under the current
+// weights: exp of the sum of the answer tokens' log-probabilities, the eos
+// token included. For an answer scored against its own oracle patch it is a
+// lower bound on the exact-match rate of rollouts (another thought before
+// the same edits also matches), read with forward passes only. Examples that
+// do not fit (see SFT) get NaN.
+func (l *Learner) AnswerProbs(examples []Example) ([]float64, error) {
+	out := make([]float64, len(examples))
+	var seqs []gpu.Sequence
+	var at []int
+	for i, ex := range examples {
+		seq, why := l.sftSequence(ex)
+		if why != "" {
+			out[i] = math.NaN()
+			continue
+		}
+		seqs, at = append(seqs, seq), append(at, i)
+	}
+	mb := l.trainer.Config().MaxBatch
+	for c := 0; c < len(seqs); c += mb {
+		part := seqs[c:min(len(seqs), c+mb)]
+		lps, err := l.trainer.LogProbs(part)
+		if err != nil {
+			return nil, err
+		}
+		for j, lp := range lps {
+			var sum float64
+			for _, x := range lp {
+				sum += float64(x)
+			}
+			out[at[c+j]] = math.Exp(sum)
+		}
+	}
+	return out, nil
 }
