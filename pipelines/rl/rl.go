@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -60,6 +61,16 @@ type Config struct {
 	// SFTBatch, learning rate SFTLR) before RL. 0 skips it.
 	SFTSteps, SFTBatch int
 	SFTLR              float64
+	// SFTUntil, when positive, ends the warm start early: once the mean
+	// probability that the policy samples an oracle answer exactly
+	// (learner.AnswerProbs, a lower bound on its exact-match rate) reaches
+	// it. It is read every SFTCheck steps (default 5) and reported to
+	// AfterSFTCheck. RL learns from groups whose rollouts differ; a warm
+	// start trained until it answers nearly every task exactly leaves
+	// almost none (README: What to expect).
+	SFTUntil      float64
+	SFTCheck      int
+	AfterSFTCheck func(step int, answerProb float64)
 	// Steps is the number of RL steps; each samples BatchInstances
 	// instances GroupSize times and takes one optimizer step.
 	Steps, BatchInstances, GroupSize int
@@ -147,6 +158,12 @@ func (c *Config) defaults() error {
 	}
 	if len(c.Train) == 0 {
 		return errors.New("rl: no training instances")
+	}
+	if c.SFTUntil < 0 || c.SFTUntil > 1 {
+		return fmt.Errorf("rl: SFTUntil %v outside [0,1]", c.SFTUntil)
+	}
+	if c.SFTCheck <= 0 {
+		c.SFTCheck = 5
 	}
 	if c.SFTBatch <= 0 {
 		c.SFTBatch = 8
@@ -264,7 +281,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if len(ex) == 0 {
 			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
 		}
-		ls, err := l.SFT(ctx, ex, cfg.SFTBatch, cfg.SFTSteps)
+		ls, err := warmStart(ctx, cfg, l, ex)
 		if err != nil {
 			return sum, err
 		}
@@ -335,6 +352,43 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// warmStart takes the SFT steps: all cfg.SFTSteps of them, or with
+// cfg.SFTUntil > 0 only until the oracle answers' mean sampling probability
+// (learner.AnswerProbs, read every cfg.SFTCheck steps) reaches SFTUntil.
+func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner.Example) (learner.Stats, error) {
+	if cfg.SFTUntil <= 0 {
+		return l.SFT(ctx, ex, cfg.SFTBatch, cfg.SFTSteps)
+	}
+	var ls learner.Stats
+	for done := 0; done < cfg.SFTSteps; {
+		done = min(cfg.SFTSteps, done+cfg.SFTCheck)
+		var err error
+		if ls, err = l.SFT(ctx, ex, cfg.SFTBatch, done); err != nil {
+			return ls, err
+		}
+		ps, err := l.AnswerProbs(ex)
+		if err != nil {
+			return ls, err
+		}
+		var mean float64
+		n := 0
+		for _, p := range ps {
+			if !math.IsNaN(p) {
+				mean += p
+				n++
+			}
+		}
+		mean /= float64(max(n, 1))
+		if cfg.AfterSFTCheck != nil {
+			cfg.AfterSFTCheck(ls.Steps, mean)
+		}
+		if mean >= cfg.SFTUntil {
+			break
+		}
+	}
+	return ls, nil
 }
 
 // roundStats aggregates a round's samples.
