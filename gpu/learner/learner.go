@@ -136,6 +136,7 @@ type Learner struct {
 	tty          bool // Progress is a terminal: one line rewritten with \r
 	live         bool // a live line is on the terminal
 	sft          bool // train runs SFTStep
+	sftNext      int  // the example SFT's next batch starts at, across calls
 }
 
 // New opens the store, loads the model (fresh or resumed) and, on a fresh

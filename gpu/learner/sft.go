@@ -24,7 +24,9 @@ type Example struct {
 // tokens only, the eos token included) over examples, batch examples per
 // optimizer step, cycling through them until steps steps were taken, and
 // publishes a version after each step. Examples too long for MaxSeq are
-// skipped and counted.
+// skipped and counted. A later call with the same examples goes on where
+// the last batch ended, so SFT in chunks of steps sees the examples as
+// evenly as one call does.
 func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int) (Stats, error) {
 	if batch <= 0 {
 		return l.Stats(), fmt.Errorf("learner: SFT batch %d, want ≥ 1", batch)
@@ -46,15 +48,14 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 	l.sft = true
 	start := time.Now()
 	defer func() { l.sft = false; l.summary(time.Since(start)) }()
-	next := 0
 	for l.stats.Steps < steps {
 		if err := ctx.Err(); err != nil {
 			return l.Stats(), err
 		}
 		var part []gpu.Sequence
 		for range min(batch, len(seqs)) {
-			part = append(part, seqs[next%len(seqs)])
-			next++
+			part = append(part, seqs[l.sftNext%len(seqs)])
+			l.sftNext++
 		}
 		met, err := l.train(part)
 		if err != nil {
