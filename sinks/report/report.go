@@ -153,6 +153,29 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
+// sampleMean is the mean reward over all samples of groups.
+func sampleMean(groups [][]sampleRow) float64 {
+	var sum float64
+	n := 0
+	for _, g := range groups {
+		for _, r := range g {
+			sum += r.Reward
+			n++
+		}
+	}
+	return sum / float64(max(n, 1))
+}
+
+// trailing is, for each version, the mean reward of the samples of it and
+// the w−1 versions before it.
+func trailing(groups [][]sampleRow, w int) []float64 {
+	out := make([]float64, len(groups))
+	for i := range groups {
+		out[i] = sampleMean(groups[max(0, i-w+1) : i+1])
+	}
+	return out
+}
+
 // Figures computes every plot of the report from d.
 func Figures(d *Data) []Figure {
 	xs, groups := byVersion(d.Samples)
@@ -189,10 +212,15 @@ func Figures(d *Data) []Figure {
 		advStd[i] = math.Sqrt(v / float64(len(advs)))
 		zeroVar[i] = zero / ngroups
 	}
+	rewardCaption := "Mean reward of the samples each policy version produced (−1 = format error, else patch similarity in [0,1]), and its trailing mean over 5 versions."
+	if h := len(groups) / 2; h > 0 {
+		rewardCaption += fmt.Sprintf(" Samples of versions %g–%g average %+.3f; of versions %g–%g, %+.3f.",
+			xs[0], xs[h-1], sampleMean(groups[:h]), xs[h], xs[len(xs)-1], sampleMean(groups[h:]))
+	}
 	figs := []Figure{
-		{"reward", "Mean reward of the samples each policy version produced (−1 = format error, else patch similarity in [0,1]).",
+		{"reward", rewardCaption,
 			&plot.Chart{Title: "Mean reward by policy version", XLabel: "policy version", YLabel: "reward",
-				Series: []plot.Series{{Name: "mean reward", X: xs, Y: meanR}}}},
+				Series: []plot.Series{{Name: "mean reward", X: xs, Y: meanR}, {Name: "trailing mean of 5", X: xs, Y: trailing(groups, 5)}}}},
 		{"format_errors", "Fraction of samples whose answer could not be parsed or applied (reward −1).",
 			&plot.Chart{Title: "Format-error rate by policy version", XLabel: "policy version", YLabel: "rate",
 				Series: []plot.Series{{Name: "format errors", X: xs, Y: fmtErr}}}},

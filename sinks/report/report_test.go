@@ -88,6 +88,22 @@ func TestFiguresFromRun(t *testing.T) {
 			t.Fatalf("reward by version %d: got (%v, %v), want (%d, %v)", i, r.X[i], r.Y[i], i, want[i])
 		}
 	}
+	// The trailing mean (16 samples a version, so the mean of the version
+	// means) and the caption's halves: version 0 against versions 1 and 2.
+	tr := byName["reward"].Chart.Series[1].Y
+	for i := range want {
+		var m float64
+		for _, w := range want[:i+1] {
+			m += w / float64(i+1)
+		}
+		if math.Abs(tr[i]-m) > 1e-12 {
+			t.Fatalf("trailing mean at v%d = %v, want %v", i, tr[i], m)
+		}
+	}
+	halves := fmt.Sprintf("Samples of versions 0–0 average %+.3f; of versions 1–2, %+.3f.", want[0], (want[1]+want[2])/2)
+	if c := byName["reward"].Caption; !strings.Contains(c, halves) {
+		t.Fatalf("reward caption %q lacks %q", c, halves)
+	}
 	fe := byName["format_errors"].Chart.Series[0].Y
 	for v, wantRate := range []float64{0.75, 0.5, 0.25} {
 		if math.Abs(fe[v]-wantRate) > 1e-12 {
