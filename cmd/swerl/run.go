@@ -58,8 +58,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
 	keep := fs.Int("keep-checkpoints", 10, "keep the files of only the newest N versions and version 0 (every warm-start and RL step publishes one); older ones are deleted, their index rows stay (0: keep all)")
-	sftSteps := fs.Int("sft-steps", 200, "supervised warm-start steps on the oracle answers before RL (0: none)")
+	sftSteps := fs.Int("sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
+	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
 	lr := fs.Float64("lr", 1e-3, "RL learning rate")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
@@ -68,7 +69,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
 	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
 	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts")
-	minProb := fs.Float64("min-token-prob", 0.5, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
+	minProb := fs.Float64("min-token-prob", 0.05, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
+	posOnly := fs.Bool("positive-only", true, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0); --positive-only=false: full GRPO")
 	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
@@ -90,8 +92,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *kl < 0 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0, --kl-coef ≥ 0")
+	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *kl < 0 || *sftUntil < 0 || *sftUntil > 1 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0, --kl-coef ≥ 0")
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
@@ -271,9 +273,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	lastLine := time.Time{}
 	cfg := rl.Config{
 		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
-		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR,
+		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR, SFTUntil: *sftUntil,
+		AfterSFTCheck: func(step int, p float64) {
+			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
+		},
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
-		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb}, Prompt: popts, Seed: *seed,
+		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
@@ -296,7 +301,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *verbose {
 		cfg.Progress = stderr
 	}
-	fmt.Fprintf(stderr, "swerl run: warm start %d steps, then %d RL steps of %d instances × %d completions\n", *sftSteps, *steps, *batch, *group)
+	until := ""
+	if *sftUntil > 0 {
+		until = fmt.Sprintf(", until the oracle answers are sampled with probability %g", *sftUntil)
+	}
+	fmt.Fprintf(stderr, "swerl run: warm start of at most %d steps%s, then %d RL steps of %d instances × %d completions\n", *sftSteps, until, *steps, *batch, *group)
 	sum, err := rl.Run(ctx, cfg)
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "swerl run: interrupted after RL step %d; everything published is kept, continue with --resume\n", sum.RLSteps)
