@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,7 +139,9 @@ func BenchmarkTrainKafka(b *testing.B) {
 // when unset) and logs the live heap every tenth of the run: it must not
 // grow with the input. Set SWERL_BROKERS to a broker in another process
 // (`swerl broker --addr 127.0.0.1:9092`): the embedded broker keeps every
-// record in this process's heap, which would hide the pipeline's own.
+// record in this process's heap, which would hide the pipeline's own. With
+// SWERL_MEMORY_PROFILES=DIR each reading also writes DIR/heap-NN.pprof, so
+// `go tool pprof -top -base heap-01.pprof heap-10.pprof` names what grew.
 func TestTrainMemoryFlat(t *testing.T) {
 	d, err := time.ParseDuration(os.Getenv("SWERL_MEMORY_RUN"))
 	if err != nil {
@@ -205,6 +208,9 @@ func TestTrainMemoryFlat(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			heaps = append(heaps, ms.HeapInuse)
 			t.Logf("%6.0fs: %d instances produced, heap in use %.1f MiB", time.Since(start).Seconds(), sent, float64(ms.HeapInuse)/(1<<20))
+			if pd := os.Getenv("SWERL_MEMORY_PROFILES"); pd != "" {
+				writeHeapProfile(t, filepath.Join(pd, fmt.Sprintf("heap-%02d.pprof", len(heaps))))
+			}
 			next = next.Add(d / 10)
 		}
 	}
@@ -240,4 +246,16 @@ func BenchmarkTrainFile(b *testing.B) {
 		samples += sum.Samples
 	}
 	b.ReportMetric(float64(samples)/el, "samples/s")
+}
+
+func writeHeapProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
 }
