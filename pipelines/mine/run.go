@@ -12,10 +12,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"swerl/internal/atomicfile"
 	"swerl/internal/gitio"
+	"swerl/pipelines/beamrun"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
@@ -218,12 +218,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			}
 		}
 	}()
-	var res beam.PipelineResult
-	if cfg.Runner != "" {
-		res, err = beam.Run(ctx, cfg.Runner, p)
-	} else {
-		res, err = beamx.RunWithMetrics(ctx, p)
-	}
+	res, err := beamrun.Run(ctx, cfg.Runner, p)
 	close(stop)
 	<-done
 	if err != nil {

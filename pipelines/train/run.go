@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
+	"swerl/pipelines/beamrun"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
@@ -106,11 +106,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 }
 
 func runPipeline(ctx context.Context, runner string, p *beam.Pipeline) error {
-	if runner != "" {
-		_, err := beam.Run(ctx, runner, p)
-		return err
-	}
-	return beamx.Run(ctx, p)
+	_, err := beamrun.Run(ctx, runner, p)
+	return err
 }
 
 // build constructs the pipeline graph of one run.

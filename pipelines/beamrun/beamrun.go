@@ -1,0 +1,61 @@
+// Package beamrun runs swerl's Beam pipelines: on the runner a --runner
+// flag names, or Prism in-process by default. It also removes what the Go
+// SDK leaves behind: for every job in loopback mode (Prism's default)
+// runnerlib.Execute creates an empty placeholder worker binary,
+// $TMPDIR/beamloopbackworker-*, and never deletes it (apache/beam#27569),
+// so each `swerl run` left one file a step in /tmp.
+package beamrun
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+)
+
+// Placeholder is the glob, in os.TempDir(), of the SDK's loopback files.
+const Placeholder = "beamloopbackworker-*"
+
+// Run runs p on runner ("" for the default, Prism unless beam's --runner
+// flag says otherwise) and returns its result with metrics. Afterwards it
+// removes the empty placeholders that appeared in the temporary directory
+// while the job ran.
+func Run(ctx context.Context, runner string, p *beam.Pipeline) (beam.PipelineResult, error) {
+	before := placeholders()
+	start := time.Now()
+	defer removeNew(before, start)
+	if runner != "" {
+		return beam.Run(ctx, runner, p)
+	}
+	return beamx.RunWithMetrics(ctx, p)
+}
+
+func placeholders() map[string]bool {
+	names, _ := filepath.Glob(filepath.Join(os.TempDir(), Placeholder))
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// removeNew deletes the placeholders that were not there before the job,
+// are empty, and were created after it started. Another process's
+// placeholder is read by its job's staging within milliseconds of being
+// created, so only one made in the instant before the removal could be
+// taken from it, and that job would fail with an error, not lose data.
+func removeNew(before map[string]bool, start time.Time) {
+	for n := range placeholders() {
+		if before[n] {
+			continue
+		}
+		fi, err := os.Lstat(n)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.ModTime().Before(start.Add(-time.Second)) {
+			continue
+		}
+		os.Remove(n)
+	}
+}
