@@ -48,7 +48,8 @@ type GRPOParams struct {
 	// advantage (RAFT). A negative sample of a model that imitates its
 	// answers is mostly a correct answer up to a slip, and pushing all of
 	// it down unlearns the correct part; on the built-in model this half
-	// alone learned several times faster than GRPO (README).
+	// alone gained more than full GRPO over a frozen control on two of
+	// three seeds, and less on the third (README).
 	PositiveOnly bool
 }
 
