@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"reflect"
-	"strings"
 
 	"swerl/internal/jsonscan"
 )
@@ -13,23 +12,6 @@ var instanceFields = [...]string{"schema_version", "id", "repo", "pr_number", "b
 	"code_context", "oracle_new_content", "oracle_patch", "relevant_files", "language", "stats", "source"}
 
 var statsFields = [...]string{"files_changed", "lines_added", "lines_deleted", "hunks", "patch_bytes"}
-
-// fieldOf is the index of key in names, -1 for an unknown key, and -2 for
-// a key that matches a name only case-insensitively (encoding/json would
-// take it: left to it).
-func fieldOf(key string, names []string) int {
-	for i, n := range names {
-		if key == n {
-			return i
-		}
-	}
-	for _, n := range names {
-		if strings.EqualFold(key, n) {
-			return -2
-		}
-	}
-	return -1
-}
 
 // fastInstance decodes the common shape of an Instance's JSON in one pass:
 // every known field with its plain type or null (json.Marshal writes a nil
@@ -43,7 +25,7 @@ func fieldOf(key string, names []string) int {
 func fastInstance(b []byte) (in Instance, ok bool) {
 	var seen [len(instanceFields)]bool
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return knownFields(p, instanceFields[:], seen[:], func(f int) bool {
+		return p.Fields(instanceFields[:], seen[:], func(f int) bool {
 			var ok bool
 			switch f {
 			case 0:
@@ -83,30 +65,10 @@ func readInt(p *jsonscan.Scanner) (int, bool) {
 
 func readStats(p *jsonscan.Scanner, st *ChangeStats) bool {
 	var seen [len(statsFields)]bool
-	return knownFields(p, statsFields[:], seen[:], func(f int) bool {
+	return p.Fields(statsFields[:], seen[:], func(f int) bool {
 		n, ok := readInt(p)
 		*[...]*int{&st.FilesChanged, &st.LinesAdded, &st.LinesDeleted, &st.Hunks, &st.PatchBytes}[f] = n
 		return ok
-	})
-}
-
-// knownFields reads an object whose keys are names (seen marks those read):
-// value reads the value of names[f]; a null value is skipped, as
-// encoding/json leaves the field as it is (zero, into a zero record); an
-// unknown key's value is skipped; a repeated or case-folded key gives up.
-func knownFields(p *jsonscan.Scanner, names []string, seen []bool, value func(f int) bool) bool {
-	return p.Object(true, func(key string) bool {
-		f := fieldOf(key, names)
-		switch {
-		case f == -2:
-			return false
-		case f == -1:
-			return p.Skip(0)
-		case seen[f]:
-			return false
-		}
-		seen[f] = true
-		return p.Null() || value(f)
 	})
 }
 

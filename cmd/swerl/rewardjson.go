@@ -1,43 +1,22 @@
 package main
 
-import (
-	"strings"
-
-	"swerl/internal/jsonscan"
-)
+import "swerl/internal/jsonscan"
 
 // fastRewardWire decodes the common shape of a reward JSONL line in one
 // pass: an object whose known fields have their plain types (strings, an
-// object of strings, an array of strings) and whose other fields are any
-// JSON. It gives up (ok false) on everything else, and the caller decodes
-// with encoding/json, which then also words the error: null values, keys
-// that only match a field case-insensitively, duplicate fields, escapes
-// naming lone surrogates, invalid UTF-8, deep nesting. Where it says ok,
-// the result is what json.Unmarshal into rewardWire gives.
+// object of strings, an array of strings) or null, and whose other fields
+// are any JSON. It gives up (ok false) on everything else, and the caller
+// decodes with encoding/json, which then also words the error: keys that
+// only match a field case-insensitively, duplicate fields, escapes naming
+// lone surrogates, invalid UTF-8, deep nesting. Where it says ok, the
+// result is what json.Unmarshal into rewardWire gives.
 func fastRewardWire(b []byte) (w rewardWire, ok bool) {
-	var seen [7]bool
+	var seen [len(rewardWireFields)]bool
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return p.Object(true, func(key string) bool {
-			field := -1
-			for i, name := range rewardWireFields {
-				if key == name {
-					field = i
-				} else if strings.EqualFold(key, name) {
-					return false
-				}
-			}
-			if field >= 0 {
-				if seen[field] {
-					return false
-				}
-				seen[field] = true
-			}
+		return p.Fields(rewardWireFields[:], seen[:], func(field int) bool {
 			switch field {
 			case 0, 3, 6: // id, output, mode
-				s, sok := p.Str()
-				if !sok {
-					return false
-				}
+				s, ok := p.Str()
 				switch field {
 				case 0:
 					w.ID = s
@@ -46,30 +25,24 @@ func fastRewardWire(b []byte) (w rewardWire, ok bool) {
 				default:
 					w.Mode = s
 				}
+				return ok
 			case 1, 2: // code_context, oracle_new_content
-				m, mok := p.StrMap()
-				if !mok {
-					return false
-				}
+				m, ok := p.StrMap()
 				if field == 1 {
 					w.CodeContext = m
 				} else {
 					w.OracleNewContent = m
 				}
-			case 4, 5: // oracle_patches, pred_patches
-				l, lok := p.StrList()
-				if !lok {
-					return false
-				}
+				return ok
+			default: // 4, 5: oracle_patches, pred_patches
+				l, ok := p.StrList()
 				if field == 4 {
 					w.OraclePatches = &l
 				} else {
 					w.PredPatches = &l
 				}
-			default:
-				return p.Skip(0)
+				return ok
 			}
-			return true
 		})
 	})
 	return w, ok

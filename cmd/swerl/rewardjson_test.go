@@ -32,6 +32,7 @@ func TestFastRewardWire(t *testing.T) {
 		`{"oracle_patches":[],"pred_patches":["p","q\u0041"]}`,
 		`{"expected_reward":-0.25e+3,"kind":"x","n":[1,0.5,true,false,null,{"a":[{}]},[]],"z":{"k":"v"},"id":"i","output":""}`,
 		`{"id":"a","extra":null,"output":"o"}`,
+		`{"id":null,"pred_patches":null,"output":null,"code_context":null}`,
 	}
 	for _, s := range accept {
 		if !checkFastWire(t, []byte(s)) {
@@ -40,9 +41,9 @@ func TestFastRewardWire(t *testing.T) {
 	}
 	// Left to encoding/json: valid with other semantics, or malformed.
 	giveUp := []string{
-		`{"id":null}`, `{"ID":"a"}`, `{"id":"a","id":"b"}`, `{"output":"\ud83d"}`,
+		`{"ID":"a"}`, `{"id":"a","id":"b"}`, `{"output":"\ud83d"}`,
 		`{"output":"\udc00x"}`, "{\"output\":\"\xff\"}", `{"output":"a` + "\x01" + `"}`,
-		`{"code_context":{"a":null}}`, `{"pred_patches":null}`, `{"id":1}`,
+		`{"code_context":{"a":null}}`, `{"pred_patches":[null]}`, `{"id":1}`,
 		`{"id":"a"} x`, `{"id":"a",}`, `{"x":01}`, `{"x":1.}`, `{"x":-}`, `{"x":tru}`,
 		`{"output":"\x"}`, `{"output":"\u12"}`, `{"id":"a"`, `[]`, ``,
 	}

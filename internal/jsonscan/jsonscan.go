@@ -10,6 +10,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -291,6 +292,44 @@ func (p *Scanner) Object(rawKeys bool, value func(key string) bool) bool {
 			return p.Eat('}')
 		}
 	}
+}
+
+// Fields reads an object whose keys are names (seen, as long as names,
+// marks those read): value reads the value of names[f]; a null value is
+// skipped, as encoding/json leaves the field as it is (zero, into a zero
+// record); an unknown key's value is skipped; a repeated key, or one that
+// matches a name only case-insensitively (encoding/json would take it),
+// gives up. Keys holding escapes give up too.
+func (p *Scanner) Fields(names []string, seen []bool, value func(f int) bool) bool {
+	return p.Object(true, func(key string) bool {
+		f := fieldOf(key, names)
+		switch {
+		case f == -2:
+			return false
+		case f == -1:
+			return p.Skip(0)
+		case seen[f]:
+			return false
+		}
+		seen[f] = true
+		return p.Null() || value(f)
+	})
+}
+
+// fieldOf is the index of key in names, -1 for an unknown key, and -2 for
+// a key that matches a name only case-insensitively.
+func fieldOf(key string, names []string) int {
+	for i, n := range names {
+		if key == n {
+			return i
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(key, n) {
+			return -2
+		}
+	}
+	return -1
 }
 
 // Array reads an array, calling elem when the cursor is at each element;
