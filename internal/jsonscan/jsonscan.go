@@ -10,6 +10,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -420,6 +421,17 @@ func (p *Scanner) Number() bool {
 		}
 	}
 	return true
+}
+
+// Float reads a number as encoding/json decodes it into a float of
+// bitSize bits (32 or 64); false where that would fail (out of range).
+func (p *Scanner) Float(bitSize int) (float64, bool) {
+	start := p.i
+	if !p.Number() {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(p.b[start:p.i]), bitSize)
+	return f, err == nil
 }
 
 // Int reads an integer literal, -?(0|[1-9][0-9]*), that fits in an int64

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"swerl/internal/jsonscan"
 )
 
 func init() {
@@ -90,12 +92,29 @@ func parseFileLine(b []byte) (*fileLine, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
 	}
-	var l fileLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, err
+	l, ok := fastFileLine(b)
+	if !ok {
+		var err error
+		if l, err = slowFileLine(b); err != nil {
+			return nil, err
+		}
 	}
 	if l.InstanceID == "" {
 		return nil, fmt.Errorf("no instance_id")
+	}
+	for i := range l.parsed {
+		if l.parsed[i].FinishReason == "" {
+			l.parsed[i].FinishReason = "stop"
+		}
+	}
+	return l, nil
+}
+
+// slowFileLine decodes a line with encoding/json, which words the errors.
+func slowFileLine(b []byte) (*fileLine, error) {
+	var l fileLine
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, err
 	}
 	for i, raw := range l.Completions {
 		var c fileCompletion
@@ -104,13 +123,84 @@ func parseFileLine(b []byte) (*fileLine, error) {
 				return nil, fmt.Errorf("instance %s: completion %d: want a string or an object with \"text\": %v", l.InstanceID, i, err)
 			}
 		}
-		if c.FinishReason == "" {
-			c.FinishReason = "stop"
-		}
 		l.parsed = append(l.parsed, Completion{Text: c.Text, LogProbs: c.LogProbs, Tokens: c.Tokens, FinishReason: c.FinishReason})
 	}
 	l.Completions = nil
 	return &l, nil
+}
+
+var (
+	fileLineFields       = [...]string{"instance_id", "completions", "policy_version"}
+	fileCompletionFields = [...]string{"text", "logprobs", "tokens", "finish_reason"}
+)
+
+// fastFileLine decodes the usual shape of a line in one pass and gives up
+// (false) on anything else (a null completion, a repeated or case-folded
+// key, a number out of its field's range, invalid UTF-8 …), which
+// slowFileLine then decodes or words. Where it says ok, the line is what
+// slowFileLine gives (FuzzParseFileLine). encoding/json validated each
+// line and then decoded each completion twice: a fifth of a benchmark's
+// CPU went to reading the file.
+func fastFileLine(b []byte) (*fileLine, bool) {
+	var l fileLine
+	var seen [len(fileLineFields)]bool
+	ok := jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
+		return p.Fields(fileLineFields[:], seen[:], func(f int) bool {
+			switch f {
+			case 0:
+				var ok bool
+				l.InstanceID, ok = p.Str()
+				return ok
+			case 1:
+				return p.Array(func() bool {
+					c, ok := fastCompletion(p)
+					l.parsed = append(l.parsed, c)
+					return ok
+				})
+			default:
+				v, ok := p.Int()
+				l.PolicyVersion = &v
+				return ok
+			}
+		})
+	})
+	return &l, ok
+}
+
+// fastCompletion reads a completion: a string, or an object with text,
+// logprobs, tokens and finish_reason.
+func fastCompletion(p *jsonscan.Scanner) (Completion, bool) {
+	var c Completion
+	if s, ok := p.Str(); ok {
+		c.Text = s
+		return c, true
+	}
+	var seen [len(fileCompletionFields)]bool
+	ok := p.Fields(fileCompletionFields[:], seen[:], func(f int) bool {
+		var ok bool
+		switch f {
+		case 0:
+			c.Text, ok = p.Str()
+		case 1:
+			c.LogProbs = []float32{}
+			ok = p.Array(func() bool {
+				x, ok := p.Float(32)
+				c.LogProbs = append(c.LogProbs, float32(x))
+				return ok
+			})
+		case 2:
+			c.Tokens = []int32{}
+			ok = p.Array(func() bool {
+				n, ok := p.Int()
+				c.Tokens = append(c.Tokens, int32(n))
+				return ok && n == int64(int32(n))
+			})
+		default:
+			c.FinishReason, ok = p.Str()
+		}
+		return ok
+	})
+	return c, ok
 }
 
 // Complete returns the first N recorded completions of req.InstanceID. It

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,12 +232,55 @@ func FuzzDecodeChat(f *testing.F) {
 func FuzzParseFileLine(f *testing.F) {
 	f.Add([]byte(`{"instance_id":"a","completions":["x",{"text":"y"}]}`))
 	f.Add([]byte(`{"instance_id":"a","completions":[1]}`))
+	f.Add([]byte(`{"instance_id":"a\u00e9","policy_version":3,"x":[{}],"completions":[{"text":"t","logprobs":[-0.5,0,-1e-3],"tokens":[1,2],"finish_reason":"length"},"\n"]}`))
+	f.Add([]byte(`{"instance_id":"a","completions":[{"tokens":[2147483648]},{"logprobs":[1e39]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := parseFileLine(b)
 		if err == nil && l != nil && l.InstanceID == "" {
 			t.Fatal("accepted a line with no instance_id")
 		}
+		fast, ok := fastFileLine(b)
+		if !ok {
+			return
+		}
+		slow, err := slowFileLine(b)
+		if err != nil {
+			t.Fatalf("%q: the fast path accepted what encoding/json rejects: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: fast path %+v, encoding/json %+v", b, fast, slow)
+		}
 	})
+}
+
+// TestFastFileLine: the usual shapes take the fast path (and match
+// encoding/json), the unusual ones are left to it.
+func TestFastFileLine(t *testing.T) {
+	for _, s := range []string{
+		`{"instance_id":"o/r#1","completions":["a","b\n\u00e9"],"policy_version":7}`,
+		`{"instance_id":"o/r#1","completions":[{"text":"a","logprobs":[-0.25,-1.5e-2],"tokens":[5,-1],"finish_reason":"length","extra":{}}],"policy_version":null}`,
+		` {"completions":[],"instance_id":"x","note":[1,"z",null]} `,
+	} {
+		fast, ok := fastFileLine([]byte(s))
+		if !ok {
+			t.Errorf("%s: gave up", s)
+			continue
+		}
+		slow, err := slowFileLine([]byte(s))
+		if err != nil || !reflect.DeepEqual(fast, slow) {
+			t.Errorf("%s: fast %+v, encoding/json %+v (%v)", s, fast, slow, err)
+		}
+	}
+	for _, s := range []string{
+		`{"instance_id":"a","completions":[null]}`, `{"instance_id":"a","Completions":["x"]}`,
+		`{"instance_id":"a","instance_id":"b"}`, `{"instance_id":"a","completions":[{"tokens":[2147483648]}]}`,
+		`{"instance_id":"a","completions":[{"logprobs":[1e39]}]}`, `{"instance_id":"a","policy_version":1.5}`,
+		`{"instance_id":"a","completions":[1]}`, `{"instance_id":"a"`,
+	} {
+		if _, ok := fastFileLine([]byte(s)); ok {
+			t.Errorf("%s: the fast path did not give up", s)
+		}
+	}
 }
 
 // A large file is decoded on several goroutines, yet errors name the first
