@@ -9,17 +9,20 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
+	"golang.org/x/sync/errgroup"
 
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/transforms/reward"
 )
 
 // benchInstances is the number of instances per benchmark run
@@ -56,8 +59,16 @@ func benchInput(b *testing.B, n int) (*traintest.Set, kafkaio.Config, func()) {
 // BenchmarkRawKafka is the floor the pipeline is measured against: kafka-go
 // consumes the instances topic and produces G records per instance (the
 // instance's bytes as the value, zstd, keyed) to the samples topic on the
-// same embedded broker, with no prompt, rollout, reward or Beam.
-func BenchmarkRawKafka(b *testing.B) {
+// same embedded broker, with no prompt, rollout, reward or Beam. The
+// partitions are read one after another; BenchmarkRawKafkaParallel reads
+// them at once.
+func BenchmarkRawKafka(b *testing.B) { benchRawKafka(b, false) }
+
+// BenchmarkRawKafkaParallel is BenchmarkRawKafka with a goroutine per
+// partition sharing one writer, as the pipeline reads its partitions.
+func BenchmarkRawKafkaParallel(b *testing.B) { benchRawKafka(b, true) }
+
+func benchRawKafka(b *testing.B, parallel bool) {
 	n := benchInstances()
 	_, c, stop := benchInput(b, n)
 	defer stop()
@@ -68,26 +79,27 @@ func BenchmarkRawKafka(b *testing.B) {
 	}
 	b.ResetTimer()
 	start, cpu := time.Now(), cpuTime(b)
-	total := 0
+	var total atomic.Int64
 	for it := 0; it < b.N; it++ {
 		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), Balancer: &kafka.Murmur2Balancer{},
 			BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, Compression: compress.Zstd, RequiredAcks: kafka.RequireAll}
-		for _, p := range parts {
+		copyPartition := func(p int) error {
 			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], c.Topic(kafkaio.Instances), p)
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
 			last, _ := conn.ReadLastOffset()
 			conn.Close()
 			if last == 0 {
-				continue
+				return nil
 			}
 			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: c.Topic(kafkaio.Instances), Partition: p, MaxWait: 50 * time.Millisecond})
+			defer r.Close()
 			var out []kafka.Message
 			for {
 				m, err := r.ReadMessage(ctx)
 				if err != nil {
-					b.Fatal(err)
+					return err
 				}
 				for j := 0; j < benchG; j++ {
 					out = append(out, kafka.Message{Key: []byte(fmt.Sprintf("%s/%d", m.Key, j)), Value: m.Value})
@@ -96,17 +108,30 @@ func BenchmarkRawKafka(b *testing.B) {
 					break
 				}
 			}
-			r.Close()
 			if err := w.WriteMessages(ctx, out...); err != nil {
-				b.Fatal(err)
+				return err
 			}
-			total += len(out)
+			total.Add(int64(len(out)))
+			return nil
+		}
+		var g errgroup.Group
+		for _, p := range parts {
+			if !parallel {
+				if err := copyPartition(p); err != nil {
+					b.Fatal(err)
+				}
+				continue
+			}
+			g.Go(func() error { return copyPartition(p) })
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
 		}
 		w.Close()
 	}
 	el := time.Since(start).Seconds()
-	b.ReportMetric(float64(total)/el, "records/s")
-	b.ReportMetric((cpuTime(b)-cpu).Seconds()*1e6/float64(total), "cpu-µs/record")
+	b.ReportMetric(float64(total.Load())/el, "records/s")
+	b.ReportMetric((cpuTime(b)-cpu).Seconds()*1e6/float64(total.Load()), "cpu-µs/record")
 }
 
 // cpuTime is the CPU time (user and system) this process has used: the
@@ -276,4 +301,33 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkReward is the reward stage alone on the benchmarks' data, on one
+// goroutine: a reward.Task per instance (the oracle's normalized diff made
+// once) scoring its G completions. Its cpu-µs/sample is the least any
+// pipeline that scores every sample must spend, set against the floor's
+// cpu-µs/record.
+func BenchmarkReward(b *testing.B) {
+	set, err := traintest.Write(b.TempDir(), benchInstances(), benchG, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start, cpu := time.Now(), cpuTime(b)
+	samples := 0
+	for it := 0; it < b.N; it++ {
+		for _, in := range set.Instances {
+			task := reward.NewTask(in.CodeContext, in.OracleNewContent)
+			for _, c := range set.Completions[in.ID] {
+				if r := task.Score(ctx, c); r.Reward < -1 || r.Reward > 1 {
+					b.Fatalf("%s: reward %v", in.ID, r.Reward)
+				}
+				samples++
+			}
+		}
+	}
+	b.ReportMetric(float64(samples)/time.Since(start).Seconds(), "samples/s")
+	b.ReportMetric((cpuTime(b)-cpu).Seconds()*1e6/float64(samples), "cpu-µs/sample")
 }
