@@ -126,6 +126,11 @@ func (f *sampleSinkFn) Setup() error {
 }
 
 func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func(kafkaio.Message)) error {
+	if f.pending == nil {
+		// A file's worth at once, not a dozen doublings of ~340-byte rows.
+		f.pending = make([]schemas.Sample, 0, min(f.RowsPerFile, 10000))
+		f.origins = make([]string, 0, cap(f.pending))
+	}
 	f.pending = append(f.pending, s)
 	f.origins = append(f.origins, origin)
 	if len(f.pending) < f.RowsPerFile {
@@ -181,8 +186,8 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 	f.seen.mu.Lock()
 	defer f.seen.mu.Unlock()
 	msgs := make([]kafkaio.Message, 0, len(pending))
-	rows := make([]schemas.Sample, 0, len(pending))
-	batch := map[string]bool{}
+	rows := pending[:0] // pending is ours: the rows to write are kept in place
+	batch := make(map[string]bool, len(pending))
 	var enc schemas.SampleEncoder // a group's samples come together and share their prompt
 	for i := range pending {
 		s := &pending[i]
@@ -200,7 +205,7 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 			continue
 		}
 		batch[s.ID] = true
-		rows = append(rows, *s)
+		rows = append(rows, *s) // an earlier slot (or s's own): s is read no more
 	}
 	if len(rows) == 0 {
 		return msgs, nil
@@ -208,9 +213,9 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 	if err := parquetio.WriteFile(partName(f.Dir, "samples"), rows); err != nil {
 		return nil, err
 	}
-	for _, s := range rows {
-		f.seen.add(s.ID)
-		f.st.rewardSumMicro.Add(micro(s.Reward))
+	for i := range rows {
+		f.seen.add(rows[i].ID)
+		f.st.rewardSumMicro.Add(micro(rows[i].Reward))
 	}
 	f.st.samples.Add(int64(len(rows)))
 	f.st.files.Add(1)
