@@ -56,16 +56,17 @@ func benchInput(b *testing.B, n int) (*traintest.Set, kafkaio.Config, func()) {
 	return set, c, br.Close
 }
 
-// BenchmarkRawKafka is the floor the pipeline is measured against: kafka-go
-// consumes the instances topic and produces G records per instance (the
-// instance's bytes as the value, zstd, keyed) to the samples topic on the
-// same embedded broker, with no prompt, rollout, reward or Beam. The
-// partitions are read one after another; BenchmarkRawKafkaParallel reads
-// them at once.
+// BenchmarkRawKafka is raw kafka-go with no prompt, rollout, reward or
+// Beam: it consumes the instances topic and produces G records per
+// instance (the instance's bytes as the value, zstd, keyed) to the samples
+// topic on the same embedded broker, reading the partitions one after
+// another. BenchmarkRawKafkaParallel, which reads them at once, is the
+// floor the pipeline is measured against.
 func BenchmarkRawKafka(b *testing.B) { benchRawKafka(b, false) }
 
 // BenchmarkRawKafkaParallel is BenchmarkRawKafka with a goroutine per
-// partition sharing one writer, as the pipeline reads its partitions.
+// partition sharing one writer, as the pipeline reads its partitions: the
+// floor.
 func BenchmarkRawKafkaParallel(b *testing.B) { benchRawKafka(b, true) }
 
 func benchRawKafka(b *testing.B, parallel bool) {
