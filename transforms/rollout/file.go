@@ -139,7 +139,7 @@ var (
 // key, a number out of its field's range, invalid UTF-8 …), which
 // slowFileLine then decodes or words. Where it says ok, the line is what
 // slowFileLine gives (FuzzParseFileLine). encoding/json validated each
-// line and then decoded each completion twice: a fifth of a benchmark's
+// line and then decoded each completion twice: a tenth of a benchmark's
 // CPU went to reading the file.
 func fastFileLine(b []byte) (*fileLine, bool) {
 	var l fileLine
