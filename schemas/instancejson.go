@@ -23,9 +23,8 @@ var statsFields = [...]string{"files_changed", "lines_added", "lines_deleted", "
 // (FuzzDecodeInstance). The train pipeline spent a tenth of its CPU
 // decoding instances with encoding/json.
 func fastInstance(b []byte) (in Instance, ok bool) {
-	var seen [len(instanceFields)]bool
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return p.Fields(instanceFields[:], seen[:], func(f int) bool {
+		return p.Fields(instanceFields[:], func(f int) bool {
 			var ok bool
 			switch f {
 			case 0:
@@ -64,8 +63,7 @@ func readInt(p *jsonscan.Scanner) (int, bool) {
 }
 
 func readStats(p *jsonscan.Scanner, st *ChangeStats) bool {
-	var seen [len(statsFields)]bool
-	return p.Fields(statsFields[:], seen[:], func(f int) bool {
+	return p.Fields(statsFields[:], func(f int) bool {
 		n, ok := readInt(p)
 		*[...]*int{&st.FilesChanged, &st.LinesAdded, &st.LinesDeleted, &st.Hunks, &st.PatchBytes}[f] = n
 		return ok

@@ -11,9 +11,8 @@ import "swerl/internal/jsonscan"
 // lone surrogates, invalid UTF-8, deep nesting. Where it says ok, the
 // result is what json.Unmarshal into rewardWire gives.
 func fastRewardWire(b []byte) (w rewardWire, ok bool) {
-	var seen [len(rewardWireFields)]bool
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return p.Fields(rewardWireFields[:], seen[:], func(field int) bool {
+		return p.Fields(rewardWireFields[:], func(field int) bool {
 			switch field {
 			case 0, 3, 6: // id, output, mode
 				s, ok := p.Str()

@@ -295,13 +295,17 @@ func (p *Scanner) Object(rawKeys bool, value func(key string) bool) bool {
 	}
 }
 
-// Fields reads an object whose keys are names (seen, as long as names,
-// marks those read): value reads the value of names[f]; a null value is
-// skipped, as encoding/json leaves the field as it is (zero, into a zero
-// record); an unknown key's value is skipped; a repeated key, or one that
-// matches a name only case-insensitively (encoding/json would take it),
-// gives up. Keys holding escapes give up too.
-func (p *Scanner) Fields(names []string, seen []bool, value func(f int) bool) bool {
+// Fields reads an object whose keys are names (at most 64): value reads
+// the value of names[f]; a null value is skipped, as encoding/json leaves
+// the field as it is (zero, into a zero record); an unknown key's value is
+// skipped; a repeated key, or one that matches a name only
+// case-insensitively (encoding/json would take it), gives up. Keys holding
+// escapes give up too.
+func (p *Scanner) Fields(names []string, value func(f int) bool) bool {
+	if len(names) > 64 {
+		panic("jsonscan: Fields takes at most 64 names")
+	}
+	var seen uint64
 	return p.Object(true, func(key string) bool {
 		f := fieldOf(key, names)
 		switch {
@@ -309,10 +313,10 @@ func (p *Scanner) Fields(names []string, seen []bool, value func(f int) bool) bo
 			return false
 		case f == -1:
 			return p.Skip(0)
-		case seen[f]:
+		case seen&(1<<f) != 0:
 			return false
 		}
-		seen[f] = true
+		seen |= 1 << f
 		return p.Null() || value(f)
 	})
 }

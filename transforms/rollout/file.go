@@ -143,9 +143,8 @@ var (
 // CPU went to reading the file.
 func fastFileLine(b []byte) (*fileLine, bool) {
 	var l fileLine
-	var seen [len(fileLineFields)]bool
 	ok := jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
-		return p.Fields(fileLineFields[:], seen[:], func(f int) bool {
+		return p.Fields(fileLineFields[:], func(f int) bool {
 			switch f {
 			case 0:
 				var ok bool
@@ -175,8 +174,7 @@ func fastCompletion(p *jsonscan.Scanner) (Completion, bool) {
 		c.Text = s
 		return c, true
 	}
-	var seen [len(fileCompletionFields)]bool
-	ok := p.Fields(fileCompletionFields[:], seen[:], func(f int) bool {
+	ok := p.Fields(fileCompletionFields[:], func(f int) bool {
 		var ok bool
 		switch f {
 		case 0:
