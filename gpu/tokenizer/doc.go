@@ -23,6 +23,7 @@
 //
 // # Conformance
 //
-// The tests reproduce ../shared/conformance/tokenizer/*.json with the real
-// Qwen and GPT-2 vocabularies installed by scripts/install-test-deps.sh.
+// The tests reproduce the reference token ids in
+// internal/testenv/testdata/conformance/tokenizer with the real Qwen and
+// GPT-2 vocabularies installed by scripts/install-test-deps.sh.
 package tokenizer

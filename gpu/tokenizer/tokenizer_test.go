@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"swerl/internal/testenv"
 	"testing"
 	"unicode/utf8"
 
@@ -305,7 +306,7 @@ func TestCIFailsWithoutVocabularies(t *testing.T) {
 	if !strings.Contains(installCmd, "install-test-deps.sh") {
 		t.Fatal("installCmd does not name the install script")
 	}
-	if _, err := os.Stat(filepath.Join(repoRoot(t), "scripts", "install-test-deps.sh")); err != nil {
+	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(t), "scripts", "install-test-deps.sh")); err != nil {
 		t.Fatalf("install script missing: %v", err)
 	}
 }

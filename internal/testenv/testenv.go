@@ -1,12 +1,14 @@
 // Package testenv locates what swerl's tests read from outside the package
-// under test: the repository root, the shared conformance data beside it, and
-// the outside tools installed by scripts/install-test-deps.sh.
+// under test: the repository root, the conformance data in its testdata,
+// and the outside tools installed by scripts/install-test-deps.sh.
 //
 // A missing tool fails the test when CI is set (CI must never skip silently)
 // and skips it, with the command that installs it, otherwise.
 package testenv
 
 import (
+	"compress/gzip"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,19 +35,59 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-// SharedDir returns ../shared beside the repository (or $SWERL_SHARED). It
-// fails the test when the directory is missing: the conformance data is part
-// of the project's contract.
-func SharedDir(t testing.TB) string {
+// Conformance opens a conformance file by its path under conformance/ (for
+// example "reward_unidiff.jsonl" or "tokenizer/qwen2.json"). The files are
+// reference outputs produced outside this project (conformance/README.md in
+// the shared project files, and testdata/conformance/README.md here): the
+// repository carries them gzip'ed under internal/testenv/testdata, so a
+// clone needs nothing beside it. $SWERL_SHARED, when set, names another
+// copy's root (the folder holding conformance/) to read instead.
+func Conformance(t testing.TB, name string) io.ReadCloser {
 	t.Helper()
-	dir := os.Getenv("SWERL_SHARED")
-	if dir == "" {
-		dir = filepath.Join(RepoRoot(t), "..", "shared")
+	if dir := os.Getenv("SWERL_SHARED"); dir != "" {
+		f, err := os.Open(filepath.Join(dir, "conformance", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatalf("testenv: SWERL_SHARED: %v", err)
+		}
+		return f
 	}
-	if _, err := os.Stat(filepath.Join(dir, "conformance")); err != nil {
-		t.Fatalf("testenv: shared conformance data not found at %s (set SWERL_SHARED): %v", dir, err)
+	path := filepath.Join(RepoRoot(t), "internal", "testenv", "testdata", "conformance", filepath.FromSlash(name)+".gz")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("testenv: conformance data: %v", err)
 	}
-	return dir
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		t.Fatalf("testenv: %s: %v", path, err)
+	}
+	return gzipFile{z, f}
+}
+
+// ReadConformance returns the whole of a conformance file (see Conformance).
+func ReadConformance(t testing.TB, name string) []byte {
+	t.Helper()
+	r := Conformance(t, name)
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("testenv: conformance %s: %v", name, err)
+	}
+	return b
+}
+
+// gzipFile closes both the decompressor and the file under it.
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g gzipFile) Close() error {
+	err := g.Reader.Close()
+	if cerr := g.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Missing fails (under CI) or skips the test because an outside tool is not

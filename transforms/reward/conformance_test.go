@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"swerl/internal/testenv"
@@ -28,11 +26,7 @@ type conformanceLine struct {
 
 func readConformance(t testing.TB, name string) []conformanceLine {
 	t.Helper()
-	path := filepath.Join(testenv.SharedDir(t), "conformance", name)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := testenv.Conformance(t, name)
 	defer f.Close()
 	var out []conformanceLine
 	sc := bufio.NewScanner(f)
