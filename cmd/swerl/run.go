@@ -6,31 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
-	"swerl/gpu/tokenizer"
-	"swerl/internal/atomicfile"
 	"swerl/pipelines/eval"
 	"swerl/pipelines/mine"
 	"swerl/pipelines/rl"
 	"swerl/pipelines/train"
 	"swerl/schemas"
-	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 	"swerl/transforms/window"
 )
 
@@ -158,21 +153,21 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *modelDir == "" {
 		// The built-in model's context is short: keep the tasks whose
 		// prompt and oracle answer fit it with room to spare.
-		kept := fitting(tasks, popts, *maxTokens, *maxSeq)
+		kept := rl.Fitting(tasks, popts, *maxTokens, *maxSeq)
 		if *maxTasks > 0 && len(kept) > *maxTasks+*evalN {
 			kept = kept[:*maxTasks+*evalN]
 		}
 		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), *maxTokens, *maxSeq)
 		tasks = kept
 	}
-	trainSet, held := split(tasks, *evalN, *seed)
+	trainSet, held := rl.Split(tasks, *evalN, *seed)
 	if len(trainSet) == 0 {
 		return fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
 	}
 	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(trainSet), len(held))
 	if len(held) > 0 {
 		// The held-out tasks, for swerl eval on any checkpoint later.
-		if err := writeInstances(filepath.Join(*out, "eval", "heldout.jsonl"), held); err != nil {
+		if err := rl.WriteInstances(filepath.Join(*out, "eval", "heldout.jsonl"), held); err != nil {
 			return err
 		}
 	}
@@ -216,17 +211,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cur.Close()
 		}
 	}()
-	pub, err := newSamplePublisher(kc)
+	pub, err := rl.NewPublisher(kc)
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
+	spec := scoring.Spec{Prompt: popts, GroupSize: *group, MaxTokens: *maxTokens, Temperature: *temperature, Seed: int64(*seed)}
 	rollouts := func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
 		p, err := current()
 		if err != nil {
 			return nil, err
 		}
-		s, err := rl.Local(p, popts, *group, *maxTokens, *temperature, method, 30*time.Second, log)(ctx, round, ins)
+		s, err := rl.Local(p, spec, method, 30*time.Second, log)(ctx, round, ins)
 		if err != nil {
 			return nil, err
 		}
@@ -259,12 +255,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	storeRollouts := false
 	if *mode == "beam" {
-		spec := *pol
-		if spec == "" {
-			spec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
+		polSpec := *pol
+		if polSpec == "" {
+			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
 		}
-		rollouts = beamRollouts(kc, *out, train.Config{Policy: spec, GroupSize: *group, Method: method, Prompt: popts,
-			Temperature: *temperature, MaxTokens: *maxTokens, Seed: int64(*seed), Concurrency: 1})
+		rollouts = rl.BeamRollouts(kc, *out, train.Config{Policy: polSpec, GroupSize: spec.GroupSize, Method: method, Prompt: spec.Prompt,
+			Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed, Concurrency: 1})
 		storeRollouts = true
 	}
 
@@ -350,84 +346,6 @@ func runData(ctx context.Context, instances string, repos, events []string, out 
 	return rl.LoadInstances(dir)
 }
 
-// fitting keeps the tasks whose oracle answer is at most maxTokens tokens
-// of the built-in tokenizer and whose chat prompt plus answer fit maxSeq,
-// shortest answer first.
-func fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) []schemas.Instance {
-	tok := tokenizer.Builtin()
-	var out []schemas.Instance
-	var lens []int
-	for i := range tasks {
-		p, err := prompt.Build(&tasks[i], o)
-		if err != nil {
-			continue
-		}
-		ans, err := prompt.OracleAnswer(&tasks[i], p.Files)
-		if err != nil {
-			continue
-		}
-		if o.Compact {
-			ans = rl.ShortenThought(ans, schemas.SortedPaths(tasks[i].OracleNewContent))
-		}
-		msgs := []tokenizer.Message{{Role: "user", Content: p.User}}
-		if p.System != "" {
-			msgs = append([]tokenizer.Message{{Role: "system", Content: p.System}}, msgs...)
-		}
-		text, err := tok.Chat.Render(msgs, true)
-		if err != nil {
-			continue
-		}
-		a, q := len(tok.EncodeOrdinary(ans))+1, len(tok.Encode(text))
-		if a <= maxTokens && q+a <= maxSeq {
-			out = append(out, tasks[i])
-			lens = append(lens, a)
-		}
-	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(x, y int) bool { return lens[idx[x]] < lens[idx[y]] })
-	sorted := make([]schemas.Instance, len(out))
-	for i, k := range idx {
-		sorted[i] = out[k]
-	}
-	return sorted
-}
-
-// split holds out n tasks for evaluation, in a seeded order; tasks of one
-// instance stay on one side so evaluation never sees a trained-on change.
-func split(tasks []schemas.Instance, n int, seed uint64) (train, held []schemas.Instance) {
-	parent := func(id string) string {
-		if i := strings.Index(id, "/"); i >= 0 {
-			if j := strings.Index(id[i+1:], "/"); j >= 0 {
-				// owner/repo#N/path:line or owner/repo@sha/path:line
-				return id[:i+1+j]
-			}
-		}
-		return id
-	}
-	byParent := map[string][]schemas.Instance{}
-	var parents []string
-	for _, t := range tasks {
-		p := parent(t.ID)
-		if _, ok := byParent[p]; !ok {
-			parents = append(parents, p)
-		}
-		byParent[p] = append(byParent[p], t)
-	}
-	sort.Strings(parents)
-	rand.New(rand.NewPCG(seed, 0xe7a1)).Shuffle(len(parents), func(i, j int) { parents[i], parents[j] = parents[j], parents[i] })
-	for _, p := range parents {
-		if len(held) < n && len(held)+len(byParent[p]) <= max(n, 1) && len(parents) > 1 {
-			held = append(held, byParent[p]...)
-			continue
-		}
-		train = append(train, byParent[p]...)
-	}
-	return train, held
-}
-
 func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result, evaluated bool, took time.Duration) {
 	fmt.Fprintf(w, "\nswerl run: done in %v: %d warm-start steps, %d RL steps, %d samples, newest version v%d\n",
 		took.Round(time.Second), sum.SFTSteps, sum.RLSteps, sum.Samples, sum.Version)
@@ -459,53 +377,4 @@ func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result,
 		}
 	}
 	fmt.Fprintf(w, "  report: swerl report --out %s\n", out)
-}
-
-// samplePublisher writes a run's samples to the samples topic, keyed by
-// group id, so any Kafka tool (or swerl replay) sees the run's data.
-type samplePublisher struct {
-	w *kafka.Writer
-}
-
-func newSamplePublisher(kc kafkaio.Config) (*samplePublisher, error) {
-	tr, err := kc.Transport()
-	if err != nil {
-		return nil, err
-	}
-	return &samplePublisher{w: &kafka.Writer{Addr: kafka.TCP(kc.Brokers...), Topic: kc.Topic("samples"), Transport: tr,
-		Balancer: &kafka.Hash{}, Compression: kafka.Zstd, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}}, nil
-}
-
-func (p *samplePublisher) Publish(ctx context.Context, samples []schemas.Sample) error {
-	msgs := make([]kafka.Message, 0, len(samples))
-	for i := range samples {
-		v, err := kafkaio.Encode(&samples[i])
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, kafka.Message{Key: []byte(samples[i].GroupID), Value: v})
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return p.w.WriteMessages(ctx, msgs...)
-}
-
-func (p *samplePublisher) Close() error { return p.w.Close() }
-
-// writeInstances writes instances as JSONL (the versioned wire form),
-// atomically.
-func writeInstances(path string, ins []schemas.Instance) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	var b []byte
-	for i := range ins {
-		v, err := schemas.Encode(&ins[i])
-		if err != nil {
-			return fmt.Errorf("instance %s: %w", ins[i].ID, err)
-		}
-		b = append(append(b, v...), '\n')
-	}
-	return atomicfile.WriteFile(path, b)
 }

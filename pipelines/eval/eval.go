@@ -13,12 +13,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"swerl/schemas"
 	"swerl/transforms/prompt"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // Options configure Evaluate.
@@ -83,43 +85,51 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 			o.Progress(i)
 		}
 		in := &instances[i]
-		p, err := prompt.Build(in, o.Prompt)
-		if err != nil {
-			res.Unpromptable++
-			continue
-		}
 		temp := o.Temperature
 		if temp == 0 {
 			temp = 1e-9 // the policies treat 0 as "default"; this is greedy
 		}
-		resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User,
-			N: 1, MaxTokens: o.MaxTokens, Temperature: temp})
+		spec := scoring.Spec{Prompt: o.Prompt, GroupSize: 1, MaxTokens: o.MaxTokens, Temperature: temp}
+		g, err := spec.Prepare(in, scoring.GroupID("eval/", in.ID, strconv.Itoa(i)))
+		if err != nil {
+			res.Unpromptable++
+			continue
+		}
+		start := time.Now()
+		resp, err := pol.Complete(ctx, g.Request)
 		if err != nil {
 			return res, preds, fmt.Errorf("eval: instance %s: %w", in.ID, err)
 		}
 		if len(resp.Completions) == 0 {
 			return res, preds, fmt.Errorf("eval: instance %s: the policy returned no completion", in.ID)
 		}
-		out := resp.Completions[0].Text
-		pred := Prediction{InstanceID: in.ID, Model: o.Model, PolicyVersion: resp.PolicyVersion}
-		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		r := reward.SearchReplace(rctx, p.Files, in.OracleNewContent, out)
-		cancel()
-		pred.Reward, pred.FormatError = r.Reward, r.Error
-		if newFiles, err := reward.ApplyAnswer(p.Files, out); err == nil {
+		samples, _ := spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), "")
+		sm := &samples[0]
+		if r, ok := scoring.Score(ctx, g.Task, sm, o.Timeout); !ok {
+			if err := ctx.Err(); err != nil {
+				return res, preds, err
+			}
+			// An answer that cannot be scored in time counts as a failed one,
+			// with the reason as its format error.
+			sm.Reward, sm.FormatError = r.Reward, r.Error
+		}
+		pred := Prediction{InstanceID: in.ID, Model: o.Model, PolicyVersion: resp.PolicyVersion,
+			Reward: sm.Reward, FormatError: sm.FormatError}
+		files := g.Prompt.Files
+		if newFiles, err := reward.ApplyAnswer(files, sm.Completion); err == nil {
 			old := map[string]string{}
 			for path := range newFiles {
-				old[path] = p.Files[path]
+				old[path] = files[path]
 			}
 			pred.ModelPatch = reward.GitDiff(old, newFiles)
-			pred.Exact = sameChange(p.Files, newFiles, in.OracleNewContent)
+			pred.Exact = sameChange(files, newFiles, in.OracleNewContent)
 		}
 		res.Instances++
 		res.PolicyVersion = max(res.PolicyVersion, resp.PolicyVersion)
-		if r.Error == "" {
+		if sm.FormatError == "" {
 			res.FormatCorrect++
 		}
-		res.MeanReward += r.Reward
+		res.MeanReward += sm.Reward
 		if pred.Exact {
 			res.ExactMatch++
 		}

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 	"swerl/transforms/prompt"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // RolloutFunc produces the scored, advantage-weighted samples of one round:
@@ -426,56 +428,56 @@ func roundStats(round []schemas.Sample) StepStats {
 }
 
 // Local returns a RolloutFunc that does the train pipeline's work in
-// process: build the prompt, ask pol for groupSize completions, score each
-// with the SWE-RL reward against the files shown, and compute the group's
-// advantages with m.
-func Local(pol rollout.Policy, o prompt.Options, groupSize, maxTokens int, temperature float64, m advantage.Method, timeout time.Duration, log *slog.Logger) RolloutFunc {
+// process, through the same scoring path (transforms/scoring): each
+// instance's group (prefix "rNNNNNN/", the round, as the Beam rounds of
+// swerl run use; source its position in the round) is asked of pol, scored
+// with the SWE-RL reward against the files shown, and its advantages
+// computed with m. The run's sampling seed is spec.Seed + round, as for the
+// Beam rounds, so a round draws the same completions at the same seed.
+func Local(pol rollout.Policy, spec scoring.Spec, m advantage.Method, timeout time.Duration, log *slog.Logger) RolloutFunc {
 	return func(ctx context.Context, round int, instances []schemas.Instance) ([]schemas.Sample, error) {
+		rs := spec
+		if rs.Seed != 0 {
+			rs.Seed += int64(round)
+		}
 		var out []schemas.Sample
 		for i := range instances {
 			in := &instances[i]
-			p, err := prompt.Build(in, o)
+			g, err := rs.Prepare(in, scoring.GroupID(RoundPrefix(round), in.ID, "local:"+strconv.Itoa(i)))
 			if err != nil {
 				log.Warn("rl: instance has no prompt, skipped", "id", in.ID, "err", err)
 				continue
 			}
-			resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User,
-				N: groupSize, MaxTokens: maxTokens, Temperature: temperature, Seed: rollout.GroupSeed(int64(round)+1, in.ID)})
+			start := time.Now()
+			resp, err := pol.Complete(ctx, g.Request)
 			if err != nil {
 				return nil, fmt.Errorf("instance %s: %w", in.ID, err)
 			}
-			group := Score(ctx, in, p, resp, round, timeout)
-			if _, err := advantage.Group(m, group, len(group) == groupSize); err != nil {
+			group, got := rs.Samples(in, &g, resp, time.Since(start).Milliseconds(), time.Now().UTC().Format(time.RFC3339Nano))
+			scored := group[:0]
+			for k := range group[:got] {
+				if r, ok := scoring.Score(ctx, g.Task, &group[k], timeout); !ok {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+					// As in the train pipeline, an answer that cannot be
+					// scored in time leaves its group incomplete.
+					log.Warn("rl: sample not scored, left out of its group", "id", group[k].ID, "err", r.Error)
+					continue
+				}
+				scored = append(scored, group[k])
+			}
+			if len(scored) == 0 {
+				continue
+			}
+			if _, err := advantage.Group(m, scored, len(scored) == rs.GroupSize); err != nil {
 				return nil, err
 			}
-			out = append(out, group...)
+			out = append(out, scored...)
 		}
 		return out, nil
 	}
 }
 
-// Score turns a policy response for one instance into scored samples of
-// one group (advantages not yet set). timeout (0: none) caps each reward.
-func Score(ctx context.Context, in *schemas.Instance, p prompt.Prompt, resp rollout.Response, round int, timeout time.Duration) []schemas.Sample {
-	gid := fmt.Sprintf("%s@r%d", in.ID, round)
-	now := time.Now().UTC().Format(time.RFC3339)
-	out := make([]schemas.Sample, len(resp.Completions))
-	task := reward.NewTask(p.Files, in.OracleNewContent)
-	for k, c := range resp.Completions {
-		s := &out[k]
-		s.SchemaVersion = 1
-		s.ID, s.InstanceID, s.GroupID = fmt.Sprintf("%s/%d", gid, k), in.ID, gid
-		s.GroupSize, s.Index, s.PolicyVersion = len(resp.Completions), k, resp.PolicyVersion
-		s.System, s.Prompt, s.Completion = p.System, p.User, c.Text
-		s.PromptTokens, s.CompletionTokens, s.LogProbs = c.PromptTokens, c.Tokens, c.LogProbs
-		s.FinishReason, s.LatencyMS, s.CreatedAt, s.Repo = c.FinishReason, resp.LatencyMS, now, in.Repo
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if timeout > 0 {
-			rctx, cancel = context.WithTimeout(ctx, timeout)
-		}
-		r := task.Score(rctx, c.Text)
-		cancel()
-		s.Reward, s.FormatError, s.Similarities = r.Reward, r.Error, r.Similarities
-	}
-	return out
-}
+// RoundPrefix is the group-id prefix of RL round round.
+func RoundPrefix(round int) string { return fmt.Sprintf("r%06d/", round) }

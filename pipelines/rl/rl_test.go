@@ -21,6 +21,7 @@ import (
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // tasks returns n small instances and a file: policy whose two completions
@@ -68,7 +69,7 @@ func TestRunStepsAndResume(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 2, SFTBatch: 2, SFTLR: 1e-3,
 		Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
-		Rollouts: Local(pol, prompt.Options{Compact: true}, 2, 64, 1, advantage.GRPO, 0, log), Seed: 7, Log: log}
+		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log), Seed: 7, Log: log}
 	var seen []StepStats
 	cfg.AfterStep = func(_ context.Context, st StepStats) error { seen = append(seen, st); return nil }
 	sum, err := Run(context.Background(), cfg)

@@ -13,6 +13,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
+	"swerl/transforms/scoring"
 )
 
 // TestWarmStartUntil: with SFTUntil the warm start stops at the first probe
@@ -33,7 +34,7 @@ func TestWarmStartUntil(t *testing.T) {
 		probes := map[int]float64{}
 		cfg := Config{Out: filepath.Join(dir, out), Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 40, SFTBatch: 2, SFTLR: 1e-2, SFTUntil: until,
 			Steps: 0, BatchInstances: 1, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
-			Rollouts: Local(pol, prompt.Options{Compact: true}, 2, 64, 1, advantage.GRPO, 0, log), Seed: 7, Log: log,
+			Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log), Seed: 7, Log: log,
 			AfterSFTCheck: func(step int, p float64) { probes[step] = p }}
 		sum, err := Run(context.Background(), cfg)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -18,6 +17,7 @@ import (
 	"swerl/transforms/prompt"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // Record is one raw input record: a line of a JSONL file, a row of a
@@ -241,9 +241,10 @@ func (f *rolloutFn) Teardown() error {
 	return nil
 }
 
-// GroupID is the id of the group of the instance read at source.
+// GroupID is the id of the group of the instance read at source
+// (scoring.GroupID).
 func GroupID(prefix, instanceID, source string) string {
-	return prefix + instanceID + "@" + source
+	return scoring.GroupID(prefix, instanceID, source)
 }
 
 func (f *rolloutFn) ProcessElement(ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
@@ -266,20 +267,18 @@ func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.D
 }
 
 // complete builds the prompt of one instance and asks the policy for its
-// group.
+// group (scoring.Spec: the group id, seed and sample ids).
 func (f *rolloutFn) complete(source string, in *schemas.Instance) rolled {
-	p, err := prompt.Build(in, f.Prompt)
+	spec := scoring.Spec{Prompt: f.Prompt, GroupSize: f.GroupSize, MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
+	g, err := spec.Prepare(in, GroupID(f.GroupPrefix, in.ID, source))
 	if err != nil {
 		v, _ := json.Marshal(in)
 		d := deadLetter(f.st, "prompt", source, in.ID, err.Error(), v)
 		return rolled{dead: &d}
 	}
 	f.st.instances.Add(1)
-	gid := GroupID(f.GroupPrefix, in.ID, source)
-	req := rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: f.GroupSize,
-		MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: rollout.GroupSeed(f.Seed, gid)}
 	start := time.Now()
-	resp, err := f.policy.Complete(f.ctx, req)
+	resp, err := f.policy.Complete(f.ctx, g.Request)
 	if err != nil {
 		v, _ := json.Marshal(in)
 		d := deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
@@ -288,25 +287,16 @@ func (f *rolloutFn) complete(source string, in *schemas.Instance) rolled {
 	f.st.rollouts.Add(int64(len(resp.Completions)))
 	mRollouts.Add(float64(len(resp.Completions)))
 	f.st.notePolicyVersion(resp.PolicyVersion, f.policy.Version())
-	latency := resp.LatencyMS
-	if latency == 0 {
-		latency = time.Since(start).Milliseconds()
-	}
-	created := now()
-	out := part{GroupID: gid, Origin: source, System: p.System, Prompt: p.User, Files: p.Files, Oracle: in.OracleNewContent,
-		Members: make([]member, f.GroupSize)}
-	for i := range f.GroupSize {
-		s := schemas.Sample{Repo: in.Repo, Rollout: schemas.Rollout{SchemaVersion: schemas.Version,
-			ID: fmt.Sprintf("%s/%d", gid, i), InstanceID: in.ID, GroupID: gid, GroupSize: f.GroupSize, Index: i,
-			PolicyVersion: resp.PolicyVersion, LatencyMS: latency, CreatedAt: created}}
-		s.SchemaVersion = schemas.Version
-		if i >= len(resp.Completions) {
-			out.Members[i] = member{Sample: s, Lost: fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)}
-			continue
-		}
-		c := resp.Completions[i]
-		s.Completion, s.CompletionTokens, s.PromptTokens, s.LogProbs, s.FinishReason = c.Text, c.Tokens, c.PromptTokens, c.LogProbs, c.FinishReason
+	samples, got := spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), now())
+	// The part carries the prompt text once; its members leave it empty.
+	out := part{GroupID: g.ID, Origin: source, System: g.Prompt.System, Prompt: g.Prompt.User, Files: g.Prompt.Files,
+		Oracle: in.OracleNewContent, Members: make([]member, len(samples))}
+	for i, s := range samples {
+		s.System, s.Prompt = "", ""
 		out.Members[i] = member{Sample: s}
+		if i >= got {
+			out.Members[i].Lost = fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)
+		}
 	}
 	return rolled{part: &out}
 }
@@ -376,16 +366,13 @@ func (f *rewardFn) score(p part) scored {
 		if m.Lost != "" {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(f.ctx, f.Timeout)
-		res := task.Score(rctx, m.Sample.Completion)
-		cancel()
-		if strings.HasPrefix(res.Error, "timeout:") || strings.HasPrefix(res.Error, "canceled:") {
+		res, ok := scoring.Score(f.ctx, task, &m.Sample, f.Timeout)
+		if !ok {
 			v, _ := json.Marshal(&m.Sample)
 			out.dead = append(out.dead, deadLetter(f.st, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
 			m.Lost = "reward: " + res.Error
 			continue
 		}
-		m.Sample.Reward, m.Sample.FormatError, m.Sample.Similarities = res.Reward, res.Error, res.Similarities
 		f.st.scored.Add(1)
 		mReward.Observe(res.Reward)
 		if res.Error != "" {

@@ -1,4 +1,4 @@
-package main
+package rl
 
 import (
 	"context"
@@ -7,22 +7,24 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
-	"swerl/pipelines/rl"
+	"github.com/segmentio/kafka-go"
+
 	"swerl/pipelines/train"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 )
 
-// beamRollouts returns the RolloutFunc of swerl run that goes through the
+// BeamRollouts returns the RolloutFunc of swerl run that goes through the
 // real dataflow: the round's instances are produced to the instances topic,
 // the Beam train pipeline (prompt → rollout → reward → group → advantage)
 // reads them back on Prism, samples the newest published version through
 // the in-process model policy (or a server), and writes the samples to the
 // samples topic and to Parquet under out/samples; the round's samples are
 // then read back from the Parquet files the run added.
-func beamRollouts(kc kafkaio.Config, out string, tc train.Config) rl.RolloutFunc {
+func BeamRollouts(kc kafkaio.Config, out string, tc train.Config) RolloutFunc {
 	return func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
 		dir := filepath.Join(out, "rounds")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -56,7 +58,7 @@ func beamRollouts(kc kafkaio.Config, out string, tc train.Config) rl.RolloutFunc
 		}
 		cfg := tc
 		cfg.Kafka, cfg.Out, cfg.Bounded = kc, out, true
-		cfg.GroupPrefix = fmt.Sprintf("r%06d/", round)
+		cfg.GroupPrefix = RoundPrefix(round)
 		cfg.Seed = tc.Seed + int64(round)
 		if _, err := train.Run(ctx, cfg); err != nil {
 			return nil, err
@@ -80,3 +82,35 @@ func beamRollouts(kc kafkaio.Config, out string, tc train.Config) rl.RolloutFunc
 		return samples, nil
 	}
 }
+
+// Publisher writes a run's samples to the samples topic, keyed by
+// group id, so any Kafka tool (or swerl replay) sees the run's data.
+type Publisher struct {
+	w *kafka.Writer
+}
+
+func NewPublisher(kc kafkaio.Config) (*Publisher, error) {
+	tr, err := kc.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{w: &kafka.Writer{Addr: kafka.TCP(kc.Brokers...), Topic: kc.Topic("samples"), Transport: tr,
+		Balancer: &kafka.Hash{}, Compression: kafka.Zstd, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}}, nil
+}
+
+func (p *Publisher) Publish(ctx context.Context, samples []schemas.Sample) error {
+	msgs := make([]kafka.Message, 0, len(samples))
+	for i := range samples {
+		v, err := kafkaio.Encode(&samples[i])
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(samples[i].GroupID), Value: v})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return p.w.WriteMessages(ctx, msgs...)
+}
+
+func (p *Publisher) Close() error { return p.w.Close() }
