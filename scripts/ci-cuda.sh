@@ -12,14 +12,12 @@ echo "ci-cuda: toolchain ready after $((SECONDS - start))s" >&2
 go vet -tags cuda ./gpu/... ./cmd/...
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp gpu/cuda/kernels_sm80.ptx gpu/cuda/kernels_sm90.ptx "$tmp"/
-scripts/cuda-ptx.sh
-for sm in 80 90; do
-	if ! cmp -s "$tmp/kernels_sm$sm.ptx" "gpu/cuda/kernels_sm$sm.ptx"; then
-		echo "ci-cuda: gpu/cuda/kernels_sm$sm.ptx is stale: run scripts/cuda-ptx.sh and commit it" >&2
-		exit 1
-	fi
-done
+cp gpu/cuda/kernels.ptx "$tmp"/
+(cd gpu/cuda && go generate -tags cuda .)
+if ! cmp -s "$tmp/kernels.ptx" gpu/cuda/kernels.ptx; then
+	echo "ci-cuda: gpu/cuda/kernels.ptx is stale: run go generate -tags cuda ./gpu/cuda and commit it" >&2
+	exit 1
+fi
 go test -tags cuda -c -o gpu/cuda/cuda.test ./gpu/cuda
 go build -tags cuda -o "$tmp/swerl" ./cmd/swerl
 echo "ci-cuda: done in $((SECONDS - start))s" >&2

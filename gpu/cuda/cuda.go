@@ -19,11 +19,12 @@ import (
 	"swerl/gpu"
 )
 
-//go:embed kernels_sm80.ptx
-var ptxSM80 string
-
-//go:embed kernels_sm90.ptx
-var ptxSM90 string
+// ptx is kernels.cu compiled for compute_80: the driver JIT-compiles it for
+// the card at load, sm_90 (H100, H200) included.
+//
+//go:generate ../../scripts/cuda-ptx.sh
+//go:embed kernels.ptx
+var ptx string
 
 const block = 256 // threads per block of every kernel
 
@@ -134,16 +135,12 @@ func (be *Backend) init() error {
 	if be.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda: context: %w", err)
 	}
-	ptx := ptxSM80
-	if be.cc >= 90 {
-		ptx = ptxSM90
-	}
 	if be.cc < 80 {
 		return fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 8.0 or later", be.name, maj, min)
 	}
 	mod, err := cu.LoadData(ptx)
 	if err != nil {
-		return fmt.Errorf("cuda: loading kernels (PTX for sm_%d): %w", be.cc, err)
+		return fmt.Errorf("cuda: loading kernels (compute_80 PTX on sm_%d): %w", be.cc, err)
 	}
 	for _, line := range strings.Split(ptx, "\n") {
 		// ".visible .entry add_f32(" names each kernel.
