@@ -69,7 +69,7 @@ type Config struct {
 	// it. It is read every SFTCheck steps (default 5) and reported to
 	// AfterSFTCheck. RL learns from groups whose rollouts differ; a warm
 	// start trained until it answers nearly every task exactly leaves
-	// almost none (README: What to expect).
+	// almost none (docs/experiments.md).
 	SFTUntil      float64
 	SFTCheck      int
 	AfterSFTCheck func(step int, answerProb float64)
@@ -82,10 +82,8 @@ type Config struct {
 	// Method turns a group's rewards into advantages. Default GRPO.
 	Method advantage.Method
 	// FreshMoments starts RL with zeroed AdamW moments instead of the warm
-	// start's. An earlier stop measured the warm moments blowing up RL at
-	// its settings then (reward +0.49 → −0.88); with MinTokenProb and all
-	// tasks in every step they hold, and fresh ones moved every weight by
-	// the full learning rate in the first steps (README).
+	// start's. Fresh moments make the first updates sign steps of size LR
+	// on every weight, whatever its gradient (docs/experiments.md).
 	FreshMoments bool
 	// MaskTruncated leaves completions cut at the token limit out of the
 	// loss (learner.Config.MaskTruncated).

@@ -386,10 +386,9 @@ func (f *rewardFn) score(p part) scored {
 }
 
 // wholeGroupFn computes the advantages of groups that arrive in one part,
-// with no shuffle and no state. Before it existed every group crossed the
-// data plane to groupFn, whose state read per key (a round trip to the
-// runner) and part decoding took about half of the train benchmark's wall
-// time.
+// with no shuffle and no state, so the usual group never crosses the data
+// plane to groupFn, whose state reads per key are a round trip to the
+// runner each.
 type wholeGroupFn struct {
 	RunID            string
 	GroupSize        int
