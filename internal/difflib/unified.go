@@ -135,16 +135,16 @@ func UnifiedDiffContext(ctx context.Context, a, b []string, fromfile, tofile str
 }
 
 func appendHunk(out, a, b []string, g []OpCode, lineterm string) []string {
-	eachHunkLine(a, b, g, func(prefix, line string) {
+	EachHunkLine(a, b, g, func(prefix, line string) {
 		out = append(out, prefix+line+lineterm)
 	})
 	return out
 }
 
-// eachHunkLine calls fn with each line of one unified_diff hunk (without
+// EachHunkLine calls fn with each line of one unified_diff hunk (without
 // line terminator): the "@@ -a,b +c,d @@" header (as prefix, line ""),
 // then each line of the group with its " ", "-" or "+" prefix.
-func eachHunkLine(a, b []string, g []OpCode, fn func(prefix, line string)) {
+func EachHunkLine(a, b []string, g []OpCode, fn func(prefix, line string)) {
 	first, last := g[0], g[len(g)-1]
 	fn("@@ -"+formatRangeUnified(first.I1, last.I2)+" +"+formatRangeUnified(first.J1, last.J2)+" @@", "")
 	for _, c := range g {
@@ -182,7 +182,7 @@ func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
 	}
 	var sb strings.Builder
 	for _, g := range groups {
-		eachHunkLine(a, b, g, func(prefix, line string) {
+		EachHunkLine(a, b, g, func(prefix, line string) {
 			if sb.Len() > 0 {
 				sb.WriteByte('\n')
 			}
@@ -191,4 +191,23 @@ func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
 		})
 	}
 	return sb.String(), nil
+}
+
+// SplitAfterNewline splits s after every "\n", keeping the terminators; a
+// last line without one is kept as is. It is how Python iterates a
+// StringIO, and how git and unified diffs count lines (unlike
+// SplitLines, which also breaks at "\r" and the other Unicode line
+// boundaries).
+func SplitAfterNewline(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"swerl/internal/difflib"
 	"unicode"
 	"unicode/utf8"
 )
@@ -134,25 +135,9 @@ var (
 
 const noNewlineMarker = `\ No newline at end of file`
 
-// splitKeepNL splits s into lines ending in "\n" (the last may lack it), as
-// iterating a Python StringIO does.
-func splitKeepNL(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			out = append(out, s)
-			break
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
-	}
-	return out
-}
-
 // Parse parses a unified diff with unidiff's rules.
 func Parse(text string) ([]*File, error) {
-	lines := splitKeepNL(text)
+	lines := difflib.SplitAfterNewline(text)
 	var files []*File
 	var cur *File
 	patchInfo := false // unidiff's patch_info is not None

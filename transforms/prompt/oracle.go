@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"swerl/internal/difflib"
 	"swerl/schemas"
 )
 
@@ -73,7 +74,7 @@ func FormatEdit(e Edit) string {
 }
 
 func edit(path, old, newc string) (Edit, error) {
-	ol, nl := splitLines(old), splitLines(newc)
+	ol, nl := difflib.SplitAfterNewline(old), difflib.SplitAfterNewline(newc)
 	pre := 0
 	for pre < len(ol) && pre < len(nl) && ol[pre] == nl[pre] {
 		pre++
@@ -125,22 +126,6 @@ func occurrences(s, sub string) int {
 		n++
 		s = s[i+1:]
 	}
-}
-
-// splitLines splits s after each "\n", keeping the terminators; a last line
-// without one is kept as is.
-func splitLines(s string) []string {
-	var out []string
-	for s != "" {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			out = append(out, s)
-			break
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
-	}
-	return out
 }
 
 // check parses answer like the reward does and applies its blocks to files;

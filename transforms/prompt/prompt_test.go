@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"swerl/internal/difflib"
 	"swerl/schemas"
 )
 
@@ -138,7 +139,7 @@ func randFile(r *rand.Rand) string {
 }
 
 func mutate(r *rand.Rand, s string) string {
-	ls := splitLines(s)
+	ls := difflib.SplitAfterNewline(s)
 	for range 1 + r.IntN(3) {
 		i := 0
 		if len(ls) > 0 {

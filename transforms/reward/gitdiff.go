@@ -3,7 +3,6 @@ package reward
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"swerl/internal/difflib"
@@ -42,70 +41,26 @@ func GitDiff(old, new map[string]string) string {
 			sb.WriteString("--- " + a + "\n")
 		}
 		sb.WriteString("+++ " + b + "\n")
-		writeGitHunks(&sb, splitGitLines(oc), splitGitLines(nc))
+		writeGitHunks(&sb, difflib.SplitAfterNewline(oc), difflib.SplitAfterNewline(nc))
 	}
 	return sb.String()
 }
 
-// splitGitLines splits s after every "\n"; the last line may lack one.
-func splitGitLines(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			out = append(out, s)
-			break
-		}
-		out = append(out, s[:i+1])
-		s = s[i+1:]
-	}
-	return out
-}
-
 func writeGitHunks(sb *strings.Builder, a, b []string) {
 	m := difflib.NewLines(a, b, true)
-	line := func(prefix byte, l string) {
-		sb.WriteByte(prefix)
-		sb.WriteString(l)
-		if !strings.HasSuffix(l, "\n") {
-			sb.WriteString("\n\\ No newline at end of file\n")
-		}
-	}
 	for _, g := range m.GroupedOpCodes(3) {
-		first, last := g[0], g[len(g)-1]
-		sb.WriteString("@@ -" + gitRange(first.I1, last.I2) + " +" + gitRange(first.J1, last.J2) + " @@\n")
-		for _, c := range g {
-			if c.Tag == 'e' {
-				for _, l := range a[c.I1:c.I2] {
-					line(' ', l)
-				}
-				continue
+		difflib.EachHunkLine(a, b, g, func(prefix, l string) {
+			sb.WriteString(prefix)
+			if len(prefix) > 1 { // the "@@ -a,b +c,d @@" header
+				sb.WriteByte('\n')
+				return
 			}
-			if c.Tag == 'r' || c.Tag == 'd' {
-				for _, l := range a[c.I1:c.I2] {
-					line('-', l)
-				}
+			sb.WriteString(l)
+			if !strings.HasSuffix(l, "\n") {
+				sb.WriteString("\n\\ No newline at end of file\n")
 			}
-			if c.Tag == 'r' || c.Tag == 'i' {
-				for _, l := range b[c.J1:c.J2] {
-					line('+', l)
-				}
-			}
-		}
+		})
 	}
-}
-
-// gitRange is the unified range "start,len" (",len" omitted for one line;
-// an empty range starts at the line before it).
-func gitRange(start, stop int) string {
-	beginning, length := start+1, stop-start
-	if length == 1 {
-		return strconv.Itoa(beginning)
-	}
-	if length == 0 {
-		beginning--
-	}
-	return strconv.Itoa(beginning) + "," + strconv.Itoa(length)
 }
 
 // gitQuote quotes a path the way git does when it holds a double quote, a
