@@ -99,15 +99,15 @@ func Write(dir string, n, g int, bad map[int]string) (*Set, error) {
 	defer fc.Close()
 	wi, wc := bufio.NewWriter(fi), bufio.NewWriter(fc)
 	line := 0
-	for i := 0; i < n; i++ {
-		for {
-			b, ok := bad[line]
-			if !ok {
-				break
-			}
+	// badLines writes the bad lines due at the current line.
+	badLines := func() {
+		for b, ok := bad[line]; ok; b, ok = bad[line] {
 			fmt.Fprintln(wi, b)
 			line++
 		}
+	}
+	for i := 0; i < n; i++ {
+		badLines()
 		in := Instance(i)
 		c, err := Completions(in, g, i%5 == 0)
 		if err != nil {
@@ -124,14 +124,7 @@ func Write(dir string, n, g int, bad map[int]string) (*Set, error) {
 		s.Instances = append(s.Instances, in)
 		s.Completions[in.ID] = c
 	}
-	for {
-		b, ok := bad[line]
-		if !ok {
-			break
-		}
-		fmt.Fprintln(wi, b)
-		line++
-	}
+	badLines()
 	if err := wi.Flush(); err != nil {
 		return nil, err
 	}
