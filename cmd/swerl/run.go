@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/atomicfile"
 	"swerl/pipelines/eval"
 	"swerl/pipelines/mine"
 	"swerl/pipelines/rl"
@@ -247,10 +249,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer f.Close()
 		res, _, err := eval.Evaluate(ctx, p, held, eval.Options{Prompt: popts, MaxTokens: *maxTokens, Model: "swerl-" + tag}, f)
-		if err == nil {
-			fmt.Fprintf(stderr, "swerl run: eval %s: %s → %s\n", tag, res, path)
+		if err != nil {
+			return res, err
 		}
-		return res, err
+		fmt.Fprintf(stderr, "swerl run: eval %s: %s → %s\n", tag, res, path)
+		// The result, for the summary of a resumed run (which does not
+		// evaluate the start again).
+		b, _ := json.Marshal(res)
+		return res, atomicfile.WriteFile(filepath.Join(dir, "result-"+tag+".json"), b)
 	}
 
 	storeRollouts := false
@@ -309,6 +315,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err != nil {
 		return err
+	}
+	if b, err := os.ReadFile(filepath.Join(*out, "eval", "result-start.json")); err == nil && len(held) > 0 {
+		// A resumed run evaluated the start in an earlier process.
+		if err := json.Unmarshal(b, &evalStart); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(*out, "eval", "result-start.json"), err)
+		}
 	}
 	evalEnd, err := evaluate("end")
 	if err != nil {

@@ -101,8 +101,9 @@ type Config struct {
 	// RolloutsStore says Rollouts already stored the samples under
 	// Out/samples (the Beam train pipeline does); Run then writes none.
 	RolloutsStore bool
-	// BeforeRL, when set, is called once after the warm start, before the
-	// first RL step of this process (swerl run evaluates there).
+	// BeforeRL, when set, is called once in a run, after the warm start and
+	// before the first RL step (swerl run evaluates there); a resumed run
+	// that got past it does not call it again.
 	BeforeRL func(ctx context.Context) error
 	// AfterStep, when set, is called after each RL step's version is
 	// published (swerl run reloads its policy and prints progress there).
@@ -147,6 +148,8 @@ type state struct {
 	// RLStart is the version RL started from (the warm start's last),
 	// the reference of the KL term.
 	RLStart int64 `json:"rl_start_version"`
+	// BeforeRLDone says Config.BeforeRL returned without error.
+	BeforeRLDone bool `json:"before_rl_done"`
 }
 
 func (c *Config) defaults() error {
@@ -301,8 +304,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
-	if cfg.BeforeRL != nil {
+	if cfg.BeforeRL != nil && !st.BeforeRLDone {
 		if err := cfg.BeforeRL(ctx); err != nil {
+			return sum, err
+		}
+		st.BeforeRLDone = true
+		if err := writeState(cfg.Out, st); err != nil {
 			return sum, err
 		}
 	}
@@ -357,15 +364,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 // warmStart takes the SFT steps: all cfg.SFTSteps of them, or with
 // cfg.SFTUntil > 0 only until the oracle answers' mean sampling probability
 // (learner.AnswerProbs, read every cfg.SFTCheck steps) reaches SFTUntil.
+// The budget counts the steps a killed earlier process published (every
+// warm-start step publishes a version after v0, the initial model), so a
+// resumed warm start does not start its budget again. The returned Steps
+// count them too.
 func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner.Example) (learner.Stats, error) {
-	if cfg.SFTUntil <= 0 {
-		return l.SFT(ctx, ex, cfg.SFTBatch, cfg.SFTSteps)
+	prior := int(l.Stats().Version)
+	cumulative := func(ls learner.Stats, err error) (learner.Stats, error) {
+		ls.Steps += prior
+		return ls, err
 	}
-	var ls learner.Stats
-	for done := 0; done < cfg.SFTSteps; {
-		done = min(cfg.SFTSteps, done+cfg.SFTCheck)
+	if cfg.SFTUntil <= 0 {
+		return cumulative(l.SFT(ctx, ex, cfg.SFTBatch, max(cfg.SFTSteps-prior, 0)))
+	}
+	ls := l.Stats()
+	ls.Steps = prior
+	for done := prior; done < cfg.SFTSteps; {
+		done = min(cfg.SFTSteps, (done/cfg.SFTCheck+1)*cfg.SFTCheck)
 		var err error
-		if ls, err = l.SFT(ctx, ex, cfg.SFTBatch, done); err != nil {
+		if ls, err = cumulative(l.SFT(ctx, ex, cfg.SFTBatch, done-prior)); err != nil {
 			return ls, err
 		}
 		ps, err := l.AnswerProbs(ex)

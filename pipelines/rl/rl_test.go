@@ -146,3 +146,56 @@ func TestEvaluateWritesApplicablePredictions(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeKeepsBudgetsAndBeforeRL stops a run inside its warm start and
+// again after BeforeRL, and resumes each time: the warm start's budget
+// counts the steps published before the stop, and BeforeRL runs once.
+func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
+	ins, pol := tasks(t, 3)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	beforeRL := 0
+	ctx, stop := context.WithCancel(context.Background())
+	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 6, SFTBatch: 2, SFTLR: 1e-3,
+		SFTUntil: 0.999, SFTCheck: 2, Steps: 1, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
+		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log),
+		Seed: 7, Log: log,
+		AfterSFTCheck: func(step int, _ float64) {
+			if step == 4 {
+				stop() // a stop after 4 of the 6 warm-start steps
+			}
+		},
+		BeforeRL: func(context.Context) error { beforeRL++; return nil },
+	}
+	if _, err := Run(ctx, cfg); err == nil {
+		t.Fatal("the stopped run returned no error")
+	}
+	var checks []int
+	cfg.Resume = true
+	cfg.AfterSFTCheck = func(step int, _ float64) { checks = append(checks, step) }
+	// Stop right after BeforeRL: its step has not run.
+	ctx, stop = context.WithCancel(context.Background())
+	cfg.BeforeRL = func(context.Context) error { beforeRL++; stop(); return nil }
+	sum, err := Run(ctx, cfg)
+	if err == nil {
+		t.Fatal("the second stopped run returned no error")
+	}
+	if len(checks) != 1 || checks[0] != 6 || sum.SFTSteps != 6 || sum.Version != 6 {
+		t.Fatalf("resumed warm start: checks at %v, summary %+v; want one check at step 6 and v6 (4 steps before the stop + 2)", checks, sum)
+	}
+	if beforeRL != 1 {
+		t.Fatalf("BeforeRL ran %d times before RL started", beforeRL)
+	}
+	sum, err = Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beforeRL != 1 || sum.RLSteps != 1 || sum.Version != 7 {
+		t.Fatalf("after the last resume: BeforeRL ran %d times, summary %+v", beforeRL, sum)
+	}
+}
