@@ -164,7 +164,7 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 6, SFTBatch: 2, SFTLR: 1e-3,
 		SFTUntil: 0.999, SFTCheck: 2, Steps: 1, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
 		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log),
-		Seed: 7, Log: log,
+		Seed:     7, Log: log,
 		AfterSFTCheck: func(step int, _ float64) {
 			if step == 4 {
 				stop() // a stop after 4 of the 6 warm-start steps
