@@ -98,8 +98,9 @@ type Config struct {
 	ShortThought bool
 	// Rollouts produces a round's samples. Required (see Local).
 	Rollouts RolloutFunc
-	// RolloutsStore says Rollouts already stored the samples under
-	// Out/samples (the Beam train pipeline does); Run then writes none.
+	// RolloutsStore says Rollouts already stored the samples in the
+	// round's staging folder, StagedSamples(Out, round) (BeamRollouts
+	// does); Run then writes none there.
 	RolloutsStore bool
 	// BeforeRL, when set, is called once in a run, after the warm start and
 	// before the first RL step (swerl run evaluates there); a resumed run
@@ -313,7 +314,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 	}
-	samples := parquetio.NewDirWriter[schemas.Sample](sum.SamplesDir, "rl", 1<<30)
+	sum.Version = l.Stats().Version
+	// A step killed after its version was published but before run.json
+	// said so is done: keep its samples instead of training it again.
+	if st.RLSteps < cfg.Steps && l.Stats().Version > st.RLStart+int64(st.RLSteps) {
+		if err := keepRound(cfg.Out, st.RLSteps+1); err != nil {
+			return sum, err
+		}
+		st.RLSteps++
+		if err := writeState(cfg.Out, st); err != nil {
+			return sum, err
+		}
+	}
 	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Train))
 	next := st.RLSteps * cfg.BatchInstances
 	for step := st.RLSteps + 1; step <= cfg.Steps; step++ {
@@ -325,6 +337,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			batch[i] = cfg.Train[order[next%len(order)]]
 			next++
 		}
+		// What a killed attempt at this step staged was never trained on.
+		if err := os.RemoveAll(roundDir(cfg.Out, step)); err != nil {
+			return sum, err
+		}
 		t0 := time.Now()
 		round, err := cfg.Rollouts(ctx, step, batch)
 		if err != nil {
@@ -333,6 +349,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		ss := roundStats(round)
 		ss.Step, ss.Steps, ss.RolloutTime = step, cfg.Steps, time.Since(t0)
 		if !cfg.RolloutsStore {
+			samples := parquetio.NewDirWriter[schemas.Sample](StagedSamples(cfg.Out, step), "rl", 1<<30)
 			if err := samples.Write(round...); err != nil {
 				return sum, err
 			}
@@ -346,6 +363,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, fmt.Errorf("rl: step %d: %w", step, err)
 		}
 		ss.TrainTime, ss.Version, ss.Loss = time.Since(t1), ls.Version, ls.LastLoss
+		if err := keepRound(cfg.Out, step); err != nil {
+			return sum, err
+		}
 		st.RLSteps = step
 		if err := writeState(cfg.Out, st); err != nil {
 			return sum, err
@@ -496,3 +516,38 @@ func Local(pol rollout.Policy, spec scoring.Spec, m advantage.Method, timeout ti
 
 // RoundPrefix is the group-id prefix of RL round round.
 func RoundPrefix(round int) string { return fmt.Sprintf("r%06d/", round) }
+
+// roundDir is where RL round round stages its files until its step is
+// published.
+func roundDir(out string, round int) string {
+	return filepath.Join(out, "rounds", fmt.Sprintf("round-%06d", round))
+}
+
+// StagedSamples is the folder of round round's sample files until its step
+// is published; then Run moves them into out/samples. Samples of a round
+// killed before its step was published are never kept, so a resumed run
+// holds each trained step's samples once.
+func StagedSamples(out string, round int) string {
+	return filepath.Join(roundDir(out, round), "samples")
+}
+
+// keepRound moves the staged sample files of round into out/samples (each
+// name prefixed with the round, so rounds never collide) and removes the
+// staging folder. It is idempotent: a kill part way through leaves files
+// that a second call moves.
+func keepRound(out string, round int) error {
+	files, err := parquetio.Files(StagedSamples(out, round))
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(out, "samples")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(dst, fmt.Sprintf("round-%06d-%s", round, filepath.Base(f)))); err != nil {
+			return fmt.Errorf("rl: keeping round %d's samples: %w", round, err)
+		}
+	}
+	return os.RemoveAll(roundDir(out, round))
+}

@@ -199,3 +199,84 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 		t.Fatalf("after the last resume: BeforeRL ran %d times, summary %+v", beforeRL, sum)
 	}
 }
+
+// TestResumeKeepsEachStepsSamplesOnce plays the two windows a kill can hit
+// in an RL step: after the rollouts but before the version is published
+// (the staged samples were never trained on and must go), and after the
+// version is published but before run.json says so (the step is done and
+// its samples must be kept, not trained again).
+func TestResumeKeepsEachStepsSamplesOnce(t *testing.T) {
+	ins, pol := tasks(t, 3)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4,
+		MaxSeq: 512, Prompt: prompt.Options{Compact: true}, Seed: 7, Log: log,
+		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log)}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() []schemas.Sample {
+		t.Helper()
+		s, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if n := len(rows()); n != 8 {
+		t.Fatalf("%d samples after 2 steps, want 8", n)
+	}
+	// Window 2: step 2 published, run.json not yet written, samples still
+	// staged.
+	files, err := filepath.Glob(filepath.Join(out, "samples", "round-000002-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample files of round 2: %v", err)
+	}
+	staged := StagedSamples(out, 2)
+	os.MkdirAll(staged, 0o755)
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(staged, filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeState(out, state{SFTDone: true, RLSteps: 1, BeforeRLDone: true}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Resume = true
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.RLSteps != 0 || sum.Version != 2 || len(rows()) != 8 {
+		t.Fatalf("after resuming a published step: %d steps taken, v%d, %d samples; want 0, v2, 8", sum.RLSteps, sum.Version, len(rows()))
+	}
+	if _, err := os.Stat(roundDir(out, 2)); !os.IsNotExist(err) {
+		t.Fatalf("round 2's staging folder is still there: %v", err)
+	}
+	// Window 1: round 3's rollouts staged, its step never published.
+	junk := parquetio.NewDirWriter[schemas.Sample](StagedSamples(out, 3), "rl", 0)
+	junk.Write(rows()[:3]...)
+	if err := junk.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps = 3
+	if sum, err = Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	all := rows()
+	ids := map[string]bool{}
+	for _, s := range all {
+		if ids[s.ID] {
+			t.Fatalf("sample %s kept twice", s.ID)
+		}
+		ids[s.ID] = true
+	}
+	if sum.RLSteps != 1 || sum.Version != 3 || len(all) != 12 {
+		t.Fatalf("after resuming an unpublished step: %d steps, v%d, %d samples; want 1, v3, 12", sum.RLSteps, sum.Version, len(all))
+	}
+}

@@ -22,8 +22,9 @@ import (
 // the Beam train pipeline (prompt → rollout → reward → group → advantage)
 // reads them back on Prism, samples the newest published version through
 // the in-process model policy (or a server), and writes the samples to the
-// samples topic and to Parquet under out/samples; the round's samples are
-// then read back from the Parquet files the run added.
+// samples topic and to Parquet in the round's staging folder
+// (StagedSamples), from which they are read back; Run moves them into
+// out/samples once the round's step is published.
 func BeamRollouts(kc kafkaio.Config, out string, tc train.Config) RolloutFunc {
 	return func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
 		dir := filepath.Join(out, "rounds")
@@ -49,34 +50,17 @@ func BeamRollouts(kc kafkaio.Config, out string, tc train.Config) RolloutFunc {
 		if _, err := train.Feed(ctx, kc, path, filepath.Join(out, "deadletter")); err != nil {
 			return nil, err
 		}
-		samplesDir := filepath.Join(out, "samples")
-		before := map[string]bool{}
-		if files, err := parquetio.Files(samplesDir); err == nil {
-			for _, f := range files {
-				before[f] = true
-			}
-		}
+		staged := StagedSamples(out, round)
 		cfg := tc
-		cfg.Kafka, cfg.Out, cfg.Bounded = kc, out, true
+		cfg.Kafka, cfg.Out, cfg.SamplesDir, cfg.Bounded = kc, out, staged, true
 		cfg.GroupPrefix = RoundPrefix(round)
 		cfg.Seed = tc.Seed + int64(round)
 		if _, err := train.Run(ctx, cfg); err != nil {
 			return nil, err
 		}
-		files, err := parquetio.Files(samplesDir)
+		samples, err := parquetio.ReadDir[schemas.Sample](staged)
 		if err != nil {
 			return nil, err
-		}
-		var samples []schemas.Sample
-		for _, f := range files {
-			if before[f] {
-				continue
-			}
-			rows, err := parquetio.ReadFile[schemas.Sample](f)
-			if err != nil {
-				return nil, err
-			}
-			samples = append(samples, rows...)
 		}
 		sort.Slice(samples, func(i, j int) bool { return samples[i].ID < samples[j].ID })
 		return samples, nil

@@ -68,6 +68,10 @@ type Config struct {
 	// Out is the output root: Out/samples and Out/deadletter (default
 	// "swerl-out").
 	Out string
+	// SamplesDir, when set, receives the sample files instead of
+	// Out/samples (swerl run stages each round's samples until its step
+	// is published).
+	SamplesDir string
 	// Prompt caps the prompt (transforms/prompt.Options).
 	Prompt prompt.Options
 	// Sampling options passed to the policy (zero: the policy's defaults).

@@ -161,7 +161,11 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 // with Kafka, to the samples topic, then acknowledges their origins and
 // those of dropped groups.
 func sinkSamples(s beam.Scope, id string, cfg Config, useKafka, ack bool, samples, dropped beam.PCollection) {
-	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "samples"),
+	dir := cfg.SamplesDir
+	if dir == "" {
+		dir = filepath.Join(cfg.Out, "samples")
+	}
+	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: dir,
 		RowsPerFile: cfg.RowsPerFile, AckInput: ack}, samples)
 	if !useKafka {
 		return
