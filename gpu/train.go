@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"swerl/gpu/arch"
 )
 
 // TrainConfig configures a Trainer. The zero value is valid: every field
@@ -390,9 +392,9 @@ func (t *Trainer) update(met *Metrics) error {
 	t.step++
 	lr := t.cfg.LRAt(t.step)
 	for _, s := range t.model.specs {
-		n := numel(s.shape)
+		n := arch.Numel(s.Shape)
 		wd := t.cfg.WeightDecay
-		if len(s.shape) == 1 {
+		if len(s.Shape) == 1 {
 			wd = 0
 		}
 		t.be.AdamW(t.be.Slice(t.paramBuf, s.off, n), t.be.Slice(t.gradBuf, s.off, n),
