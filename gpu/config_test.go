@@ -89,28 +89,13 @@ func TestConfigJSON(t *testing.T) {
 		t.Errorf("round trip: %v %+v", err, back)
 	}
 	// Llama's parameter count is known: 1,235,814,400 for Llama-3.2-1B.
-	if n := paramCount(l); n != 1235814400 {
+	if n := l.NumParams(); n != 1235814400 {
 		t.Errorf("llama3.2-1B parameters %d, want 1235814400", n)
 	}
 	// Qwen2.5-0.5B: 494,032,768.
-	if n := paramCount(q); n != 494032768 {
+	if n := q.NumParams(); n != 494032768 {
 		t.Errorf("qwen2.5-0.5B parameters %d, want 494032768", n)
 	}
-}
-
-// paramCount counts from the architecture without allocating.
-func paramCount(c gpu.Config) int {
-	C, I, V, L := c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
-	QC, KVC := c.NumAttentionHeads*c.HeadSize(), c.KVHeads()*c.HeadSize()
-	per := 2*C + QC*C + 2*KVC*C + C*QC + 3*I*C
-	if c.AttentionBias {
-		per += QC + 2*KVC
-	}
-	n := V*C + L*per + C
-	if !c.TieWordEmbeddings {
-		n += V * C
-	}
-	return n
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -188,7 +173,7 @@ func FuzzConfigJSON(f *testing.F) {
 		if c.Validate() != nil {
 			return
 		}
-		if paramCount(c) > 1<<16 || c.MaxPositionEmbeddings > 64 || c.NumHiddenLayers > 4 || c.HeadSize() > 64 {
+		if c.NumParams() > 1<<16 || c.MaxPositionEmbeddings > 64 || c.NumHiddenLayers > 4 || c.HeadSize() > 64 {
 			return // valid but too big to build in a fuzz iteration
 		}
 		m, err := gpu.NewModel(c, 1)

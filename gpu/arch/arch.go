@@ -129,31 +129,22 @@ const (
 // or writer of model files needs; Validate adds what running the model
 // needs. It allocates nothing, so it can run on any decoded config.json.
 func (c Config) ValidateShape() error {
+	// min 0 marks the optional fields, where 0 means the default.
 	for _, f := range []struct {
-		name   string
-		v, max int
+		name        string
+		v, min, max int
 	}{
-		{"hidden_size", c.HiddenSize, MaxHiddenSize},
-		{"intermediate_size", c.IntermediateSize, MaxIntermediateSize},
-		{"num_hidden_layers", c.NumHiddenLayers, MaxLayers},
-		{"num_attention_heads", c.NumAttentionHeads, MaxHeads},
-		{"vocab_size", c.VocabSize, MaxVocabSize},
+		{"hidden_size", c.HiddenSize, 1, MaxHiddenSize},
+		{"intermediate_size", c.IntermediateSize, 1, MaxIntermediateSize},
+		{"num_hidden_layers", c.NumHiddenLayers, 1, MaxLayers},
+		{"num_attention_heads", c.NumAttentionHeads, 1, MaxHeads},
+		{"vocab_size", c.VocabSize, 1, MaxVocabSize},
+		{"num_key_value_heads", c.NumKeyValueHeads, 0, MaxHeads},
+		{"head_dim", c.HeadDim, 0, MaxHeadDim},
+		{"max_position_embeddings", c.MaxPositionEmbeddings, 0, MaxPositions},
 	} {
-		if f.v <= 0 || f.v > f.max {
-			return fmt.Errorf("config %s %d is outside 1..%d", f.name, f.v, f.max)
-		}
-	}
-	// Optional fields: 0 means the default, above.
-	for _, f := range []struct {
-		name   string
-		v, max int
-	}{
-		{"num_key_value_heads", c.NumKeyValueHeads, MaxHeads},
-		{"head_dim", c.HeadDim, MaxHeadDim},
-		{"max_position_embeddings", c.MaxPositionEmbeddings, MaxPositions},
-	} {
-		if f.v < 0 || f.v > f.max {
-			return fmt.Errorf("config %s %d is outside 0..%d", f.name, f.v, f.max)
+		if f.v < f.min || f.v > f.max {
+			return fmt.Errorf("config %s %d is outside %d..%d", f.name, f.v, f.min, f.max)
 		}
 	}
 	if c.NumAttentionHeads%c.KVHeads() != 0 {
