@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"swerl/gpu"
+	"swerl/gpu/arch"
 	"swerl/gpu/cpu"
 )
 
@@ -88,28 +89,13 @@ func TestConfigJSON(t *testing.T) {
 		t.Errorf("round trip: %v %+v", err, back)
 	}
 	// Llama's parameter count is known: 1,235,814,400 for Llama-3.2-1B.
-	if n := paramCount(l); n != 1235814400 {
+	if n := l.NumParams(); n != 1235814400 {
 		t.Errorf("llama3.2-1B parameters %d, want 1235814400", n)
 	}
 	// Qwen2.5-0.5B: 494,032,768.
-	if n := paramCount(q); n != 494032768 {
+	if n := q.NumParams(); n != 494032768 {
 		t.Errorf("qwen2.5-0.5B parameters %d, want 494032768", n)
 	}
-}
-
-// paramCount counts from the architecture without allocating.
-func paramCount(c gpu.Config) int {
-	C, I, V, L := c.HiddenSize, c.IntermediateSize, c.VocabSize, c.NumHiddenLayers
-	QC, KVC := c.NumAttentionHeads*c.HeadSize(), c.KVHeads()*c.HeadSize()
-	per := 2*C + QC*C + 2*KVC*C + C*QC + 3*I*C
-	if c.AttentionBias {
-		per += QC + 2*KVC
-	}
-	n := V*C + L*per + C
-	if !c.TieWordEmbeddings {
-		n += V * C
-	}
-	return n
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -151,12 +137,43 @@ func FuzzConfigJSON(f *testing.F) {
 		"vocab_size": 5, "max_position_embeddings": 4, "rms_norm_eps": 1e-5, "rope_theta": 10,
 		"rope_scaling": {"rope_type": "llama3", "factor": 2, "low_freq_factor": 1, "high_freq_factor": 2, "original_max_position_embeddings": 2}}`))
 	f.Add([]byte(`{"model_type": "qwen2", "hidden_size": -1}`))
+	// The config.json of issue #24, which ran out of memory, and a
+	// trillion-token vocabulary.
+	f.Add([]byte(`{"hidden_size": 8, "intermediate_size": 4, "num_hidden_layers": 1000000000, "num_attention_heads": 2,
+		"vocab_size": 5, "max_position_embeddings": 4, "rms_norm_eps": 1e-5, "rope_theta": 10}`))
+	f.Add([]byte(`{"hidden_size": 8, "intermediate_size": 4, "num_hidden_layers": 1, "num_attention_heads": 2,
+		"vocab_size": 1000000000000, "max_position_embeddings": 4, "rms_norm_eps": 1e-5, "rope_theta": 10}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c gpu.Config
-		if json.Unmarshal(b, &c) != nil || c.Validate() != nil {
+		if json.Unmarshal(b, &c) != nil {
 			return
 		}
-		if paramCount(c) > 1<<16 || c.MaxPositionEmbeddings > 64 || c.NumHiddenLayers > 4 || c.HeadSize() > 64 {
+		if c.ValidateShape() != nil {
+			if c.Validate() == nil {
+				t.Fatalf("%+v: Validate accepts what ValidateShape refuses", c)
+			}
+			return
+		}
+		// Accepted shapes are within the bounds, so nothing sized by
+		// them can overflow or exhaust memory.
+		if c.NumHiddenLayers > arch.MaxLayers || c.VocabSize > arch.MaxVocabSize || c.HiddenSize > arch.MaxHiddenSize ||
+			c.IntermediateSize > arch.MaxIntermediateSize || c.HeadSize() > arch.MaxHeadDim || c.KVHeads() > arch.MaxHeads ||
+			c.NumParams() > arch.MaxParamBytes/4 {
+			t.Fatalf("ValidateShape accepted %+v (%d parameters)", c, c.NumParams())
+		}
+		if c.NumHiddenLayers <= 64 {
+			var n int64
+			for _, s := range c.Tensors() {
+				n += int64(arch.Numel(s.Shape))
+			}
+			if n != c.NumParams() {
+				t.Fatalf("%+v: tensors hold %d parameters, NumParams says %d", c, n, c.NumParams())
+			}
+		}
+		if c.Validate() != nil {
+			return
+		}
+		if c.NumParams() > 1<<16 || c.MaxPositionEmbeddings > 64 || c.NumHiddenLayers > 4 || c.HeadSize() > 64 {
 			return // valid but too big to build in a fuzz iteration
 		}
 		m, err := gpu.NewModel(c, 1)

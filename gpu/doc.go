@@ -4,8 +4,10 @@
 // objectives and the AdamW optimizer.
 //
 // The model is written in the shape of llm.c: model.go reads top to bottom
-// (dimension legend, Config, parameter and activation layout, one arena,
-// forward, backward, update). There is no tensor library and no graph.
+// (dimension legend, parameter and activation layout, one arena, forward,
+// backward, update). The architecture (Config, an alias of arch.Config)
+// and its tensor list live in gpu/arch, shared with the file layout of
+// gpu/hf. There is no tensor library and no graph.
 // Backends live in sub-packages: gpu/cpu (pure Go, the reference, always
 // builds) and gpu/cuda (build tag cuda). gpu/gputest is the conformance
 // suite every backend runs.

@@ -10,178 +10,20 @@ package gpu
 //	I   MLP intermediate size           P   max positions (RoPE tables)
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"swerl/gpu/arch"
 )
 
-// RopeScaling mirrors the rope_scaling object of a Hugging Face
-// config.json. Only rope_type "llama3" (Llama 3.1+) changes the
-// frequencies; an empty RopeType means no scaling.
-type RopeScaling struct {
-	RopeType                      string  `json:"rope_type,omitempty"`
-	Type                          string  `json:"type,omitempty"` // older spelling of rope_type
-	Factor                        float64 `json:"factor,omitempty"`
-	LowFreqFactor                 float64 `json:"low_freq_factor,omitempty"`
-	HighFreqFactor                float64 `json:"high_freq_factor,omitempty"`
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings,omitempty"`
-}
+// Config is the model architecture, with the JSON keys of a Hugging Face
+// config.json: the one description package hf reads and writes too.
+type Config = arch.Config
 
-// Config is the architecture, with the JSON keys of a Hugging Face
-// config.json for Llama and Qwen2 models, so config.json unmarshals into it
-// directly. Unknown keys are ignored.
-type Config struct {
-	ModelType             string       `json:"model_type,omitempty"` // "llama", "qwen2", ...
-	HiddenSize            int          `json:"hidden_size"`          // C
-	IntermediateSize      int          `json:"intermediate_size"`    // I
-	NumHiddenLayers       int          `json:"num_hidden_layers"`    // L
-	NumAttentionHeads     int          `json:"num_attention_heads"`  // NH
-	NumKeyValueHeads      int          `json:"num_key_value_heads"`  // NKV; 0 means NH
-	HeadDim               int          `json:"head_dim,omitempty"`   // HS; 0 means C/NH
-	VocabSize             int          `json:"vocab_size"`           // V
-	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
-	RMSNormEps            float64      `json:"rms_norm_eps"`
-	RopeTheta             float64      `json:"rope_theta"`
-	RopeScaling           *RopeScaling `json:"rope_scaling,omitempty"`
-	TieWordEmbeddings     bool         `json:"tie_word_embeddings"`
-	// AttentionBias adds biases to q, k and v (and not o), as Qwen2 does.
-	// Qwen2 configs omit the key and always have the biases: see
-	// UnmarshalJSON.
-	AttentionBias bool `json:"attention_bias"`
-	BosTokenID    int  `json:"bos_token_id,omitempty"`
-	EosTokenID    any  `json:"eos_token_id,omitempty"` // an int or a list of ints in HF files
-}
-
-// UnmarshalJSON decodes a Hugging Face config.json. A qwen2 config without
-// an attention_bias key gets AttentionBias true, as transformers' Qwen2
-// model always has q/k/v biases.
-func (c *Config) UnmarshalJSON(b []byte) error {
-	type plain Config
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	if p.ModelType == "qwen2" {
-		var keys map[string]json.RawMessage
-		if err := json.Unmarshal(b, &keys); err != nil {
-			return err
-		}
-		if _, ok := keys["attention_bias"]; !ok {
-			p.AttentionBias = true
-		}
-	}
-	*c = Config(p)
-	return nil
-}
-
-// KVHeads returns NKV (NumKeyValueHeads, or NumAttentionHeads when 0).
-func (c Config) KVHeads() int {
-	if c.NumKeyValueHeads == 0 {
-		return c.NumAttentionHeads
-	}
-	return c.NumKeyValueHeads
-}
-
-// HeadSize returns HS (HeadDim, or HiddenSize/NumAttentionHeads when 0).
-func (c Config) HeadSize() int {
-	if c.HeadDim != 0 {
-		return c.HeadDim
-	}
-	if c.NumAttentionHeads == 0 {
-		return 0
-	}
-	return c.HiddenSize / c.NumAttentionHeads
-}
-
-// Validate reports the first field that makes the architecture unusable.
-func (c Config) Validate() error {
-	pos := func(name string, v int) error {
-		if v <= 0 {
-			return fmt.Errorf("gpu: config %s must be positive, got %d", name, v)
-		}
-		return nil
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize},
-		{"num_hidden_layers", c.NumHiddenLayers}, {"num_attention_heads", c.NumAttentionHeads},
-		{"vocab_size", c.VocabSize}, {"max_position_embeddings", c.MaxPositionEmbeddings},
-	} {
-		if err := pos(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_attention_heads", c.NumAttentionHeads},
-		{"num_key_value_heads", c.NumKeyValueHeads}, {"head_dim", c.HeadDim}, {"vocab_size", c.VocabSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"num_hidden_layers", c.NumHiddenLayers},
-	} {
-		if f.v > maxDim {
-			return fmt.Errorf("gpu: config %s %d exceeds %d", f.name, f.v, maxDim)
-		}
-	}
-	if c.NumKeyValueHeads < 0 || c.NumAttentionHeads%c.KVHeads() != 0 {
-		return fmt.Errorf("gpu: config num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.KVHeads())
-	}
-	hs := c.HeadSize()
-	if hs <= 0 || hs%2 != 0 {
-		return fmt.Errorf("gpu: config head size %d must be positive and even (head_dim or hidden_size/num_attention_heads)", hs)
-	}
-	if c.HeadDim == 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
-		return fmt.Errorf("gpu: config hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
-	}
-	if n := approxParams(c); n > maxParams {
-		return fmt.Errorf("gpu: config describes %.3g parameters, more than %g", n, float64(maxParams))
-	}
-	if !(c.RMSNormEps > 0) {
-		return errors.New("gpu: config rms_norm_eps must be positive")
-	}
-	if !(c.RopeTheta > 0) {
-		return errors.New("gpu: config rope_theta must be positive")
-	}
-	if s := c.RopeScaling; s != nil {
-		switch s.kind() {
-		case "", "default":
-		case "llama3":
-			if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || s.OriginalMaxPositionEmbeddings <= 0 {
-				return errors.New("gpu: config rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0")
-			}
-		default:
-			return fmt.Errorf("gpu: config rope_scaling rope_type %q is not supported (want llama3)", s.kind())
-		}
-	}
-	return nil
-}
-
-// Bounds that keep sizes far from integer overflow.
-const (
-	maxDim    = 1 << 24
-	maxParams = 1 << 36
-)
-
-// approxParams counts parameters in float64, safe from overflow.
-func approxParams(c Config) float64 {
-	C, I, V := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.VocabSize)
-	QC := float64(c.NumAttentionHeads) * float64(c.HeadSize())
-	KVC := float64(c.KVHeads()) * float64(c.HeadSize())
-	per := 2*C + 2*QC*C + 2*KVC*C + 3*I*C + QC + 2*KVC
-	return 2*V*C + float64(c.NumHiddenLayers)*per + C
-}
-
-func (s *RopeScaling) kind() string {
-	if s.RopeType != "" {
-		return s.RopeType
-	}
-	return s.Type
-}
+// RopeScaling is the rope_scaling object of a config.json.
+type RopeScaling = arch.RopeScaling
 
 // TinyConfig is the built-in tiny model: a Qwen2-style decoder (q/k/v bias,
 // grouped-query attention, tied embeddings) small enough to train in tests
@@ -215,7 +57,7 @@ func ropeTables(c Config, P int) (cos, sin []float32) {
 	for i := range inv {
 		inv[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(hs))
 	}
-	if s := c.RopeScaling; s != nil && s.kind() == "llama3" {
+	if s := c.RopeScaling; s != nil && s.Kind() == "llama3" {
 		old := float64(s.OriginalMaxPositionEmbeddings)
 		lowWavelen := old / s.LowFreqFactor
 		highWavelen := old / s.HighFreqFactor
@@ -276,71 +118,27 @@ type LayerParams[T any] struct {
 	Down      T // [C, I] mlp.down_proj.weight
 }
 
-// Tensor is a named view into the parameter arena.
-type Tensor struct {
-	Name  string // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
-	Shape []int  // row-major, HF order
-	Data  []float32
-}
+// Tensor is a named tensor: from Model.Tensors, a view into the
+// parameter arena.
+type Tensor = arch.Tensor
 
-// spec is one parameter tensor: its name, shape, arena offset and the
-// field that receives it.
+// spec is one parameter tensor of Config.Tensors with its arena offset.
 type spec struct {
-	name  string
-	shape []int
-	off   int
+	arch.TensorSpec
+	off int
 }
 
-// layout lists the parameter tensors in HF order with their arena offsets,
-// and returns the arena size. A tied lm_head has no entry of its own.
+// layout gives each tensor of c.Tensors its offset in the arena and
+// returns the arena size. A tied lm_head has no entry of its own.
 func layout(c Config) ([]spec, int) {
-	C, I, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
-	QC, KVC := c.NumAttentionHeads*c.HeadSize(), c.KVHeads()*c.HeadSize()
-	var specs []spec
+	ts := c.Tensors()
+	specs := make([]spec, len(ts))
 	off := 0
-	add := func(name string, shape ...int) {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		specs = append(specs, spec{name: name, shape: shape, off: off})
-		off += n
-	}
-	add("model.embed_tokens.weight", V, C)
-	for l := range c.NumHiddenLayers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		add(p+"input_layernorm.weight", C)
-		add(p+"self_attn.q_proj.weight", QC, C)
-		if c.AttentionBias {
-			add(p+"self_attn.q_proj.bias", QC)
-		}
-		add(p+"self_attn.k_proj.weight", KVC, C)
-		if c.AttentionBias {
-			add(p+"self_attn.k_proj.bias", KVC)
-		}
-		add(p+"self_attn.v_proj.weight", KVC, C)
-		if c.AttentionBias {
-			add(p+"self_attn.v_proj.bias", KVC)
-		}
-		add(p+"self_attn.o_proj.weight", C, QC)
-		add(p+"post_attention_layernorm.weight", C)
-		add(p+"mlp.gate_proj.weight", I, C)
-		add(p+"mlp.up_proj.weight", I, C)
-		add(p+"mlp.down_proj.weight", C, I)
-	}
-	add("model.norm.weight", C)
-	if !c.TieWordEmbeddings {
-		add("lm_head.weight", V, C)
+	for i, t := range ts {
+		specs[i] = spec{t, off}
+		off += arch.Numel(t.Shape)
 	}
 	return specs, off
-}
-
-func numel(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }
 
 // bindParams builds Params over an arena through view(off, n).
@@ -348,7 +146,7 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 	specs, _ := layout(c)
 	byName := make(map[string]T, len(specs))
 	for _, s := range specs {
-		byName[s.name] = view(s.off, numel(s.shape))
+		byName[s.Name] = view(s.off, arch.Numel(s.Shape))
 	}
 	p := Params[T]{Wte: byName["model.embed_tokens.weight"], Norm: byName["model.norm.weight"]}
 	p.LMHead = p.Wte
@@ -392,8 +190,8 @@ func (m *Model) NumParams() int { return len(m.arena) }
 func (m *Model) Tensors() []Tensor {
 	ts := make([]Tensor, len(m.specs))
 	for i, s := range m.specs {
-		n := numel(s.shape)
-		ts[i] = Tensor{Name: s.name, Shape: append([]int(nil), s.shape...), Data: m.arena[s.off : s.off+n : s.off+n]}
+		n := arch.Numel(s.Shape)
+		ts[i] = Tensor{Name: s.Name, Shape: append([]int(nil), s.Shape...), Data: m.arena[s.off : s.off+n : s.off+n]}
 	}
 	return ts
 }
@@ -402,7 +200,7 @@ func (m *Model) Tensors() []Tensor {
 // through Tensors (e.g. from safetensors).
 func NewZeroModel(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gpu: %w", err)
 	}
 	specs, size := layout(cfg)
 	arena := make([]float32, size)

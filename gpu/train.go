@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"swerl/gpu/arch"
 )
 
 // TrainConfig configures a Trainer. The zero value is valid: every field
@@ -390,9 +392,9 @@ func (t *Trainer) update(met *Metrics) error {
 	t.step++
 	lr := t.cfg.LRAt(t.step)
 	for _, s := range t.model.specs {
-		n := numel(s.shape)
+		n := arch.Numel(s.Shape)
 		wd := t.cfg.WeightDecay
-		if len(s.shape) == 1 {
+		if len(s.Shape) == 1 {
 			wd = 0
 		}
 		t.be.AdamW(t.be.Slice(t.paramBuf, s.off, n), t.be.Slice(t.gradBuf, s.off, n),
@@ -426,16 +428,14 @@ func (t *Trainer) Params() Buf { return t.paramBuf }
 // LogProbs runs a forward pass only and returns log π(Completion[t]) for
 // each sequence, under the trainer's current weights.
 func (t *Trainer) LogProbs(batch []Sequence) ([][]float32, error) {
-	B, T, starts, err := t.pack(batch)
+	N, starts, err := t.forwardLogProbs(batch)
 	if err != nil {
 		return nil, err
 	}
-	N := B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return nil, err
 	}
-	out := make([][]float32, B)
+	out := make([][]float32, len(batch))
 	for i, s := range batch {
 		out[i] = append([]float32(nil), t.logp[starts[i]:starts[i]+len(s.Completion)]...)
 	}
@@ -446,12 +446,10 @@ func (t *Trainer) LogProbs(batch []Sequence) ([][]float32, error) {
 // float64 memory (the float64 CPU backend), for gradient checks; other
 // backends return LogProbs widened.
 func (t *Trainer) LogProbs64(batch []Sequence) ([][]float64, error) {
-	B, T, starts, err := t.pack(batch)
+	N, starts, err := t.forwardLogProbs(batch)
 	if err != nil {
 		return nil, err
 	}
-	N := B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
 	lp := make([]float64, N)
 	if d, ok := t.be.(interface{ Data(Buf) []float64 }); ok {
 		copy(lp, d.Data(t.acts.logp))
@@ -461,11 +459,24 @@ func (t *Trainer) LogProbs64(batch []Sequence) ([][]float64, error) {
 		}
 		lp = widen(t.logp[:N])
 	}
-	out := make([][]float64, B)
+	out := make([][]float64, len(batch))
 	for i, s := range batch {
 		out[i] = lp[starts[i] : starts[i]+len(s.Completion)]
 	}
 	return out, t.be.Err()
+}
+
+// forwardLogProbs packs batch into N rows and runs a forward pass that
+// leaves the log-probability of each row's target in t.acts.logp; starts
+// are the rows of each sequence's first completion token.
+func (t *Trainer) forwardLogProbs(batch []Sequence) (N int, starts []int, err error) {
+	B, T, starts, err := t.pack(batch)
+	if err != nil {
+		return 0, nil, err
+	}
+	N = B * T
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	return N, starts, nil
 }
 
 func widen(x []float32) []float64 {

@@ -11,8 +11,12 @@
 // the byte range, byte ranges tiling the data section with no hole, overlap
 // or trailing bytes), and errors name the file and the tensor. Tensors are
 // read in bounded chunks with ReadAt, so loading never holds a second copy
-// of a file. Load checks every tensor name and shape against config.json
-// and reports all mismatches at once.
+// of a file. config.json decodes into arch.Config and is checked against
+// its bounds (arch.Config.ValidateShape) before anything it sizes is
+// allocated; Open then checks every tensor name and shape in the headers
+// against the architecture's tensor list, reporting all mismatches at once,
+// before any data is read, and Dir.ReadInto reads the tensors straight into
+// their destination (a model's arena).
 //
 // Every file is written to a temporary name, synced and renamed, so a
 // reader never sees a partial file; config.json gets the keys transformers

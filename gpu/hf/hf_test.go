@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"swerl/gpu/arch"
 )
 
 func TestFloatConversionsMatchReference(t *testing.T) {
@@ -181,7 +183,10 @@ func TestOpenRejectsBadFiles(t *testing.T) {
 		{"shape mismatch", corrupt(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, 8), "needs 12 bytes"},
 		{"negative shape", corrupt(`{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, 8), "invalid shape"},
 		{"reversed offsets", corrupt(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}`, 8), "invalid data_offsets"},
-		{"truncated data", good[:len(good)-1], "truncated or padded"},
+		{"truncated data", good[:len(good)-1], "truncated"},
+		{"offsets past the end", corrupt(`{"a":{"dtype":"F32","shape":[268435456],"data_offsets":[0,1073741824]}}`, 8), "past the 8 byte data section"},
+		{"huge shape", corrupt(`{"a":{"dtype":"F32","shape":[2147483647,2147483647,2147483647],"data_offsets":[0,8]}}`, 8), "needs"},
+		{"shape overflow", corrupt(`{"a":{"dtype":"F32","shape":[4294967296],"data_offsets":[0,8]}}`, 8), "invalid shape"},
 		{"trailing data", append(append([]byte(nil), good...), 0), "truncated or padded"},
 		{"hole", corrupt(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "overlap or hole"},
 		{"overlap", corrupt(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8), "overlap or hole"},
@@ -221,6 +226,8 @@ func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
 func FuzzSafetensorsHeader(f *testing.F) {
 	f.Add(corrupt(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8))
 	f.Add(corrupt(`{"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[1,1],"data_offsets":[0,2]}}`, 2))
+	f.Add(corrupt(`{"a":{"dtype":"F32","shape":[268435456],"data_offsets":[0,1073741824]}}`, 8))
+	f.Add(corrupt(`{"a":{"dtype":"F16","shape":[2147483647,2147483647,2],"data_offsets":[0,8]}}`, 8))
 	if ref, err := os.ReadFile("testdata/reference.safetensors"); err == nil {
 		f.Add(ref)
 	}
@@ -229,22 +236,29 @@ func FuzzSafetensorsHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Every accepted tensor lies inside the file.
+		// Every accepted tensor lies inside the file and reads whole,
+		// with no more elements than its bytes can hold.
 		for _, ti := range st.Tensors() {
 			if st.dataOff+ti.End > int64(len(data)) {
 				t.Fatalf("tensor %q ends at %d past the file (%d bytes)", ti.Name, st.dataOff+ti.End, len(data))
+			}
+			got, err := st.ReadFloat32(ti.Name, nil)
+			if err != nil {
+				t.Fatalf("accepted tensor %q does not read: %v", ti.Name, err)
+			}
+			if int64(len(got)*ti.DType.Size()) != ti.End-ti.Begin {
+				t.Fatalf("tensor %q: %d elements from %d bytes", ti.Name, len(got), ti.End-ti.Begin)
 			}
 		}
 	})
 }
 
-func tinyArch() Arch {
-	b := true
-	return Arch{ModelType: "qwen2", HiddenSize: 8, IntermediateSize: 12, NumHiddenLayers: 2,
-		NumAttentionHeads: 4, NumKeyValueHeads: 2, VocabSize: 11, TieWordEmbeddings: true, AttentionBias: &b}
+func tinyArch() arch.Config {
+	return arch.Config{ModelType: "qwen2", HiddenSize: 8, IntermediateSize: 12, NumHiddenLayers: 2,
+		NumAttentionHeads: 4, NumKeyValueHeads: 2, VocabSize: 11, TieWordEmbeddings: true, AttentionBias: true}
 }
 
-func archTensors(a Arch) []Tensor {
+func archTensors(a arch.Config) []Tensor {
 	var out []Tensor
 	for i, s := range a.Tensors() {
 		n := 1
@@ -406,4 +420,105 @@ func TestConfigJSON(t *testing.T) {
 	if _, err := ParseArch([]byte(`{"model_type":"qwen2","hidden_size":6,"intermediate_size":1,"num_hidden_layers":1,"num_attention_heads":4,"vocab_size":1}`)); err == nil || !strings.Contains(err.Error(), "hidden_size 6") {
 		t.Errorf("ParseArch: %v", err)
 	}
+}
+
+// tinyFiles writes the tiny architecture's weights and returns them with
+// its config.json.
+func tinyFiles(t testing.TB) (configJSON, weights []byte) {
+	dir := t.TempDir()
+	a := tinyArch()
+	if _, err := Save(dir, a, archTensors(a), SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cj, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.ReadFile(filepath.Join(dir, WeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cj, w
+}
+
+// setKey returns config.json with one key set to a raw JSON value.
+func setKey(t testing.TB, cj []byte, key, value string) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(cj, &m); err != nil {
+		t.Fatal(err)
+	}
+	m[key] = json.RawMessage(value)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeDir(t testing.TB, cj, weights []byte) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, WeightsFile), weights, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// A config.json claiming a huge model next to small weights is refused
+// naming the file and the field, before the tensor list it describes is
+// built (the list of a billion layers ran out of memory).
+func TestLoadRejectsHugeConfig(t *testing.T) {
+	cj, w := tinyFiles(t)
+	for _, tc := range []struct{ key, value string }{
+		{"num_hidden_layers", "1000000000"},
+		{"vocab_size", "1000000000000"},
+		{"intermediate_size", "4611686018427387904"},
+		{"head_dim", "-2"},
+	} {
+		dir := writeDir(t, setKey(t, cj, tc.key, tc.value), w)
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), filepath.Join(dir, ConfigFile)) {
+			t.Errorf("%s %s: Load error = %v, want it to name %s and the field", tc.key, tc.value, err, filepath.Join(dir, ConfigFile))
+		}
+	}
+	big := writeDir(t, append(cj[:len(cj):len(cj)], make([]byte, maxConfigBytes)...), w)
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load with a %d byte config.json: %v", maxConfigBytes+len(cj), err)
+	}
+}
+
+// FuzzOpenDir: any config.json beside fixed weights either fails to open
+// with an error or opens to tensors that all read.
+func FuzzOpenDir(f *testing.F) {
+	cj, w := tinyFiles(f)
+	f.Add(cj)
+	f.Add(setKey(f, cj, "num_hidden_layers", "1000000000"))
+	f.Add(setKey(f, cj, "vocab_size", "1000000000000"))
+	f.Add(setKey(f, cj, "num_key_value_heads", "0"))
+	f.Add(setKey(f, cj, "tie_word_embeddings", "false"))
+	// One directory for the worker process (its inputs run one at a
+	// time): only config.json changes between them.
+	dir := writeDir(f, cj, w)
+	f.Fuzz(func(t *testing.T, cj []byte) {
+		if err := os.WriteFile(filepath.Join(dir, ConfigFile), cj, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := Open(dir)
+		if err != nil {
+			return
+		}
+		defer d.Close()
+		if err := d.Config.ValidateShape(); err != nil {
+			t.Fatalf("Open accepted a config that ValidateShape refuses: %v", err)
+		}
+		var ts []Tensor
+		for _, s := range d.Config.Tensors() {
+			ts = append(ts, Tensor{Name: s.Name, Shape: s.Shape, Data: make([]float32, arch.Numel(s.Shape))})
+		}
+		if err := d.ReadInto(ts); err != nil {
+			t.Fatalf("opened directory does not read: %v", err)
+		}
+	})
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"swerl/gpu/arch"
 	"swerl/internal/atomicfile"
 )
 
@@ -19,22 +22,6 @@ const (
 	WeightsIndexFile = "model.safetensors.index.json"
 )
 
-// Arch is the part of config.json that fixes the tensor names and shapes
-// of the Llama-style decoder family (Llama, Mistral, Qwen2). Its JSON keys
-// are those of config.json.
-type Arch struct {
-	ModelType         string `json:"model_type"`
-	HiddenSize        int    `json:"hidden_size"`
-	IntermediateSize  int    `json:"intermediate_size"`
-	NumHiddenLayers   int    `json:"num_hidden_layers"`
-	NumAttentionHeads int    `json:"num_attention_heads"`
-	NumKeyValueHeads  int    `json:"num_key_value_heads"`
-	HeadDim           int    `json:"head_dim"`
-	VocabSize         int    `json:"vocab_size"`
-	TieWordEmbeddings bool   `json:"tie_word_embeddings"`
-	AttentionBias     *bool  `json:"attention_bias"`
-}
-
 // architectures maps model_type to the transformers class that config.json
 // must name for transformers and vLLM to load it.
 var architectures = map[string]string{
@@ -43,109 +30,29 @@ var architectures = map[string]string{
 	"qwen2":   "Qwen2ForCausalLM",
 }
 
-// ParseArch reads the architecture from config.json bytes and validates
-// it. A qwen2 config without attention_bias has q/k/v biases, as in
-// transformers.
-func ParseArch(configJSON []byte) (Arch, error) {
-	var a Arch
-	if err := json.Unmarshal(configJSON, &a); err != nil {
-		return a, fmt.Errorf("hf: parse config.json: %w", err)
+// ParseArch reads the architecture from config.json bytes and checks what
+// fixes its tensors: a supported model_type and the dimension and size
+// bounds of arch.Config.ValidateShape, so nothing sized by the file is
+// allocated before its numbers are known to be sane. A qwen2 config
+// without attention_bias has q/k/v biases, as in transformers.
+func ParseArch(configJSON []byte) (arch.Config, error) {
+	var c arch.Config
+	if err := json.Unmarshal(configJSON, &c); err != nil {
+		return c, fmt.Errorf("hf: parse config.json: %w", err)
 	}
-	if a.AttentionBias == nil {
-		b := a.ModelType == "qwen2"
-		a.AttentionBias = &b
+	if _, ok := architectures[c.ModelType]; !ok {
+		return c, fmt.Errorf("hf: config model_type %q is not supported (want llama, mistral or qwen2)", c.ModelType)
 	}
-	return a, a.Validate()
-}
-
-// Validate names the first field of a that is unusable.
-func (a Arch) Validate() error {
-	if _, ok := architectures[a.ModelType]; !ok {
-		return fmt.Errorf("hf: config model_type %q is not supported (want llama, mistral or qwen2)", a.ModelType)
+	if err := c.ValidateShape(); err != nil {
+		return c, fmt.Errorf("hf: %w", err)
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"hidden_size", a.HiddenSize}, {"intermediate_size", a.IntermediateSize},
-		{"num_hidden_layers", a.NumHiddenLayers}, {"num_attention_heads", a.NumAttentionHeads},
-		{"vocab_size", a.VocabSize},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("hf: config %s must be positive, got %d", f.name, f.v)
-		}
-	}
-	if a.kvHeads() <= 0 || a.NumAttentionHeads%a.kvHeads() != 0 {
-		return fmt.Errorf("hf: config num_attention_heads %d is not a multiple of num_key_value_heads %d", a.NumAttentionHeads, a.kvHeads())
-	}
-	if a.HeadDim == 0 && a.HiddenSize%a.NumAttentionHeads != 0 {
-		return fmt.Errorf("hf: config hidden_size %d is not a multiple of num_attention_heads %d", a.HiddenSize, a.NumAttentionHeads)
-	}
-	return nil
-}
-
-func (a Arch) kvHeads() int {
-	if a.NumKeyValueHeads == 0 {
-		return a.NumAttentionHeads
-	}
-	return a.NumKeyValueHeads
-}
-
-func (a Arch) headDim() int {
-	if a.HeadDim > 0 {
-		return a.HeadDim
-	}
-	return a.HiddenSize / a.NumAttentionHeads
-}
-
-// TensorSpec is the name and shape of one tensor of an architecture.
-type TensorSpec struct {
-	Name  string
-	Shape []int
-}
-
-// Tensors returns the tensors transformers expects for a, in the order
-// swerl writes them: embeddings, then each layer (norms, attention,
-// MLP), the final norm, and lm_head unless the embeddings are tied.
-func (a Arch) Tensors() []TensorSpec {
-	C, I, V := a.HiddenSize, a.IntermediateSize, a.VocabSize
-	Q, KV := a.NumAttentionHeads*a.headDim(), a.kvHeads()*a.headDim()
-	bias := a.AttentionBias != nil && *a.AttentionBias
-	out := []TensorSpec{{"model.embed_tokens.weight", []int{V, C}}}
-	for l := range a.NumHiddenLayers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		out = append(out,
-			TensorSpec{p + "input_layernorm.weight", []int{C}},
-			TensorSpec{p + "self_attn.q_proj.weight", []int{Q, C}})
-		if bias {
-			out = append(out, TensorSpec{p + "self_attn.q_proj.bias", []int{Q}})
-		}
-		out = append(out, TensorSpec{p + "self_attn.k_proj.weight", []int{KV, C}})
-		if bias {
-			out = append(out, TensorSpec{p + "self_attn.k_proj.bias", []int{KV}})
-		}
-		out = append(out, TensorSpec{p + "self_attn.v_proj.weight", []int{KV, C}})
-		if bias {
-			out = append(out, TensorSpec{p + "self_attn.v_proj.bias", []int{KV}})
-		}
-		out = append(out,
-			TensorSpec{p + "self_attn.o_proj.weight", []int{C, Q}},
-			TensorSpec{p + "post_attention_layernorm.weight", []int{C}},
-			TensorSpec{p + "mlp.gate_proj.weight", []int{I, C}},
-			TensorSpec{p + "mlp.up_proj.weight", []int{I, C}},
-			TensorSpec{p + "mlp.down_proj.weight", []int{C, I}})
-	}
-	out = append(out, TensorSpec{"model.norm.weight", []int{C}})
-	if !a.TieWordEmbeddings {
-		out = append(out, TensorSpec{"lm_head.weight", []int{V, C}})
-	}
-	return out
+	return c, nil
 }
 
 // CheckTensors reports, in one error, every tensor of want that is missing
 // from got or has another shape, and every tensor of got that want does
 // not have.
-func CheckTensors(want []TensorSpec, got []Tensor) error {
+func CheckTensors(want, got []arch.TensorSpec) error {
 	have := map[string][]int{}
 	for _, t := range got {
 		have[t.Name] = t.Shape
@@ -158,7 +65,7 @@ func CheckTensors(want []TensorSpec, got []Tensor) error {
 		switch {
 		case !ok:
 			probs = append(probs, "missing "+w.Name)
-		case !equalInts(s, w.Shape):
+		case !slices.Equal(s, w.Shape):
 			probs = append(probs, fmt.Sprintf("%s has shape %v, want %v", w.Name, s, w.Shape))
 		}
 	}
@@ -176,21 +83,9 @@ func CheckTensors(want []TensorSpec, got []Tensor) error {
 	return fmt.Errorf("hf: tensors do not match config.json: %s", strings.Join(probs, "; "))
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // ConfigJSON returns config.json for a model saved as dt: the fields of cfg
 // (any value whose JSON form is an object with config.json keys, such as
-// gpu.Config or Arch) plus the keys transformers and vLLM need to pick the
+// arch.Config) plus the keys transformers and vLLM need to pick the
 // model class: architectures (from model_type, unless cfg sets it),
 // torch_dtype, hidden_act (silu) and use_cache. Keys are sorted.
 func ConfigJSON(cfg any, dt DType) ([]byte, error) {
@@ -321,7 +216,7 @@ func Save(dir string, cfg any, tensors []Tensor, opt SaveOptions) ([]string, err
 // names must exist.
 func WeightFiles(dir string) (files []string, weightMap map[string]string, err error) {
 	idx := filepath.Join(dir, WeightsIndexFile)
-	data, err := os.ReadFile(idx)
+	data, err := readBounded(idx, maxIndexBytes)
 	switch {
 	case err == nil:
 		var index struct {
@@ -346,7 +241,7 @@ func WeightFiles(dir string) (files []string, weightMap map[string]string, err e
 		sort.Strings(files)
 		return files, index.WeightMap, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return nil, nil, fmt.Errorf("hf: %w", err)
+		return nil, nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, WeightsFile)); err != nil {
 		return nil, nil, fmt.Errorf("hf: %s: %w", dir, errNotFound)
@@ -358,23 +253,63 @@ func WeightFiles(dir string) (files []string, weightMap map[string]string, err e
 type Model struct {
 	// ConfigJSON is config.json as read.
 	ConfigJSON []byte
-	Arch       Arch
+	Config     arch.Config
 	// DType is the on-disk element type (of the first tensor).
 	DType DType
-	// Tensors are in the order of Arch.Tensors, converted to float32.
+	// Tensors are in the order of Config.Tensors, converted to float32.
 	Tensors []Tensor
 }
 
 // Load reads config.json and the weights (single file or sharded) of dir,
-// converts every tensor to float32 and checks names and shapes against the
-// architecture; the error lists every mismatch.
+// converting every tensor to float32 (see Open).
 func Load(dir string) (*Model, error) {
-	cfgPath := filepath.Join(dir, ConfigFile)
-	cj, err := os.ReadFile(cfgPath)
+	d, err := Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("hf: %w", err)
+		return nil, err
 	}
-	arch, err := ParseArch(cj)
+	defer d.Close()
+	m := &Model{ConfigJSON: d.ConfigJSON, Config: d.Config, DType: d.DType}
+	for _, s := range d.Config.Tensors() {
+		m.Tensors = append(m.Tensors, Tensor{Name: s.Name, Shape: s.Shape, Data: make([]float32, arch.Numel(s.Shape))})
+	}
+	if err := d.ReadInto(m.Tensors); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Dir is a model directory whose config.json and safetensors headers have
+// been read and checked against each other; no tensor data has been read.
+type Dir struct {
+	Path string
+	// ConfigJSON is config.json as read.
+	ConfigJSON []byte
+	Config     arch.Config
+	// DType is the on-disk element type (of the first tensor).
+	DType  DType
+	files  []*Safetensors
+	source map[string]*Safetensors // tensor name → the file holding it
+}
+
+// Bounds on the JSON files of a model directory, read whole: real ones are
+// a few kilobytes (config.json) and well under a megabyte (the index of a
+// 405B model).
+const (
+	maxConfigBytes = 16 << 20
+	maxIndexBytes  = 64 << 20
+)
+
+// Open reads config.json (see ParseArch) and the headers of the weights
+// (single file or sharded), and checks every tensor name and shape against
+// the architecture, reporting all mismatches at once, before any tensor
+// data is read. The files stay open for ReadInto until Close.
+func Open(dir string) (*Dir, error) {
+	cfgPath := filepath.Join(dir, ConfigFile)
+	cj, err := readBounded(cfgPath, maxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseArch(cj)
 	if err != nil {
 		return nil, fmt.Errorf("%w (in %s)", err, cfgPath)
 	}
@@ -382,57 +317,97 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{ConfigJSON: cj, Arch: arch}
-	byName := map[string]Tensor{}
-	var got []Tensor
+	d := &Dir{Path: dir, ConfigJSON: cj, Config: cfg, source: map[string]*Safetensors{}}
+	var got []arch.TensorSpec
 	for _, f := range files {
 		st, err := OpenSafetensors(filepath.Join(dir, f))
 		if err != nil {
+			d.Close()
 			return nil, err
 		}
+		d.files = append(d.files, st)
 		for _, info := range st.Tensors() {
-			if ignored(arch, info.Name) {
+			if ignored(cfg, info.Name) {
 				continue
 			}
 			if weightMap != nil && weightMap[info.Name] != f {
-				st.Close()
+				d.Close()
 				return nil, fmt.Errorf("hf: %s: tensor %q is in %s but the index maps it to %q", dir, info.Name, f, weightMap[info.Name])
 			}
-			if _, dup := byName[info.Name]; dup {
-				st.Close()
+			if _, dup := d.source[info.Name]; dup {
+				d.Close()
 				return nil, fmt.Errorf("hf: %s: tensor %q appears twice", dir, info.Name)
 			}
-			if m.DType == "" {
-				m.DType = info.DType
+			if d.DType == "" {
+				d.DType = info.DType
 			}
-			data, err := st.ReadFloat32(info.Name, nil)
-			if err != nil {
-				st.Close()
-				return nil, err
-			}
-			t := Tensor{Name: info.Name, Shape: info.Shape, Data: data}
-			byName[t.Name], got = t, append(got, t)
+			d.source[info.Name] = st
+			got = append(got, arch.TensorSpec{Name: info.Name, Shape: info.Shape})
 		}
-		st.Close()
 	}
 	for name, f := range weightMap {
-		if _, ok := byName[name]; !ok && !ignored(arch, name) {
+		if _, ok := d.source[name]; !ok && !ignored(cfg, name) {
+			d.Close()
 			return nil, fmt.Errorf("hf: %s: the index maps %q to %s, which does not hold it", dir, name, f)
 		}
 	}
-	spec := arch.Tensors()
-	if err := CheckTensors(spec, got); err != nil {
+	if err := CheckTensors(cfg.Tensors(), got); err != nil {
+		d.Close()
 		return nil, fmt.Errorf("%w (in %s)", err, dir)
 	}
-	for _, s := range spec {
-		m.Tensors = append(m.Tensors, byName[s.Name])
+	return d, nil
+}
+
+// ReadInto fills each tensor's Data, converted to float32, from the file
+// holding the tensor of that name, which must have the same shape. Data
+// must have exactly the shape's element count.
+func (d *Dir) ReadInto(ts []Tensor) error {
+	for _, t := range ts {
+		st := d.source[t.Name]
+		if st == nil {
+			return fmt.Errorf("hf: %s: no tensor %q", d.Path, t.Name)
+		}
+		info, _ := st.Info(t.Name)
+		if !slices.Equal(info.Shape, t.Shape) || len(t.Data) != arch.Numel(t.Shape) {
+			return fmt.Errorf("hf: %s: tensor %q has shape %v on disk, the destination shape %v and %d elements", d.Path, t.Name, info.Shape, t.Shape, len(t.Data))
+		}
+		if _, err := st.ReadFloat32(t.Name, t.Data); err != nil {
+			return err
+		}
 	}
-	return m, nil
+	return nil
+}
+
+// Close closes the weight files.
+func (d *Dir) Close() error {
+	var errs []error
+	for _, st := range d.files {
+		errs = append(errs, st.Close())
+	}
+	d.files = nil
+	return errors.Join(errs...)
+}
+
+// readBounded reads a whole file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("hf: %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("hf: %s is larger than %d bytes", path, limit)
+	}
+	return data, nil
 }
 
 // ignored reports tensors that transformers drops on load: rotary
 // inverse frequencies of old Llama exports and lm_head when the embeddings
 // are tied.
-func ignored(a Arch, name string) bool {
-	return strings.HasSuffix(name, ".rotary_emb.inv_freq") || (a.TieWordEmbeddings && name == "lm_head.weight")
+func ignored(c arch.Config, name string) bool {
+	return strings.HasSuffix(name, ".rotary_emb.inv_freq") || (c.TieWordEmbeddings && name == "lm_head.weight")
 }

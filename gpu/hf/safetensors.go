@@ -11,16 +11,13 @@ import (
 	"os"
 	"sort"
 
+	"swerl/gpu/arch"
 	"swerl/internal/atomicfile"
 )
 
 // Tensor is one named tensor, row-major, held as float32 whatever its
-// on-disk type. Name is the Hugging Face tensor name.
-type Tensor struct {
-	Name  string
-	Shape []int
-	Data  []float32
-}
+// on-disk type; the same type as gpu.Tensor.
+type Tensor = arch.Tensor
 
 // numel returns the product of shape, or -1 on overflow or a negative dim.
 func numel(shape []int) int64 {
@@ -51,7 +48,7 @@ const maxHeader = 100 << 20
 // ReadAt, so the file is never held in memory whole. It is safe for
 // concurrent reads; Close must not race with them.
 type Safetensors struct {
-	f        *os.File
+	f        io.ReaderAt // an *os.File, or bytes in tests
 	path     string
 	dataOff  int64 // file offset of the data section
 	tensors  []TensorInfo
@@ -61,8 +58,10 @@ type Safetensors struct {
 
 // OpenSafetensors opens path and validates its header against the file:
 // known dtypes, non-negative shapes whose element count matches the byte
-// range, and byte ranges that tile the data section exactly, in the manner
-// of the reference implementation. Errors name the file and the tensor.
+// range, byte ranges inside the file that tile the data section exactly,
+// in the manner of the reference implementation. Nothing is allocated for
+// a tensor until its size is known to be backed by the file. Errors name
+// the file and the tensor.
 func OpenSafetensors(path string) (*Safetensors, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -104,7 +103,7 @@ func parseSafetensors(r io.ReaderAt, size int64) (*Safetensors, error) {
 	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return nil, fmt.Errorf("header is not a JSON object: %w", err)
 	}
-	s := &Safetensors{dataOff: 8 + int64(n), byName: map[string]int{}}
+	s := &Safetensors{f: r, dataOff: 8 + int64(n), byName: map[string]int{}}
 	for name, v := range raw {
 		if name == "__metadata__" {
 			if err := json.Unmarshal(v, &s.Metadata); err != nil {
@@ -126,6 +125,9 @@ func parseSafetensors(r io.ReaderAt, size int64) (*Safetensors, error) {
 		}
 		if len(e.DataOffsets) != 2 || e.DataOffsets[0] < 0 || e.DataOffsets[1] < e.DataOffsets[0] {
 			return nil, fmt.Errorf("tensor %q: invalid data_offsets %v", name, e.DataOffsets)
+		}
+		if data := size - s.dataOff; e.DataOffsets[1] > data {
+			return nil, fmt.Errorf("tensor %q: data_offsets %v reach past the %d byte data section (truncated file)", name, e.DataOffsets, data)
 		}
 		shape := make([]int, len(e.Shape))
 		for i, d := range e.Shape {
@@ -238,7 +240,12 @@ func encode(b []byte, src []float32, dt DType) {
 }
 
 // Close closes the file.
-func (s *Safetensors) Close() error { return s.f.Close() }
+func (s *Safetensors) Close() error {
+	if c, ok := s.f.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // WriteSafetensors writes tensors to path atomically, converted to dt, in
 // the given order, with metadata (format "pt" is added when absent:

@@ -496,17 +496,10 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 			seq.OldLogProbs = s.LogProbs
 		}
 	} else {
-		var msgs []tokenizer.Message
-		if s.System != "" {
-			msgs = append(msgs, tokenizer.Message{Role: "system", Content: s.System})
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "user", Content: s.Prompt})
-		text, err := l.tok.Chat.Render(msgs, true)
-		if err != nil {
+		var err error
+		if seq.Prompt, seq.Completion, err = l.tok.EncodeChat(s.System, s.Prompt, s.Completion); err != nil {
 			return seq, err.Error()
 		}
-		seq.Prompt = l.tok.Encode(text)
-		seq.Completion = l.tok.EncodeOrdinary(s.Completion)
 		if s.FinishReason == "stop" && len(l.stop) > 0 {
 			seq.Completion = append(seq.Completion, l.stop[0])
 		}

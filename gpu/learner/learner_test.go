@@ -477,3 +477,58 @@ func TestAnswerProbs(t *testing.T) {
 		t.Fatalf("AnswerProbs %v, from the SFT loss %v", p, want)
 	}
 }
+
+// A sample that carries only text is encoded by the learner as the policy
+// encoded its request: the same prompt ids, and where the completion's
+// text encodes back to the sampled ids, the trainer's log-probabilities
+// are the ones the sampler recorded. SFT examples encode their prompt the
+// same way.
+func TestTextSamplesEncodeAsThePolicy(t *testing.T) {
+	model := initModel(t)
+	l := newLearner(t, Config{Out: t.TempDir(), Model: model, Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 96}})
+	pol, err := policy.Open(model, policy.Options{Poll: -1, MaxSeq: 96, MaxTokens: 2, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	const system, prompt = "You fix bugs.", "Fix the <|im_end|> parser, please."
+	resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "o/r#1", System: system, Prompt: prompt, N: 32, Seed: 5, Temperature: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := 0
+	for _, c := range resp.Completions {
+		s := schemas.Sample{Rollout: schemas.Rollout{System: system, Prompt: prompt, Completion: c.Text, FinishReason: c.FinishReason}, Advantage: 1}
+		seq, why := l.sequence(&s)
+		if why != "" {
+			t.Fatal(why)
+		}
+		if !slices.Equal(seq.Prompt, c.PromptTokens) {
+			t.Fatalf("learner prompt %v, policy prompt %v", seq.Prompt, c.PromptTokens)
+		}
+		if !slices.Equal(seq.Completion, c.Tokens) {
+			continue // the decoded text encodes to other ids (a merge, a special token)
+		}
+		lps, err := l.trainer.LogProbs([]gpu.Sequence{seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lps[0]) != len(c.LogProbs) {
+			t.Fatalf("trainer gives %d log-probs, the sampler %d", len(lps[0]), len(c.LogProbs))
+		}
+		for i, lp := range lps[0] {
+			if math.Abs(float64(lp-c.LogProbs[i])) > 1e-4 {
+				t.Fatalf("completion %v token %d: trainer log-prob %v, sampler %v", c.Tokens, i, lp, c.LogProbs[i])
+			}
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no completion's text encoded back to its sampled ids")
+	}
+	t.Logf("%d of %d completions compared", compared, len(resp.Completions))
+	seq, why := l.sftSequence(Example{System: system, Prompt: prompt, Answer: "ok"})
+	if why != "" || !slices.Equal(seq.Prompt, resp.Completions[0].PromptTokens) {
+		t.Fatalf("SFT prompt %v (%s), policy prompt %v", seq.Prompt, why, resp.Completions[0].PromptTokens)
+	}
+}

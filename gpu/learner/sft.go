@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"swerl/gpu"
-	"swerl/gpu/tokenizer"
 )
 
 // Example is one supervised warm-start pair: a chat prompt and the answer
@@ -78,16 +77,11 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 }
 
 func (l *Learner) sftSequence(ex Example) (gpu.Sequence, string) {
-	var msgs []tokenizer.Message
-	if ex.System != "" {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: ex.System})
-	}
-	msgs = append(msgs, tokenizer.Message{Role: "user", Content: ex.Prompt})
-	text, err := l.tok.Chat.Render(msgs, true)
-	if err != nil {
+	var seq gpu.Sequence
+	var err error
+	if seq.Prompt, seq.Completion, err = l.tok.EncodeChat(ex.System, ex.Prompt, ex.Answer); err != nil {
 		return gpu.Sequence{}, err.Error()
 	}
-	seq := gpu.Sequence{Prompt: l.tok.Encode(text), Completion: l.tok.EncodeOrdinary(ex.Answer)}
 	if len(l.stop) > 0 {
 		seq.Completion = append(seq.Completion, l.stop[0])
 	}

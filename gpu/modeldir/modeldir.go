@@ -113,11 +113,7 @@ func Save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Con
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)
 	}
-	var ts []hf.Tensor
-	for _, t := range m.Tensors() {
-		ts = append(ts, hf.Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
-	}
-	files, err := hf.Save(dir, m.Config, ts, hf.SaveOptions{})
+	files, err := hf.Save(dir, m.Config, m.Tensors(), hf.SaveOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -128,30 +124,23 @@ func Save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Con
 }
 
 // Load reads a policy directory: the model converted to float32 and the
-// tokenizer with its chat template.
+// tokenizer with its chat template. config.json is checked (dimensions and
+// total size within bounds) before anything it sizes is allocated.
 func Load(dir string) (*Policy, error) {
-	hm, err := hf.Load(dir)
+	hd, err := hf.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	var cfg gpu.Config
-	if err := json.Unmarshal(hm.ConfigJSON, &cfg); err != nil {
-		return nil, fmt.Errorf("modeldir: %s: config.json: %w", dir, err)
-	}
+	defer hd.Close()
+	cfg := hd.Config
 	m, err := gpu.NewZeroModel(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("modeldir: %s: %w", dir, err)
+		return nil, fmt.Errorf("modeldir: %s: %w", filepath.Join(dir, hf.ConfigFile), err)
 	}
-	byName := map[string]hf.Tensor{}
-	for _, t := range hm.Tensors {
-		byName[t.Name] = t
-	}
-	for _, t := range m.Tensors() {
-		src, ok := byName[t.Name]
-		if !ok || len(src.Data) != len(t.Data) {
-			return nil, fmt.Errorf("modeldir: %s: tensor %s missing or of the wrong size", dir, t.Name)
-		}
-		copy(t.Data, src.Data)
+	// The model's tensor list is the one hf.Open checked the files
+	// against, so the weights are read straight into the arena.
+	if err := hd.ReadInto(m.Tensors()); err != nil {
+		return nil, err
 	}
 	tok, err := tokenizer.LoadDir(dir)
 	if err != nil {
@@ -278,11 +267,7 @@ func WriteCheckpoint(dir, src string, m *gpu.Model) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)
 	}
-	var ts []hf.Tensor
-	for _, t := range m.Tensors() {
-		ts = append(ts, hf.Tensor{Name: t.Name, Shape: t.Shape, Data: t.Data})
-	}
-	files, err := hf.SaveWeights(dir, ts, hf.SaveOptions{})
+	files, err := hf.SaveWeights(dir, m.Tensors(), hf.SaveOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -306,12 +306,7 @@ func (p *Policy) Complete(ctx context.Context, req rollout.Request) (rollout.Res
 
 // CompleteWith is Complete with extra sampling parameters.
 func (p *Policy) CompleteWith(ctx context.Context, req rollout.Request, extra Params) (rollout.Response, error) {
-	var msgs []tokenizer.Message
-	if req.System != "" {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: req.System})
-	}
-	msgs = append(msgs, tokenizer.Message{Role: "user", Content: req.Prompt})
-	return p.CompleteMessages(ctx, msgs, req, extra)
+	return p.CompleteMessages(ctx, tokenizer.ChatMessages(req.System, req.Prompt), req, extra)
 }
 
 // CompleteMessages samples req.N completions of a whole conversation
@@ -320,11 +315,11 @@ func (p *Policy) CompleteWith(ctx context.Context, req rollout.Request, extra Pa
 func (p *Policy) CompleteMessages(ctx context.Context, msgs []tokenizer.Message, req rollout.Request, extra Params) (rollout.Response, error) {
 	t0 := time.Now()
 	st := p.cur.Load()
-	text, err := st.tok.Chat.Render(msgs, true)
+	prompt, err := st.tok.EncodeMessages(msgs)
 	if err != nil {
 		return rollout.Response{PolicyVersion: st.version}, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
 	}
-	return p.sample(ctx, st, req, st.tok.Encode(text), extra, t0)
+	return p.sample(ctx, st, req, prompt, extra, t0)
 }
 
 // CompleteTokens samples req.N completions of an already tokenized prompt.

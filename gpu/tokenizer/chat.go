@@ -174,3 +174,44 @@ func (c *ChatTemplate) renderLlama3(b *strings.Builder, msgs []Message, gen bool
 		b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
 	}
 }
+
+// ChatMessages returns the single-turn conversation of a prompt: a system
+// message when system is not empty, then the user message. Rollout
+// requests and training samples carry (system, user) pairs; building the
+// conversation here keeps the sampler's and the trainer's prompts equal.
+func ChatMessages(system, user string) []Message {
+	msgs := make([]Message, 0, 2)
+	if system != "" {
+		msgs = append(msgs, Message{Role: "system", Content: system})
+	}
+	return append(msgs, Message{Role: "user", Content: user})
+}
+
+// EncodeMessages renders msgs with the chat template and a generation
+// prompt (the header of the assistant turn) and encodes the text with
+// special tokens recognised: the prompt ids a policy continues.
+func (t *Tokenizer) EncodeMessages(msgs []Message) ([]int32, error) {
+	if t.Chat == nil {
+		return nil, fmt.Errorf("tokenizer: no chat template (tokenizer_config.json has no chat_template)")
+	}
+	text, err := t.Chat.Render(msgs, true)
+	if err != nil {
+		return nil, err
+	}
+	return t.Encode(text), nil
+}
+
+// EncodeChat returns the ids of the single-turn chat prompt (system, user)
+// (EncodeMessages of ChatMessages) and of an answer to it, encoded as
+// ordinary text: special-token text inside an answer stays text, as when
+// a sampled completion is decoded and encoded again. No end-of-sequence
+// token is appended; callers add one when the answer ended with it. The
+// sampler, the RL learner and SFT all encode through here, so the
+// log-probabilities the sampler records are those the trainer recomputes.
+func (t *Tokenizer) EncodeChat(system, user, answer string) (prompt, completion []int32, err error) {
+	prompt, err = t.EncodeMessages(ChatMessages(system, user))
+	if err != nil {
+		return nil, nil, err
+	}
+	return prompt, t.EncodeOrdinary(answer), nil
+}

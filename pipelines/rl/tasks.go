@@ -33,15 +33,11 @@ func Fitting(tasks []schemas.Instance, o prompt.Options, maxTokens, maxSeq int) 
 		if o.Compact {
 			ans = ShortenThought(ans, schemas.SortedPaths(tasks[i].OracleNewContent))
 		}
-		msgs := []tokenizer.Message{{Role: "user", Content: p.User}}
-		if p.System != "" {
-			msgs = append([]tokenizer.Message{{Role: "system", Content: p.System}}, msgs...)
-		}
-		text, err := tok.Chat.Render(msgs, true)
+		pt, at, err := tok.EncodeChat(p.System, p.User, ans)
 		if err != nil {
 			continue
 		}
-		a, q := len(tok.EncodeOrdinary(ans))+1, len(tok.Encode(text))
+		a, q := len(at)+1, len(pt) // +1: the answer's eos token
 		if a <= maxTokens && q+a <= maxSeq {
 			out = append(out, tasks[i])
 			lens = append(lens, a)
