@@ -20,6 +20,8 @@ type jobs[F float] struct {
 	logpForward    logpForward[F]
 	logpBackward   logpBackward[F]
 	adamwJob       adamwJob[F]
+	packW          packWJob
+	packed         packedJob
 }
 
 // rmsForward runs RMSNormForward over rows; its fields are the op's operands.
