@@ -207,9 +207,12 @@ func TestBatchStepAndCancel(t *testing.T) {
 	}
 }
 
-// BenchmarkSampleBatch measures decoding tokens/s of the ~20M model of
-// BenchmarkSample (64-token prompts, 64 tokens each, temperature 1) with
-// 1 and 32 sequences decoded together, each with its own prompt.
+// BenchmarkSampleBatch measures tokens/s of the ~20M model of
+// BenchmarkSample (64-token prompts, 64 tokens generated for each,
+// temperature 1, prompt processing included) with 1 and 32 sequences
+// decoded together, each with its own prompt; and 32 as 8 prompts of 4
+// completions each (GRPO groups, as swerl run samples them: one prefill
+// per group).
 func BenchmarkSampleBatch(b *testing.B) {
 	const prompt, gen = 64, 64
 	cfg := benchConfig()
@@ -217,12 +220,19 @@ func BenchmarkSampleBatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, batch := range []int{1, 32} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, c := range []struct{ batch, group int }{{1, 1}, {32, 1}, {32, 4}} {
+		name := fmt.Sprintf("batch=%d", c.batch)
+		if c.group > 1 {
+			name += fmt.Sprintf(",group=%d", c.group)
+		}
+		b.Run(name, func(b *testing.B) {
+			batch := c.batch
 			s := newBatchSampler(b, m, prompt+gen, batch)
 			var prompts [][]int32
 			var ps []gpu.SamplingParams
-			for i, seq := range benchBatch(batch, prompt, cfg.VocabSize, 3) {
+			seqs := benchBatch(batch, prompt, cfg.VocabSize, 3)
+			for i := range batch {
+				seq := seqs[i/c.group*c.group]
 				prompts = append(prompts, append(append([]int32(nil), seq.Prompt...), seq.Completion...))
 				ps = append(ps, gpu.SamplingParams{Temperature: 1, Seed: uint64(i), MaxTokens: gen})
 			}
