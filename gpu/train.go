@@ -281,7 +281,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 	}
 	N := B * T
 	s := step{B: B, T: T}
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N], false)
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return Metrics{}, err
 	}
@@ -431,7 +431,7 @@ func (t *Trainer) LogProbs(batch []Sequence) ([][]float32, error) {
 		return nil, err
 	}
 	N := B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (t *Trainer) LogProbs64(batch []Sequence) ([][]float64, error) {
 		return nil, err
 	}
 	N := B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
 	lp := make([]float64, N)
 	if d, ok := t.be.(interface{ Data(Buf) []float64 }); ok {
 		copy(lp, d.Data(t.acts.logp))
