@@ -1,7 +1,8 @@
 // Package gpu is the learner's compute: a Llama-family decoder (Llama 3,
 // Qwen2/2.5 with q/k/v bias, SmolLM, TinyLlama), the small Backend
-// interface of ops it runs on, KV-cache sampling, the GRPO and SFT
-// objectives and the AdamW optimizer.
+// interface of ops it runs on, batched KV-cache sampling (BatchSampler:
+// many sequences per forward pass, continuous batching, batch-invariant
+// results), the GRPO and SFT objectives and the AdamW optimizer.
 //
 // The model is written in the shape of llm.c: model.go reads top to bottom
 // (dimension legend, Config, parameter and activation layout, one arena,
