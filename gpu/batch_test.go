@@ -212,32 +212,50 @@ func TestBatchStepAndCancel(t *testing.T) {
 // BenchmarkSampleBatch measures tokens/s of the ~20M model of
 // BenchmarkSample (64-token prompts, 64 tokens generated for each,
 // temperature 1, prompt processing included) with 1 and 32 sequences
-// decoded together, each with its own prompt; and 32 as 8 prompts of 4
+// decoded together, each with its own prompt; 32 as 8 prompts of 4
 // completions each (GRPO groups, as swerl run samples them: one prefill
-// per group).
+// per group); and 1 and 32 sequences decoding 127 tokens after a
+// one-token prompt (the same 128-token context, next to no prefill).
+//
+// Beside tokens/s and tokens per CPU-second it reports GFLOP/cpu-s, the
+// multiply-adds of the linear layers and the LM head (attention left out)
+// per CPU-second: at batch 32 it is the kernel's throughput, to be read
+// against cpu.PeakFLOPS per worker.
 func BenchmarkSampleBatch(b *testing.B) {
-	const prompt, gen = 64, 64
 	cfg := benchConfig()
 	m, err := gpu.NewModel(cfg, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct{ batch, group int }{{1, 1}, {32, 1}, {32, 4}} {
+	C, I, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
+	QC, KVC := cfg.NumAttentionHeads*cfg.HeadSize(), cfg.KVHeads()*cfg.HeadSize()
+	rowMACs := float64(cfg.NumHiddenLayers * (2*C*QC + 2*C*KVC + 3*C*I))
+	for _, c := range []struct{ batch, group, prompt, gen int }{
+		{1, 1, 64, 64}, {32, 1, 64, 64}, {32, 4, 64, 64}, {1, 1, 1, 127}, {32, 1, 1, 127},
+	} {
 		name := fmt.Sprintf("batch=%d", c.batch)
 		if c.group > 1 {
 			name += fmt.Sprintf(",group=%d", c.group)
 		}
+		if c.prompt != 64 {
+			name += fmt.Sprintf(",prompt=%d", c.prompt)
+		}
 		b.Run(name, func(b *testing.B) {
-			batch := c.batch
-			s := newBatchSampler(b, m, prompt+gen, batch)
+			batch, gen := c.batch, c.gen
+			s := newBatchSampler(b, m, c.prompt+gen, batch)
 			var prompts [][]int32
 			var ps []gpu.SamplingParams
-			seqs := benchBatch(batch, prompt, cfg.VocabSize, 3)
+			seqs := benchBatch(batch, 64, cfg.VocabSize, 3)
 			for i := range batch {
 				seq := seqs[i/c.group*c.group]
-				prompts = append(prompts, append(append([]int32(nil), seq.Prompt...), seq.Completion...))
+				toks := append(append([]int32(nil), seq.Prompt...), seq.Completion...)
+				prompts = append(prompts, toks[:c.prompt])
 				ps = append(ps, gpu.SamplingParams{Temperature: 1, Seed: uint64(i), MaxTokens: gen})
 			}
+			// Rows through the layers: each group's prompt once, then every
+			// generated token but the last; LM head rows: one a token.
+			rows := float64(batch/c.group*c.prompt + batch*(gen-1))
+			flop := 2 * (rows*rowMACs + float64(batch*gen*V*C))
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
@@ -252,8 +270,10 @@ func BenchmarkSampleBatch(b *testing.B) {
 					}
 				}
 			}
+			cpuS := (cpuTime(b) - cpu0).Seconds()
 			b.ReportMetric(float64(batch*gen)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			b.ReportMetric(float64(batch*gen)*float64(b.N)/(cpuTime(b)-cpu0).Seconds(), "tokens/cpu-s")
+			b.ReportMetric(float64(batch*gen)*float64(b.N)/cpuS, "tokens/cpu-s")
+			b.ReportMetric(flop*float64(b.N)/cpuS/1e9, "GFLOP/cpu-s")
 		})
 	}
 }

@@ -45,6 +45,23 @@
 //	    parameters, gradients and the two AdamW moments, 14.6 activations,
 //	    0.2 other (RoPE tables, packing buffers)
 //
+// Batched sampling, go test -run XXX -bench SampleBatch -benchtime 2x
+// -count 3 ./gpu/ (2026-11-26, the 2 cores shared with other sessions at
+// load average ~25, so per CPU-second; wall tokens/s swung 2-3x run to
+// run). Same ~20M model, 64 tokens generated after a 64-token prompt,
+// prompt processing included:
+//
+//	batch 1                              138-149 tokens/cpu-s
+//	batch 32, 32 prompts                 642-657 tokens/cpu-s (4.3-4.7x), 48 GFLOP/cpu-s
+//	batch 32, 8 prompts x 4 (GRPO)       860-902 tokens/cpu-s (5.8-6.5x)
+//	127 tokens after a 1-token prompt:   batch 1 160-163, batch 32 1046-1110 tokens/cpu-s (6.4-6.9x)
+//
+// At batch 32 the linear layers run at 48 GFLOP per CPU-second, near the
+// FMA peak of one worker (cpu.PeakFLOPS, ~55): with 32 prompts of 64
+// tokens, half of those FLOPs are prompt processing, which batching
+// cannot remove, and batch 1 decodes at the memory bandwidth (the weights
+// read once a token), so ~4.5x is the ceiling of that case on this box.
+//
 // The small 64-row product is below the 40% target (too little work to
 // amortize packing over two workers); the training shapes are above it.
 package gpu
