@@ -52,20 +52,25 @@ type packWJob struct {
 }
 
 func (j *packWJob) run(lo, hi int) {
-	C := j.C
 	for s := lo; s < hi; s++ {
-		strip := j.dst[s*C*nr : (s+1)*C*nr]
-		for jj := range nr {
-			col := s*nr + jj
-			if col >= j.OC {
-				for k := range C {
-					strip[k*nr+jj] = 0
-				}
-				continue
+		packStrip(j.dst[s*j.C*nr:(s+1)*j.C*nr], j.w, j.OC, j.C, nr, s)
+	}
+}
+
+// packStrip writes strip s of src[rows, C], its rows s*width.., with the
+// rows interleaved: dst[k*width + r] = src[(s*width+r)*C + k], zero for
+// rows past the end.
+func packStrip(dst, src []float32, rows, C, width, s int) {
+	for r := range width {
+		i := s*width + r
+		if i >= rows {
+			for k := range C {
+				dst[k*width+r] = 0
 			}
-			for k, v := range j.w[col*C : col*C+C] {
-				strip[k*nr+jj] = v
-			}
+			continue
+		}
+		for k, v := range src[i*C : i*C+C] {
+			dst[k*width+r] = v
 		}
 	}
 }
@@ -162,20 +167,7 @@ func (j *packedJob) run(lo, hi int) {
 
 // packA packs row strips [lo, hi) of a, zero past row N.
 func (j *packedJob) packA(lo, hi int) {
-	C := j.C
 	for s := lo; s < hi; s++ {
-		dst := j.ap[s*C*mr : (s+1)*C*mr]
-		for r := range mr {
-			i := s*mr + r
-			if i >= j.N {
-				for k := range C {
-					dst[k*mr+r] = 0
-				}
-				continue
-			}
-			for k, v := range j.a[i*C : i*C+C] {
-				dst[k*mr+r] = v
-			}
-		}
+		packStrip(j.ap[s*j.C*mr:(s+1)*j.C*mr], j.a, j.N, j.C, mr, s)
 	}
 }
