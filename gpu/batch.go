@@ -264,7 +264,9 @@ func (s *BatchSampler) Step() ([]*Seq, error) {
 	if s.err != nil {
 		return nil, fmt.Errorf("%w: %w", errPoisoned, s.err)
 	}
-	s.admit()
+	if err := s.admit(); err != nil {
+		return nil, err
+	}
 	if len(s.active) == 0 {
 		return nil, nil
 	}
@@ -320,8 +322,10 @@ func (s *BatchSampler) SampleAll(prompts [][]int32, ps []SamplingParams) ([]Comp
 }
 
 // admit moves waiting sequences into free slots, first come first
-// served, while their prompts fit this step's rows.
-func (s *BatchSampler) admit() {
+// served, while their prompts fit this step's rows. A slot's KV cache is
+// allocated when the slot is first used; when that fails the sampler goes
+// on with the slots it has, and fails only if it has none.
+func (s *BatchSampler) admit() error {
 	rows := 0
 	for _, q := range s.active {
 		rows += s.fresh(q)
@@ -347,9 +351,10 @@ func (s *BatchSampler) admit() {
 		if s.cache[s.free[0]] == nil {
 			c, err := s.be.Alloc(2 * s.d.L * s.maxSeq * s.d.KVC)
 			if err != nil {
-				// Memory for this slot is short: run with the slots
-				// already allocated.
 				s.free = slices.DeleteFunc(s.free, func(i int) bool { return s.cache[i] == nil })
+				if len(s.active) == 0 && len(s.free) == 0 {
+					return fmt.Errorf("gpu: allocate a KV cache of %d tokens: %w", s.maxSeq, err)
+				}
 				break
 			}
 			s.cache[s.free[0]] = c
@@ -360,6 +365,7 @@ func (s *BatchSampler) admit() {
 		s.active = append(s.active, q)
 		admitted = append(admitted, q)
 	}
+	return nil
 }
 
 // fresh is the number of q's tokens this step feeds: those not yet in

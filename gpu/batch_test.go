@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -288,4 +289,58 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// shortMemory fails allocations of exactly n elements after the first ok.
+type shortMemory struct {
+	*cpu.Backend[float32]
+	n, ok int
+}
+
+func (b *shortMemory) Alloc(n int) (gpu.Buf, error) {
+	if n == b.n {
+		if b.ok == 0 {
+			return nil, fmt.Errorf("out of memory for %d floats", n)
+		}
+		b.ok--
+	}
+	return b.Backend.Alloc(n)
+}
+
+// TestBatchShortMemory: when KV caches cannot be allocated for every
+// slot, the sampler runs on the slots it has (same completions); with
+// none it fails instead of waiting forever.
+func TestBatchShortMemory(t *testing.T) {
+	m := sharpModel(t)
+	c := m.Config
+	cacheLen := 2 * c.NumHiddenLayers * 32 * c.KVHeads() * c.HeadSize()
+	prompts, ps := batchRequests(5, c.VocabSize)
+	for i := range ps {
+		ps[i].MaxTokens = min(ps[i].MaxTokens, 10)
+	}
+	want, err := newBatchSampler(t, m, 32, 5).SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []int{1, 0} {
+		be := &shortMemory{Backend: cpu.New(), n: cacheLen, ok: ok}
+		s, err := gpu.NewBatchSampler(m, be, 32, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.SampleAll(prompts, ps)
+		switch {
+		case ok == 0 && (err == nil || !strings.Contains(err.Error(), "KV cache")):
+			t.Errorf("no memory for any KV cache: err %v", err)
+		case ok == 1 && err != nil:
+			t.Errorf("one KV cache: %v", err)
+		case ok == 1:
+			for i := range got {
+				if !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+					t.Errorf("one slot, request %d: %v, want %v", i, got[i].LogProbs, want[i].LogProbs)
+				}
+			}
+		}
+		be.Close()
+	}
 }
