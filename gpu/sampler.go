@@ -107,7 +107,11 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 		return int32(best), logp(best)
 	}
 	if (p.TopK == 0 || p.TopK >= V) && (p.TopP == 0 || p.TopP == 1) {
-		// The whole distribution: draw in id order, no sort needed.
+		// The whole distribution, walked in the order of the truncated
+		// case below (decreasing logit, ties by id) so that a seed draws
+		// the tokens it drew when every draw sorted the vocabulary; a
+		// heap yields that order lazily, and a peaked distribution is
+		// crossed after a few tokens instead of a sort of all V.
 		if p.Temperature != 1 {
 			z = 0
 			for i, v := range l {
@@ -116,17 +120,17 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 			}
 		}
 		u := rng.Float64() * z
-		last := best
-		for i, q := range e {
-			if q > 0 {
-				last = i
-			}
-			u -= q
+		h := logitHeap{l: l, ids: pk.order[:V]}
+		h.init()
+		t := best
+		for len(h.ids) > 0 {
+			t = int(h.pop())
+			u -= e[t]
 			if u < 0 {
-				return int32(i), logp(i)
+				break
 			}
 		}
-		return int32(last), logp(last)
+		return int32(t), logp(t)
 	}
 	// Tokens by decreasing logit, ties by id, for top-k and top-p.
 	order := pk.order[:V]
@@ -176,4 +180,53 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 	}
 	t := order[len(probs)-1]
 	return t, logp(int(t))
+}
+
+// logitHeap is a binary heap of token ids whose top is the highest logit,
+// the lowest id among equal logits.
+type logitHeap struct {
+	l   []float32
+	ids []int32
+}
+
+func (h *logitHeap) before(a, b int32) bool {
+	return h.l[a] > h.l[b] || h.l[a] == h.l[b] && a < b
+}
+
+// init fills the heap with every token id.
+func (h *logitHeap) init() {
+	for i := range h.ids {
+		h.ids[i] = int32(i)
+	}
+	for i := len(h.ids)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// pop removes and returns the top id.
+func (h *logitHeap) pop() int32 {
+	top := h.ids[0]
+	n := len(h.ids) - 1
+	h.ids[0] = h.ids[n]
+	h.ids = h.ids[:n]
+	h.down(0)
+	return top
+}
+
+func (h *logitHeap) down(i int) {
+	ids := h.ids
+	for {
+		c := 2*i + 1
+		if c >= len(ids) {
+			return
+		}
+		if c+1 < len(ids) && h.before(ids[c+1], ids[c]) {
+			c++
+		}
+		if !h.before(ids[c], ids[i]) {
+			return
+		}
+		ids[i], ids[c] = ids[c], ids[i]
+		i = c
+	}
 }
