@@ -48,16 +48,17 @@
 // Batched sampling, go test -run XXX -bench SampleBatch -benchtime 2x
 // -count 3 ./gpu/ (2026-11-26, the 2 cores shared with other sessions at
 // load average ~25, so per CPU-second; wall tokens/s swung 2-3x run to
-// run). Same ~20M model, 64 tokens generated after a 64-token prompt,
-// prompt processing included:
+// run, and CPU-seconds themselves vary ~15% between sets of runs). Same
+// ~20M model, 64 tokens generated after a 64-token prompt, prompt
+// processing included; two sets of three runs:
 //
-//	batch 1                              138-149 tokens/cpu-s
-//	batch 32, 32 prompts                 642-657 tokens/cpu-s (4.3-4.7x), 48 GFLOP/cpu-s
-//	batch 32, 8 prompts x 4 (GRPO)       860-902 tokens/cpu-s (5.8-6.5x)
-//	127 tokens after a 1-token prompt:   batch 1 160-163, batch 32 1046-1110 tokens/cpu-s (6.4-6.9x)
+//	batch 1                              133-149 tokens/cpu-s
+//	batch 32, 32 prompts                 562-657 tokens/cpu-s (4.1-4.7x), 42-49 GFLOP/cpu-s
+//	batch 32, 8 prompts x 4 (GRPO)       746-902 tokens/cpu-s (5.5-6.5x)
+//	127 tokens after a 1-token prompt:   batch 1 143-163, batch 32 885-1110 tokens/cpu-s (6.0-6.9x)
 //
-// At batch 32 the linear layers run at 48 GFLOP per CPU-second, near the
-// FMA peak of one worker (cpu.PeakFLOPS, ~55): with 32 prompts of 64
+// At batch 32 the linear layers run at 42-49 GFLOP per CPU-second, near
+// the FMA peak of one worker (cpu.PeakFLOPS, ~55): with 32 prompts of 64
 // tokens, half of those FLOPs are prompt processing, which batching
 // cannot remove, and batch 1 decodes at the memory bandwidth (the weights
 // read once a token), so ~4.5x is the ceiling of that case on this box.
