@@ -238,15 +238,15 @@ func NewModel(cfg Config, seed uint64) (*Model, error) {
 // ---------------------------------------------------------------------------
 // activations
 
-// acts are the forward activations kept for the backward pass (training)
-// or reused layer after layer (sampling), sized for at most B*T rows.
+// acts are the forward activations kept for the backward pass, sized for
+// at most B*T rows.
 type acts struct {
 	res    []Buf // L+1 x [N, C]: the residual stream entering each layer, then the last
 	ln1    []Buf // L x [N, C]
 	rstd1  []Buf // L x [N]
 	q      []Buf // L x [N, QC] after RoPE
-	k      []Buf // L x [N, KVC] after RoPE (sampling: the cache [P, KVC])
-	v      []Buf // L x [N, KVC] (sampling: the cache [P, KVC])
+	k      []Buf // L x [N, KVC] after RoPE
+	v      []Buf // L x [N, KVC]
 	att    []Buf // L x [B, NH, T, T] attention probabilities
 	atty   []Buf // L x [N, QC] attention output
 	resMid []Buf // L x [N, C] residual after attention
@@ -257,7 +257,7 @@ type acts struct {
 	swi    []Buf // L x [N, I]
 	lnf    Buf   // [N, C]
 	rstdf  Buf   // [N]
-	logits Buf   // [N, V] (sampling: [1, V], the last position)
+	logits Buf   // [N, V]
 	lse    Buf   // [N]
 	logp   Buf   // [N]
 	proj   Buf   // [N, C] output of o_proj and down_proj before the residual add
@@ -357,48 +357,31 @@ func trainActs(d dims, B, T int, a *arena) (acts, gradActs) {
 // ---------------------------------------------------------------------------
 // forward
 
-// step is one forward call's geometry: B sequences of T new tokens at
-// positions pos0..pos0+T-1. In training pos0 is 0 and every layer keeps
-// its own activations; when sampling from a KV cache (B = 1) the layer
-// buffers are shared and k, v are the cache.
+// step is one forward call's geometry: B sequences of T tokens at
+// positions pos0..pos0+T-1 (pos0 is 0 in training). The BatchSampler
+// (batch.go) runs its own forward over per-sequence KV caches.
 type step struct {
 	B, T, pos0 int
-	cached     bool
-}
-
-// layer returns layer l's activation windows for a step: in training the
-// k and v written are the ones attended to; with the cache the new rows
-// are written at pos0 and attention reads rows 0..pos0+T-1.
-func (ac *acts) layer(be Backend, d dims, s step, l int) (in, out, k, v, kAll, vAll Buf, li int) {
-	if !s.cached {
-		return ac.res[l], ac.res[l+1], ac.k[l], ac.v[l], ac.k[l], ac.v[l], l
-	}
-	tk := s.pos0 + s.T
-	k = be.Slice(ac.k[l], s.pos0*d.KVC, s.T*d.KVC)
-	v = be.Slice(ac.v[l], s.pos0*d.KVC, s.T*d.KVC)
-	kAll = be.Slice(ac.k[l], 0, tk*d.KVC)
-	vAll = be.Slice(ac.v[l], 0, tk*d.KVC)
-	return ac.res[0], ac.res[0], k, v, kAll, vAll, 0
 }
 
 // forward runs the decoder over tokens[B*T] and, when targets is not nil,
-// the log-probabilities of targets[B*T] into ac.logp. With lastOnly, only
-// the last row's logits are computed (sampling).
-func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step, tokens, targets []int32, lastOnly bool) {
+// the log-probabilities of targets[B*T] into ac.logp. Every layer keeps
+// its own activations for the backward pass.
+func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step, tokens, targets []int32) {
 	B, T := s.B, s.T
 	N := B * T
 	Tk := s.pos0 + T
 	be.EmbeddingForward(ac.res[0], p.Wte, tokens, d.C)
-	for l := range d.L {
-		w := &p.Layers[l]
-		in, out, k, v, kAll, vAll, i := ac.layer(be, d, s, l)
+	for i := range d.L {
+		w := &p.Layers[i]
+		in, out := ac.res[i], ac.res[i+1]
 		be.RMSNormForward(ac.ln1[i], ac.rstd1[i], in, w.InputNorm, N, d.C, d.eps)
 		be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
-		be.MatmulForward(k, ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
-		be.MatmulForward(v, ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
+		be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
+		be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
 		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
-		be.RoPEForward(k, cos, sin, B, T, d.NKV, d.HS, s.pos0)
-		be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], kAll, vAll, B, T, Tk, d.NH, d.NKV, d.HS)
+		be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
+		be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
 		be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
 		be.Add(ac.resMid[i], in, ac.proj, N*d.C)
 		be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
@@ -408,15 +391,7 @@ func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step,
 		be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
 		be.Add(out, ac.resMid[i], ac.proj, N*d.C)
 	}
-	last := ac.res[len(ac.res)-1]
-	if s.cached {
-		last = ac.res[0]
-	}
-	be.RMSNormForward(ac.lnf, ac.rstdf, last, p.Norm, N, d.C, d.eps)
-	if lastOnly {
-		be.MatmulForward(ac.logits, be.Slice(ac.lnf, (N-1)*d.C, d.C), p.LMHead, nil, 1, d.C, d.V)
-		return
-	}
+	be.RMSNormForward(ac.lnf, ac.rstdf, ac.res[d.L], p.Norm, N, d.C, d.eps)
 	be.MatmulForward(ac.logits, ac.lnf, p.LMHead, nil, N, d.C, d.V)
 	if targets != nil {
 		be.LogProbForward(ac.logp, ac.lse, ac.logits, targets, d.V)

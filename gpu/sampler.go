@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -38,25 +37,13 @@ type Completion struct {
 	FinishReason string // "stop" (a stop token) or "length"
 }
 
-// Sampler generates completions with a KV cache: one prefill pass over
-// the prompt, then one single-token pass per generated token. It keeps its
-// own copy of the weights on the backend (see SetWeights). A Sampler is not
-// safe for concurrent use.
+// Sampler generates one completion at a time: a BatchSampler of one
+// slot (one prefill pass over the prompt, then one single-token pass per
+// generated token from the KV cache). It keeps its own copy of the weights
+// on the backend (see SetWeights). A Sampler is not safe for concurrent
+// use.
 type Sampler struct {
-	be     Backend
-	cfg    Config
-	d      dims
-	maxSeq int
-
-	params   Params[Buf]
-	paramBuf Buf
-	cos, sin Buf
-	acts     acts
-	actBuf   Buf
-
-	logits []float32
-	probs  []float64
-	order  []int32
+	b *BatchSampler
 
 	// NoCache recomputes the whole prefix for every token instead of
 	// using the KV cache (for benchmarks and the cache's own tests).
@@ -66,109 +53,41 @@ type Sampler struct {
 // NewSampler returns a sampler for sequences of up to maxSeq tokens
 // (prompt + completion), initialised with m's weights.
 func NewSampler(m *Model, be Backend, maxSeq int) (*Sampler, error) {
-	if maxSeq <= 0 || maxSeq > m.Config.MaxPositionEmbeddings {
-		return nil, fmt.Errorf("gpu: sampler max sequence %d outside 1..%d (max_position_embeddings)", maxSeq, m.Config.MaxPositionEmbeddings)
-	}
-	s := &Sampler{be: be, cfg: m.Config, d: dimsOf(m.Config), maxSeq: maxSeq}
-	var err error
-	if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
-		return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)
-	}
-	if err := s.SetWeights(m); err != nil {
-		return nil, err
-	}
-	s.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(s.paramBuf, off, n) })
-	if s.cos, s.sin, err = uploadRope(be, m.Config, maxSeq); err != nil {
-		return nil, err
-	}
-	d, P := s.d, maxSeq
-	s.actBuf, _, err = allocArena(be, func(a *arena) {
-		// One layer's worth of activations for up to P rows, and the KV
-		// cache of every layer.
-		s.acts = acts{
-			res: []Buf{a.take(P * d.C)}, ln1: []Buf{a.take(P * d.C)}, rstd1: []Buf{a.take(P)},
-			q: []Buf{a.take(P * d.QC)}, k: a.takeL(d.L, P*d.KVC), v: a.takeL(d.L, P*d.KVC),
-			att: []Buf{a.take(d.NH * P * P)}, atty: []Buf{a.take(P * d.QC)}, resMid: []Buf{a.take(P * d.C)},
-			ln2: []Buf{a.take(P * d.C)}, rstd2: []Buf{a.take(P)},
-			gate: []Buf{a.take(P * d.I)}, up: []Buf{a.take(P * d.I)}, swi: []Buf{a.take(P * d.I)},
-			lnf: a.take(P * d.C), rstdf: a.take(P), logits: a.take(d.V), proj: a.take(P * d.C),
-		}
-	})
+	b, err := NewBatchSampler(m, be, maxSeq, 1)
 	if err != nil {
 		return nil, err
 	}
-	s.logits = make([]float32, d.V)
-	s.probs = make([]float64, d.V)
-	s.order = make([]int32, d.V)
-	return s, be.Err()
+	return &Sampler{b: b}, nil
 }
 
 // SetWeights replaces the sampler's weights with m's (a new policy
 // version). m must have the sampler's configuration.
-func (s *Sampler) SetWeights(m *Model) error {
-	if m.Config.HiddenSize != s.cfg.HiddenSize || m.Config.NumHiddenLayers != s.cfg.NumHiddenLayers ||
-		m.Config.VocabSize != s.cfg.VocabSize || len(m.arena) != s.paramBuf.Len() {
-		return fmt.Errorf("gpu: SetWeights: model shape differs from the sampler's")
-	}
-	s.be.Upload(s.paramBuf, m.arena)
-	return s.be.Err()
-}
+func (s *Sampler) SetWeights(m *Model) error { return s.b.SetWeights(m) }
 
 // Sample generates a completion of prompt.
 func (s *Sampler) Sample(prompt []int32, p SamplingParams) (Completion, error) {
-	var c Completion
-	if len(prompt) == 0 || len(prompt) >= s.maxSeq {
-		return c, fmt.Errorf("gpu: prompt of %d tokens, want 1..%d", len(prompt), s.maxSeq-1)
+	s.b.noCache = s.NoCache
+	c, err := s.b.SampleAll([][]int32{prompt}, []SamplingParams{p})
+	if err != nil {
+		return Completion{}, err
 	}
-	for i, t := range prompt {
-		if t < 0 || int(t) >= s.d.V {
-			return c, fmt.Errorf("gpu: prompt token %d at %d outside the vocabulary of %d", t, i, s.d.V)
-		}
-	}
-	if p.Temperature < 0 || p.TopP < 0 || p.TopP > 1 || p.TopK < 0 || p.MaxTokens < 0 {
-		return c, fmt.Errorf("gpu: bad sampling parameters %+v", p)
-	}
-	rng := rand.New(rand.NewPCG(p.Seed, 0x73616d706c65))
-	limit := s.maxSeq - len(prompt)
-	if p.MaxTokens > 0 {
-		limit = min(limit, p.MaxTokens)
-	}
-	seq := append([]int32(nil), prompt...)
-	pos := 0 // tokens already in the cache
-	for len(c.Tokens) < limit {
-		if err := s.logitsFor(seq, &pos); err != nil {
-			return c, err
-		}
-		tok, lp := s.pick(p, rng)
-		c.Tokens = append(c.Tokens, tok)
-		c.LogProbs = append(c.LogProbs, lp)
-		seq = append(seq, tok)
-		if slices.Contains(p.StopTokens, tok) {
-			c.FinishReason = "stop"
-			return c, nil
-		}
-	}
-	c.FinishReason = "length"
-	return c, nil
+	return c[0], nil
 }
 
-// logitsFor leaves in s.logits the next-token logits after seq, feeding
-// the tokens not yet in the cache.
-func (s *Sampler) logitsFor(seq []int32, pos *int) error {
-	if s.NoCache {
-		*pos = 0
-	}
-	fresh := seq[*pos:]
-	st := step{B: 1, T: len(fresh), pos0: *pos, cached: true}
-	forward(s.be, s.d, &s.params, &s.acts, s.cos, s.sin, st, fresh, nil, true)
-	*pos = len(seq)
-	return s.be.Download(s.logits, s.acts.logits)
+// picker draws next tokens; its buffers are reused from token to token.
+type picker struct {
+	exps  []float64 // exp(logit - max) by token id
+	probs []float64 // truncated sampling: weights in decreasing-logit order
+	order []int32
 }
 
-// pick draws the next token from s.logits and returns it with its
+// pick draws the next token from the logits l and returns it with its
 // temperature-1 log-probability.
-func (s *Sampler) pick(p SamplingParams, rng *rand.Rand) (int32, float32) {
-	l := s.logits
+func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, float32) {
+	V := len(l)
+	if cap(pk.exps) < V {
+		pk.exps, pk.probs, pk.order = make([]float64, V), make([]float64, V), make([]int32, V)
+	}
 	mx := math.Inf(-1)
 	best := 0
 	for i, v := range l {
@@ -176,17 +95,45 @@ func (s *Sampler) pick(p SamplingParams, rng *rand.Rand) (int32, float32) {
 			mx, best = float64(v), i
 		}
 	}
+	e := pk.exps[:V]
 	var z float64
-	for _, v := range l {
-		z += math.Exp(float64(v) - mx)
+	for i, v := range l {
+		e[i] = math.Exp(float64(v) - mx)
+		z += e[i]
 	}
 	lse := mx + math.Log(z)
 	logp := func(t int) float32 { return float32(float64(l[t]) - lse) }
 	if p.Temperature == 0 {
 		return int32(best), logp(best)
 	}
+	if (p.TopK == 0 || p.TopK >= V) && (p.TopP == 0 || p.TopP == 1) {
+		// The whole distribution, walked in the order of the truncated
+		// case below (decreasing logit, ties by id) so that a seed draws
+		// the tokens it drew when every draw sorted the vocabulary; a
+		// heap yields that order lazily, and a peaked distribution is
+		// crossed after a few tokens instead of a sort of all V.
+		if p.Temperature != 1 {
+			z = 0
+			for i, v := range l {
+				e[i] = math.Exp((float64(v) - mx) / p.Temperature)
+				z += e[i]
+			}
+		}
+		u := rng.Float64() * z
+		h := logitHeap{l: l, ids: pk.order[:V]}
+		h.init()
+		t := best
+		for len(h.ids) > 0 {
+			t = int(h.pop())
+			u -= e[t]
+			if u < 0 {
+				break
+			}
+		}
+		return int32(t), logp(t)
+	}
 	// Tokens by decreasing logit, ties by id, for top-k and top-p.
-	order := s.order[:len(l)]
+	order := pk.order[:V]
 	for i := range order {
 		order[i] = int32(i)
 	}
@@ -199,11 +146,11 @@ func (s *Sampler) pick(p SamplingParams, rng *rand.Rand) (int32, float32) {
 		}
 		return 0
 	})
-	keep := len(order)
+	keep := V
 	if p.TopK > 0 {
 		keep = min(keep, p.TopK)
 	}
-	probs := s.probs[:keep]
+	probs := pk.probs[:keep]
 	var sum float64
 	for i, t := range order[:keep] {
 		probs[i] = math.Exp((float64(l[t]) - mx) / p.Temperature)
@@ -233,4 +180,53 @@ func (s *Sampler) pick(p SamplingParams, rng *rand.Rand) (int32, float32) {
 	}
 	t := order[len(probs)-1]
 	return t, logp(int(t))
+}
+
+// logitHeap is a binary heap of token ids whose top is the highest logit,
+// the lowest id among equal logits.
+type logitHeap struct {
+	l   []float32
+	ids []int32
+}
+
+func (h *logitHeap) before(a, b int32) bool {
+	return h.l[a] > h.l[b] || h.l[a] == h.l[b] && a < b
+}
+
+// init fills the heap with every token id.
+func (h *logitHeap) init() {
+	for i := range h.ids {
+		h.ids[i] = int32(i)
+	}
+	for i := len(h.ids)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// pop removes and returns the top id.
+func (h *logitHeap) pop() int32 {
+	top := h.ids[0]
+	n := len(h.ids) - 1
+	h.ids[0] = h.ids[n]
+	h.ids = h.ids[:n]
+	h.down(0)
+	return top
+}
+
+func (h *logitHeap) down(i int) {
+	ids := h.ids
+	for {
+		c := 2*i + 1
+		if c >= len(ids) {
+			return
+		}
+		if c+1 < len(ids) && h.before(ids[c+1], ids[c]) {
+			c++
+		}
+		if !h.before(ids[c], ids[i]) {
+			return
+		}
+		ids[i], ids[c] = ids[c], ids[i]
+		i = c
+	}
 }

@@ -283,7 +283,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 	}
 	N := B * T
 	s := step{B: B, T: T}
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N], false)
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return Metrics{}, err
 	}
@@ -475,7 +475,7 @@ func (t *Trainer) forwardLogProbs(batch []Sequence) (N int, starts []int, err er
 		return 0, nil, err
 	}
 	N = B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N], false)
+	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
 	return N, starts, nil
 }
 

@@ -35,8 +35,10 @@ type Backend[F float] struct {
 	gv     gemvJob
 	packA  [][]float32
 	packB  []float32
-	vec    vecOps[F]
-	jobs   jobs[F]
+	// packRows holds the rows of a MatmulPacked input in 6-row strips.
+	packRows []float32
+	vec      vecOps[F]
+	jobs     jobs[F]
 }
 
 // New returns a float32 backend with GOMAXPROCS workers.

@@ -16,6 +16,14 @@
 // of at most panelK rows, so the extra workspace is bounded by
 // panelK*(C+OC) elements whatever N is.
 //
+// For decoding, the backend implements gpu.PackedMatmul (packed.go): the
+// sampler's weights are packed once into the 16-column strips of the 6×16
+// kernel, the workers split the columns, and each output row is computed
+// independently of the other rows, so a sequence decodes to the same bits
+// alone or in a batch. MatmulForward is not batch-invariant in that
+// sense: below 4 rows it runs dot products (gemv), which sum in another
+// order.
+//
 // # Determinism
 //
 // Work is partitioned over output rows only, by a fixed rule of the size

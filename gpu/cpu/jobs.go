@@ -20,6 +20,8 @@ type jobs[F float] struct {
 	logpForward    logpForward[F]
 	logpBackward   logpBackward[F]
 	adamwJob       adamwJob[F]
+	packW          packWJob
+	packed         packedJob
 }
 
 // rmsForward runs RMSNormForward over rows; its fields are the op's operands.
@@ -118,23 +120,26 @@ type attnForward[F float] struct {
 	HS    int
 	group int
 	scale F
-	dot   func(a, b []F) F
-	axpy  func(alpha F, x, y []F)
+	dots  func(q, k []F, stride int, out []F)
+	axpys func(alpha, x []F, stride int, y []F)
 }
 
 func (j *attnForward[F]) run(lo, hi int) {
-	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale, dot, axpy := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dot, j.axpy
+	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale, dots, axpys := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dots, j.axpys
+	stride := NKV * HS // from one key (value) row of a head to the next
 	for bh := lo; bh < hi; bh++ {
 		b, h := bh/NH, bh%NH
 		kh := h / group
+		keys := kd[(b*Tk*NKV+kh)*HS:]
+		vals := vd[(b*Tk*NKV+kh)*HS:]
 		for i := range Tq {
 			last := Tk - Tq + i // attends to keys 0..last
 			qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
 			row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
 			mx := F(math.Inf(-1))
+			dots(qi, keys, stride, row[:last+1])
 			for j := 0; j <= last; j++ {
-				kj := kd[((b*Tk+j)*NKV+kh)*HS:][:HS]
-				s := dot(qi, kj) * scale
+				s := row[j] * scale
 				row[j] = s
 				mx = max(mx, s)
 			}
@@ -151,9 +156,7 @@ func (j *attnForward[F]) run(lo, hi int) {
 			clear(row[last+1:])
 			oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
 			clear(oi)
-			for j := 0; j <= last; j++ {
-				axpy(row[j], vd[((b*Tk+j)*NKV+kh)*HS:][:HS], oi)
-			}
+			axpys(row[:last+1], vals, stride, oi)
 		}
 	}
 }

@@ -27,3 +27,15 @@ func fmaLoop(n int)
 //
 //go:noescape
 func saxpy(n int, alpha float32, x, y *float32)
+
+// sdots sets out[j] to the dot product of q[0:n] and k[j*stride:][0:n]
+// for j < m, each summed as sdot sums it.
+//
+//go:noescape
+func sdots(n int, q, k *float32, stride, m int, out *float32)
+
+// saxpys adds alpha[j]*x[j*stride:][0:n] to y[0:n] for j < m in order,
+// with the fused multiply-adds of m saxpy calls.
+//
+//go:noescape
+func saxpys(n int, alpha, x *float32, stride, m int, y *float32)

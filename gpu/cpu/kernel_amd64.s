@@ -235,3 +235,163 @@ atail:
 adone:
 	VZEROUPPER
 	RET
+
+// func sdots(n int, q, k *float32, stride, m int, out *float32)
+//
+// out[j] = sdot(n, q, k + j*stride) for j < m: the attention scores of
+// one query against m keys in one call, each dot product summed exactly
+// as sdot sums it.
+TEXT ·sdots(SB), NOSPLIT, $0-48
+	MOVQ n+0(FP), R9
+	MOVQ q+8(FP), R10
+	MOVQ k+16(FP), R11
+	MOVQ stride+24(FP), R12
+	SHLQ $2, R12
+	MOVQ m+32(FP), R13
+	MOVQ out+40(FP), R8
+	TESTQ R13, R13
+	JZ ddone
+drow:
+	MOVQ R9, CX
+	MOVQ R10, SI
+	MOVQ R11, DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+dloop32:
+	CMPQ CX, $32
+	JLT dloop8
+	VMOVUPS 0(SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS 0(DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP dloop32
+dloop8:
+	CMPQ CX, $8
+	JLT dreduce
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP dloop8
+dreduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+dtail:
+	TESTQ CX, CX
+	JZ dstore
+	VMOVSS (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP dtail
+dstore:
+	MOVSS X0, (R8)
+	ADDQ $4, R8
+	ADDQ R12, R11
+	DECQ R13
+	JNZ drow
+ddone:
+	VZEROUPPER
+	RET
+
+// func saxpys(n int, alpha, x *float32, stride, m int, y *float32)
+//
+// y[0:n] += alpha[j]*x[j*stride:][0:n] for j = 0..m-1 in order: the
+// attention output of one query in one call. Each element of y stays in
+// a register over all j and gets the same fused multiply-adds, in the
+// same order, as m calls of saxpy.
+TEXT ·saxpys(SB), NOSPLIT, $0-48
+	MOVQ n+0(FP), CX
+	MOVQ alpha+8(FP), R8
+	MOVQ x+16(FP), SI
+	MOVQ stride+24(FP), R12
+	SHLQ $2, R12
+	MOVQ m+32(FP), R13
+	MOVQ y+40(FP), DI
+	TESTQ R13, R13
+	JZ xdone
+xloop32:
+	CMPQ CX, $32
+	JLT xloop8
+	VMOVUPS 0(DI), Y1
+	VMOVUPS 32(DI), Y2
+	VMOVUPS 64(DI), Y3
+	VMOVUPS 96(DI), Y4
+	MOVQ R8, AX
+	MOVQ SI, BX
+	MOVQ R13, DX
+xrow32:
+	VBROADCASTSS (AX), Y0
+	VFMADD231PS 0(BX), Y0, Y1
+	VFMADD231PS 32(BX), Y0, Y2
+	VFMADD231PS 64(BX), Y0, Y3
+	VFMADD231PS 96(BX), Y0, Y4
+	ADDQ $4, AX
+	ADDQ R12, BX
+	DECQ DX
+	JNZ xrow32
+	VMOVUPS Y1, 0(DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP xloop32
+xloop8:
+	CMPQ CX, $8
+	JLT xtail
+	VMOVUPS (DI), Y1
+	MOVQ R8, AX
+	MOVQ SI, BX
+	MOVQ R13, DX
+xrow8:
+	VBROADCASTSS (AX), Y0
+	VFMADD231PS (BX), Y0, Y1
+	ADDQ $4, AX
+	ADDQ R12, BX
+	DECQ DX
+	JNZ xrow8
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP xloop8
+xtail:
+	TESTQ CX, CX
+	JZ xdone
+	VMOVSS (DI), X1
+	MOVQ R8, AX
+	MOVQ SI, BX
+	MOVQ R13, DX
+xrow1:
+	VMOVSS (AX), X0
+	VFMADD231SS (BX), X0, X1
+	ADDQ $4, AX
+	ADDQ R12, BX
+	DECQ DX
+	JNZ xrow1
+	VMOVSS X1, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP xtail
+xdone:
+	VZEROUPPER
+	RET

@@ -13,3 +13,11 @@ func sdot(n int, a, b *float32) float32 { panic("cpu: no vector kernel in this b
 func fmaLoop(n int) { panic("cpu: no vector kernel in this build") }
 
 func saxpy(n int, alpha float32, x, y *float32) { panic("cpu: no vector kernel in this build") }
+
+func sdots(n int, q, k *float32, stride, m int, out *float32) {
+	panic("cpu: no vector kernel in this build")
+}
+
+func saxpys(n int, alpha, x *float32, stride, m int, y *float32) {
+	panic("cpu: no vector kernel in this build")
+}

@@ -173,8 +173,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	dot, axpy := be.vec.dot, be.vec.axpy
-	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dot: dot, axpy: axpy}
+	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dots: be.vec.dots, axpys: be.vec.axpys}
 	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
 	be.jobs.attnForward = attnForward[F]{}
 }

@@ -2,13 +2,20 @@
 // root with checkpoints) sampled with gpu.Sampler behind the
 // rollout.Policy interface, registered as the rollout scheme "model:".
 //
-// Spec: model:PATH[?max_seq=N&poll=DURATION&device=NAME]. PATH is a model
+// Spec: model:PATH[?max_seq=N&batch=N&poll=DURATION&device=NAME]. PATH is a model
 // directory (config.json, model.safetensors, tokenizer files) or an output
 // root (index.parquet + checkpoints/), which serves the newest checkpoint
 // whose hashes verify and polls index.parquet for newer ones (every poll,
 // default 2s; poll=0 disables). A new version is loaded beside the old
 // one and swapped in between requests: a request in flight finishes all
 // its completions on the weights it started with and reports that version.
+//
+// All completions in flight — the N of a request and those of concurrent
+// requests — are decoded together by one gpu.BatchSampler of up to batch
+// sequences (default 32): one forward pass a token for all of them, a
+// finished completion handing its slot to a waiting one. A completion's
+// tokens depend only on its prompt, parameters and seed, not on what it
+// was batched with.
 //
 // Completions carry the prompt and completion token ids and the sampler's
 // per-token log-probabilities (temperature 1, untruncated: the quantity
@@ -79,6 +86,9 @@ type Options struct {
 	// MaxSeq bounds prompt + completion in tokens (it sizes the KV cache).
 	// Default min(1024, max_position_embeddings).
 	MaxSeq int
+	// Batch is the most completions decoded together (each holds a KV
+	// cache of MaxSeq tokens once used). Default 32.
+	Batch int
 	// Poll is how often an output root's index is checked for a newer
 	// version. Default 2s; negative disables reloading.
 	Poll time.Duration
@@ -109,14 +119,17 @@ func ParseSpec(spec string) (string, Options, error) {
 	for k, vs := range q {
 		v := vs[len(vs)-1]
 		switch k {
-		case "max_seq", "max_tokens":
+		case "max_seq", "max_tokens", "batch":
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
 				return "", o, fmt.Errorf("policy: spec %q: %s=%q is not a positive integer", spec, k, v)
 			}
-			if k == "max_seq" {
+			switch k {
+			case "max_seq":
 				o.MaxSeq = n
-			} else {
+			case "batch":
+				o.Batch = n
+			default:
 				o.MaxTokens = n
 			}
 		case "poll":
@@ -137,24 +150,36 @@ func ParseSpec(spec string) (string, Options, error) {
 			}
 			o.Temperature = f
 		default:
-			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, poll, device, temperature)", spec, k)
+			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature)", spec, k)
 		}
 	}
 	return path, o, nil
 }
 
-// state is one loaded version: its weights in a sampler.
+// state is one loaded version: its weights in a batch sampler, and the
+// completions of this version in flight.
 type state struct {
 	version int64
 	dir     string
 	tok     *tokenizer.Tokenizer
 	stop    []int32
-	sampler *gpu.Sampler
 	maxSeq  int
+
+	mu      sync.Mutex // guards sampler, owner and driving
+	sampler *gpu.BatchSampler
+	owner   map[*gpu.Seq]chan<- finished // where each pending completion is reported
+	driving bool                         // a drive goroutine is stepping the sampler
+}
+
+// finished reports one completion of a request, or the error that ended it.
+type finished struct {
+	seq *gpu.Seq
+	err error
 }
 
 // Policy implements rollout.Policy over a local model. It is safe for
-// concurrent use; completions run one at a time on the backend (which is
+// concurrent use: the completions of concurrent requests are batched
+// together, and one forward step at a time runs on the backend (which is
 // not safe for concurrent use and uses every core itself).
 type Policy struct {
 	path string
@@ -184,6 +209,9 @@ func Open(path string, opts Options) (*Policy, error) {
 	}
 	if opts.Temperature == 0 {
 		opts.Temperature = 1
+	}
+	if opts.Batch == 0 {
+		opts.Batch = 32
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -223,11 +251,12 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 	maxSeq = min(maxSeq, mp.Model.Config.MaxPositionEmbeddings)
 	p.run.Lock()
 	defer p.run.Unlock()
-	s, err := gpu.NewSampler(mp.Model, p.be, maxSeq)
+	s, err := gpu.NewBatchSampler(mp.Model, p.be, maxSeq, p.opts.Batch)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %s: %w", mp.Dir, err)
 	}
-	return &state{version: mp.Version, dir: mp.Dir, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq}, nil
+	return &state{version: mp.Version, dir: mp.Dir, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq,
+		owner: make(map[*gpu.Seq]chan<- finished)}, nil
 }
 
 // Reload loads the newest good version when it is newer than the one
@@ -348,32 +377,107 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 		Temperature: temp, TopP: req.TopP, TopK: extra.TopK, MaxTokens: maxTok,
 		StopTokens: append(append([]int32(nil), st.stop...), extra.Stop...),
 	}
+	if err := ctx.Err(); err != nil {
+		return resp, err
+	}
+	// Completion i uses seed req.Seed+i; all n join the batch of this
+	// version's sampler and are reported on done as they finish.
+	done := make(chan finished, n)
+	seqs := make([]*gpu.Seq, n)
+	index := make(map[*gpu.Seq]int, n)
+	st.mu.Lock()
 	for i := range n {
-		if err := ctx.Err(); err != nil {
-			return resp, err
-		}
 		sp.Seed = uint64(req.Seed) + uint64(i)
-		p.run.Lock()
-		c, err := st.sampler.Sample(prompt, sp)
-		p.run.Unlock()
+		q, err := st.sampler.Submit(prompt, sp)
 		if err != nil {
+			st.cancel(seqs[:i])
+			st.mu.Unlock()
 			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
 		}
+		seqs[i], index[q] = q, i
+		st.owner[q] = done
+	}
+	if !st.driving {
+		st.driving = true
+		go p.drive(st)
+	}
+	st.mu.Unlock()
+	for range n {
+		var f finished
+		if ctx.Err() == nil {
+			select {
+			case f = <-done:
+			case <-ctx.Done():
+			}
+		}
+		if err := ctx.Err(); err != nil || f.err != nil {
+			st.mu.Lock()
+			st.cancel(seqs)
+			st.mu.Unlock()
+			if err != nil {
+				return resp, err
+			}
+			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, f.err)
+		}
+		if p.afterCompletion != nil {
+			p.afterCompletion(index[f.seq])
+		}
+	}
+	resp.Completions = make([]rollout.Completion, n)
+	for i, q := range seqs {
+		c := q.Completion()
 		body := c.Tokens
 		if c.FinishReason == "stop" {
 			body = body[:len(body)-1]
 		}
-		txt := DecodeLenient(st.tok, body)
-		resp.Completions = append(resp.Completions, rollout.Completion{
-			Text: txt, Tokens: c.Tokens, PromptTokens: prompt,
+		resp.Completions[i] = rollout.Completion{
+			Text: DecodeLenient(st.tok, body), Tokens: c.Tokens, PromptTokens: prompt,
 			LogProbs: c.LogProbs, FinishReason: c.FinishReason,
-		})
-		if p.afterCompletion != nil {
-			p.afterCompletion(i)
 		}
 	}
 	resp.LatencyMS = time.Since(t0).Milliseconds()
 	return resp, nil
+}
+
+// cancel drops the completions of seqs that are still pending; st.mu is
+// held.
+func (st *state) cancel(seqs []*gpu.Seq) {
+	for _, q := range seqs {
+		if _, ok := st.owner[q]; ok {
+			st.sampler.Cancel(q)
+			delete(st.owner, q)
+		}
+	}
+}
+
+// drive steps st's sampler while completions are pending, one forward
+// step at a time on the backend, and reports each finished completion to
+// its request. A failed step fails every pending completion.
+func (p *Policy) drive(st *state) {
+	for {
+		p.run.Lock()
+		st.mu.Lock()
+		if st.sampler.Pending() == 0 {
+			st.driving = false
+			st.mu.Unlock()
+			p.run.Unlock()
+			return
+		}
+		done, err := st.sampler.Step()
+		for _, q := range done {
+			st.owner[q] <- finished{seq: q}
+			delete(st.owner, q)
+		}
+		if err != nil {
+			for q, ch := range st.owner {
+				ch <- finished{seq: q, err: err}
+				st.sampler.Cancel(q)
+				delete(st.owner, q)
+			}
+		}
+		st.mu.Unlock()
+		p.run.Unlock()
+	}
 }
 
 // DecodeLenient decodes ids without special tokens, writing U+FFFD for an

@@ -231,3 +231,92 @@ func TestReloadDuringRequest(t *testing.T) {
 		t.Fatalf("next request: v%d, %v", next.PolicyVersion, err)
 	}
 }
+
+// TestConcurrentRequestsBatched: the completions of concurrent requests
+// are decoded together and each request gets exactly the completions it
+// gets alone; a cancelled request returns its context's error and leaves
+// the policy serving.
+func TestConcurrentRequestsBatched(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Open(dir, Options{MaxSeq: 128, MaxTokens: 10, Batch: 8, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	reqs := []rollout.Request{
+		{InstanceID: "a", Prompt: "fix the bug", N: 3, Seed: 1},
+		{InstanceID: "b", Prompt: "add a test", N: 3, Seed: 2},
+		{InstanceID: "c", Prompt: "fix the bug", N: 2, Seed: 3, Temperature: 0.5},
+		{InstanceID: "d", Prompt: "rename it", N: 4, Seed: 4},
+	}
+	alone := make([]rollout.Response, len(reqs))
+	for i, r := range reqs {
+		if alone[i], err = pol.Complete(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hold the backend until every request has queued its completions,
+	// so that they are all in flight together (12: more than the 8 slots).
+	st := pol.cur.Load()
+	var most int
+	pol.run.Lock()
+	got := make([]rollout.Response, len(reqs))
+	errs := make(chan error, len(reqs))
+	for i, r := range reqs {
+		go func() {
+			var err error
+			got[i], err = pol.Complete(context.Background(), r)
+			errs <- err
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		st.mu.Lock()
+		most = st.sampler.Pending()
+		st.mu.Unlock()
+		if most == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d completions queued, want 12", most)
+		}
+	}
+	pol.run.Unlock()
+	for range reqs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range reqs {
+		if len(got[i].Completions) != reqs[i].N {
+			t.Fatalf("request %d: %d completions", i, len(got[i].Completions))
+		}
+		for k, c := range got[i].Completions {
+			a := alone[i].Completions[k]
+			if !slices.Equal(c.Tokens, a.Tokens) || !slices.Equal(c.LogProbs, a.LogProbs) || c.Text != a.Text {
+				t.Errorf("request %d completion %d batched %v, alone %v", i, k, c.Tokens, a.Tokens)
+			}
+		}
+	}
+	// Cancellation: the request ends with its context's error, its
+	// completions leave the batch, and the next request is served.
+	ctx, cancel := context.WithCancel(context.Background())
+	pol.afterCompletion = func(int) { cancel() }
+	_, err = pol.Complete(ctx, rollout.Request{Prompt: "long", N: 4, Seed: 5, MaxTokens: 100})
+	pol.afterCompletion = nil
+	if err != context.Canceled {
+		t.Fatalf("cancelled request: %v", err)
+	}
+	st.mu.Lock()
+	left := len(st.owner)
+	st.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d completions of the cancelled request still owned", left)
+	}
+	again, err := pol.Complete(context.Background(), reqs[0])
+	if err != nil || !slices.Equal(again.Completions[0].Tokens, alone[0].Completions[0].Tokens) {
+		t.Fatalf("after a cancelled request: %v", err)
+	}
+}
