@@ -10,7 +10,7 @@ import (
 // and gives the same Instance.
 func checkFastInstance(t *testing.T, b []byte) bool {
 	t.Helper()
-	got, ok := fastInstance(b)
+	got, ok := fastInstance(b, Instance{})
 	if !ok {
 		return false
 	}

@@ -178,7 +178,7 @@ func Encode[T record](r T) ([]byte, error) {
 // invalid JSON, trailing data, a missing or newer schema_version, or a field
 // of the wrong type. Unknown fields are ignored (forward compatibility).
 func Decode[T record](data []byte, r T) error {
-	if in, ok := any(r).(*Instance); !ok || !decodeInstanceFast(data, in) {
+	if in, ok := any(r).(*Instance); !ok || !decodeInstanceFast(data, in, 0) {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		if err := dec.Decode(r); err != nil {
 			return fmt.Errorf("schemas: decode %T: %w", r, err)
