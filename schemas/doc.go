@@ -8,7 +8,9 @@
 // Every record has two forms with the same snake_case field names:
 //   - JSON, used for Kafka values and JSONL files. Each value carries
 //     schema_version; Decode rejects a value whose version is newer than
-//     this build understands, and names the field at fault.
+//     this build understands, and names the record and the field at fault.
+//     An Instance without one (a SWE-bench-style file from another tool)
+//     reads as the current version.
 //   - Parquet, through parquet-go struct tags, used for datasets, the sample
 //     store and the checkpoint index. Maps (path → text) are Parquet MAP
 //     columns, readable by DuckDB, Spark and pyarrow.

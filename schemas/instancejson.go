@@ -19,8 +19,8 @@ func readJSONInt(p *jsonscan.Scanner) (int, bool) {
 }
 
 // decodeInstanceFast is fastInstance for Decode, starting from an Instance
-// whose version is start: only into a zero Instance, as encoding/json
-// merges into what r holds.
+// whose version is start (see Decode): only into a zero Instance, as
+// encoding/json merges into what r holds.
 func decodeInstanceFast(data []byte, r *Instance, start int) bool {
 	if !reflect.ValueOf(r).Elem().IsZero() {
 		return false
