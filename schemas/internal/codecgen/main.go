@@ -69,11 +69,51 @@ const (
 	kStruct               // a struct type of the package, not embedded
 )
 
-var kindOf = map[string]kind{
-	"int": kInt, "int64": kInt64, "string": kString, "bool": kBool, "float64": kFloat64,
-	"[]int": kInts, "[]int32": kInt32s, "[]float32": kFloat32s, "[]string": kStrings,
-	"map[string]string": kStrMap, "map[string]float64": kFloatMap,
+// rule is how the codecs handle one kind. In the formats, %[1]s is the
+// field's selector (v.Path).
+type rule struct {
+	goType string
+	// Package bincode: the Append call, the Decoder method, and the
+	// encoded size as fixed bytes plus an expression (or "").
+	binAppend, binRead string
+	binFixed           int
+	binSize            string
+	// The jsonscan statement that reads the field, setting ok ("": no
+	// decoder rule), and the JSON encoder's size hint.
+	jsonRead, jsonSize string
 }
+
+var rules = map[kind]rule{
+	kInt:      {"int", "bincode.AppendInt(b, int64(%[1]s))", "Int", 10, "", "%[1]s, ok = readJSONInt(p)", ""},
+	kInt64:    {"int64", "bincode.AppendInt(b, %[1]s)", "Int64", 10, "", "%[1]s, ok = p.Int()", ""},
+	kString:   {"string", "bincode.AppendString(b, %[1]s)", "String", 5, "len(%[1]s)", "%[1]s, ok = p.Str()", "len(%[1]s)"},
+	kBool:     {"bool", "bincode.AppendBool(b, %[1]s)", "Bool", 1, "", "", ""},
+	kFloat64:  {"float64", "bincode.AppendFloat(b, %[1]s)", "Float", 8, "", "%[1]s, ok = p.Float(64)", ""},
+	kInts:     {"[]int", "bincode.AppendInts(b, %[1]s)", "Ints", 5, "10*len(%[1]s)", readJSONInts, "12*len(%[1]s)"},
+	kInt32s:   {"[]int32", "bincode.AppendInt32s(b, %[1]s)", "Int32s", 5, "5*len(%[1]s)", "", "12*len(%[1]s)"},
+	kFloat32s: {"[]float32", "bincode.AppendFloat32s(b, %[1]s)", "Float32s", 5, "4*len(%[1]s)", "", "12*len(%[1]s)"},
+	kStrings:  {"[]string", "bincode.AppendStrings(b, %[1]s)", "Strings", 5, "16*len(%[1]s)", "%[1]s, ok = p.StrList()", "12*len(%[1]s)"},
+	kStrMap:   {"map[string]string", "bincode.AppendStringMap(b, %[1]s)", "StringMap", 5, "bincode.MapLen(%[1]s)", "%[1]s, ok = p.StrMap()", "64*len(%[1]s)"},
+	kFloatMap: {"map[string]float64", "bincode.AppendFloatMap(b, %[1]s)", "FloatMap", 5, "24*len(%[1]s)", "", "64*len(%[1]s)"},
+}
+
+// readJSONInts reads a list of ints; an empty list is not nil, as with
+// encoding/json.
+const readJSONInts = `%[1]s = []int{}
+ok = p.Array(func() bool {
+	n, ok := readJSONInt(p)
+	%[1]s = append(%[1]s, n)
+	return ok
+})`
+
+// kindOf maps a Go type, as written in the source, to its kind.
+var kindOf = func() map[string]kind {
+	m := map[string]kind{}
+	for k, r := range rules {
+		m[r.goType] = k
+	}
+	return m
+}()
 
 // field is one JSON-visible field of a record: embedded structs are
 // flattened, as encoding/json flattens them.
@@ -371,31 +411,14 @@ func (g *gen) jsonDecoder(r *record, done map[string]bool) error {
 	for _, f := range r.Fields {
 		g.p("case %s:", constName(r, f))
 		x := "v." + f.Path
-		switch f.Kind {
-		case kInt:
-			g.p("%s, ok = readJSONInt(p)", x)
-		case kInt64:
-			g.p("%s, ok = p.Int()", x)
-		case kString:
-			g.p("%s, ok = p.Str()", x)
-		case kFloat64:
-			g.p("%s, ok = p.Float(64)", x)
-		case kInts:
-			g.p("%s = []int{}", x)
-			g.p("ok = p.Array(func() bool {")
-			g.p("n, ok := readJSONInt(p)")
-			g.p("%s = append(%s, n)", x, x)
-			g.p("return ok")
-			g.p("})")
-		case kStrings:
-			g.p("%s, ok = p.StrList()", x)
-		case kStrMap:
-			g.p("%s, ok = p.StrMap()", x)
-		case kStruct:
+		switch rl := rules[f.Kind]; {
+		case f.Kind == kStruct:
 			g.p("ok = read%sJSON(p, &%s)", f.Struct.Name, x)
 			if !done[f.Struct.Name] {
 				nested = append(nested, f.Struct)
 			}
+		case rl.jsonRead != "":
+			g.p(rl.jsonRead, x)
 		default:
 			return fmt.Errorf("%s.%s: no JSON decoding rule for its type: teach codecgen and jsonscan", r.Name, f.Path)
 		}
@@ -441,14 +464,8 @@ func (g *gen) jsonEncoder(r *record, cached []string) error {
 	g.p("func (e *%sEncoder) appendJSON(dst []byte, v *%s) ([]byte, error) {", r.Name, r.Name)
 	var hint []string
 	for _, f := range r.Fields {
-		x := "v." + f.Path
-		switch f.Kind {
-		case kString:
-			hint = append(hint, "len("+x+")")
-		case kInts, kInt32s, kFloat32s, kStrings:
-			hint = append(hint, "12*len("+x+")")
-		case kStrMap, kFloatMap:
-			hint = append(hint, "64*len("+x+")")
+		if h := rules[f.Kind].jsonSize; h != "" {
+			hint = append(hint, fmt.Sprintf(h, "v."+f.Path))
 		}
 	}
 	g.p("b := slices.Grow(dst, 512+\n%s)", strings.Join(hint, "+\n"))
@@ -565,38 +582,17 @@ func (g *gen) bincode(r *record) error {
 		}
 	}
 	flatten(r.Fields, "")
+	for _, f := range all {
+		if _, ok := rules[f.Kind]; !ok {
+			return fmt.Errorf("%s.%s: no bincode rule for its type: teach codecgen and bincode", r.Name, f.Path)
+		}
+	}
 	g.p("// AppendBincode appends v in package bincode's binary form, every field in")
 	g.p("// declaration order, and returns the extended buffer. Maps are written in")
 	g.p("// map order: equal records may encode to different bytes.")
 	g.p("func (v *%s) AppendBincode(b []byte) []byte {", r.Name)
 	for _, f := range all {
-		x := "v." + f.Path
-		switch f.Kind {
-		case kInt:
-			g.p("b = bincode.AppendInt(b, int64(%s))", x)
-		case kInt64:
-			g.p("b = bincode.AppendInt(b, %s)", x)
-		case kString:
-			g.p("b = bincode.AppendString(b, %s)", x)
-		case kBool:
-			g.p("b = bincode.AppendBool(b, %s)", x)
-		case kFloat64:
-			g.p("b = bincode.AppendFloat(b, %s)", x)
-		case kInts:
-			g.p("b = bincode.AppendInts(b, %s)", x)
-		case kInt32s:
-			g.p("b = bincode.AppendInt32s(b, %s)", x)
-		case kFloat32s:
-			g.p("b = bincode.AppendFloat32s(b, %s)", x)
-		case kStrings:
-			g.p("b = bincode.AppendStrings(b, %s)", x)
-		case kStrMap:
-			g.p("b = bincode.AppendStringMap(b, %s)", x)
-		case kFloatMap:
-			g.p("b = bincode.AppendFloatMap(b, %s)", x)
-		default:
-			return fmt.Errorf("%s.%s: no bincode rule for its type: teach codecgen and bincode", r.Name, f.Path)
-		}
+		g.p("b = "+rules[f.Kind].binAppend, "v."+f.Path)
 	}
 	g.p("return b")
 	g.p("}\n")
@@ -604,43 +600,16 @@ func (g *gen) bincode(r *record) error {
 	g.p("// input is d's error (d.Err), never a panic.")
 	g.p("func (v *%s) ReadBincode(d *bincode.Decoder) {", r.Name)
 	for _, f := range all {
-		call := map[kind]string{kInt: "Int", kInt64: "Int64", kString: "String", kBool: "Bool", kFloat64: "Float",
-			kInts: "Ints", kInt32s: "Int32s", kFloat32s: "Float32s", kStrings: "Strings", kStrMap: "StringMap", kFloatMap: "FloatMap"}[f.Kind]
-		g.p("v.%s = d.%s()", f.Path, call)
+		g.p("v.%s = d.%s()", f.Path, rules[f.Kind].binRead)
 	}
 	g.p("}\n")
 	fixed := 0
 	var sizes []string
 	for _, f := range all {
-		x := "v." + f.Path
-		switch f.Kind {
-		case kInt, kInt64:
-			fixed += 10
-		case kBool:
-			fixed++
-		case kFloat64:
-			fixed += 8
-		case kString:
-			fixed += 5
-			sizes = append(sizes, "len("+x+")")
-		case kInts:
-			fixed += 5
-			sizes = append(sizes, "10*len("+x+")")
-		case kInt32s:
-			fixed += 5
-			sizes = append(sizes, "5*len("+x+")")
-		case kFloat32s:
-			fixed += 5
-			sizes = append(sizes, "4*len("+x+")")
-		case kStrings:
-			fixed += 5
-			sizes = append(sizes, "16*len("+x+")")
-		case kStrMap:
-			fixed += 5
-			sizes = append(sizes, "bincode.MapLen("+x+")")
-		case kFloatMap:
-			fixed += 5
-			sizes = append(sizes, "24*len("+x+")")
+		rl := rules[f.Kind]
+		fixed += rl.binFixed
+		if rl.binSize != "" {
+			sizes = append(sizes, fmt.Sprintf(rl.binSize, "v."+f.Path))
 		}
 	}
 	g.p("// BincodeSize estimates the length of v's AppendBincode, to size a buffer.")
