@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"swerl/internal/jsonscan"
 )
 
 // SampleEncoder writes Samples in their JSON wire form, byte for byte what
@@ -100,7 +102,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Skip 8 plain bytes at a time: none below 0x20 or above 0x7f,
 		// none of " \\ < > &.
-		for i+8 <= len(s) && plain8(load8(s, i)) {
+		for i+8 <= len(s) && jsonscan.HTMLPlain8(load8(s, i)) {
 			i += 8
 		}
 		if i >= len(s) {
@@ -150,23 +152,6 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// plain8 reports whether the 8 bytes of x need no escaping: all are ASCII
-// at or above 0x20 and none is ", \\, <, > or &. hasZero's classic bit
-// trick marks a byte that is zero (here: equal to one of the five, or, for
-// x-0x20…, below 0x20); it may mark false positives only above a true one,
-// so "no mark" is exact.
-func plain8(x uint64) bool {
-	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	bad := x&msb | (x-0x20*lsb)&^x&msb |
-		hasZero(x^('"'*lsb)) | hasZero(x^('\\'*lsb)) | hasZero(x^('<'*lsb)) | hasZero(x^('>'*lsb)) | hasZero(x^('&'*lsb))
-	return bad == 0
 }
 
 // load8 reads s[i:i+8] little-endian (the compiler makes it one load).
