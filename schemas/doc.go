@@ -7,8 +7,10 @@
 //
 // Every record has two forms with the same snake_case field names:
 //   - JSON, used for Kafka values and JSONL files. Each value carries
-//     schema_version; Decode* functions reject a value whose version is newer
-//     than this build understands, and name the field at fault.
+//     schema_version; Decode rejects a value whose version is newer than
+//     this build understands, and names the record and the field at fault.
+//     An Instance without one (a SWE-bench-style file from another tool)
+//     reads as the current version.
 //   - Parquet, through parquet-go struct tags, used for datasets, the sample
 //     store and the checkpoint index. Maps (path → text) are Parquet MAP
 //     columns, readable by DuckDB, Spark and pyarrow.
@@ -17,4 +19,16 @@
 //
 // Fields may be added; none is renamed or removed without a schema_version
 // bump. A reader ignores JSON fields it does not know.
+//
+// # Declaring a field
+//
+// A field is declared once, in its struct with its json and parquet tags.
+// The codecs that are written field by field (the one-pass JSON decoder of
+// Instance, the JSON encoder of Sample, and the binary form of both that
+// package bincode carries through staging files and shuffles) are
+// generated from the struct definitions by internal/codecgen: after
+// changing a struct, run `go generate ./schemas`. A test fails while the
+// generated files are stale.
 package schemas
+
+//go:generate go run ./internal/codecgen

@@ -2,15 +2,16 @@ package schemas
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"swerl/internal/jsonscan"
 )
 
 // SampleEncoder writes Samples in their JSON wire form, byte for byte what
-// encoding/json's Marshal writes for them, without reflection. It keeps the
+// encoding/json's Marshal writes for them, without reflection (its field
+// list is generated from Sample's: jsoncodec_gen.go). It keeps the
 // escaped form of the last prompt it wrote: the G samples of a group share
 // their prompt, which is most of a sample's bytes, so a run of them escapes
 // it once. The zero value is ready to use; it is not safe for concurrent use.
@@ -18,7 +19,7 @@ import (
 // The train pipeline's sample sink spent about a tenth of its CPU in
 // json.Marshal before this existed; FuzzSampleEncoder holds it to Marshal.
 type SampleEncoder struct {
-	prompt, system escaped
+	prompt, system escaped // named by codecgen's targets (Cached)
 }
 
 // escaped is a string and its JSON form, kept for the next record that
@@ -37,107 +38,16 @@ func (c *escaped) of(s string) []byte {
 
 // Append appends the JSON of s to dst. Like Encode it sets a zero
 // schema_version to Version, and like Marshal it fails on a NaN or infinite
-// number, naming the field.
+// number, naming the field; on failure it returns dst unchanged.
 func (e *SampleEncoder) Append(dst []byte, s *Sample) ([]byte, error) {
 	if s.SchemaVersion == 0 {
 		s.SchemaVersion = Version
 	}
-	prompt := e.prompt.of(s.Prompt)
-	b := slices.Grow(dst, len(prompt)+len(s.System)+len(s.Completion)+len(s.FormatError)+
-		12*(len(s.PromptTokens)+len(s.CompletionTokens)+len(s.LogProbs))+64*len(s.Similarities)+512)
-	b = append(b, `{"schema_version":`...)
-	b = strconv.AppendInt(b, int64(s.SchemaVersion), 10)
-	b = append(b, `,"id":`...)
-	b = appendJSONString(b, s.ID)
-	b = append(b, `,"instance_id":`...)
-	b = appendJSONString(b, s.InstanceID)
-	b = append(b, `,"group_id":`...)
-	b = appendJSONString(b, s.GroupID)
-	b = append(b, `,"group_size":`...)
-	b = strconv.AppendInt(b, int64(s.GroupSize), 10)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(s.Index), 10)
-	b = append(b, `,"policy_version":`...)
-	b = strconv.AppendInt(b, s.PolicyVersion, 10)
-	if s.System != "" {
-		b = append(b, `,"system":`...)
-		b = append(b, e.system.of(s.System)...)
-	}
-	b = append(b, `,"prompt":`...)
-	b = append(b, prompt...)
-	if len(s.PromptTokens) > 0 {
-		b = append(b, `,"prompt_tokens":`...)
-		b = appendInts(b, s.PromptTokens)
-	}
-	b = append(b, `,"completion":`...)
-	b = appendJSONString(b, s.Completion)
-	if len(s.CompletionTokens) > 0 {
-		b = append(b, `,"completion_tokens":`...)
-		b = appendInts(b, s.CompletionTokens)
-	}
-	if len(s.LogProbs) > 0 {
-		b = append(b, `,"logprobs":[`...)
-		for i, f := range s.LogProbs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendJSONFloat(b, float64(f), 32); err != nil {
-				return dst, fmt.Errorf("schemas: sample %s: logprobs[%d]: %w", s.ID, i, err)
-			}
-		}
-		b = append(b, ']')
-	}
-	b = append(b, `,"finish_reason":`...)
-	b = appendJSONString(b, s.FinishReason)
-	b = append(b, `,"latency_ms":`...)
-	b = strconv.AppendInt(b, s.LatencyMS, 10)
-	b = append(b, `,"created_at":`...)
-	b = appendJSONString(b, s.CreatedAt)
-	var err error
-	b = append(b, `,"reward":`...)
-	if b, err = appendJSONFloat(b, s.Reward, 64); err != nil {
-		return dst, fmt.Errorf("schemas: sample %s: reward: %w", s.ID, err)
-	}
-	if s.FormatError != "" {
-		b = append(b, `,"format_error":`...)
-		b = appendJSONString(b, s.FormatError)
-	}
-	if len(s.Similarities) > 0 {
-		b = append(b, `,"similarities":{`...)
-		for i, k := range SortedPaths(s.Similarities) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			if b, err = appendJSONFloat(b, s.Similarities[k], 64); err != nil {
-				return dst, fmt.Errorf("schemas: sample %s: similarities[%q]: %w", s.ID, k, err)
-			}
-		}
-		b = append(b, '}')
-	}
-	for _, f := range [...]struct {
-		name string
-		v    float64
-	}{{`,"advantage":`, s.Advantage}, {`,"group_mean":`, s.GroupMean}, {`,"group_std":`, s.GroupStd}} {
-		b = append(b, f.name...)
-		if b, err = appendJSONFloat(b, f.v, 64); err != nil {
-			return dst, fmt.Errorf("schemas: sample %s: %s %w", s.ID, f.name[2:len(f.name)-2], err)
-		}
-	}
-	b = append(b, `,"group_complete":`...)
-	b = strconv.AppendBool(b, s.GroupComplete)
-	b = append(b, `,"repo":`...)
-	b = appendJSONString(b, s.Repo)
-	if s.Source != "" {
-		b = append(b, `,"source":`...)
-		b = appendJSONString(b, s.Source)
-	}
-	return append(b, '}'), nil
+	return e.appendJSON(dst, s) // generated from Sample's fields: jsoncodec_gen.go
 }
 
-func appendInts(b []byte, v []int32) []byte {
+// appendJSONInts writes a list of integers.
+func appendJSONInts[T int | int32 | int64](b []byte, v []T) []byte {
 	b = append(b, '[')
 	for i, x := range v {
 		if i > 0 {
@@ -192,7 +102,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Skip 8 plain bytes at a time: none below 0x20 or above 0x7f,
 		// none of " \\ < > &.
-		for i+8 <= len(s) && plain8(load8(s, i)) {
+		for i+8 <= len(s) && jsonscan.HTMLPlain8(load8(s, i)) {
 			i += 8
 		}
 		if i >= len(s) {
@@ -242,23 +152,6 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// plain8 reports whether the 8 bytes of x need no escaping: all are ASCII
-// at or above 0x20 and none is ", \\, <, > or &. hasZero's classic bit
-// trick marks a byte that is zero (here: equal to one of the five, or, for
-// x-0x20…, below 0x20); it may mark false positives only above a true one,
-// so "no mark" is exact.
-func plain8(x uint64) bool {
-	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	bad := x&msb | (x-0x20*lsb)&^x&msb |
-		hasZero(x^('"'*lsb)) | hasZero(x^('\\'*lsb)) | hasZero(x^('<'*lsb)) | hasZero(x^('>'*lsb)) | hasZero(x^('&'*lsb))
-	return bad == 0
 }
 
 // load8 reads s[i:i+8] little-endian (the compiler makes it one load).

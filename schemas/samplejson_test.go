@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -151,40 +150,4 @@ func FuzzSampleEncoder(f *testing.F) {
 		s.Prompt = completion
 		checkEncoder(t, &e, s)
 	})
-}
-
-// plain8 agrees with the byte-at-a-time table on every byte value at every
-// position, and on random words (where borrows between bytes could lie).
-func TestPlain8(t *testing.T) {
-	slow := func(w []byte) bool {
-		for _, c := range w {
-			if c >= 0x80 || !jsonSafe[c] {
-				return false
-			}
-		}
-		return true
-	}
-	check := func(w []byte) {
-		if got, want := plain8(load8(string(w), 0)), slow(w); got != want {
-			t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
-		}
-	}
-	for c := range 256 {
-		for pos := range 8 {
-			w := []byte("aaaaaaaa")
-			w[pos] = byte(c)
-			check(w)
-			w = []byte("\x00\x00\x00\x00\x00\x00\x00\x00")
-			w[pos] = byte(c)
-			check(w)
-		}
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 200000 {
-		var w [8]byte
-		for i := range w {
-			w[i] = byte(0x18 + r.IntN(0x70)) // mostly near the edges of the plain range
-		}
-		check(w[:])
-	}
 }

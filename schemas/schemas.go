@@ -3,8 +3,11 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 )
 
 // Version is the schema_version this build writes and the newest it reads.
@@ -174,29 +177,92 @@ func Encode[T record](r T) ([]byte, error) {
 	return json.Marshal(r)
 }
 
-// Decode parses the JSON wire form into r. It fails, naming the problem, on
-// invalid JSON, trailing data, a missing or newer schema_version, or a field
-// of the wrong type. Unknown fields are ignored (forward compatibility).
+// versionUnset marks an Instance's schema_version before decoding, so that
+// Decode can tell a missing one from an explicit 0.
+const versionUnset = math.MinInt
+
+// Decode parses the JSON wire form into r. It fails, naming the problem and
+// the record (by id where it has one), on invalid JSON, trailing data, a
+// schema_version that this build does not read (newer than Version, zero
+// or negative), a missing one, or a field of the wrong type. Unknown fields
+// are ignored (forward compatibility).
+//
+// An Instance without schema_version (or with null) reads as Version:
+// instance files from other tools, SWE-bench-style datasets among them, do
+// not carry one. Other records come from swerl only, and must carry one.
 func Decode[T record](data []byte, r T) error {
-	if in, ok := any(r).(*Instance); !ok || !decodeInstanceFast(data, in) {
+	ver := versionOf(r)
+	in, isInstance := any(r).(*Instance)
+	var missing bool
+	if isInstance && decodeInstanceFast(data, in, versionUnset) {
+		missing = *ver == versionUnset // the fast path refuses the literal math.MinInt
+	} else {
+		unset := isInstance && *ver == 0
+		if unset {
+			*ver = versionUnset
+		}
 		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(r); err != nil {
-			return fmt.Errorf("schemas: decode %T: %w", r, err)
+		err := dec.Decode(r)
+		if err == nil && dec.More() {
+			err = errors.New("trailing data after the JSON value")
 		}
-		if dec.More() {
-			return fmt.Errorf("schemas: decode %T: trailing data after the JSON value", r)
+		if err != nil {
+			if unset && *ver == versionUnset {
+				*ver = 0 // no marker left behind
+			}
+			return fmt.Errorf("schemas: decode %s: %w", describe(r), err)
 		}
+		missing = unset && *ver == versionUnset && !explicitVersion(data)
 	}
-	v := *versionOf(r)
-	switch {
-	case v == 0:
-		return fmt.Errorf("schemas: decode %T: missing schema_version", r)
+	if missing {
+		*ver = Version
+	}
+	switch v := *ver; {
+	case v == 0 && !isInstance:
+		return fmt.Errorf("schemas: decode %s: missing schema_version", describe(r))
 	case v > Version:
-		return fmt.Errorf("schemas: decode %T: schema_version %d is newer than this build understands (%d)", r, v, Version)
-	case v < 0:
-		return fmt.Errorf("schemas: decode %T: invalid schema_version %d", r, v)
+		return fmt.Errorf("schemas: decode %s: schema_version %d is newer than this build understands (%d)", describe(r), v, Version)
+	case v <= 0:
+		return fmt.Errorf("schemas: decode %s: invalid schema_version %d", describe(r), v)
 	}
 	return nil
+}
+
+// explicitVersion reports whether data, a JSON object that decoded,
+// holds a non-null schema_version (as encoding/json matches keys). Decode
+// asks only when an Instance's version is still versionUnset: missing,
+// null, or the literal math.MinInt.
+func explicitVersion(data []byte) bool {
+	var probe struct {
+		V *int `json:"schema_version"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.V != nil
+}
+
+// describe names r for an error: its kind and, where it has one, its id.
+func describe[T record](r T) string {
+	named := func(kind, id string) string {
+		if id == "" {
+			return kind
+		}
+		return kind + " " + strconv.Quote(id)
+	}
+	switch v := any(r).(type) {
+	case *Instance:
+		return named("instance", v.ID)
+	case *Rollout:
+		return named("rollout", v.ID)
+	case *Sample:
+		return named("sample", v.ID)
+	case *WeightVersion:
+		if v.Version == 0 {
+			return "weight version"
+		}
+		return "weight version " + strconv.FormatInt(v.Version, 10)
+	case *DeadLetter:
+		return named("dead letter", v.Key)
+	}
+	return fmt.Sprintf("%T", r)
 }
 
 // SortedPaths returns the keys of m in byte order: the canonical order in

@@ -42,19 +42,25 @@ func appendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
 // AppendStrings appends an optional list of strings.
 func AppendStrings(b []byte, xs []string) []byte { return appendList(b, xs, AppendString) }
 
-// AppendStringMap appends an optional map, its pairs in map order (the
-// encoding of a map is not deterministic).
-func AppendStringMap(b []byte, m map[string]string) []byte {
+// appendMap appends an optional map: its count plus one (0 for nil), then
+// each pair, in map order (the encoding of a map is not deterministic).
+func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
 	if m == nil {
 		return append(b, 0)
 	}
 	b = binary.AppendUvarint(b, uint64(len(m))+1)
 	for k, v := range m {
 		b = AppendString(b, k)
-		b = AppendString(b, v)
+		b = value(b, v)
 	}
 	return b
 }
+
+// AppendStringMap appends an optional map of strings.
+func AppendStringMap(b []byte, m map[string]string) []byte { return appendMap(b, m, AppendString) }
+
+// AppendFloatMap appends an optional map of float64s.
+func AppendFloatMap(b []byte, m map[string]float64) []byte { return appendMap(b, m, AppendFloat) }
 
 // AppendInt appends a signed integer.
 func AppendInt(b []byte, x int64) []byte { return binary.AppendVarint(b, x) }
@@ -147,6 +153,14 @@ func (d *Decoder) Byte() byte {
 	return c
 }
 
+// Version reads the format version byte a coder writes first, failing
+// unless it is want (a record of another format is refused, not misread).
+func (d *Decoder) Version(want byte) {
+	if v := d.Byte(); d.err == nil && v != want {
+		d.Fail(fmt.Errorf("format version %d, want %d", v, want))
+	}
+}
+
 // Bool reads a bool written by AppendBool.
 func (d *Decoder) Bool() bool {
 	switch d.Byte() {
@@ -160,8 +174,9 @@ func (d *Decoder) Bool() bool {
 	}
 }
 
-func (d *Decoder) uvarint() uint64 {
-	x, n := binary.Uvarint(d.b)
+// varint reads an integer with read (binary.Uvarint or binary.Varint).
+func varint[T uint64 | int64](d *Decoder, read func([]byte) (T, int)) T {
+	x, n := read(d.b)
 	if n <= 0 {
 		d.Fail(ErrShort)
 		return 0
@@ -170,16 +185,10 @@ func (d *Decoder) uvarint() uint64 {
 	return x
 }
 
+func (d *Decoder) uvarint() uint64 { return varint(d, binary.Uvarint) }
+
 // Int64 reads a signed integer.
-func (d *Decoder) Int64() int64 {
-	x, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.Fail(ErrShort)
-		return 0
-	}
-	d.b = d.b[n:]
-	return x
-}
+func (d *Decoder) Int64() int64 { return varint(d, binary.Varint) }
 
 // Int reads a signed integer that must fit an int.
 func (d *Decoder) Int() int {
@@ -251,19 +260,25 @@ func (d *Decoder) Float() float64 {
 	return f
 }
 
-// StringMap reads an optional map.
-func (d *Decoder) StringMap() map[string]string {
-	n, ok := d.OptCount(2)
+// readMap reads an optional map whose values take at least minBytes each.
+func readMap[V any](d *Decoder, minBytes int, value func() V) map[string]V {
+	n, ok := d.OptCount(1 + minBytes)
 	if !ok {
 		return nil
 	}
-	m := make(map[string]string, n)
+	m := make(map[string]V, n)
 	for range n {
 		k := d.String()
-		m[k] = d.String()
+		m[k] = value()
 	}
 	return m
 }
+
+// StringMap reads an optional map of strings.
+func (d *Decoder) StringMap() map[string]string { return readMap(d, 1, d.String) }
+
+// FloatMap reads an optional map of float64s.
+func (d *Decoder) FloatMap() map[string]float64 { return readMap(d, 8, d.Float) }
 
 // Ints reads an optional list of ints.
 func (d *Decoder) Ints() []int { return list(d, 1, d.Int) }

@@ -30,6 +30,10 @@ func TestRoundTrip(t *testing.T) {
 	b = AppendBool(b, false)
 	b = AppendBool(b, true)
 	b = AppendOptCount(b, -1)
+	b = AppendFloatMap(b, nil)
+	b = AppendFloatMap(b, map[string]float64{})
+	b = AppendFloatMap(b, map[string]float64{"a.go": 0.5, "": math.Inf(-1)})
+	b = append(b, 3)
 
 	d := NewDecoder(b)
 	check := func(name string, got, want any) {
@@ -56,6 +60,11 @@ func TestRoundTrip(t *testing.T) {
 	check("counted items", [2]bool{d.Bool(), d.Bool()}, [2]bool{false, true})
 	n, ok := d.OptCount(1)
 	check("nil count", [2]any{n, ok}, [2]any{0, false})
+	check("nil float map", d.FloatMap(), map[string]float64(nil))
+	check("empty float map", d.FloatMap(), map[string]float64{})
+	check("float map", d.FloatMap(), map[string]float64{"a.go": 0.5, "": math.Inf(-1)})
+	d.Version(3)
+	check("version", d.Err(), nil)
 	if err := d.End(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +96,14 @@ func TestDamage(t *testing.T) {
 	d = NewDecoder(AppendInts(nil, []int{math.MaxInt32 + 1}))
 	if d.Int32s(); d.Err() == nil {
 		t.Error("int32 out of range accepted")
+	}
+	d = NewDecoder(AppendOptCount(nil, 2)) // two pairs of at least 9 bytes each: not there
+	if m := d.FloatMap(); m != nil || d.Err() == nil || !strings.Contains(d.Err().Error(), "exceeds") {
+		t.Errorf("short float map: %v, %v", m, d.Err())
+	}
+	d = NewDecoder([]byte{2, 7})
+	if d.Version(1); d.Err() == nil || !strings.Contains(d.Err().Error(), "version 2, want 1") || d.Len() != 0 {
+		t.Errorf("another version: %v, %d bytes left", d.Err(), d.Len())
 	}
 	d = NewDecoder([]byte{2})
 	if d.Bool(); d.Err() == nil {

@@ -109,7 +109,7 @@ func (p *Scanner) scanStr() (raw []byte, esc, ok bool) {
 	for i < len(b) {
 		// Eight plain bytes at a time: none a quote, a backslash, a
 		// control character or outside ASCII.
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+		for i+8 <= len(b) && Plain8(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
 		if i >= len(b) {
@@ -138,15 +138,25 @@ func (p *Scanner) scanStr() (raw []byte, esc, ok bool) {
 	return nil, false, false
 }
 
-// plain8 reports whether none of the eight bytes of x is a quote, a
-// backslash, below 0x20 or at least 0x80 (the bit tricks of "Bit Twiddling
-// Hacks": haszero and hasless, exact for whether any byte qualifies).
-func plain8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
-	special := hasZero(x^(ones*'"')) | hasZero(x^(ones*'\\')) | (x-ones*0x20)&^x&highs | x&highs
-	return special == 0
+// Plain8 reports whether none of the eight bytes of x is a quote, a
+// backslash, below 0x20 or at least 0x80: whether a JSON string's bytes
+// need no unescaping, eight at a time. The bit tricks are "Bit Twiddling
+// Hacks"' haszero and hasless: a flag may be wrong only in a byte above one
+// truly flagged, so "no flag" is exact.
+func Plain8(x uint64) bool {
+	return (hasZero(x^(ones*'"')) | hasZero(x^(ones*'\\')) | (x-ones*0x20)&^x&highs | x&highs) == 0
 }
+
+// HTMLPlain8 is Plain8 that also refuses <, > and &: whether encoding/json
+// (HTML-escaping, its default) writes the eight bytes of x unchanged.
+func HTMLPlain8(x uint64) bool {
+	return Plain8(x) && (hasZero(x^(ones*'<'))|hasZero(x^(ones*'>'))|hasZero(x^(ones*'&'))) == 0
+}
+
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// hasZero flags (0x80) the zero bytes of v.
+func hasZero(v uint64) uint64 { return (v - ones) &^ v & highs }
 
 // unescape decodes a string's escapes like encoding/json; a lone surrogate
 // (which encoding/json turns into U+FFFD) or a bad escape gives false.

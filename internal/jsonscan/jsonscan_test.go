@@ -8,37 +8,47 @@ import (
 	"testing"
 )
 
-// TestPlain8 checks the word test against the byte-by-byte rule for every
-// byte value in every position, and for random words.
+// TestPlain8 checks the word tests against their byte-by-byte rules for
+// every byte value in every position, and for random words.
 func TestPlain8(t *testing.T) {
-	plainByte := func(c byte) bool { return c != '"' && c != '\\' && c >= 0x20 && c < 0x80 }
-	check := func(w [8]byte) {
-		want := true
-		for _, c := range w {
-			want = want && plainByte(c)
-		}
-		if got := plain8(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
-		}
-	}
-	for pos := range 8 {
-		for c := range 256 {
-			w := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
-			w[pos] = byte(c)
-			check(w)
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200000 {
-		var w [8]byte
-		for i := range w {
-			// Mostly plain bytes, so words without a special byte occur.
-			w[i] = byte(0x20 + rng.IntN(0x60))
-			if rng.IntN(16) == 0 {
-				w[i] = byte(rng.IntN(256))
+	plain := func(c byte) bool { return c != '"' && c != '\\' && c >= 0x20 && c < 0x80 }
+	html := func(c byte) bool { return plain(c) && c != '<' && c != '>' && c != '&' }
+	for _, tc := range []struct {
+		name  string
+		word  func(uint64) bool
+		plain func(byte) bool
+	}{{"Plain8", Plain8, plain}, {"HTMLPlain8", HTMLPlain8, html}} {
+		check := func(w [8]byte) {
+			want := true
+			for _, c := range w {
+				want = want && tc.plain(c)
+			}
+			if got := tc.word(binary.LittleEndian.Uint64(w[:])); got != want {
+				t.Fatalf("%s(%q) = %v, want %v", tc.name, w, got, want)
 			}
 		}
-		check(w)
+		for pos := range 8 {
+			for c := range 256 {
+				w := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+				w[pos] = byte(c)
+				check(w)
+				w = [8]byte{}
+				w[pos] = byte(c)
+				check(w)
+			}
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 200000 {
+			var w [8]byte
+			for i := range w {
+				// Mostly plain bytes, so words without a special byte occur.
+				w[i] = byte(0x18 + rng.IntN(0x70))
+				if rng.IntN(16) == 0 {
+					w[i] = byte(rng.IntN(256))
+				}
+			}
+			check(w)
+		}
 	}
 }
 

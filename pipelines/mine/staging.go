@@ -71,9 +71,7 @@ const stagingVersion = 1
 
 // encodeRecord encodes inst for a staging file.
 func encodeRecord(inst *schemas.Instance) stagedRecord {
-	n := 256 + len(inst.ID) + len(inst.ProblemStatement) + len(inst.PRTitle) + len(inst.PRBody) + len(inst.OraclePatch) +
-		bincode.MapLen(inst.CodeContext) + bincode.MapLen(inst.OracleNewContent)
-	raw := getBuf(n)
+	raw := getBuf(1 + inst.BincodeSize())
 	b := appendInstance((*raw)[:0], inst)
 	dst := getBuf(s2.MaxEncodedLen(len(b)))
 	rec := stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode((*dst)[:cap(*dst)], b), Size: len(b)}
@@ -82,66 +80,18 @@ func encodeRecord(inst *schemas.Instance) stagedRecord {
 	return rec
 }
 
-// appendInstance writes every field of v; TestStagingCarriesEveryField
-// fails when a field is added to schemas.Instance and not here.
+// appendInstance writes the staging version and every field of v (the
+// coder is generated from schemas.Instance; TestStagingCarriesEveryField
+// checks it carries every field).
 func appendInstance(b []byte, v *schemas.Instance) []byte {
-	b = append(b, stagingVersion)
-	b = bincode.AppendInt(b, int64(v.SchemaVersion))
-	b = bincode.AppendString(b, v.ID)
-	b = bincode.AppendString(b, v.Repo)
-	b = bincode.AppendInt(b, int64(v.PRNumber))
-	b = bincode.AppendString(b, v.BaseCommit)
-	b = bincode.AppendString(b, v.MergeCommit)
-	b = bincode.AppendString(b, v.CreatedAt)
-	b = bincode.AppendString(b, v.ProblemStatement)
-	b = bincode.AppendString(b, v.PRTitle)
-	b = bincode.AppendString(b, v.PRBody)
-	b = bincode.AppendString(b, v.PRUser)
-	b = bincode.AppendString(b, v.HeadCommit)
-	b = bincode.AppendInts(b, v.LinkedIssues)
-	b = bincode.AppendStringMap(b, v.CodeContext)
-	b = bincode.AppendStringMap(b, v.OracleNewContent)
-	b = bincode.AppendString(b, v.OraclePatch)
-	b = bincode.AppendStrings(b, v.RelevantFiles)
-	b = bincode.AppendString(b, v.Language)
-	b = bincode.AppendInt(b, int64(v.Stats.FilesChanged))
-	b = bincode.AppendInt(b, int64(v.Stats.LinesAdded))
-	b = bincode.AppendInt(b, int64(v.Stats.LinesDeleted))
-	b = bincode.AppendInt(b, int64(v.Stats.Hunks))
-	b = bincode.AppendInt(b, int64(v.Stats.PatchBytes))
-	return bincode.AppendString(b, v.Source)
+	return v.AppendBincode(append(b, stagingVersion))
 }
 
 // readInstance reads what appendInstance wrote.
 func readInstance(b []byte, v *schemas.Instance) error {
 	d := bincode.NewDecoder(b)
-	if ver := d.Byte(); d.Err() == nil && ver != stagingVersion {
-		return fmt.Errorf("staging record version %d, want %d", ver, stagingVersion)
-	}
-	v.SchemaVersion = d.Int()
-	v.ID = d.String()
-	v.Repo = d.String()
-	v.PRNumber = d.Int()
-	v.BaseCommit = d.String()
-	v.MergeCommit = d.String()
-	v.CreatedAt = d.String()
-	v.ProblemStatement = d.String()
-	v.PRTitle = d.String()
-	v.PRBody = d.String()
-	v.PRUser = d.String()
-	v.HeadCommit = d.String()
-	v.LinkedIssues = d.Ints()
-	v.CodeContext = d.StringMap()
-	v.OracleNewContent = d.StringMap()
-	v.OraclePatch = d.String()
-	v.RelevantFiles = d.Strings()
-	v.Language = d.String()
-	v.Stats.FilesChanged = d.Int()
-	v.Stats.LinesAdded = d.Int()
-	v.Stats.LinesDeleted = d.Int()
-	v.Stats.Hunks = d.Int()
-	v.Stats.PatchBytes = d.Int()
-	v.Source = d.String()
+	d.Version(stagingVersion)
+	v.ReadBincode(d)
 	return d.End()
 }
 

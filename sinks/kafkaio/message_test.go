@@ -32,7 +32,7 @@ func TestDecodeErrorsNameTheSource(t *testing.T) {
 		value, want string
 	}{
 		{`not json`, "invalid character"},
-		{`{"id":"a"}`, "missing schema_version"},
+		{`{"schema_version":0,"id":"a"}`, "invalid schema_version 0"},
 		{`{"schema_version":99,"id":"a"}`, "newer"},
 		{`{"schema_version":1,"id":"a"} {}`, "trailing data"},
 		{`{"schema_version":1,"pr_number":"seven"}`, "pr_number"},
