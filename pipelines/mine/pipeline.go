@@ -78,6 +78,7 @@ type Params struct {
 	EventFiles []string
 	Out        string // DIR: instances go to DIR/instances, dead letters to DIR/deadletter
 	Commits    bool
+	Refs       []string // mined besides HEAD (Config.Refs)
 	Limits     mining.Limits
 	Relevant   mining.RelevantConfig
 	Exclude    *mining.Exclude
@@ -121,7 +122,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		files = []string{}
 	}
 	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
-	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Exclude: p.Exclude}, beam.CoGroupByKey(s, repoKV, evKV))
+	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := filepath.Join(p.Out, "instances")
 	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
@@ -175,6 +176,7 @@ func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), re
 // scanFn walks the history of each repository with its events.
 type scanFn struct {
 	Commits bool
+	Refs    []string
 	Exclude *mining.Exclude
 }
 
@@ -193,7 +195,7 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 		promm().repos.Inc()
 		beam.NewCounter(metricNS, metricRepos).Inc(ctx, 1)
 		before := live.commits.Load()
-		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Exclude: f.Exclude}, func(c Candidate) {
+		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude}, func(c Candidate) {
 			beam.NewCounter(metricNS, metricCands).Inc(ctx, 1)
 			if c.Number > 0 {
 				beam.NewCounter(metricNS, metricPRs).Inc(ctx, 1)

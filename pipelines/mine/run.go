@@ -31,6 +31,10 @@ type Config struct {
 	Events []string
 	// Out is the output directory; default "swerl-out".
 	Out string
+	// Refs are mined besides HEAD: branches, tags, commits or for-each-ref
+	// patterns ("refs/heads/*"). Every commit reachable from them is read,
+	// whichever branch it was made on.
+	Refs []string
 	// Commits makes every first-parent non-merge commit that is not a PR
 	// (and not a root commit, which has no parent to be its base) an
 	// instance too (source "commit", id "owner/repo@<sha12>", problem
@@ -71,7 +75,7 @@ type Config struct {
 // Summary is what a run did.
 type Summary struct {
 	Repos      int64
-	Commits    int64 // first-parent commits read
+	Commits    int64 // commits read (all reachable from the mined refs)
 	PRs        int64 // pull requests found (history and events)
 	Candidates int64 // PRs and commits that reached the file stage
 	Instances  int64 // kept and written
@@ -186,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	kept := Build(s, Params{
-		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits,
+		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits, Refs: cfg.Refs,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
 		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,

@@ -27,6 +27,7 @@ const (
 	NonCode       Reason = "non_code"       // only docs, data, lock files, generated or vendored paths, or version bumps
 	Excluded      Reason = "excluded"       // decontamination: repository or id excluded
 	Duplicate     Reason = "duplicate"      // identical oracle patch kept under another id
+	MergedTwice   Reason = "merged_twice"   // the PR number was merged again by another commit; its earliest merge is kept
 	MissingObject Reason = "missing_object" // a commit, tree or blob the repository lacks
 	NoMergeBase   Reason = "no_merge_base"  // the PR head shares no history with its target
 	GitError      Reason = "git_error"      // git failed for another reason
