@@ -101,7 +101,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 			return res, preds, fmt.Errorf("eval: instance %s: the policy returned no completion", in.ID)
 		}
 		out := resp.Completions[0].Text
-		pred := Prediction{InstanceID: in.ID, Model: o.Model, PolicyVersion: resp.PolicyVersion}
+		pred := Prediction{InstanceID: schemas.SWEBenchID(in.ID), Model: o.Model, PolicyVersion: resp.PolicyVersion}
 		rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		r := reward.SearchReplace(rctx, p.Files, in.OracleNewContent, out)
 		cancel()

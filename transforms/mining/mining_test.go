@@ -460,3 +460,14 @@ func FuzzImportLines(f *testing.F) {
 		checkImportTargets(t, "fuzz input", content)
 	})
 }
+
+func TestIDLess(t *testing.T) {
+	sorted := []string{"a/b#2", "a/b#11", "a/b@0123", "a/c#1", "a__b-2", "a__b-11", "a__b-x", "a__c-1"}
+	for i := range sorted {
+		for j := range sorted {
+			if got := IDLess(sorted[i], sorted[j]); got != (i < j) {
+				t.Errorf("IDLess(%q, %q) = %v", sorted[i], sorted[j], got)
+			}
+		}
+	}
+}
