@@ -2,6 +2,8 @@ package mine
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -11,6 +13,7 @@ import (
 
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
+	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
 )
 
@@ -68,6 +71,9 @@ func mergeStyles(t *testing.T) *gittest.Repo {
 	// #27: a human PR that pre-commit.ci pushed a fix-up to.
 	r.Commit("Fix core on main (#27)\n\n* fix core\n\n* [pre-commit.ci] auto fixes from pre-commit.com hooks\n\nCo-authored-by: pre-commit-ci[bot] <66853113+pre-commit-ci[bot]@users.noreply.github.com>",
 		edit("app/core.py", "def core():\n    return 27"))
+	// #31: a squash merge whose title was wrapped onto a second line; git's
+	// subject (%s) joins the first paragraph.
+	r.Commit("Make util return the PR\nnumber it came from (#31)\n\nThe body.", edit("app/util.py", "def util():\n    return 31"))
 	// #29 again, into main, later than into 1.0.x.
 	r.MergePRInto(29, "both", "main", "Shared fix")
 	// The backport of #23 to 1.0.x, then 1.0.x merged forward.
@@ -188,7 +194,53 @@ func TestMineEveryMergeStyle(t *testing.T) {
 			t.Errorf("#%d changes %v, want [%s]", n, f, want)
 		}
 	}
+	if by[31].PRTitle != "Make util return the PR number it came from" || by[31].PRBody != "The body." {
+		t.Errorf("#31 title %q body %q", by[31].PRTitle, by[31].PRBody)
+	}
 	if by[25].PRTitle != "Add f25" || by[26].PRTitle != "Linear f26" || by[27].PRTitle != "Fix core on main" {
 		t.Errorf("titles %q %q %q", by[25].PRTitle, by[26].PRTitle, by[27].PRTitle)
+	}
+}
+
+// TestMineRepositoryURLs mines a repository by file:// URL next to one that
+// cannot be cloned: the good one gives the same instances as its local
+// path, the bad one is a dead letter, the run succeeds and no clone is
+// left behind.
+func TestMineRepositoryURLs(t *testing.T) {
+	r := mergeStyles(t)
+	local, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Out: t.TempDir(), Runner: "prism", RelevantFiles: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	bad := "file://" + t.TempDir() + "/missing.git"
+	sum, err := Run(context.Background(), Config{Repos: []string{"file://" + r.Dir, bad}, Out: out, Runner: "prism", RelevantFiles: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		n     int
+		patch string
+	}
+	changes := func(files []string) []change {
+		var cs []change
+		for _, inst := range readInstances(t, files) {
+			cs = append(cs, change{inst.PRNumber, inst.OraclePatch})
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].n < cs[j].n })
+		return cs
+	}
+	if got, want := changes(sum.Files), changes(local.Files); len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("by URL %d instances, by path %d, or they differ", len(got), len(want))
+	}
+	if sum.Repos != 2 || sum.Rejected[string(mining.GitError)] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	dead, err := parquetio.ReadFile[schemas.DeadLetter](sum.DeadLetters)
+	if err != nil || len(dead) != 1 || dead[0].Key != bad || !strings.Contains(dead[0].Reason, "clone") {
+		t.Errorf("dead letters %+v %v", dead, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, cloneDir)); !os.IsNotExist(err) {
+		t.Errorf("clones left behind: %v", err)
 	}
 }

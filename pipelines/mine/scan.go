@@ -2,9 +2,12 @@ package mine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +82,8 @@ type scanConfig struct {
 	// Refs are mined besides HEAD: revisions or for-each-ref patterns
 	// (gitio.Repo.ResolveRefs).
 	Refs []string
+	// CloneDir is where repositories given by URL are cloned.
+	CloneDir string
 }
 
 // prMerge is the commit that merged a PR number, and when.
@@ -108,7 +113,15 @@ func (m prMerge) earlier(o prMerge) bool {
 // reported once, at its earliest merge; the others are rejected as
 // mining.MergedTwice.
 func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanConfig, out func(Candidate), rej func(Rejected)) error {
-	repo, err := gitio.Open(ctx, dir)
+	var repo *gitio.Repo
+	var err error
+	if gitio.IsURL(dir) {
+		// A clone in the output directory, which the build workers share
+		// as they share the staging files; Run removes it at the end.
+		repo, err = gitio.Clone(ctx, dir, filepath.Join(cfg.CloneDir, cloneName(dir)))
+	} else {
+		repo, err = gitio.Open(ctx, dir)
+	}
 	if err != nil {
 		rej(Rejected{Repo: dir, ID: dir, Reason: string(mining.GitError), Detail: err.Error()})
 		return nil
@@ -184,6 +197,14 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 	return ctx.Err()
 }
 
+// cloneName is the directory a repository URL is cloned to: the name it
+// gives and a hash of the URL, so two URLs never share a clone.
+func cloneName(url string) string {
+	h := sha256.Sum256([]byte(url))
+	name := strings.ReplaceAll(gitio.NameFromURL(url), "/", "_")
+	return name + "-" + hex.EncodeToString(h[:6])
+}
+
 // earliestMerges reads the history once without building anything and
 // returns, for every PR number, its earliest merge, and the set of commits
 // that carry a PR (which end a rebase merge's run, see rebaseBase).
@@ -233,7 +254,7 @@ func recognise(c *gitio.Commit, merged map[string]ghevents.Record) (kind string,
 		}
 		return kindMergeLinear, n
 	}
-	if n, _, ok := mining.SquashSubject(subject); ok {
+	if n, _, _, ok := squashMessage(c.Message); ok {
 		switch len(c.Parents) {
 		case 0, 1:
 			return kindSquash, n
@@ -280,8 +301,7 @@ func classify(repo *gitio.Repo, c *gitio.Commit, kind string, n int, graph *giti
 		if kind == kindMerge {
 			cand.Title, cand.Body = mining.SplitMessage(body)
 		} else {
-			_, cand.Title, _ = mining.SquashSubject(subject)
-			cand.Body = body
+			_, cand.Title, cand.Body, _ = squashMessage(c.Message)
 		}
 		cand.Head = c.Parents[1]
 		cand.Base = mergeBase(c.Parents[0], c.Parents[1])
@@ -289,8 +309,7 @@ func classify(repo *gitio.Repo, c *gitio.Commit, kind string, n int, graph *giti
 		cand.Title, cand.Body = mining.SplitMessage(body)
 		cand.Base, cand.Head = parent, c.Hash
 	case kindSquash:
-		_, cand.Title, _ = mining.SquashSubject(subject)
-		cand.Body = body
+		_, cand.Title, cand.Body, _ = squashMessage(c.Message)
 		cand.Base, cand.Head = rebaseBase(graph, c, prCommits), c.Hash
 	case kindCommit:
 		cand.Source, cand.Title, cand.Body = SourceCommit, subject, body
@@ -318,6 +337,23 @@ func classify(repo *gitio.Repo, c *gitio.Commit, kind string, n int, graph *giti
 	cand.Body = strings.ToValidUTF8(cand.Body, "\uFFFD")
 	cand.ProblemStatement = strings.ToValidUTF8(cand.ProblemStatement, "\uFFFD")
 	return cand, true
+}
+
+// squashMessage parses the message of a "title (#N)" commit: N, the title
+// without the reference and the body. The subject is the first line or,
+// failing that, git's subject (%s): the first paragraph, lines joined by
+// spaces, for a title wrapped onto a second line that ends in "(#N)" only
+// there (pytest's #5171); the body is then what follows the paragraph.
+func squashMessage(msg string) (n int, title, body string, ok bool) {
+	subject, body := mining.SplitMessage(msg)
+	if n, title, ok := mining.SquashSubject(subject); ok {
+		return n, title, body, true
+	}
+	para, rest, _ := strings.Cut(strings.TrimLeft(msg, "\n"), "\n\n")
+	if n, title, ok := mining.SquashSubject(strings.Join(strings.Fields(para), " ")); ok {
+		return n, title, strings.TrimSpace(rest), true
+	}
+	return 0, "", "", false
 }
 
 // rebaseBase returns the base of a one-parent PR commit c: its parent or,
