@@ -7,13 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers every runner and its flags
+
+	"swerl/internal/gitio"
 )
 
 // isBeamWorker reports whether a Beam runner (Flink, Dataflow, a portable
@@ -84,16 +85,12 @@ func beamInit() {
 	beam.Init()
 }
 
-// remoteRE matches what is not a local path: a URL (https://, ssh://,
-// file://, gs://, s3://, …) or scp-like git syntax (git@host:owner/repo).
-var remoteRE = regexp.MustCompile(`^(?:[A-Za-z][A-Za-z0-9+.-]*://|[^/@:]+@[^/:]+:)`)
-
 // absPath returns a local path made absolute against the working
 // directory, so a pipeline that ships to a runner whose workers run in
 // another directory (Flink, Dataflow, a job server's worker pool) names the
 // same file. "", URLs and absolute paths are returned unchanged.
 func absPath(p string) string {
-	if p == "" || remoteRE.MatchString(p) || filepath.IsAbs(p) {
+	if p == "" || gitio.IsURL(p) || filepath.IsAbs(p) { // gitio.IsURL: any scheme://, git@host:path
 		return p
 	}
 	if abs, err := filepath.Abs(p); err == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -44,6 +45,34 @@ func Open(ctx context.Context, dir string) (*Repo, error) {
 			base = filepath.Base(filepath.Dir(abs))
 		}
 		r.Name = strings.TrimSuffix(base, ".git")
+	}
+	return r, nil
+}
+
+// IsURL reports whether repo names a remote repository rather than a local
+// path: a URL (https://, ssh://, git://, file://) or scp-like syntax
+// (git@host:owner/repo).
+func IsURL(repo string) bool { return urlRE.MatchString(repo) }
+
+var urlRE = regexp.MustCompile(`^(?:[A-Za-z][A-Za-z0-9+.-]*://|[^/@:]+@[^/:]+:)`)
+
+// Clone makes a bare clone of url in dir (which must not exist yet) and
+// opens it; it is named from url. Nothing is fetched lazily later (see
+// gitEnv), so the clone is complete: every blob a PR changed is read.
+func Clone(ctx context.Context, url, dir string) (*Repo, error) {
+	if strings.HasPrefix(url, "-") {
+		return nil, fmt.Errorf("gitio: clone: bad url %q", url)
+	}
+	if _, err := output(ctx, "", "clone", "--bare", "--quiet", "--", url, dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("gitio: clone %s: %w", url, err)
+	}
+	r, err := Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if n := NameFromURL(url); n != "" {
+		r.Name = n
 	}
 	return r, nil
 }

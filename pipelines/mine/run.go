@@ -25,7 +25,11 @@ import (
 // Config configures a mining run. The zero value mines the repository in
 // the current directory into ./swerl-out/.
 type Config struct {
-	// Repos are local repositories (work trees or bare); default ".".
+	// Repos are local repositories (work trees or bare) or git URLs
+	// (https://, ssh://, file://, git@host:owner/repo); default ".". A URL
+	// is cloned (bare, whole) into DIR/.clones by the scan worker, mined,
+	// and removed at the end of the run; one that cannot be cloned is a
+	// dead letter, not a failed run.
 	Repos []string
 	// Events are GH Archive files or folders of hourly .json/.json.gz files.
 	Events []string
@@ -153,6 +157,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	var tasks []RepoTask
 	for _, dir := range cfg.Repos {
+		if gitio.IsURL(dir) {
+			name := gitio.NameFromURL(dir)
+			if name == "" {
+				name = dir
+			}
+			if ex.Repo(name) {
+				sum.ExcludedRepos = append(sum.ExcludedRepos, name)
+				continue
+			}
+			tasks = append(tasks, RepoTask{Dir: dir, Name: name})
+			continue
+		}
 		r, err := gitio.Open(ctx, dir)
 		if err != nil {
 			return sum, fmt.Errorf("mine: %w", err)
@@ -179,6 +195,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
 	os.RemoveAll(filepath.Join(instDir, stagingDir))
+	os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
+	defer os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
