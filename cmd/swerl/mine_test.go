@@ -133,3 +133,25 @@ func TestImportCommand(t *testing.T) {
 		t.Errorf("prediction %s: %v", b, err)
 	}
 }
+
+// TestMineReposFile: --repos names repositories one a line, by URL too; a
+// malformed line is an error naming the file and line.
+func TestMineReposFile(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"m.go": "package m\n\nfunc F() int { return 1 }\n"})
+	r.Commit("Fix F (#4)", map[string]string{"m.go": "package m\n\nfunc F() int { return 2 }\n"})
+	list := filepath.Join(t.TempDir(), "repos.txt")
+	os.WriteFile(list, []byte("# repositories\n\nfile://"+r.Dir+"\n"), 0o644)
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"mine", "--repos", list, "--out", t.TempDir(), "--metrics-addr", ""}, &so, &se); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, so.String(), se.String())
+	}
+	if !strings.Contains(so.String(), "1 repos") || !strings.Contains(so.String(), "1 instances") {
+		t.Errorf("summary:\n%s", so.String())
+	}
+	os.WriteFile(list, []byte("ok/path\ntwo words\n"), 0o644)
+	se.Reset()
+	if code := runMain(context.Background(), []string{"mine", "--repos", list, "--metrics-addr", ""}, &so, &se); code == 0 || !strings.Contains(se.String(), list+":2") {
+		t.Errorf("bad line: exit %d, %s", code, se.String())
+	}
+}
