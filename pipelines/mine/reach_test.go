@@ -2,6 +2,7 @@ package mine
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -106,12 +107,7 @@ func reachablePRs(t *testing.T, r *gittest.Repo, revs ...string) []int {
 			set[n] = true
 		}
 	}
-	var out []int
-	for n := range set {
-		out = append(out, n)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 func TestScanFindsEveryReachablePR(t *testing.T) {
