@@ -13,6 +13,12 @@
 // peak RSS of each.
 //
 //	go run ./bench/mine -sizes 5000,20000 -swerl ./swerl
+//
+// With -repos it benches existing repositories instead (their PRs counted
+// as the distinct PR numbers of the subjects reachable from HEAD), and with
+// -base it runs a second binary in turn on each, for before/after ratios:
+//
+//	go run ./bench/mine -repos /src/flask -swerl ./swerl -base ./swerl-main
 package main
 
 import (
@@ -24,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +44,8 @@ func main() {
 	dir := flag.String("dir", "", "work directory (default: a temporary one, removed)")
 	files := flag.Int("files", 300, "files in each repository")
 	rounds := flag.Int("rounds", 3, "runs of git log -p and swerl mine, alternating, on each repository (medians are reported)")
+	repos := flag.String("repos", "", "comma-separated local repositories to bench instead of generated ones (commits and PRs: reachable from HEAD)")
+	base := flag.String("base", "", "a second swerl binary (e.g. the previous main) run in turn with -swerl on each repository, for a side-by-side ratio")
 	flag.Parse()
 	work := *dir
 	if work == "" {
@@ -51,39 +60,92 @@ func main() {
 		bin = filepath.Join(work, "swerl")
 		run("", "go", "build", "-o", bin, "./cmd/swerl")
 	}
-	fmt.Printf("%-8s %-8s %-10s %-10s %-7s %-10s %-12s %-10s %-10s %-12s %-12s\n", "commits", "PRs", "git log -p", "swerl", "ratio", "instances", "instances/s", "CPU git", "CPU swerl", "RSS git", "RSS swerl")
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			fail(err)
+	bins := []string{bin}
+	if *base != "" {
+		bins = append(bins, *base)
+	}
+	fmt.Printf("%-8s %-8s %-10s %-10s %-7s %-10s %-12s %-10s %-10s %-12s %-12s %s\n", "commits", "PRs", "git log -p", "swerl", "ratio", "instances", "instances/s", "CPU git", "CPU swerl", "RSS git", "RSS swerl", "binary")
+	type target struct {
+		repo     string
+		commits  int
+		prs      int
+		outLabel string
+	}
+	var targets []target
+	if *repos != "" {
+		for i, r := range strings.Split(*repos, ",") {
+			n, prs := reachable(r)
+			targets = append(targets, target{r, n, prs, strconv.Itoa(i)})
 		}
-		repo := filepath.Join(work, fmt.Sprintf("repo-%d", n))
-		prs := generate(repo, n, *files)
-		out := filepath.Join(work, fmt.Sprintf("out-%d", n))
-		// Rounds alternate the floor and swerl, so a change in the box's
-		// load between them shows in both; medians are reported.
-		var gits, mines []usage
-		inst := 0
+	} else {
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				fail(err)
+			}
+			repo := filepath.Join(work, fmt.Sprintf("repo-%d", n))
+			targets = append(targets, target{repo, n, generate(repo, n, *files), strconv.Itoa(n)})
+		}
+	}
+	for _, tg := range targets {
+		out := filepath.Join(work, "out-"+tg.outLabel)
+		// Rounds alternate the floor and each binary, so a change in the
+		// box's load between them shows in all; medians are reported.
+		var gits []usage
+		mines := make([][]usage, len(bins))
+		insts := make([]int, len(bins))
 		for range max(1, *rounds) {
-			gits = append(gits, measure(repo, io.Discard, "git", "log", "-p"))
-			var so strings.Builder
-			mines = append(mines, measure(repo, &so, bin, "mine", "--repo", repo, "--out", out, "--metrics-addr", "", "--exclude-swebench=false"))
-			inst = 0
-			for _, l := range strings.Split(so.String(), "\n") {
-				if i := strings.Index(l, " instances in "); i > 0 {
-					f := strings.Fields(l[:i])
-					inst, _ = strconv.Atoi(f[len(f)-1])
+			gits = append(gits, measure(tg.repo, io.Discard, "git", "log", "-p"))
+			for b, exe := range bins {
+				var so strings.Builder
+				mines[b] = append(mines[b], measure(tg.repo, &so, exe, "mine", "--repo", tg.repo, "--out", out, "--metrics-addr", "", "--exclude-swebench=false"))
+				insts[b] = 0
+				for _, l := range strings.Split(so.String(), "\n") {
+					if i := strings.Index(l, " instances in "); i > 0 {
+						f := strings.Fields(l[:i])
+						insts[b], _ = strconv.Atoi(f[len(f)-1])
+					}
+				}
+				if insts[b] == 0 {
+					fmt.Fprintf(os.Stderr, "swerl mine output:\n%s\n", so.String())
 				}
 			}
-			if inst == 0 {
-				fmt.Fprintf(os.Stderr, "swerl mine output:\n%s\n", so.String())
-			}
 		}
-		g, m := median(gits), median(mines)
-		fmt.Printf("%-8d %-8d %-10s %-10s %-7.2f %-10d %-12.0f %-10s %-10s %-12s %-12s\n", n, prs, g.wall.Round(time.Millisecond), m.wall.Round(time.Millisecond),
-			m.wall.Seconds()/g.wall.Seconds(), inst, float64(inst)/m.wall.Seconds(), g.cpu.Round(10*time.Millisecond), m.cpu.Round(10*time.Millisecond), mib(g.rss), mib(m.rss))
+		g := median(gits)
+		for b, exe := range bins {
+			m, inst := median(mines[b]), insts[b]
+			fmt.Printf("%-8d %-8d %-10s %-10s %-7.2f %-10d %-12.0f %-10s %-10s %-12s %-12s %s\n", tg.commits, tg.prs, g.wall.Round(time.Millisecond), m.wall.Round(time.Millisecond),
+				m.wall.Seconds()/g.wall.Seconds(), inst, float64(inst)/m.wall.Seconds(), g.cpu.Round(10*time.Millisecond), m.cpu.Round(10*time.Millisecond), mib(g.rss), mib(m.rss), filepath.Base(exe))
+		}
 	}
 }
+
+// reachable counts the commits reachable from HEAD in repo and the distinct
+// PR numbers their subjects name ("Merge pull request #N from …" and
+// "… (#N)"), the PRs the miner should find.
+func reachable(repo string) (commits, prs int) {
+	cmd := exec.Command("git", "log", "--format=%s", "HEAD")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		fail(fmt.Errorf("%s: git log: %v", repo, err))
+	}
+	seen := map[string]bool{}
+	for _, s := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		commits++
+		if m := mergeRE.FindStringSubmatch(s); m != nil {
+			seen[m[1]] = true
+		} else if m := squashRE.FindStringSubmatch(s); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	return commits, len(seen)
+}
+
+var (
+	mergeRE  = regexp.MustCompile(`^Merge pull request #([0-9]+) from`)
+	squashRE = regexp.MustCompile(`\(#([0-9]+)\)\s*$`)
+)
 
 // usage is what one run of a command took.
 type usage struct {

@@ -5,10 +5,16 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx" // registers every runner and its flags
+
+	"swerl/internal/gitio"
 )
 
 // isBeamWorker reports whether a Beam runner (Flink, Dataflow, a portable
@@ -62,11 +68,54 @@ var beamInternalFlags = map[string]bool{
 }
 
 // beamInit prepares Beam before a pipeline is constructed by a subcommand.
+// Unless --worker_binary is given, the running executable is the worker
+// binary on linux/amd64 (what Flink's and Dataflow's Go containers run):
+// the SDK would otherwise try to compile the source, which a released
+// binary does not have ("go.mod file not found"). In-process runs
+// (Prism's loopback workers) do not use it.
 func beamInit() {
 	if !flag.Parsed() {
 		flag.CommandLine.Parse(nil)
 	}
+	if *jobopts.WorkerBinary == "" && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		if exe, err := os.Executable(); err == nil {
+			flag.CommandLine.Set("worker_binary", exe)
+		}
+	}
 	beam.Init()
+}
+
+// absPath returns a local path made absolute against the working
+// directory, so a pipeline that ships to a runner whose workers run in
+// another directory (Flink, Dataflow, a job server's worker pool) names the
+// same file. "", URLs and absolute paths are returned unchanged.
+func absPath(p string) string {
+	if p == "" || gitio.IsURL(p) || filepath.IsAbs(p) { // gitio.IsURL: any scheme://, git@host:path
+		return p
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// absPaths is absPath of every element, in place.
+func absPaths(ps []string) []string {
+	for i := range ps {
+		ps[i] = absPath(ps[i])
+	}
+	return ps
+}
+
+// absPolicy makes the path of a "file:PATH" or "model:DIR" policy spec
+// absolute (absPath); other specs (http://…) are returned unchanged.
+func absPolicy(spec string) string {
+	for _, scheme := range []string{"file:", "model:"} {
+		if p, ok := strings.CutPrefix(spec, scheme); ok && p != "" {
+			return scheme + absPath(p)
+		}
+	}
+	return spec
 }
 
 // quietRunner, unless verbose, sends the default logger (through which

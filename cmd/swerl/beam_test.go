@@ -3,6 +3,9 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -50,5 +53,66 @@ func TestBeamFlagsReachTheGlobalFlags(t *testing.T) {
 	fs.PrintDefaults()
 	if !strings.Contains(help.String(), "Beam: ") {
 		t.Fatal("Beam flags are not labelled in --help")
+	}
+}
+
+// TestPathsShipAbsolute: paths given on the command line are made absolute
+// before a job ships, since a remote runner's workers run in another
+// directory; URLs, scp-like git remotes and non-file policies are left as
+// they are.
+func TestPathsShipAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for in, want := range map[string]string{
+		"repo":                            filepath.Join(dir, "repo"),
+		"./out/x":                         filepath.Join(dir, "out/x"),
+		"../up":                           filepath.Join(filepath.Dir(dir), "up"),
+		"/abs/p":                          "/abs/p",
+		"":                                "",
+		"https://github.com/o/r.git":      "https://github.com/o/r.git",
+		"file:///srv/git/r.git":           "file:///srv/git/r.git",
+		"ssh://git@host/o/r":              "ssh://git@host/o/r",
+		"git@github.com:o/r.git":          "git@github.com:o/r.git",
+		"gs://bucket/instances":           "gs://bucket/instances",
+		"dir/with@at:colon/but/no/remote": filepath.Join(dir, "dir/with@at:colon/but/no/remote"),
+	} {
+		if got := absPath(in); got != want {
+			t.Errorf("absPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"file:c.jsonl":             "file:" + filepath.Join(dir, "c.jsonl"),
+		"file:/x/c.jsonl":          "file:/x/c.jsonl",
+		"model:ckpt/v000003":       "model:" + filepath.Join(dir, "ckpt/v000003"),
+		"http://127.0.0.1:8000/v1": "http://127.0.0.1:8000/v1",
+		"file:":                    "file:",
+	} {
+		if got := absPolicy(in); got != want {
+			t.Errorf("absPolicy(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestWorkerBinaryDefaultsToSelf: without --worker_binary, a job names the
+// running executable as the worker on linux/amd64 instead of compiling the
+// source.
+func TestWorkerBinaryDefaultsToSelf(t *testing.T) {
+	f := flag.CommandLine.Lookup("worker_binary")
+	old := f.Value.String()
+	t.Cleanup(func() { flag.CommandLine.Set("worker_binary", old) })
+	flag.CommandLine.Set("worker_binary", "")
+	beamInit()
+	exe, _ := os.Executable()
+	want := ""
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		want = exe
+	}
+	if got := f.Value.String(); got != want {
+		t.Errorf("worker_binary = %q, want %q", got, want)
+	}
+	flag.CommandLine.Set("worker_binary", "/opt/swerl-worker")
+	beamInit()
+	if got := f.Value.String(); got != "/opt/swerl-worker" {
+		t.Errorf("an explicit --worker_binary became %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"swerl/internal/gcpace"
@@ -34,11 +35,13 @@ const mineMemoryFloor = 256 << 20
 
 func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("mine", "[--repo PATH]… [--events PATH]… [--out DIR] [flags]", stderr)
-	var repos, events listFlag
-	fs.Var(&repos, "repo", "local git repository to mine, bare or not (repeatable; default: the current directory)")
+	var repos, events, refs listFlag
+	fs.Var(&repos, "repo", "git repository to mine: a local path (bare or not) or a URL (https://, ssh://, file://, git@host:owner/repo), cloned into DIR/.clones for the run (repeatable; default: the current directory)")
+	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped); a URL that cannot be cloned is a dead letter")
 	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them (repeatable)")
+	fs.Var(&refs, "refs", "also mine what these refs reach besides HEAD: a branch, tag or commit, or a pattern such as 'refs/heads/*' (repeatable); every merged PR reachable is found, whichever branch it was merged into")
 	out := fs.String("out", "swerl-out", "output directory: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")
-	commits := fs.Bool("commits", false, "also mine every first-parent non-merge commit that is not a PR (id owner/repo@<sha12>, problem statement = message)")
+	commits := fs.Bool("commits", false, "also mine every non-merge commit on the first-parent line of HEAD (and --refs) that is not a PR (id owner/repo@<sha12>, problem statement = message)")
 	maxFiles := fs.Int("max-files", 50, "drop changes touching more files (negative: no cap)")
 	maxLines := fs.Int("max-lines", 5000, "drop changes with more added+deleted lines (negative: no cap)")
 	maxBytes := fs.Int("max-bytes", 2<<20, "drop changes whose files before+after exceed this many bytes (negative: no cap)")
@@ -60,15 +63,23 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
+	if *reposFile != "" {
+		more, err := readRepoList(*reposFile)
+		if err != nil {
+			return err
+		}
+		repos = append(repos, more...)
+	}
 	if *maxFiles == 0 || *maxLines == 0 || *maxBytes == 0 || *relBytes == 0 || *relFiles == 0 || *rowsPerFile < 1 {
 		return usagef("--max-files, --max-lines, --max-bytes, --relevant-files and --relevant-bytes must not be 0 (negative disables); --rows-per-file ≥ 1")
 	}
+	// Paths travel with the job to workers that may run elsewhere.
 	cfg := mine.Config{
-		Repos: repos, Events: events, Out: *out, Commits: *commits,
+		Repos: absPaths(repos), Events: absPaths(events), Refs: refs, Out: absPath(*out), Commits: *commits,
 		MaxFiles: *maxFiles, MaxLines: *maxLines, MaxBytes: *maxBytes,
 		RelevantFiles: *relFiles, RelevantBytes: *relBytes,
-		Exclude: *exclude, ExcludeSWEBench: *swebench,
-		JSONL: *jsonl != "", JSONLPath: *jsonl, RowsPerFile: *rowsPerFile,
+		Exclude: absPath(*exclude), ExcludeSWEBench: *swebench,
+		JSONL: *jsonl != "", JSONLPath: absPath(*jsonl), RowsPerFile: *rowsPerFile,
 		Progress: stderr, ProgressEvery: *every,
 	}
 	// Unlike the streaming commands, mine publishes only when asked: with
@@ -101,4 +112,29 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprint(stdout, sum.String())
 	return nil
+}
+
+// readRepoList reads a --repos file: one repository path or URL a line;
+// blank lines and lines starting with "#" are skipped. A relative path is
+// relative to the working directory, as on the command line.
+func readRepoList(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mine: --repos: %w", err)
+	}
+	var out []string
+	for i, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if strings.ContainsAny(l, " \t") || strings.HasPrefix(l, "-") {
+			return nil, fmt.Errorf("mine: --repos: %s:%d: want one path or URL, got %q", path, i+1, l)
+		}
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("mine: --repos: %s names no repository", path)
+	}
+	return out, nil
 }

@@ -106,7 +106,52 @@ func TestImportCommand(t *testing.T) {
 	if !strings.Contains(so.String(), "1 instances") {
 		t.Errorf("summary %s", so.String())
 	}
-	if _, err := os.Stat(filepath.Join(out, "instances", "swebench.parquet")); err != nil {
-		t.Error(err)
+	inst := filepath.Join(out, "instances", "swebench.parquet")
+	if _, err := os.Stat(inst); err != nil {
+		t.Fatal(err)
+	}
+	// The round trip: eval's predictions name the row's instance_id, which
+	// SWE-bench's harness matches (the file policy keys on the same id).
+	answer := "```python\n### a.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```"
+	line, _ := json.Marshal(map[string]any{"instance_id": "o__r-7", "completions": []string{answer}})
+	comps := filepath.Join(t.TempDir(), "c.jsonl")
+	os.WriteFile(comps, append(line, '\n'), 0o644)
+	preds := filepath.Join(t.TempDir(), "preds.jsonl")
+	so.Reset()
+	se.Reset()
+	if code := runMain(context.Background(), []string{"eval", "--instances", inst, "--policy", "file:" + comps, "--out", preds}, &so, &se); code != 0 {
+		t.Fatalf("eval exit %d\n%s%s", code, so.String(), se.String())
+	}
+	b, err := os.ReadFile(preds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred struct {
+		ID string `json:"instance_id"`
+	}
+	if err := json.Unmarshal(b, &pred); err != nil || pred.ID != "o__r-7" {
+		t.Errorf("prediction %s: %v", b, err)
+	}
+}
+
+// TestMineReposFile: --repos names repositories one a line, by URL too; a
+// malformed line is an error naming the file and line.
+func TestMineReposFile(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"m.go": "package m\n\nfunc F() int { return 1 }\n"})
+	r.Commit("Fix F (#4)", map[string]string{"m.go": "package m\n\nfunc F() int { return 2 }\n"})
+	list := filepath.Join(t.TempDir(), "repos.txt")
+	os.WriteFile(list, []byte("# repositories\n\nfile://"+r.Dir+"\n"), 0o644)
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"mine", "--repos", list, "--out", t.TempDir(), "--metrics-addr", ""}, &so, &se); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, so.String(), se.String())
+	}
+	if !strings.Contains(so.String(), "1 repos") || !strings.Contains(so.String(), "1 instances") {
+		t.Errorf("summary:\n%s", so.String())
+	}
+	os.WriteFile(list, []byte("ok/path\ntwo words\n"), 0o644)
+	se.Reset()
+	if code := runMain(context.Background(), []string{"mine", "--repos", list, "--metrics-addr", ""}, &so, &se); code == 0 || !strings.Contains(se.String(), list+":2") {
+		t.Errorf("bad line: exit %d, %s", code, se.String())
 	}
 }

@@ -45,6 +45,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy == "" {
 		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
 	}
+	*instances, *out, *policy = absPath(*instances), absPath(*out), absPolicy(*policy) // workers may run elsewhere
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {
 		return usagef("--advantage: %v", err)

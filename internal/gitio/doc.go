@@ -3,11 +3,12 @@
 // # Behavior
 //
 // History and per-commit changes stream from one `git log --first-parent
-// --raw -z` process ([Log]); objects (commits, trees, blobs) come from one
+// --raw -z` process ([Log]), or every commit reachable from some refs from
+// one `git log -z` ([LogAll]); objects (commits, trees, blobs) come from one
 // `git cat-file --batch` process per repository ([CatFile]), which also
 // diffs two trees without another process ([CatFile.DiffTrees]); the commit
-// graph for merge bases is read once with `git rev-list --parents`
-// ([ReadGraph]). No process is started per commit.
+// graph for merge bases (with each commit's committer and time) is read
+// once with `git log --topo-order --reverse` ([ReadGraph]). No process is started per commit.
 //
 // Real clones can lack objects (partial or damaged clones): a missing object
 // is reported as [ErrMissing] so callers can skip the record that needed it,

@@ -59,14 +59,24 @@ type LogReader struct {
 // whether git failed (for example on a missing commit) after the commits it
 // did produce.
 func Log(ctx context.Context, repo *Repo, rev string, raw bool) (*LogReader, error) {
-	if rev == "" {
-		rev = "HEAD"
-	}
-	args := []string{"-c", "core.quotePath=false", "log", "--first-parent", "--diff-merges=off", "-z", "--no-color", "--format=" + LogFormat}
+	args := []string{"--first-parent"}
 	if raw {
 		args = append(args, "--raw", "--no-renames", "--no-abbrev", "--no-ext-diff")
 	}
-	cmd := exec.CommandContext(ctx, "git", append(args, rev, "--")...)
+	return startLog(ctx, repo, args, []string{rev})
+}
+
+// LogAll starts `git log -z` over every commit reachable from revs (HEAD
+// when none), merged side branches included, without changes, in git's
+// default order (newest committer date first, each commit once).
+func LogAll(ctx context.Context, repo *Repo, revs ...string) (*LogReader, error) {
+	return startLog(ctx, repo, nil, revs)
+}
+
+func startLog(ctx context.Context, repo *Repo, extra, revs []string) (*LogReader, error) {
+	args := []string{"-c", "core.quotePath=false", "log", "--diff-merges=off", "-z", "--no-color", "--format=" + LogFormat}
+	args = append(append(args, extra...), revArgs(revs)...)
+	cmd := exec.CommandContext(ctx, "git", append(args, "--")...)
 	cmd.Dir = repo.Dir
 	cmd.Env = gitEnv()
 	lr := &LogReader{cmd: cmd}

@@ -113,7 +113,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 			// with the reason as its format error.
 			sm.Reward, sm.FormatError = r.Reward, r.Error
 		}
-		pred := Prediction{InstanceID: in.ID, Model: o.Model, PolicyVersion: resp.PolicyVersion,
+		pred := Prediction{InstanceID: schemas.SWEBenchID(in.ID), Model: o.Model, PolicyVersion: resp.PolicyVersion,
 			Reward: sm.Reward, FormatError: sm.FormatError}
 		files := g.Prompt.Files
 		if newFiles, err := reward.ApplyAnswer(files, sm.Completion); err == nil {

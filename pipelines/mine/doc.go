@@ -4,11 +4,18 @@
 //
 // # Behavior
 //
-// One DoFn per repository streams its first-parent history through one
-// `git log` process and finds merged pull requests: GitHub merge commits,
-// squash merges "(#N)", and merge commits of merged PullRequestEvents; with
-// Config.Commits every other first-parent non-merge commit becomes a
-// candidate too (source "commit", id "owner/repo@<sha12>"). Candidates are
+// One DoFn per repository streams every commit reachable from HEAD and
+// Config.Refs (whichever branch it was made on: maintenance branches merged
+// forward included) through `git log` and finds merged pull requests:
+// GitHub merge commits "Merge pull request #N" (with one parent too), squash
+// merges "(#N)", merge commits whose subject ends in "(#N)", rebase merges
+// (the "(#N)" commit and the run of commits the same rebase wrote before
+// it: one committer, one commit time), and merge commits of merged
+// PullRequestEvents. A PR number merged by several commits is kept once, at
+// its earliest merge (a first, cheap pass over the log finds it); the
+// others are counted as merged_twice. With Config.Commits every other
+// non-merge commit of the refs' first-parent lines becomes a candidate too
+// (source "commit", id "owner/repo@<sha12>"). Candidates are
 // reshuffled, then read by many workers through `git cat-file --batch`
 // processes (one per two cores and repository, requests pipelined) and caches of
 // trees and blobs: base = the merge base of the PR head with its target (the

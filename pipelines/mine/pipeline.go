@@ -78,6 +78,7 @@ type Params struct {
 	EventFiles []string
 	Out        string // DIR: instances go to DIR/instances, dead letters to DIR/deadletter
 	Commits    bool
+	Refs       []string // mined besides HEAD (Config.Refs)
 	Limits     mining.Limits
 	Relevant   mining.RelevantConfig
 	Exclude    *mining.Exclude
@@ -121,7 +122,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		files = []string{}
 	}
 	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
-	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Exclude: p.Exclude}, beam.CoGroupByKey(s, repoKV, evKV))
+	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: filepath.Join(p.Out, cloneDir)}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := filepath.Join(p.Out, "instances")
 	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
@@ -174,8 +175,10 @@ func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), re
 
 // scanFn walks the history of each repository with its events.
 type scanFn struct {
-	Commits bool
-	Exclude *mining.Exclude
+	Commits  bool
+	Refs     []string
+	Exclude  *mining.Exclude
+	CloneDir string
 }
 
 func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*string) bool, evs func(*[]byte) bool, emit func(Candidate), rej func(Rejected)) error {
@@ -193,7 +196,7 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 		promm().repos.Inc()
 		beam.NewCounter(metricNS, metricRepos).Inc(ctx, 1)
 		before := live.commits.Load()
-		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Exclude: f.Exclude}, func(c Candidate) {
+		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir}, func(c Candidate) {
 			beam.NewCounter(metricNS, metricCands).Inc(ctx, 1)
 			if c.Number > 0 {
 				beam.NewCounter(metricNS, metricPRs).Inc(ctx, 1)
@@ -209,6 +212,10 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	}
 	return nil
 }
+
+// cloneDir (under the output directory) holds the clones of repositories
+// given by URL until the end of the run.
+const cloneDir = ".clones"
 
 // stagingDir holds the build stage's files until finalizeFn has removed
 // the duplicates from them.

@@ -25,12 +25,20 @@ import (
 // Config configures a mining run. The zero value mines the repository in
 // the current directory into ./swerl-out/.
 type Config struct {
-	// Repos are local repositories (work trees or bare); default ".".
+	// Repos are local repositories (work trees or bare) or git URLs
+	// (https://, ssh://, file://, git@host:owner/repo); default ".". A URL
+	// is cloned (bare, whole) into DIR/.clones by the scan worker, mined,
+	// and removed at the end of the run; one that cannot be cloned is a
+	// dead letter, not a failed run.
 	Repos []string
 	// Events are GH Archive files or folders of hourly .json/.json.gz files.
 	Events []string
 	// Out is the output directory; default "swerl-out".
 	Out string
+	// Refs are mined besides HEAD: branches, tags, commits or for-each-ref
+	// patterns ("refs/heads/*"). Every commit reachable from them is read,
+	// whichever branch it was made on.
+	Refs []string
 	// Commits makes every first-parent non-merge commit that is not a PR
 	// (and not a root commit, which has no parent to be its base) an
 	// instance too (source "commit", id "owner/repo@<sha12>", problem
@@ -71,7 +79,7 @@ type Config struct {
 // Summary is what a run did.
 type Summary struct {
 	Repos      int64
-	Commits    int64 // first-parent commits read
+	Commits    int64 // commits read (all reachable from the mined refs)
 	PRs        int64 // pull requests found (history and events)
 	Candidates int64 // PRs and commits that reached the file stage
 	Instances  int64 // kept and written
@@ -149,6 +157,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	var tasks []RepoTask
 	for _, dir := range cfg.Repos {
+		if gitio.IsURL(dir) {
+			name := gitio.NameFromURL(dir)
+			if name == "" {
+				name = dir
+			}
+			if ex.Repo(name) {
+				sum.ExcludedRepos = append(sum.ExcludedRepos, name)
+				continue
+			}
+			tasks = append(tasks, RepoTask{Dir: dir, Name: name})
+			continue
+		}
 		r, err := gitio.Open(ctx, dir)
 		if err != nil {
 			return sum, fmt.Errorf("mine: %w", err)
@@ -175,6 +195,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
 	os.RemoveAll(filepath.Join(instDir, stagingDir))
+	os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
+	defer os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
@@ -186,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	kept := Build(s, Params{
-		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits,
+		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits, Refs: cfg.Refs,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
 		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,

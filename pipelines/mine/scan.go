@@ -2,9 +2,12 @@ package mine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,10 +22,12 @@ import (
 
 // Candidate kinds.
 const (
-	kindMerge  = "merge"  // "Merge pull request #N from …"
-	kindSquash = "squash" // "title (#N)"
-	kindEvent  = "event"  // a merged PullRequestEvent's merge commit
-	kindCommit = "commit" // any other first-parent commit (Config.Commits)
+	kindMerge       = "merge"        // a merge commit "Merge pull request #N from …"
+	kindMergeSquash = "merge-squash" // a merge commit whose subject ends in "(#N)"
+	kindMergeLinear = "merge-linear" // a one-parent commit "Merge pull request #N from …"
+	kindSquash      = "squash"       // a one-parent "title (#N)": a squash merge or the last commit of a rebase merge
+	kindEvent       = "event"        // a merged PullRequestEvent's merge commit
+	kindCommit      = "commit"       // any other first-parent commit (Config.Commits)
 )
 
 // SourceCommit is the Instance.Source of a plain commit (Config.Commits).
@@ -30,6 +35,9 @@ const SourceCommit = "commit"
 
 // emptyTree is git's id of the empty tree: the base of a root commit.
 const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// maxRebaseRun caps how many commits one rebase merge is taken to span.
+const maxRebaseRun = 250
 
 // Candidate is a PR or commit found in history, before its files are read.
 type Candidate struct {
@@ -71,47 +79,110 @@ var live progress
 type scanConfig struct {
 	Commits bool
 	Exclude *mining.Exclude
+	// Refs are mined besides HEAD: revisions or for-each-ref patterns
+	// (gitio.Repo.ResolveRefs).
+	Refs []string
+	// CloneDir is where repositories given by URL are cloned.
+	CloneDir string
 }
 
-// scanRepo walks the first-parent history of one repository and reports
-// every PR (and, with Commits, every other non-merge commit) as a
-// Candidate, or as Rejected when it can be decided without reading files.
+// prMerge is the commit that merged a PR number, and when.
+type prMerge struct {
+	hash string
+	time int64 // committer time; the author date's text when there is no graph
+	date string
+}
+
+// earlier orders merges by committer time, then author date, then hash, so
+// the choice does not depend on the order git lists them in.
+func (m prMerge) earlier(o prMerge) bool {
+	if m.time != o.time {
+		return m.time < o.time
+	}
+	if m.date != o.date {
+		return m.date < o.date
+	}
+	return m.hash < o.hash
+}
+
+// scanRepo walks every commit reachable from HEAD and cfg.Refs, whichever
+// branch it was made on, and reports every PR (and, with Commits, every
+// other non-merge commit of the refs' first-parent lines) as a Candidate,
+// or as Rejected when it can be decided without reading files. A PR number
+// merged by several commits (into several branches, or backported) is
+// reported once, at its earliest merge; the others are rejected as
+// mining.MergedTwice.
 func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanConfig, out func(Candidate), rej func(Rejected)) error {
-	repo, err := gitio.Open(ctx, dir)
+	var repo *gitio.Repo
+	var err error
+	if gitio.IsURL(dir) {
+		// A clone in the output directory, which the build workers share
+		// as they share the staging files; Run removes it at the end.
+		repo, err = gitio.Clone(ctx, dir, filepath.Join(cfg.CloneDir, cloneName(dir)))
+	} else {
+		repo, err = gitio.Open(ctx, dir)
+	}
 	if err != nil {
 		rej(Rejected{Repo: dir, ID: dir, Reason: string(mining.GitError), Detail: err.Error()})
 		return nil
 	}
-	ix := ghevents.NewIndex(recs)
-	graph, gerr := gitio.ReadGraph(ctx, repo, "")
-	if gerr != nil {
-		// A damaged history still yields what can be read; say what failed.
-		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: gerr.Error()})
-	}
-	merged := ix.MergedByCommit()
-	lr, err := gitio.Log(ctx, repo, "", false)
-	if err != nil {
+	gitFault := func(err error) {
 		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
+	}
+	ix := ghevents.NewIndex(recs)
+	merged := ix.MergedByCommit()
+	tips, missing, err := repo.ResolveRefs(ctx, append([]string{"HEAD"}, cfg.Refs...))
+	if err != nil {
+		gitFault(err)
 		return nil
 	}
-	seen := map[int]bool{}
+	for _, m := range missing {
+		gitFault(fmt.Errorf("%s: ref %q names no commit", repo.Name, m))
+	}
+	if len(tips) == 0 {
+		return nil
+	}
+	graph, gerr := gitio.ReadGraph(ctx, repo, tips...)
+	if gerr != nil {
+		// A damaged history still yields what can be read; say what failed.
+		gitFault(gerr)
+	}
+	first, prCommits, err := earliestMerges(ctx, repo, tips, graph, merged)
+	if err != nil {
+		gitFault(err)
+		return nil
+	}
+	onLine := func(string) bool { return false }
+	if cfg.Commits && graph != nil {
+		onLine = graph.FirstParentLine(tips...)
+	}
+	lr, err := gitio.LogAll(ctx, repo, tips...)
+	if err != nil {
+		gitFault(err)
+		return nil
+	}
 	for {
 		c, ok := lr.Next()
 		if !ok {
 			break
 		}
 		live.commits.Add(1)
-		cand, ok := classify(repo, c, graph, ix, merged, cfg.Commits, rej)
-		if !ok {
-			continue
-		}
-		if cand.Number > 0 {
+		kind, n := recognise(c, merged)
+		if n > 0 {
 			live.prs.Add(1)
-			if seen[cand.Number] {
-				rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.Duplicate), Detail: cand.ID + ": PR number seen on a newer commit; keeping that one (" + c.Hash + ")"})
+			if keep := first[n]; keep.hash != c.Hash {
+				id := fmt.Sprintf("%s#%d", repo.Name, n)
+				rej(Rejected{Repo: repo.Name, ID: id, Reason: string(mining.MergedTwice), Detail: fmt.Sprintf("%s: merged again by %s; keeping the earlier merge %s", id, c.Hash, keep.hash)})
 				continue
 			}
-			seen[cand.Number] = true
+		} else if cfg.Commits && len(c.Parents) == 1 && onLine(c.Hash) {
+			kind = kindCommit
+		} else {
+			continue
+		}
+		cand, ok := classify(repo, c, kind, n, graph, ix, merged, prCommits, rej)
+		if !ok {
+			continue
 		}
 		if cfg.Exclude.Match(repo.Name, cand.ID) {
 			rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.Excluded), Detail: cand.ID + ": excluded"})
@@ -121,53 +192,132 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		out(cand)
 	}
 	if err := lr.Close(); err != nil {
-		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
+		gitFault(err)
 	}
 	return ctx.Err()
 }
 
-// classify decides what commit c of the first-parent history is.
-func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevents.Index, merged map[string]ghevents.Record, commits bool, rej func(Rejected)) (Candidate, bool) {
+// cloneName is the directory a repository URL is cloned to: the name it
+// gives and a hash of the URL, so two URLs never share a clone.
+func cloneName(url string) string {
+	h := sha256.Sum256([]byte(url))
+	name := strings.ReplaceAll(gitio.NameFromURL(url), "/", "_")
+	return name + "-" + hex.EncodeToString(h[:6])
+}
+
+// earliestMerges reads the history once without building anything and
+// returns, for every PR number, its earliest merge, and the set of commits
+// that carry a PR (which end a rebase merge's run, see rebaseBase).
+func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph *gitio.Graph, merged map[string]ghevents.Record) (map[int]prMerge, map[string]bool, error) {
+	lr, err := gitio.LogAll(ctx, repo, tips...)
+	if err != nil {
+		return nil, nil, err
+	}
+	first := map[int]prMerge{}
+	prCommits := map[string]bool{}
+	for {
+		c, ok := lr.Next()
+		if !ok {
+			break
+		}
+		_, n := recognise(c, merged)
+		if n <= 0 {
+			continue
+		}
+		prCommits[c.Hash] = true
+		m := prMerge{hash: c.Hash, date: c.Date}
+		if graph != nil {
+			m.time, _ = graph.Time(c.Hash)
+		}
+		if old, ok := first[n]; !ok || m.earlier(old) {
+			first[n] = m
+		}
+	}
+	return first, prCommits, lr.Close()
+}
+
+// recognise says whether commit c merged a PR, how, and which: a merged
+// PullRequestEvent names its merge commit; otherwise the subject does.
+// "Merge pull request #N from …" is GitHub's merge commit (or, with one
+// parent, that message on a linear commit); "title (#N)" is a squash merge
+// or the last commit of a rebase merge, or, on a merge commit, a merge
+// whose message was edited to the PR's title. It returns "", 0 for any
+// other commit.
+func recognise(c *gitio.Commit, merged map[string]ghevents.Record) (kind string, n int) {
+	if ev, ok := merged[c.Hash]; ok {
+		return kindEvent, ev.Number
+	}
+	subject, _ := mining.SplitMessage(c.Message)
+	if n, _, ok := mining.MergeSubject(subject); ok {
+		if len(c.Parents) > 1 {
+			return kindMerge, n
+		}
+		return kindMergeLinear, n
+	}
+	if n, _, _, ok := squashMessage(c.Message); ok {
+		switch len(c.Parents) {
+		case 0, 1:
+			return kindSquash, n
+		case 2:
+			return kindMergeSquash, n
+		}
+	}
+	return "", 0
+}
+
+// classify turns commit c, recognised as kind (PR number n, or 0 for a
+// plain commit), into a Candidate: where its change starts and ends, and
+// its title, body and problem statement.
+func classify(repo *gitio.Repo, c *gitio.Commit, kind string, n int, graph *gitio.Graph, ix *ghevents.Index, merged map[string]ghevents.Record, prCommits map[string]bool, rej func(Rejected)) (Candidate, bool) {
 	subject, body := mining.SplitMessage(c.Message)
-	cand := Candidate{RepoDir: repo.Dir, Repo: repo.Name, Merge: c.Hash, CreatedAt: c.Date, User: c.Author, Source: schemas.SourceGit}
+	cand := Candidate{RepoDir: repo.Dir, Repo: repo.Name, Kind: kind, Number: n, Merge: c.Hash, CreatedAt: c.Date, User: c.Author, Source: schemas.SourceGit}
 	parent := emptyTree
 	if len(c.Parents) > 0 {
 		parent = c.Parents[0]
 	}
-	mergeBase := func(a, b string) (string, bool) {
+	mergeBase := func(a, b string) string {
 		if graph == nil {
-			return "", false
+			return ""
 		}
-		return graph.MergeBase(a, b)
+		mb, _ := graph.MergeBase(a, b)
+		return mb
 	}
-	if ev, ok := merged[c.Hash]; ok {
-		cand.Kind, cand.Number, cand.Source = kindEvent, ev.Number, schemas.SourceGHArchive
+	switch kind {
+	case kindEvent:
+		ev := merged[c.Hash]
+		cand.Source = schemas.SourceGHArchive
 		cand.Title, cand.Body, cand.User = ev.Title, ev.Body, ev.User
 		switch {
 		case ev.BaseSHA != "" && ev.HeadSHA != "" && graph != nil && graph.Has(ev.BaseSHA) && graph.Has(ev.HeadSHA):
-			cand.Base, _ = mergeBase(ev.BaseSHA, ev.HeadSHA)
+			cand.Base = mergeBase(ev.BaseSHA, ev.HeadSHA)
 			cand.Head = ev.HeadSHA
 		case len(c.Parents) > 1:
-			cand.Base, _ = mergeBase(c.Parents[0], c.Parents[1])
+			cand.Base = mergeBase(c.Parents[0], c.Parents[1])
 			cand.Head = c.Parents[1]
 		default:
-			cand.Base, cand.Head = parent, c.Hash
+			cand.Base, cand.Head = rebaseBase(graph, c, prCommits), c.Hash
 		}
-	} else if n, _, ok := mining.MergeSubject(subject); ok && len(c.Parents) > 1 {
-		cand.Kind, cand.Number = kindMerge, n
-		cand.Title, cand.Body = mining.SplitMessage(body)
+	case kindMerge, kindMergeSquash:
+		if kind == kindMerge {
+			cand.Title, cand.Body = mining.SplitMessage(body)
+		} else {
+			_, cand.Title, cand.Body, _ = squashMessage(c.Message)
+		}
 		cand.Head = c.Parents[1]
-		cand.Base, _ = mergeBase(c.Parents[0], c.Parents[1])
-	} else if n, title, ok := mining.SquashSubject(subject); ok && len(c.Parents) <= 1 {
-		cand.Kind, cand.Number, cand.Title, cand.Body = kindSquash, n, title, body
+		cand.Base = mergeBase(c.Parents[0], c.Parents[1])
+	case kindMergeLinear:
+		cand.Title, cand.Body = mining.SplitMessage(body)
 		cand.Base, cand.Head = parent, c.Hash
-	} else if commits && len(c.Parents) == 1 {
-		cand.Kind, cand.Source, cand.Title, cand.Body = kindCommit, SourceCommit, subject, body
+	case kindSquash:
+		_, cand.Title, cand.Body, _ = squashMessage(c.Message)
+		cand.Base, cand.Head = rebaseBase(graph, c, prCommits), c.Hash
+	case kindCommit:
+		cand.Source, cand.Title, cand.Body = SourceCommit, subject, body
 		cand.Base, cand.Head = parent, c.Hash
 		cand.ID = repo.Name + "@" + c.Hash[:12]
 		cand.ProblemStatement = strings.TrimSpace(c.Message)
 		cand.LinkedIssues = mining.LinkedIssues(c.Message, repo.Name, 0)
-	} else {
+	default:
 		return Candidate{}, false
 	}
 	if cand.Number > 0 {
@@ -187,6 +337,47 @@ func classify(repo *gitio.Repo, c *gitio.Commit, graph *gitio.Graph, ix *ghevent
 	cand.Body = strings.ToValidUTF8(cand.Body, "\uFFFD")
 	cand.ProblemStatement = strings.ToValidUTF8(cand.ProblemStatement, "\uFFFD")
 	return cand, true
+}
+
+// squashMessage parses the message of a "title (#N)" commit: N, the title
+// without the reference and the body. The subject is the first line or,
+// failing that, git's subject (%s): the first paragraph, lines joined by
+// spaces, for a title wrapped onto a second line that ends in "(#N)" only
+// there (pytest's #5171); the body is then what follows the paragraph.
+func squashMessage(msg string) (n int, title, body string, ok bool) {
+	subject, body := mining.SplitMessage(msg)
+	if n, title, ok := mining.SquashSubject(subject); ok {
+		return n, title, body, true
+	}
+	para, rest, _ := strings.Cut(strings.TrimLeft(msg, "\n"), "\n\n")
+	if n, title, ok := mining.SquashSubject(strings.Join(strings.Fields(para), " ")); ok {
+		return n, title, strings.TrimSpace(rest), true
+	}
+	return 0, "", "", false
+}
+
+// rebaseBase returns the base of a one-parent PR commit c: its parent or,
+// when c ends a run of one-parent commits that one rebase wrote (the same
+// committer in the same second, none of them carrying a PR itself), the
+// parent of the run's first commit. GitHub's "Rebase and merge" replays a
+// PR's commits so, and the PR's change is all of them; a squash merge's
+// parent was committed at another time or carries its own PR.
+func rebaseBase(graph *gitio.Graph, c *gitio.Commit, prCommits map[string]bool) string {
+	if len(c.Parents) == 0 {
+		return emptyTree
+	}
+	base := c.Parents[0]
+	if graph == nil {
+		return base
+	}
+	for range maxRebaseRun {
+		ps := graph.Parents(base)
+		if len(ps) != 1 || prCommits[base] || !graph.SameCommitter(base, c.Hash) {
+			break
+		}
+		base = ps[0]
+	}
+	return base
 }
 
 // buildConfig is what the build stage needs from Config.

@@ -45,8 +45,9 @@ type ImportConfig struct {
 	RelevantFiles, RelevantBytes int
 }
 
-// ImportSWEBench turns SWE-bench rows into instances (source "swebench", id
-// "owner/repo#N" from instance_id "owner__repo-N"): code context = the
+// ImportSWEBench turns SWE-bench rows into instances (source "swebench",
+// the row's instance_id, "owner__repo-N", as the id, so predictions match
+// SWE-bench's harness; PR number N): code context = the
 // files the gold patch modifies, read at base_commit from the local clone;
 // oracle new content = those files after `git apply` of the patch (in a
 // scratch index and object directory, leaving the clone untouched); oracle
@@ -223,7 +224,7 @@ func importRow(ctx context.Context, repo *gitio.Repo, cat *gitio.CatFile, env []
 	if err != nil {
 		return schemas.Instance{}, string(mining.GitError), fmt.Sprintf("%s: write-tree: %v", row.InstanceID, err)
 	}
-	cand := Candidate{RepoDir: repo.Dir, Repo: row.Repo, ID: fmt.Sprintf("%s#%d", row.Repo, n), Number: n, Source: schemas.SourceSWEBench,
+	cand := Candidate{RepoDir: repo.Dir, Repo: row.Repo, ID: row.InstanceID, Number: n, Source: schemas.SourceSWEBench,
 		Base: base, Head: strings.TrimSpace(tree), CreatedAt: row.CreatedAt, ProblemStatement: row.ProblemStatement,
 		LinkedIssues: []int{}}
 	inst, rej := build(cat, cand, buildConfig{

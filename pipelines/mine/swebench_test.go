@@ -42,7 +42,7 @@ func TestImportSWEBench(t *testing.T) {
 		t.Fatalf("instances %d\n%s", len(insts), sum)
 	}
 	inst := insts[0]
-	if inst.ID != "acme/tools#42" || inst.Source != schemas.SourceSWEBench || inst.BaseCommit != base || inst.ProblemStatement != "a() returns 1" || inst.PRBody != "bump it" {
+	if inst.ID != "acme__tools-42" || inst.PRNumber != 42 || inst.Source != schemas.SourceSWEBench || inst.BaseCommit != base || inst.ProblemStatement != "a() returns 1" || inst.PRBody != "bump it" {
 		t.Errorf("instance %+v", inst)
 	}
 	want := map[string]string{"pkg/a.py": "def a():\n    return 2\n", "pkg/new.py": "N = 1\n", "docs/x.md": ""}

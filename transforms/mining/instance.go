@@ -27,6 +27,7 @@ const (
 	NonCode       Reason = "non_code"       // only docs, data, lock files, generated or vendored paths, or version bumps
 	Excluded      Reason = "excluded"       // decontamination: repository or id excluded
 	Duplicate     Reason = "duplicate"      // identical oracle patch kept under another id
+	MergedTwice   Reason = "merged_twice"   // the PR number was merged again by another commit; its earliest merge is kept
 	MissingObject Reason = "missing_object" // a commit, tree or blob the repository lacks
 	NoMergeBase   Reason = "no_merge_base"  // the PR head shares no history with its target
 	GitError      Reason = "git_error"      // git failed for another reason
@@ -293,10 +294,17 @@ func PickFirst(ids []string) int {
 }
 
 // IDLess orders instance ids by repository, then PR number numerically
-// ("o/r#2" before "o/r#11"), then as strings.
+// ("o/r#2" before "o/r#11", SWE-bench's "o__r-2" before "o__r-11"), then as
+// strings.
 func IDLess(a, b string) bool {
 	ra, na, oka := strings.Cut(a, "#")
 	rb, nb, okb := strings.Cut(b, "#")
+	if !oka && !okb {
+		// SWE-bench ids: "owner__repo-N".
+		if i, j := strings.LastIndexByte(a, '-'), strings.LastIndexByte(b, '-'); i >= 0 && j >= 0 {
+			ra, na, rb, nb, oka, okb = a[:i], a[i+1:], b[:j], b[j+1:], true, true
+		}
+	}
 	if oka && okb && ra == rb {
 		x, errx := strconv.Atoi(na)
 		y, erry := strconv.Atoi(nb)

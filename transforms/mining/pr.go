@@ -94,10 +94,16 @@ var botMarkers = []string{"[bot]", "dependabot", "renovate", "bump", "automerge"
 
 // IsBot reports whether a PR's title, body or user contains one of the
 // paper's bot markers ("[bot]", "dependabot", "renovate", "bump",
-// "automerge"), case-insensitively.
+// "automerge"), case-insensitively. "Co-authored-by:" trailer lines of the
+// body are not read: they name who pushed commits to the PR (a
+// pre-commit-ci[bot] fix-up on a human PR), not who made it, and are not
+// part of its description.
 func IsBot(title, body, user string) bool {
-	for _, s := range []string{title, body, user} {
+	for i, s := range []string{title, body, user} {
 		l := strings.ToLower(s)
+		if i == 1 {
+			l = withoutCoAuthors(l)
+		}
 		for _, m := range botMarkers {
 			if strings.Contains(l, m) {
 				return true
@@ -105,6 +111,22 @@ func IsBot(title, body, user string) bool {
 		}
 	}
 	return false
+}
+
+// withoutCoAuthors returns the lower-case text l without its lines that
+// start (after blanks) with "co-authored-by:".
+func withoutCoAuthors(l string) string {
+	const trailer = "co-authored-by:"
+	if !strings.Contains(l, trailer) {
+		return l
+	}
+	var b strings.Builder
+	for line := range strings.Lines(l) {
+		if !strings.HasPrefix(strings.TrimLeft(line, " \t"), trailer) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // SplitMessage splits a commit message into its subject (first line) and

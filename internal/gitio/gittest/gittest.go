@@ -87,7 +87,24 @@ func (r *Repo) Commit(message string, files map[string]string) string {
 // ("Merge pull request #N from owner/branch", --no-ff) and returns the merge.
 func (r *Repo) MergePR(n int, branch, title string) string {
 	r.T.Helper()
-	r.Git("checkout", "-q", "main")
+	return r.MergePRInto(n, branch, "main", title)
+}
+
+// MergePRInto is MergePR into branch target (a maintenance branch).
+func (r *Repo) MergePRInto(n int, branch, target, title string) string {
+	r.T.Helper()
+	r.Git("checkout", "-q", target)
 	r.Git("merge", "-q", "--no-ff", "-m", "Merge pull request #"+strconv.Itoa(n)+" from someone/"+branch+"\n\n"+title, branch)
+	return r.Git("rev-parse", "HEAD")
+}
+
+// RebasePR merges branch into target the way GitHub's "Rebase and merge"
+// does: its commits are replayed onto target by one rebase (one committer,
+// one commit time) and target moves to the last. It returns that commit.
+func (r *Repo) RebasePR(branch, target string) string {
+	r.T.Helper()
+	r.Git("rebase", "-q", target, branch)
+	r.Git("checkout", "-q", target)
+	r.Git("merge", "-q", "--ff-only", branch)
 	return r.Git("rev-parse", "HEAD")
 }
