@@ -95,8 +95,18 @@ func TestScoringPathsAgree(t *testing.T) {
 	if len(preds) != 6 {
 		t.Fatalf("%d predictions", len(preds))
 	}
+	byEvalID := map[string]schemas.Sample{}
+	for _, s := range beam {
+		if s.Index == 0 {
+			byEvalID[schemas.SWEBenchID(s.InstanceID)] = s
+		}
+	}
 	for _, p := range preds {
-		if s := byKey[p.InstanceID+"/0"]; p.Reward != s.Reward || p.FormatError != s.FormatError {
+		s, ok := byEvalID[p.InstanceID]
+		if !ok {
+			t.Fatalf("eval predicted %s, which no sample names", p.InstanceID)
+		}
+		if p.Reward != s.Reward || p.FormatError != s.FormatError {
 			t.Errorf("%s: eval reward %v %q, train %v %q", p.InstanceID, p.Reward, p.FormatError, s.Reward, s.FormatError)
 		}
 	}
