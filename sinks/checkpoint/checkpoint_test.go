@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,5 +303,59 @@ func TestKeepPrunesOldVersions(t *testing.T) {
 		if got, err := s.LatestGood(); err != nil || got.Version != 5 {
 			t.Errorf("keep %d: LatestGood = v%d, %v", tc.keep, got.Version, err)
 		}
+	}
+}
+
+// A published checkpoint is readable by other users whatever the umask and
+// whatever modes its writer chose: directories 0755, files 0644, the index
+// too (an inference engine may run as another user).
+func TestPublishedModesAreWorldReadable(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	s, _ := testStore(t)
+	write := func(dir string) error {
+		if err := writeModel(1)(dir); err != nil {
+			return err
+		}
+		sub := filepath.Join(dir, "extra")
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(sub, "notes.txt"), []byte("private?"), 0o600)
+	}
+	if _, err := s.Publish(schemas.WeightVersion{Version: 0}, write); err != nil {
+		t.Fatal(err)
+	}
+	var checked int
+	err := filepath.WalkDir(s.Path(0), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o644)
+		if d.IsDir() {
+			want = 0o755
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %o, want %o", p, got, want)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("walked only %d entries", checked)
+	}
+	fi, err := os.Stat(filepath.Join(s.Dir(), IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o644 {
+		t.Errorf("%s: mode %o, want 644", IndexFile, got)
 	}
 }

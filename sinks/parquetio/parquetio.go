@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
+
+	"swerl/internal/atomicfile"
 )
 
 // tempFile creates a hidden temporary file beside path.
@@ -27,6 +29,13 @@ func tempFile(path string) (*os.File, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		return nil, fmt.Errorf("parquetio: %w", err)
+	}
+	// CreateTemp makes the file 0600; Parquet outputs (the checkpoint index
+	// among them) are read by other users' processes too.
+	if err := f.Chmod(atomicfile.FileMode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return nil, fmt.Errorf("parquetio: %w", err)
 	}
 	return f, nil
