@@ -4,6 +4,11 @@
 // runnerlib.Execute creates an empty placeholder worker binary,
 // $TMPDIR/beamloopbackworker-*, and never deletes it (apache/beam#27569),
 // so each `swerl run` left one file a step in /tmp.
+//
+// Beam's in-process Prism job service listens on every interface and runs
+// any job sent to it; Run starts it itself, confined to the loopback
+// interface, unless SWERL_PRISM_ALL_INTERFACES=1 (see AllInterfacesEnv) or
+// --endpoint names another job service.
 package beamrun
 
 import (
@@ -20,10 +25,14 @@ import (
 const Placeholder = "beamloopbackworker-*"
 
 // Run runs p on runner ("" for the default, Prism unless beam's --runner
-// flag says otherwise) and returns its result with metrics. Afterwards it
+// flag says otherwise) and returns its result with metrics. The embedded
+// Prism job service is started on first use, on loopback only. Afterwards it
 // removes the empty placeholders that appeared in the temporary directory
 // while the job ran.
 func Run(ctx context.Context, runner string, p *beam.Pipeline) (beam.PipelineResult, error) {
+	if err := preparePrism(runner); err != nil {
+		return nil, err
+	}
 	before := placeholders()
 	start := time.Now()
 	defer removeNew(before, start)
