@@ -156,6 +156,17 @@ func (s *Store) Versions() ([]schemas.WeightVersion, error) {
 	return rows, nil
 }
 
+// Newest returns the index's newest row without verifying its files; ok is
+// false for an empty store. A poll compares it with what it serves before
+// verifying anything (LatestGood hashes whole checkpoints).
+func (s *Store) Newest() (row schemas.WeightVersion, ok bool, err error) {
+	rows, err := s.Versions()
+	if err != nil || len(rows) == 0 {
+		return row, false, err
+	}
+	return rows[len(rows)-1], true, nil
+}
+
 // Publish writes one checkpoint. write fills an empty temporary directory
 // (for a model: config.json, safetensors, tokenizer files); then every file
 // is synced and hashed, the directory is renamed to checkpoints/vNNNNNN,
