@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
+	"swerl/transforms/reward"
 )
 
 // catFixtures writes one Parquet file per record type swerl writes.
@@ -208,4 +212,67 @@ func sameJSON(a, b any) bool {
 		return true
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// panickingMutation returns a footer mutation of b on which parquet-go,
+// called directly as the commands once did, panics.
+func panickingMutation(t *testing.T, b []byte) []byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(9, 9))
+	for range 20000 {
+		m := bytes.Clone(b)
+		for range 1 + rng.IntN(3) {
+			m[len(m)-9-rng.IntN(min(len(m)-12, 600))] = byte(rng.IntN(256))
+		}
+		if func() (panicked bool) {
+			defer func() { panicked = recover() != nil }()
+			pf, err := parquet.OpenFile(bytes.NewReader(m), int64(len(m)))
+			if err != nil {
+				return false
+			}
+			r := parquet.NewReader(pf)
+			rows := make([]parquet.Row, 8)
+			for {
+				if _, err := r.ReadRows(rows); err != nil {
+					return false
+				}
+			}
+		}() {
+			return m
+		}
+	}
+	t.Fatal("no footer mutation makes parquet-go panic")
+	return nil
+}
+
+// `swerl cat` and `swerl reward --in` on damaged Parquet files (a footer
+// on which parquet-go panics, a truncated file) exit with an error naming
+// the file, never a panic.
+func TestDamagedParquetIsAnErrorNotAPanic(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.parquet")
+	recs := []reward.Record{{ID: "a", Output: "x", OraclePatches: []string{"p"}, CodeContext: map[string]string{"a.py": "1"}},
+		{ID: "b", Output: "y"}}
+	if err := parquetio.WriteFile(good, recs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := map[string][]byte{"panicky.parquet": panickingMutation(t, b), "truncated.parquet": b[:len(b)*2/3]}
+	for name, data := range damaged {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"cat", p}, {"reward", "--in", p, "--out", filepath.Join(dir, "out-"+name)}} {
+			var stdout, stderr bytes.Buffer
+			code := runMain(context.Background(), args, &stdout, &stderr)
+			if name == "truncated.parquet" && code == 0 || !strings.Contains(stderr.String(), name) && code != 0 || strings.Contains(stderr.String(), "goroutine ") {
+				t.Errorf("swerl %s: exit %d, stderr %s", args[0], code, stderr.String())
+			}
+			t.Logf("swerl %s %s: exit %d: %s", args[0], name, code, strings.TrimSpace(stderr.String()))
+		}
+	}
 }
