@@ -14,6 +14,8 @@ import (
 
 	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"swerl/schemas"
 )
@@ -330,4 +332,45 @@ func FuzzReadBytes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rewriteFooter returns b with its footer decoded, changed by edit and
+// encoded again.
+func rewriteFooter(t *testing.T, b []byte, edit func(*format.FileMetaData)) []byte {
+	t.Helper()
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	start := len(b) - 8 - n
+	var md format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), b[start:len(b)-8], &md); err != nil {
+		t.Fatal(err)
+	}
+	edit(&md)
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append(bytes.Clone(b[:start]), footer...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	return append(out, "PAR1"...)
+}
+
+// Rows cost time even when they cost no bytes: a footer that declares
+// more rows than the file could hold, or a column outside any list with
+// more values in a page than its row group has rows, is refused.
+func TestRowAndValueCountsAreBounded(t *testing.T) {
+	b := validFiles(t)["samples.parquet"]
+	same := rewriteFooter(t, b, func(*format.FileMetaData) {})
+	if err := readAll("same.parquet", same); err != nil {
+		t.Fatalf("footer re-encoded unchanged: %v", err)
+	}
+	many := rewriteFooter(t, b, func(md *format.FileMetaData) { md.RowGroups[0].NumRows = 1 << 40 })
+	if err := readAll("many.parquet", many); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "1099511627776 rows") {
+		t.Fatalf("2^40 rows: %v", err)
+	}
+	// Two rows, but the file says one: the pages of columns outside lists
+	// hold two values each, more than one row allows.
+	fewer := rewriteFooter(t, b, func(md *format.FileMetaData) { md.RowGroups[0].NumRows = 1 })
+	if err := readAll("fewer.parquet", fewer); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "2 values (at most 1)") {
+		t.Fatalf("1 row declared for 2: %v", err)
+	}
 }

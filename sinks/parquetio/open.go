@@ -59,6 +59,8 @@ const (
 	// maxPageValues bounds the values of one page: the decoder allocates
 	// levels and offsets by this count. 1 MiB pages of booleans hold 8M.
 	maxPageValues = 1 << 24
+	// maxRowsPerByte bounds the rows of a file by its size.
+	maxRowsPerByte = 64
 	// maxPageHeaderBytes bounds one page header (statistics included).
 	maxPageHeaderBytes = 16 << 20
 )
@@ -183,23 +185,34 @@ func checkFile(name string, r io.ReaderAt, size int64) error {
 		}
 		return corrupt(name, "footer: %v", err)
 	}
-	leaves, err := checkSchema(md.Schema)
+	repeated, err := checkSchema(md.Schema)
 	if err != nil {
 		return corrupt(name, "schema: %v", err)
 	}
 	if md.NumRows < 0 {
 		return corrupt(name, "%d rows", md.NumRows)
 	}
+	// Rows cost reading time, not only bytes: a few bytes of RLE levels
+	// can declare millions of empty rows. swerl's rows take tens of bytes
+	// or more; maxRowsPerByte leaves a wide margin.
+	maxRows := max(size*maxRowsPerByte, 1<<16)
+	var rows int64
 	for i := range md.RowGroups {
 		rg := &md.RowGroups[i]
-		if rg.NumRows < 0 {
-			return corrupt(name, "row group %d: %d rows", i, rg.NumRows)
+		if rg.NumRows < 0 || rg.NumRows > maxRows-rows {
+			return corrupt(name, "row group %d: %d rows (at most %d in %d bytes)", i, rg.NumRows, maxRows, size)
 		}
-		if len(rg.Columns) != leaves {
-			return corrupt(name, "row group %d: %d column chunks for %d leaf columns", i, len(rg.Columns), leaves)
+		rows += rg.NumRows
+		if len(rg.Columns) != len(repeated) {
+			return corrupt(name, "row group %d: %d column chunks for %d leaf columns", i, len(rg.Columns), len(repeated))
 		}
 		for j := range rg.Columns {
-			if err := checkChunk(r, &rg.Columns[j], dataEnd); err != nil {
+			// A column outside any list has one value (or null) a row.
+			maxValues := int64(maxPageValues)
+			if !repeated[j] {
+				maxValues = min(maxValues, rg.NumRows)
+			}
+			if err := checkChunk(r, &rg.Columns[j], dataEnd, maxValues); err != nil {
 				return corrupt(name, "row group %d, column %d: %v", i, j, err)
 			}
 		}
@@ -208,19 +221,20 @@ func checkFile(name string, r io.ReaderAt, size int64) error {
 }
 
 // checkSchema checks that the flattened schema is one tree (every
-// num_children within the list, every element used once) and returns its
-// number of leaf columns.
-func checkSchema(s []format.SchemaElement) (int, error) {
+// num_children within the list, every element used once) and returns, for
+// each leaf column in order, whether it is inside a repeated field.
+func checkSchema(s []format.SchemaElement) ([]bool, error) {
 	if len(s) == 0 {
-		return 0, errors.New("no root")
+		return nil, errors.New("no root")
 	}
-	leaves := 0
-	var walk func(i, depth int) (int, error)
-	walk = func(i, depth int) (int, error) {
+	var leaves []bool
+	var walk func(i, depth int, inRepeated bool) (int, error)
+	walk = func(i, depth int, inRepeated bool) (int, error) {
 		if depth > maxThriftDepth {
 			return 0, fmt.Errorf("nested more than %d levels", maxThriftDepth)
 		}
 		e := &s[i]
+		inRepeated = inRepeated || (e.RepetitionType.Valid && e.RepetitionType.V == format.Repeated)
 		n := 0
 		if e.NumChildren.Valid {
 			n = int(e.NumChildren.V)
@@ -232,7 +246,7 @@ func checkSchema(s []format.SchemaElement) (int, error) {
 			if !e.Type.Valid {
 				return 0, fmt.Errorf("leaf %q has no type", e.Name)
 			}
-			leaves++
+			leaves = append(leaves, inRepeated)
 			return i + 1, nil
 		}
 		next := i + 1
@@ -241,24 +255,25 @@ func checkSchema(s []format.SchemaElement) (int, error) {
 				return 0, fmt.Errorf("element %d (%q) has %d children, the schema ends first", i, e.Name, n)
 			}
 			var err error
-			if next, err = walk(next, depth+1); err != nil {
+			if next, err = walk(next, depth+1, inRepeated); err != nil {
 				return 0, err
 			}
 		}
 		return next, nil
 	}
-	end, err := walk(0, 0)
+	end, err := walk(0, 0, false)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if end != len(s) {
-		return 0, fmt.Errorf("%d elements outside the tree", len(s)-end)
+		return nil, fmt.Errorf("%d elements outside the tree", len(s)-end)
 	}
 	return leaves, nil
 }
 
 // checkChunk checks a column chunk's metadata and walks its pages.
-func checkChunk(r io.ReaderAt, c *format.ColumnChunk, dataEnd int64) error {
+// A page holds at most maxValues values.
+func checkChunk(r io.ReaderAt, c *format.ColumnChunk, dataEnd, maxValues int64) error {
 	md := &c.MetaData
 	switch {
 	case c.FilePath != "":
@@ -282,7 +297,7 @@ func checkChunk(r io.ReaderAt, c *format.ColumnChunk, dataEnd int64) error {
 	}
 	end := base + md.TotalCompressedSize
 	for pos, page := base, 0; pos < end; page++ {
-		next, err := checkPage(r, md.Codec, pos, end)
+		next, err := checkPage(r, md.Codec, pos, end, maxValues)
 		if err != nil {
 			return fmt.Errorf("page %d at byte %d: %w", page, pos, err)
 		}
@@ -293,7 +308,7 @@ func checkChunk(r io.ReaderAt, c *format.ColumnChunk, dataEnd int64) error {
 
 // checkPage checks the page whose header starts at pos (its chunk ends at
 // end) and returns where the next one starts.
-func checkPage(r io.ReaderAt, codec format.CompressionCodec, pos, end int64) (int64, error) {
+func checkPage(r io.ReaderAt, codec format.CompressionCodec, pos, end, maxValues int64) (int64, error) {
 	var (
 		hdr      []byte
 		n        int
@@ -356,8 +371,8 @@ func checkPage(r io.ReaderAt, codec format.CompressionCodec, pos, end int64) (in
 			compressed = false
 		}
 	}
-	if values < 0 || values > maxPageValues {
-		return 0, fmt.Errorf("%d values (at most %d)", values, maxPageValues)
+	if values < 0 || int64(values) > maxValues {
+		return 0, fmt.Errorf("%d values (at most %d)", values, maxValues)
 	}
 	if compressed {
 		out, err := decompressedBound(r, codec, body+levels, size-levels)
