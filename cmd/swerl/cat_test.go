@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,11 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
-
 	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
+	"swerl/sinks/parquetio/parquettest"
 	"swerl/transforms/reward"
 )
 
@@ -214,37 +212,6 @@ func sameJSON(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// panickingMutation returns a footer mutation of b on which parquet-go,
-// called directly as the commands once did, panics.
-func panickingMutation(t *testing.T, b []byte) []byte {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(9, 9))
-	for range 20000 {
-		m := bytes.Clone(b)
-		for range 1 + rng.IntN(3) {
-			m[len(m)-9-rng.IntN(min(len(m)-12, 600))] = byte(rng.IntN(256))
-		}
-		if func() (panicked bool) {
-			defer func() { panicked = recover() != nil }()
-			pf, err := parquet.OpenFile(bytes.NewReader(m), int64(len(m)))
-			if err != nil {
-				return false
-			}
-			r := parquet.NewReader(pf)
-			rows := make([]parquet.Row, 8)
-			for {
-				if _, err := r.ReadRows(rows); err != nil {
-					return false
-				}
-			}
-		}() {
-			return m
-		}
-	}
-	t.Fatal("no footer mutation makes parquet-go panic")
-	return nil
-}
-
 // `swerl cat` and `swerl reward --in` on damaged Parquet files (a footer
 // on which parquet-go panics, a truncated file) exit with an error naming
 // the file, never a panic.
@@ -260,7 +227,7 @@ func TestDamagedParquetIsAnErrorNotAPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := map[string][]byte{"panicky.parquet": panickingMutation(t, b), "truncated.parquet": b[:len(b)*2/3]}
+	damaged := map[string][]byte{"panicky.parquet": parquettest.PanickingMutation(t, b, 9), "truncated.parquet": b[:len(b)*2/3]}
 	for name, data := range damaged {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o644); err != nil {

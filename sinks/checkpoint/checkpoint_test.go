@@ -20,6 +20,7 @@ import (
 	"swerl/gpu/hf"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
+	"swerl/sinks/parquetio/parquettest"
 )
 
 func testStore(t testing.TB) (*Store, *bytes.Buffer) {
@@ -381,12 +382,9 @@ func FuzzIndex(f *testing.F) {
 	f.Add(good)
 	rng := rand.New(rand.NewPCG(24, 24))
 	for range 8 {
-		m := bytes.Clone(good)
-		for range 1 + rng.IntN(3) {
-			m[len(m)-9-rng.IntN(min(len(m)-12, 600))] = byte(rng.IntN(256))
-		}
-		f.Add(m)
+		f.Add(parquettest.MutateFooter(rng, good))
 	}
+	f.Add(parquettest.PanickingMutation(f, good, 3))
 	f.Add([]byte("PAR1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(index, b, 0o644); err != nil {

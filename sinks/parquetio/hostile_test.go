@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"swerl/schemas"
+	"swerl/sinks/parquetio/parquettest"
 )
 
 // validFiles writes one small file of each row type swerl reads and returns
@@ -101,47 +102,6 @@ func readAll(name string, b []byte) error {
 	return errors.Join(errs...)
 }
 
-// rawPanics reports whether parquet-go alone, as swerl called it before,
-// panics on b.
-func rawPanics(b []byte) (panicked bool) {
-	defer func() {
-		if recover() != nil {
-			panicked = true
-		}
-	}()
-	pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		return false
-	}
-	r := parquet.NewGenericReader[schemas.Instance](pf)
-	buf := make([]schemas.Instance, 16)
-	for {
-		if _, err := r.Read(buf); err != nil {
-			return false
-		}
-	}
-}
-
-// mutateFooter changes 1 to 4 random bytes of the footer (and its length
-// field) of b.
-func mutateFooter(rng *rand.Rand, b []byte) []byte {
-	m := bytes.Clone(b)
-	footerLen := int(binary.LittleEndian.Uint32(m[len(m)-8:]))
-	start := max(len(m)-8-footerLen, 4)
-	for range 1 + rng.IntN(4) {
-		i := start + rng.IntN(len(m)-4-start)
-		switch rng.IntN(3) {
-		case 0:
-			m[i] ^= 1 << rng.IntN(8)
-		case 1:
-			m[i] = byte(rng.IntN(256))
-		default:
-			m[i] = []byte{0x00, 0x7f, 0x80, 0xff, 0x0f, 0xf0}[rng.IntN(6)]
-		}
-	}
-	return m
-}
-
 // Random footer mutations, the attack that found the panics: every one
 // reads to an error naming the file or to rows, never to a panic. The
 // count of mutations on which parquet-go alone panics is logged, to show
@@ -157,8 +117,8 @@ func TestFooterMutationsNeverPanic(t *testing.T) {
 		b := files[name]
 		var raw, errs, contained int
 		for range n {
-			m := mutateFooter(rng, b)
-			if rawPanics(m) {
+			m := parquettest.MutateFooter(rng, b)
+			if parquettest.ParquetGoPanics(m) {
 				raw++
 			}
 			if err := readAll(name, m); err != nil {
@@ -321,7 +281,7 @@ func FuzzReadBytes(f *testing.F) {
 	for _, b := range files {
 		f.Add(b)
 		for range 3 {
-			f.Add(mutateFooter(rng, b))
+			f.Add(parquettest.MutateFooter(rng, b))
 		}
 	}
 	f.Add([]byte("PAR1PAR1PAR1"))
