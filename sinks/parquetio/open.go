@@ -534,7 +534,9 @@ func zstdBound(r io.ReaderAt, off, n int64) (int64, error) {
 }
 
 // checkRowType checks the file's schema against the row type T: every
-// leaf column of T that the file has must have the same physical type and
+// leaf column of T that the file has must have a physical type of the
+// same class (numbers, or bytes: parquet-go converts within a class, as
+// between INT32 and INT64 columns that other writers choose) and the same
 // repetition depth, and the file must have at least one of them. Columns
 // of the file that T lacks are ignored; columns T has that the file lacks
 // read as zero.
@@ -563,7 +565,7 @@ func compareRowType[T any](path string, fs *parquet.Schema) error {
 		}
 		matched++
 		wk, fk := wl.Node.Type().Kind(), fl.Node.Type().Kind()
-		if wk != fk || wl.MaxRepetitionLevel != fl.MaxRepetitionLevel {
+		if kindClass(wk) != kindClass(fk) || wl.MaxRepetitionLevel != fl.MaxRepetitionLevel {
 			return corrupt(path, "column %s is %s (repetition depth %d), a %T row needs %s (depth %d)",
 				strings.Join(p, "."), fk, fl.MaxRepetitionLevel, *new(T), wk, wl.MaxRepetitionLevel)
 		}
@@ -572,4 +574,13 @@ func compareRowType[T any](path string, fs *parquet.Schema) error {
 		return corrupt(path, "none of the columns of a %T row (e.g. %s) is in the file", *new(T), strings.Join(want.Columns()[0], "."))
 	}
 	return nil
+}
+
+// kindClass groups the physical types parquet-go converts between.
+func kindClass(k parquet.Kind) string {
+	switch k {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return "bytes"
+	}
+	return "number"
 }
