@@ -280,8 +280,9 @@ func TestLoad(t *testing.T) {
 	// Each admitted request holds its body, the decoded string and the
 	// tokenization of the prompt (bytes to int32 ids, chat template): about
 	// 17 MiB for a 1 MiB prompt, measured. 10 admitted make about 170 MiB;
-	// all 64 at once would be over 1 GiB.
-	if limit := int64(s.MaxConcurrent+s.MaxQueue) * 32 << 20; grew > limit {
+	// all 64 at once would be over 1 GiB. The bound allows the collector
+	// to run behind (GOGC=100 lets the heap reach twice what is live).
+	if limit := int64(s.MaxConcurrent+s.MaxQueue) * 48 << 20; grew > limit {
 		t.Errorf("heap grew by %d MiB at its peak, more than %d MiB for %d admitted requests", grew>>20, limit>>20, s.MaxConcurrent+s.MaxQueue)
 	}
 	if after > before+32<<20 {
