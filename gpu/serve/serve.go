@@ -246,6 +246,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	case s.admit <- struct{}{}:
 		defer func() { <-s.admit }()
 	default:
+		// The body is drained, not kept (up to MaxBody, within the read
+		// timeout): a server that answers while the client is still
+		// sending makes the client see a broken pipe, not this answer.
+		io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.MaxBody))
 		w.Header().Set("Retry-After", "1")
 		writeError(w, &apiError{status: http.StatusTooManyRequests,
 			msg: fmt.Sprintf("busy: %d requests running and %d queued; retry later", s.MaxConcurrent, s.MaxQueue)})
