@@ -15,6 +15,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -33,13 +34,42 @@ func Run(ctx context.Context, runner string, p *beam.Pipeline) (beam.PipelineRes
 	if err := preparePrism(runner); err != nil {
 		return nil, err
 	}
-	before := placeholders()
-	start := time.Now()
-	defer removeNew(before, start)
+	enter()
+	defer leave()
 	if runner != "" {
 		return beam.Run(ctx, runner, p)
 	}
 	return beamx.RunWithMetrics(ctx, p)
+}
+
+// Jobs of this process in flight, and the placeholders present when the
+// first of them started. Placeholders are removed only when the last job
+// ends: removing them at the end of each job deleted the placeholder of a
+// job started meanwhile in the same process before its staging read it
+// ("failed to stage /tmp/beamloopbackworker-…: no such file"), which
+// failed a test that runs pipelines back to back and in parallel.
+var (
+	inflightMu sync.Mutex
+	inflight   int
+	baseline   map[string]bool
+	firstStart time.Time
+)
+
+func enter() {
+	inflightMu.Lock()
+	defer inflightMu.Unlock()
+	if inflight == 0 {
+		baseline, firstStart = placeholders(), time.Now()
+	}
+	inflight++
+}
+
+func leave() {
+	inflightMu.Lock()
+	defer inflightMu.Unlock()
+	if inflight--; inflight == 0 {
+		removeNew(baseline, firstStart)
+	}
 }
 
 func placeholders() map[string]bool {
