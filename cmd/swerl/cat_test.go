@@ -15,6 +15,8 @@ import (
 	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
+	"swerl/sinks/parquetio/parquettest"
+	"swerl/transforms/reward"
 )
 
 // catFixtures writes one Parquet file per record type swerl writes.
@@ -208,4 +210,36 @@ func sameJSON(a, b any) bool {
 		return true
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// `swerl cat` and `swerl reward --in` on damaged Parquet files (a footer
+// on which parquet-go panics, a truncated file) exit with an error naming
+// the file, never a panic.
+func TestDamagedParquetIsAnErrorNotAPanic(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.parquet")
+	recs := []reward.Record{{ID: "a", Output: "x", OraclePatches: []string{"p"}, CodeContext: map[string]string{"a.py": "1"}},
+		{ID: "b", Output: "y"}}
+	if err := parquetio.WriteFile(good, recs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := map[string][]byte{"panicky.parquet": parquettest.PanickingMutation(t, b, 9), "truncated.parquet": b[:len(b)*2/3]}
+	for name, data := range damaged {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"cat", p}, {"reward", "--in", p, "--out", filepath.Join(dir, "out-"+name)}} {
+			var stdout, stderr bytes.Buffer
+			code := runMain(context.Background(), args, &stdout, &stderr)
+			if name == "truncated.parquet" && code == 0 || !strings.Contains(stderr.String(), name) && code != 0 || strings.Contains(stderr.String(), "goroutine ") {
+				t.Errorf("swerl %s: exit %d, stderr %s", args[0], code, stderr.String())
+			}
+			t.Logf("swerl %s %s: exit %d: %s", args[0], name, code, strings.TrimSpace(stderr.String()))
+		}
+	}
 }

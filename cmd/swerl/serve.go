@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -29,7 +30,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxSeq := fs.Int("max-seq", 2048, "longest prompt+completion in tokens (sizes the KV cache)")
 	maxTokens := fs.Int("max-tokens", 256, "completion length when a request gives no max_tokens")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus /metrics (process and Go runtime) here (\"\": off)")
-	poll := fs.Duration("poll", 2*time.Second, "how often an output root is checked for a newer version (0: never)")
+	poll := fs.Duration("poll", 2*time.Second, "how often an output root's index is checked for a newer version (0: never); hashes are verified only when its newest row changes")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "time to read a request's headers and body; a connection that stalls longer is closed")
+	writeTimeout := fs.Duration("write-timeout", 5*time.Minute, "time from a request's headers to the end of its response, queueing and generation included")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
+	maxConcurrent := fs.Int("max-concurrent", 2, "completions computed at once")
+	maxQueue := fs.Int("max-queue", 16, "requests waiting beyond --max-concurrent; more are answered 429 with Retry-After")
+	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes (413 beyond)")
+	apiKeyEnv := fs.String("api-key-env", "", "name of an environment variable holding an API key: requests then need \"Authorization: Bearer <key>\" (401 otherwise; /health stays open)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,6 +49,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *maxSeq < 2 || *maxTokens < 1 {
 		return usagef("--max-seq ≥ 2 and --max-tokens ≥ 1, please")
+	}
+	if *maxConcurrent < 1 || *maxQueue < 0 || *maxBody < 1 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 {
+		return usagef("--max-concurrent ≥ 1, --max-queue ≥ 0, --max-body ≥ 1 and positive timeouts, please")
+	}
+	var apiKey string
+	if *apiKeyEnv != "" {
+		if apiKey = os.Getenv(*apiKeyEnv); apiKey == "" {
+			return usagef("--api-key-env %s: the variable is not set or empty", *apiKeyEnv)
+		}
 	}
 	p := *poll
 	if p == 0 {
@@ -68,8 +85,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: serve.New(pol, *name).Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "swerl serve: %s (weight version %d) on http://%s/v1\n", *model, pol.Version(), ln.Addr())
+	sv := serve.New(pol, *name)
+	sv.MaxConcurrent, sv.MaxQueue, sv.MaxBody, sv.APIKey = *maxConcurrent, *maxQueue, *maxBody, apiKey
+	sv.ReadTimeout, sv.WriteTimeout, sv.IdleTimeout = *readTimeout, *writeTimeout, *idleTimeout
+	srv := sv.HTTPServer()
+	auth := "no API key"
+	if apiKey != "" {
+		auth = "API key from $" + *apiKeyEnv
+	}
+	fmt.Fprintf(stderr, "swerl serve: %s (weight version %d) on http://%s/v1 (%s)\n", *model, pol.Version(), ln.Addr(), auth)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -108,3 +108,54 @@ func TestServeCommand(t *testing.T) {
 	}
 	stop()
 }
+
+// --api-key-env: the key is read from the named variable; requests without
+// "Authorization: Bearer <key>" get a JSON 401, /health stays open, and a
+// variable that is not set is a usage error, not a server without a key.
+func TestServeAPIKey(t *testing.T) {
+	t.Setenv("SWERL_TEST_SERVE_KEY", "s3cret-key")
+	addr, _, stop := serveModel(t, "--max-seq", "128", "--api-key-env", "SWERL_TEST_SERVE_KEY")
+	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":1}`
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer wrong", 401}, {"s3cret-key", 401}, {"Bearer s3cret-key", 200}} {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || (tc.want == 401 && !strings.Contains(e.Error.Message, "API key")) {
+			t.Errorf("Authorization %q: status %d, error %q; want %d", tc.auth, resp.StatusCode, e.Error.Message, tc.want)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/health without a key: %d", resp.StatusCode)
+	}
+	stop()
+
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"serve", "--model", t.TempDir(), "--api-key-env", "SWERL_TEST_UNSET_KEY"}, &so, &se); code == 0 || !strings.Contains(se.String(), "SWERL_TEST_UNSET_KEY") {
+		t.Errorf("unset key variable: exit %d, %s", code, se.String())
+	}
+	se.Reset()
+	runMain(context.Background(), []string{"serve", "-h"}, &so, &se)
+	for _, flag := range []string{"-api-key-env", "-read-timeout", "-write-timeout", "-idle-timeout", "-max-concurrent", "-max-queue", "-max-body"} {
+		if !strings.Contains(se.String()+so.String(), flag) {
+			t.Errorf("serve -h does not document %s", flag)
+		}
+	}
+}

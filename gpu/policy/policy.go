@@ -38,6 +38,7 @@ import (
 	"swerl/gpu/cpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
+	"swerl/sinks/checkpoint"
 	"swerl/transforms/rollout"
 )
 
@@ -188,6 +189,9 @@ type Policy struct {
 
 	run sync.Mutex // serialises the backend
 	cur atomic.Pointer[state]
+	// seen is the index's newest row (version@created_at) when Reload last
+	// resolved it; while it stays the same, Reload verifies nothing.
+	seen atomic.Pointer[string]
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -261,11 +265,37 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 
 // Reload loads the newest good version when it is newer than the one
 // served, and reports whether it swapped.
+//
+// On an output root it first reads the index's newest row: while that row
+// is the one the last Reload resolved, nothing changed and no checkpoint
+// is hashed (resolving verifies the newest checkpoint's sha256s, optimizer
+// state included). A damaged index is an error; the caller keeps serving.
 func (p *Policy) Reload() (bool, error) {
 	cur := p.cur.Load()
+	var newest string
+	if modeldir.IsRoot(p.path) {
+		st, err := checkpoint.Open(checkpoint.Config{Dir: p.path, Log: p.opts.Log, ReadOnly: true})
+		if err != nil {
+			return false, err
+		}
+		row, ok, err := st.Newest()
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			newest = fmt.Sprintf("%d@%s", row.Version, row.CreatedAt)
+			if seen := p.seen.Load(); (seen != nil && *seen == newest) || (seen == nil && row.Version == cur.version) {
+				p.seen.Store(&newest)
+				return false, nil
+			}
+		}
+	}
 	dir, v, step, err := modeldir.Resolve(p.path, p.opts.Log)
 	if err != nil {
 		return false, err
+	}
+	if newest != "" {
+		p.seen.Store(&newest)
 	}
 	if v == cur.version && dir == cur.dir {
 		return false, nil

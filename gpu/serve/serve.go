@@ -14,10 +14,23 @@
 // Every response names the weight version that produced it: the header
 // X-Swerl-Policy-Version and system_fingerprint "swerl-vN" (N = -1 for a
 // plain model directory).
+//
+// # Limits
+//
+// The server is meant to face clients it does not trust. HTTPServer sets
+// read (header and body), write and idle timeouts, so a connection that
+// stalls is closed. At most MaxConcurrent completions run at once and at
+// most MaxQueue more wait; a request beyond that is answered 429 with
+// Retry-After before its body is read, so memory is bounded by
+// (MaxConcurrent+MaxQueue) bodies of at most MaxBody bytes. With APIKey
+// set, every route but /health needs "Authorization: Bearer <key>" (401
+// otherwise). A response that cannot be encoded (NaN log-probabilities)
+// is a 500 with a JSON error, never a 200 with an empty body.
 package serve
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +39,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,33 +54,92 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // Fingerprint returns the system_fingerprint of a weight version.
 func Fingerprint(version int64) string { return "swerl-v" + strconv.FormatInt(version, 10) }
 
-// Server serves one policy.
+// Server serves one policy. Set its fields before calling Handler or
+// HTTPServer.
 type Server struct {
 	pol *policy.Policy
 	// Name is the model id of /v1/models (requests may name any model).
 	Name string
 	// MaxN bounds n per request. Default 16.
 	MaxN int
-	// MaxBody bounds a request body in bytes. Default 16 MiB.
+	// MaxBody bounds a request body in bytes (413 beyond). Default 4 MiB:
+	// a prompt the model can take is far smaller.
 	MaxBody int64
+	// MaxConcurrent bounds the completions computed at once (the backend
+	// runs one at a time; a second one is tokenized and ready). Default 2.
+	MaxConcurrent int
+	// MaxQueue bounds the requests waiting for one of those; beyond it a
+	// request is answered 429 with Retry-After. Default 16.
+	MaxQueue int
+	// APIKey, when not empty, is the bearer token every route but /health
+	// requires.
+	APIKey string
+	// Timeouts of HTTPServer. ReadTimeout covers the headers and the body;
+	// WriteTimeout runs from the end of the headers to the end of the
+	// response, so it bounds queueing and generation too (the completion
+	// is cancelled when it passes). Defaults 30s, 5m, 2m.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
 	seq     atomic.Int64
+	once    sync.Once
+	admit   chan struct{} // one token a request admitted (running or queued)
+	compute chan struct{} // one token a completion running
 }
 
-// New returns a server for pol named name.
+// New returns a server for pol named name, with the default limits.
 func New(pol *policy.Policy, name string) *Server {
-	return &Server{pol: pol, Name: name, MaxN: 16, MaxBody: 16 << 20}
+	return &Server{pol: pol, Name: name, MaxN: 16, MaxBody: 4 << 20, MaxConcurrent: 2, MaxQueue: 16,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.MaxConcurrent = max(s.MaxConcurrent, 1)
+		s.MaxQueue = max(s.MaxQueue, 0)
+		s.admit = make(chan struct{}, s.MaxConcurrent+s.MaxQueue)
+		s.compute = make(chan struct{}, s.MaxConcurrent)
+	})
+}
+
+// HTTPServer returns an http.Server for Handler with the server's
+// timeouts and a 64 KiB bound on request headers.
+func (s *Server) HTTPServer() *http.Server {
+	rh := 10 * time.Second
+	if s.ReadTimeout > 0 {
+		rh = min(rh, s.ReadTimeout)
+	}
+	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: rh, ReadTimeout: s.ReadTimeout,
+		WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: 64 << 10}
 }
 
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
+	s.init()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.chat)
-	mux.HandleFunc("/v1/models", s.models)
+	mux.HandleFunc("/v1/chat/completions", s.auth(s.chat))
+	mux.HandleFunc("/v1/models", s.auth(s.models))
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(VersionHeader, strconv.FormatInt(s.pol.Version(), 10))
 		io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// auth requires the bearer token when APIKey is set. The comparison takes
+// the same time whatever the token sent.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="swerl"`)
+			writeError(w, &apiError{status: http.StatusUnauthorized, msg: "missing or wrong API key: send Authorization: Bearer <key>"})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // ChatRequest is the accepted subset of an OpenAI chat-completions request.
@@ -167,13 +240,47 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusMethodNotAllowed, msg: "use POST"})
 		return
 	}
+	// Admission before the body is read: beyond MaxConcurrent+MaxQueue a
+	// request costs nothing but this answer.
+	select {
+	case s.admit <- struct{}{}:
+		defer func() { <-s.admit }()
+	default:
+		// The body is drained, not kept (up to MaxBody, within the read
+		// timeout): a server that answers while the client is still
+		// sending makes the client see a broken pipe, not this answer.
+		io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.MaxBody))
+		w.Header().Set("Retry-After", "1")
+		writeError(w, &apiError{status: http.StatusTooManyRequests,
+			msg: fmt.Sprintf("busy: %d requests running and %d queued; retry later", s.MaxConcurrent, s.MaxQueue)})
+		return
+	}
 	var req ChatRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.MaxBody))
 	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body over %d bytes", s.MaxBody)})
+			return
+		}
 		writeError(w, badRequest("", "request body is not a chat-completions JSON object: %v", err))
 		return
 	}
-	resp, err := s.Complete(r.Context(), req)
+	ctx := r.Context()
+	if s.WriteTimeout > 0 {
+		// Past the write timeout the response cannot be sent: stop working.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.WriteTimeout)
+		defer cancel()
+	}
+	select {
+	case s.compute <- struct{}{}:
+		defer func() { <-s.compute }()
+	case <-ctx.Done():
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "timed out waiting in the queue"})
+		return
+	}
+	resp, err := s.Complete(ctx, req)
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
@@ -182,9 +289,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ae)
 		return
 	}
+	// Encode before writing anything, so that a response that cannot be
+	// encoded (NaN log-probabilities from a diverged model) is a 500 that
+	// says so, not a 200 with an empty body.
+	body, err := json.Marshal(resp)
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError,
+			msg: fmt.Sprintf("the completion of weight version %d cannot be encoded as JSON: %v", s.pol.Version(), err)})
+		return
+	}
 	w.Header().Set(VersionHeader, strings.TrimPrefix(resp.SystemFingerprint, "swerl-v"))
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(resp)
+	w.Write(append(body, '\n'))
 }
 
 // Complete answers one request (the handler without HTTP).

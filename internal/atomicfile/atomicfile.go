@@ -2,6 +2,10 @@
 // content or the complete new content, never a partial file: data goes to a
 // hidden temporary file in the same directory, which is synced, closed and
 // renamed over the target, and the directory is synced.
+//
+// A committed file has mode 0644 (FileMode), not the 0600 of os.CreateTemp:
+// checkpoints and outputs are read by other users (an inference engine, a
+// report server) as often as by the writer.
 package atomicfile
 
 import (
@@ -10,6 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 )
+
+// FileMode is the mode of every file this package creates.
+const FileMode = 0o644
 
 // File is a file being written atomically. Write to it, then call Commit to
 // publish it under its final name or Abort to discard it. It is not safe
@@ -28,6 +35,12 @@ func Create(path string) (*File, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		return nil, fmt.Errorf("atomicfile: create %s: %w", path, err)
+	}
+	// CreateTemp makes the file 0600; the final file is meant to be shared.
+	if err := f.Chmod(FileMode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return nil, fmt.Errorf("atomicfile: create %s: %w", path, err)
 	}
 	return &File{File: f, path: path}, nil

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -46,5 +47,23 @@ func TestAbortLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("target exists after Abort: %v", err)
+	}
+}
+
+// A committed file is 0644 whatever the umask: CreateTemp's 0600 would keep
+// other users (an inference engine, a report server) from reading it.
+func TestCommittedFileIsWorldReadable(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	p := filepath.Join(t.TempDir(), "x.json")
+	if err := WriteFile(p, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != FileMode {
+		t.Fatalf("mode %o, want %o", got, FileMode)
 	}
 }

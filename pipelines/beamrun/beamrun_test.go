@@ -2,11 +2,14 @@ package beamrun_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
@@ -35,4 +38,38 @@ func TestRunRemovesLoopbackPlaceholder(t *testing.T) {
 			t.Fatalf("after job %d the temporary directory holds %v, want only %s", i, left, older)
 		}
 	}
+}
+
+// The embedded Prism job service is confined to the loopback interface:
+// its wildcard listener is bound to the loopback device, so the kernel
+// refuses connections arriving on any other interface, and jobs still run
+// through it (the job above and this one).
+func TestPrismListensOnLoopbackOnly(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	passert.Equals(s, beam.Create(s, "a"), "a")
+	if _, err := beamrun.Run(context.Background(), "", p); err != nil {
+		t.Fatal(err)
+	}
+	_, portStr, err := net.SplitHostPort(*jobopts.Endpoint)
+	if err != nil {
+		t.Fatalf("endpoint %q: %v", *jobopts.Endpoint, err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	devs, err := beamrun.BoundDevices(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) == 0 {
+		t.Fatalf("no wildcard listener on port %d", port)
+	}
+	for _, d := range devs {
+		if d != "lo" {
+			t.Errorf("Prism's listener on port %d is bound to %q, want lo", port, d)
+		}
+	}
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", portStr))
+	if err != nil {
+		t.Fatalf("loopback connection to Prism: %v", err)
+	}
+	c.Close()
 }

@@ -31,6 +31,14 @@ const (
 	CheckpointsDir = "checkpoints"
 )
 
+// Modes of a published checkpoint: readable by every user, so that an
+// inference engine running as another user can load it; written only by
+// the learner.
+const (
+	DirMode  = 0o755
+	FileMode = atomicfile.FileMode
+)
+
 // ErrNoCheckpoint is returned by LatestGood when no published version
 // passes verification (or none was published).
 var ErrNoCheckpoint = errors.New("checkpoint: no good checkpoint")
@@ -148,6 +156,17 @@ func (s *Store) Versions() ([]schemas.WeightVersion, error) {
 	return rows, nil
 }
 
+// Newest returns the index's newest row without verifying its files; ok is
+// false for an empty store. A poll compares it with what it serves before
+// verifying anything (LatestGood hashes whole checkpoints).
+func (s *Store) Newest() (row schemas.WeightVersion, ok bool, err error) {
+	rows, err := s.Versions()
+	if err != nil || len(rows) == 0 {
+		return row, false, err
+	}
+	return rows[len(rows)-1], true, nil
+}
+
 // Publish writes one checkpoint. write fills an empty temporary directory
 // (for a model: config.json, safetensors, tokenizer files); then every file
 // is synced and hashed, the directory is renamed to checkpoints/vNNNNNN,
@@ -188,7 +207,7 @@ func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error
 	if err != nil {
 		return meta, fmt.Errorf("checkpoint: %w", err)
 	}
-	defer os.RemoveAll(tmp) // a no-op after the rename
+	defer os.RemoveAll(tmp) // a no-op after the rename (hashDir sets its mode: MkdirTemp's is 0700)
 	if err := write(tmp); err != nil {
 		return meta, fmt.Errorf("checkpoint: write %s: %w", name, err)
 	}
@@ -241,8 +260,10 @@ func (s *Store) prune(rows []schemas.WeightVersion) error {
 }
 
 // hashDir returns the sha256 and size of every regular file under dir,
-// sorted by relative path. With sync it also fsyncs each file and
-// directory, so that the hashes describe durable bytes.
+// sorted by relative path. With sync (at publish) it also sets each file's
+// mode to FileMode and each directory's to DirMode, whatever the writer
+// and umask chose, and fsyncs them, so that the hashes describe durable
+// bytes.
 func hashDir(dir string, sync bool) ([]schemas.FileHash, error) {
 	var out []schemas.FileHash
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -251,12 +272,20 @@ func hashDir(dir string, sync bool) ([]schemas.FileHash, error) {
 		}
 		if d.IsDir() {
 			if sync {
+				if err := os.Chmod(p, DirMode); err != nil {
+					return err
+				}
 				return atomicfile.SyncDir(p)
 			}
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%s is not a regular file", p)
+		}
+		if sync {
+			if err := os.Chmod(p, FileMode); err != nil {
+				return err
+			}
 		}
 		rel, _ := filepath.Rel(dir, p)
 		h, n, err := hashFile(p, sync)

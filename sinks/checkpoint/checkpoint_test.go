@@ -2,23 +2,28 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"swerl/gpu/hf"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
+	"swerl/sinks/parquetio/parquettest"
 )
 
-func testStore(t *testing.T) (*Store, *bytes.Buffer) {
+func testStore(t testing.TB) (*Store, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
 	s, err := Open(Config{
@@ -302,4 +307,100 @@ func TestKeepPrunesOldVersions(t *testing.T) {
 			t.Errorf("keep %d: LatestGood = v%d, %v", tc.keep, got.Version, err)
 		}
 	}
+}
+
+// A published checkpoint is readable by other users whatever the umask and
+// whatever modes its writer chose: directories 0755, files 0644, the index
+// too (an inference engine may run as another user).
+func TestPublishedModesAreWorldReadable(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	s, _ := testStore(t)
+	write := func(dir string) error {
+		if err := writeModel(1)(dir); err != nil {
+			return err
+		}
+		sub := filepath.Join(dir, "extra")
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(sub, "notes.txt"), []byte("private?"), 0o600)
+	}
+	if _, err := s.Publish(schemas.WeightVersion{Version: 0}, write); err != nil {
+		t.Fatal(err)
+	}
+	var checked int
+	err := filepath.WalkDir(s.Path(0), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o644)
+		if d.IsDir() {
+			want = 0o755
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %o, want %o", p, got, want)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("walked only %d entries", checked)
+	}
+	fi, err := os.Stat(filepath.Join(s.Dir(), IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o644 {
+		t.Errorf("%s: mode %o, want 644", IndexFile, got)
+	}
+}
+
+// FuzzIndex reads arbitrary bytes as a store's index.parquet through every
+// method that reads it: never a panic (a damaged index killed a running
+// `swerl serve`), and every error names the index. Seeds: a real index of
+// two published versions and footer mutations of it.
+func FuzzIndex(f *testing.F) {
+	s, _ := testStore(f)
+	for v := range int64(2) {
+		if _, err := s.Publish(schemas.WeightVersion{Version: v}, writeModel(float32(v))); err != nil {
+			f.Fatal(err)
+		}
+	}
+	index := filepath.Join(s.Dir(), IndexFile)
+	good, err := os.ReadFile(index)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	rng := rand.New(rand.NewPCG(24, 24))
+	for range 8 {
+		f.Add(parquettest.MutateFooter(rng, good))
+	}
+	f.Add(parquettest.PanickingMutation(f, good, 3))
+	f.Add([]byte("PAR1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(index, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.Versions()
+		if err != nil {
+			if !strings.Contains(err.Error(), IndexFile) {
+				t.Fatalf("error does not name the index: %v", err)
+			}
+		} else if !slices.IsSortedFunc(rows, func(a, b schemas.WeightVersion) int { return cmp.Compare(a.Version, b.Version) }) {
+			t.Fatal("rows not in version order")
+		}
+		if _, err := s.LatestGood(); err != nil && !errors.Is(err, ErrNoCheckpoint) && !strings.Contains(err.Error(), IndexFile) {
+			t.Fatalf("LatestGood: error does not name the index: %v", err)
+		}
+		s.Get(1)
+	})
 }

@@ -8,6 +8,22 @@
 // and a crash leaves at most a temporary file that readers ignore. Column names
 // are the snake_case parquet tags of the row type (see package schemas).
 //
+// # Hostile files
+//
+// Every read (Scan, ReadFile, ReadDir, ScanAny) opens the file through one
+// checked path (open.go): any bytes end in rows or in an error wrapping
+// ErrCorrupt that names the file, never in a panic, an allocation beyond
+// fixed bounds, or a goroutine of parquet-go left running. Typed reads
+// also check the file's columns against the row type. The fuzz targets
+// FuzzReadBytes (here) and FuzzIndex (sinks/checkpoint) run as seed-corpus
+// tests in `go test`; the long runs are
+//
+//	go test ./sinks/parquetio -run '^$' -fuzz '^FuzzReadBytes$' -fuzztime 1000000x -fuzzminimizetime 0 -parallel 1
+//	go test ./sinks/checkpoint -run '^$' -fuzz '^FuzzIndex$' -fuzztime 1000000x -fuzzminimizetime 0 -parallel 1
+//
+// (-fuzzminimizetime 0: minimizing each new input of several KiB took the
+// default minute, and the runs made no progress.)
+//
 // # Concurrency
 //
 // The free functions are safe for concurrent use on distinct paths. A

@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
+
+	"swerl/internal/atomicfile"
 )
 
 // tempFile creates a hidden temporary file beside path.
@@ -27,6 +29,13 @@ func tempFile(path string) (*os.File, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		return nil, fmt.Errorf("parquetio: %w", err)
+	}
+	// CreateTemp makes the file 0600; Parquet outputs (the checkpoint index
+	// among them) are read by other users' processes too.
+	if err := f.Chmod(atomicfile.FileMode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
 		return nil, fmt.Errorf("parquetio: %w", err)
 	}
 	return f, nil
@@ -229,26 +238,53 @@ func ReadFile[T any](path string) ([]T, error) {
 
 // Scan reads the file at path in batches and calls fn with each batch. The
 // slice passed to fn is reused between calls: copy rows to keep them.
+//
+// Any bytes are safe to read: a damaged or hostile file is an error
+// wrapping ErrCorrupt that names it, never a panic or an unbounded
+// allocation (see openFile), and so is a file whose columns do not fit T
+// (see checkRowType). Errors returned by fn are returned as they are.
 func Scan[T any](path string, fn func(rows []T) error) error {
-	f, err := os.Open(path)
+	f, err := openFile(path)
 	if err != nil {
-		return fmt.Errorf("parquetio: %w", err)
+		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("parquetio: %w", err)
+	return scanFile(f.path, f.pf, fn)
+}
+
+// scanFile reads the rows of an opened file.
+func scanFile[T any](path string, pf *parquet.File, fn func(rows []T) error) error {
+	if err := checkRowType[T](path, pf.Schema()); err != nil {
+		return err
 	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		return fmt.Errorf("parquetio: read %s: %w", path, err)
+	var r *parquet.GenericReader[T]
+	if err := guard(path, "read", func() error {
+		r = parquet.NewGenericReader[T](pf)
+		return nil
+	}); err != nil {
+		return err
 	}
-	r := parquet.NewGenericReader[T](pf)
-	defer r.Close()
+	// A reader that panicked is abandoned, not closed: its state is
+	// unknown, and closing it only returns buffers to pools.
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			guard(path, "close", r.Close)
+		}
+	}()
 	buf := make([]T, 256)
 	for {
 		clear(buf)
-		n, err := r.Read(buf)
+		var n int
+		err := guard(path, "read", func() error {
+			var err error
+			n, err = r.Read(buf)
+			return err
+		})
+		if errors.Is(err, ErrCorrupt) { // only a panic gives ErrCorrupt here
+			abandoned = true
+			return err
+		}
 		if n > 0 {
 			if ferr := fn(buf[:n]); ferr != nil {
 				return ferr
@@ -258,7 +294,7 @@ func Scan[T any](path string, fn func(rows []T) error) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("parquetio: read %s: %w", path, err)
+			return corrupt(path, "%v", err)
 		}
 	}
 }

@@ -2,9 +2,7 @@ package parquetio
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -14,57 +12,60 @@ import (
 // reconstructed from the file's own schema into a map from column name to
 // value (nested groups become maps, lists slices, MAP columns maps). It is
 // how `swerl cat` prints any file swerl writes.
+//
+// It is as safe on any bytes as Scan.
 func ScanAny(path string, fn func(row map[string]any) error) error {
-	f, err := os.Open(path)
+	f, err := openFile(path)
 	if err != nil {
-		return fmt.Errorf("parquetio: %w", err)
+		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("parquetio: %w", err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		return fmt.Errorf("parquetio: read %s: %w", path, err)
-	}
+	return scanAnyFile(path, f.pf, fn)
+}
+
+// scanAnyFile reads the rows of an opened file as maps.
+func scanAnyFile(path string, pf *parquet.File, fn func(row map[string]any) error) error {
 	schema := pf.Schema()
-	r := parquet.NewReader(pf, schema)
-	defer r.Close()
+	var r *parquet.Reader
+	if err := guard(path, "read", func() error {
+		r = parquet.NewReader(pf, schema)
+		return nil
+	}); err != nil {
+		return err
+	}
 	rows := make([]parquet.Row, 64)
 	for {
-		n, err := r.ReadRows(rows)
+		var n int
+		err := guard(path, "read", func() error {
+			var err error
+			n, err = r.ReadRows(rows)
+			return err
+		})
+		if errors.Is(err, ErrCorrupt) {
+			return err
+		}
 		for _, row := range rows[:n] {
 			var v any
-			if rerr := reconstruct(schema, &v, row); rerr != nil {
-				return fmt.Errorf("parquetio: read %s: %w", path, rerr)
+			if rerr := guard(path, "reconstruct row", func() error { return schema.Reconstruct(&v, row) }); rerr != nil {
+				return rerr
 			}
 			v = textify(schema, v)
 			m, ok := v.(map[string]any)
 			if !ok {
-				return fmt.Errorf("parquetio: read %s: row is %T, not a group", path, v)
+				return corrupt(path, "row is %T, not a group", v)
 			}
 			if ferr := fn(m); ferr != nil {
 				return ferr
 			}
 		}
 		if errors.Is(err, io.EOF) {
+			guard(path, "close", r.Close)
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("parquetio: read %s: %w", path, err)
+			return corrupt(path, "%v", err)
 		}
 	}
-}
-
-// reconstruct turns parquet-go's panics on unexpected shapes into errors.
-func reconstruct(s *parquet.Schema, v any, row parquet.Row) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("reconstruct row: %v", p)
-		}
-	}()
-	return s.Reconstruct(v, row)
 }
 
 // textify turns the []byte values that reconstruction leaves in MAP and LIST

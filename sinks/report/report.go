@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"swerl/internal/atomicfile"
 	"swerl/internal/plot"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -45,10 +46,22 @@ type Data struct {
 	Missing   []string // inputs not found, named for the page
 }
 
-// Load reads a run's outputs from dir.
+// ErrNoRunOutput is returned by Load and Write for a directory that holds
+// none of a run's outputs: a report of nothing is almost always a wrong
+// --out.
+var ErrNoRunOutput = errors.New("report: no run output")
+
+// Load reads a run's outputs from dir. Inputs that are absent are listed in
+// Data.Missing and noted on the page; when all of them are absent it fails
+// with ErrNoRunOutput naming what it looked for.
 func Load(dir string) (*Data, error) {
 	d := &Data{}
 	var err error
+	if fi, statErr := os.Stat(dir); statErr != nil {
+		return nil, fmt.Errorf("report: %w", statErr)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("report: %s is not a directory", dir)
+	}
 	if d.Samples, err = parquetio.ReadDir[sampleRow](filepath.Join(dir, "samples")); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -74,6 +87,9 @@ func Load(dir string) (*Data, error) {
 	}
 	if !found {
 		d.Missing = append(d.Missing, "checkpoint index (index.parquet)")
+	}
+	if len(d.Samples) == 0 && len(d.Instances) == 0 && !found {
+		return nil, fmt.Errorf("%w in %s: found none of %s", ErrNoRunOutput, dir, strings.Join(d.Missing, ", "))
 	}
 	return d, nil
 }
@@ -368,33 +384,12 @@ func Write(dir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeAtomic(filepath.Join(out, f.Name+".png"), b); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(out, f.Name+".png"), b); err != nil {
 			return "", err
 		}
 	}
 	page := filepath.Join(out, "index.html")
-	return page, writeAtomic(page, []byte(renderHTML(dir, d, summarize(d), figs)))
-}
-
-func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("report: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("report: write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("report: write %s: %w", path, err)
-	}
-	return nil
+	return page, atomicfile.WriteFile(page, []byte(renderHTML(dir, d, summarize(d), figs)))
 }
 
 func renderHTML(dir string, d *Data, s Summary, figs []Figure) string {

@@ -2,8 +2,10 @@ package report_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image/png"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -148,12 +150,36 @@ func TestWritePageAndPNGs(t *testing.T) {
 	}
 }
 
-func TestWriteWithNothingSaysWhatIsMissing(t *testing.T) {
+// A directory with no run output is an error naming what was looked for,
+// not an empty report; nothing is written there.
+func TestWriteWithNothingFails(t *testing.T) {
 	dir := t.TempDir()
+	_, err := report.Write(dir)
+	if !errors.Is(err, report.ErrNoRunOutput) {
+		t.Fatalf("got %v, want ErrNoRunOutput", err)
+	}
+	for _, want := range []string{dir, "samples", "instances", "index.parquet"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "report")); !errors.Is(statErr, fs.ErrNotExist) {
+		t.Errorf("a report directory was written: %v", statErr)
+	}
+	if _, err := report.Write(filepath.Join(dir, "absent")); err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Errorf("missing directory: got %v", err)
+	}
+}
+
+// A run with only some outputs gets a page that says which are missing.
+func TestWriteWithSomeSaysWhatIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	must(t, parquetio.WriteFile(filepath.Join(dir, "instances", "instances-000000.parquet"),
+		[]schemas.Instance{{SchemaVersion: schemas.Version, ID: "a/b#1", Repo: "a/b"}}))
 	page, err := report.Write(dir)
 	must(t, err)
 	b, _ := os.ReadFile(page)
-	if c := strings.Count(string(b), `class="missing"`); c != 3 {
-		t.Fatalf("%d missing-input notes, want 3", c)
+	if c := strings.Count(string(b), `class="missing"`); c != 2 {
+		t.Fatalf("%d missing-input notes, want 2", c)
 	}
 }
