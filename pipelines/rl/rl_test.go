@@ -58,18 +58,28 @@ func tasks(t *testing.T, n int) ([]schemas.Instance, rollout.Policy) {
 	return ins, pol
 }
 
-func TestRunStepsAndResume(t *testing.T) {
-	ins, pol := tasks(t, 3)
+// testRun returns a Config of a small run over n tasks with the tiny
+// built-in model (2 RL steps of 2 instances × 2 completions from a file
+// policy, no warm start), writing under a fresh folder, and that folder.
+func testRun(t *testing.T, n int) (Config, string) {
+	t.Helper()
+	ins, pol := tasks(t, n)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "model")
 	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 2, SFTBatch: 2, SFTLR: 1e-3,
-		Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
-		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log), Seed: 7, Log: log}
+	spec := scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}
+	return Config{Out: filepath.Join(dir, "out"), Train: ins, Model: model, Backend: cpu.New(), SFTBatch: 2, SFTLR: 1e-3,
+		Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: spec.Prompt, Seed: 7, Log: log,
+		Rollouts: Local(pol, spec, advantage.GRPO, 0, log)}, dir
+}
+
+func TestRunStepsAndResume(t *testing.T) {
+	cfg, _ := testRun(t, 3)
+	cfg.SFTSteps = 2
+	out := cfg.Out
 	var seen []StepStats
 	cfg.AfterStep = func(_ context.Context, st StepStats) error { seen = append(seen, st); return nil }
 	sum, err := Run(context.Background(), cfg)
@@ -206,17 +216,8 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 // version is published but before run.json says so (the step is done and
 // its samples must be kept, not trained again).
 func TestResumeKeepsEachStepsSamplesOnce(t *testing.T) {
-	ins, pol := tasks(t, 3)
-	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
-	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4,
-		MaxSeq: 512, Prompt: prompt.Options{Compact: true}, Seed: 7, Log: log,
-		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log)}
+	cfg, _ := testRun(t, 3)
+	out := cfg.Out
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}

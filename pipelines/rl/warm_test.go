@@ -3,17 +3,9 @@ package rl
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"swerl/gpu/cpu"
-	"swerl/gpu/modeldir"
-	"swerl/transforms/advantage"
-	"swerl/transforms/prompt"
-	"swerl/transforms/scoring"
 )
 
 // TestWarmStartUntil: with SFTUntil the warm start stops at the first probe
@@ -22,20 +14,13 @@ import (
 // with the probe at step 30 as its target takes exactly 30 steps. Taken in
 // chunks between probes, the warm start trains exactly as in one piece.
 func TestWarmStartUntil(t *testing.T) {
-	ins, pol := tasks(t, 3)
-	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
-	if _, err := modeldir.Init(model, "tiny", 1); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	base, dir := testRun(t, 3)
 	run := func(out string, until float64) (Summary, map[int]float64) {
 		t.Helper()
 		probes := map[int]float64{}
-		cfg := Config{Out: filepath.Join(dir, out), Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 40, SFTBatch: 2, SFTLR: 1e-2, SFTUntil: until,
-			Steps: 0, BatchInstances: 1, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
-			Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log), Seed: 7, Log: log,
-			AfterSFTCheck: func(step int, p float64) { probes[step] = p }}
+		cfg := base
+		cfg.Out, cfg.SFTSteps, cfg.SFTLR, cfg.SFTUntil, cfg.Steps, cfg.BatchInstances = filepath.Join(dir, out), 40, 1e-2, until, 0, 1
+		cfg.AfterSFTCheck = func(step int, p float64) { probes[step] = p }
 		sum, err := Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
