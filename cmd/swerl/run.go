@@ -464,16 +464,15 @@ func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result,
 // samplePublisher writes a run's samples to the samples topic, keyed by
 // group id, so any Kafka tool (or swerl replay) sees the run's data.
 type samplePublisher struct {
-	w *kafka.Writer
+	w *kafkaio.Writer
 }
 
 func newSamplePublisher(kc kafkaio.Config) (*samplePublisher, error) {
-	tr, err := kc.Transport()
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kc, Topic: kc.Topic(kafkaio.Samples), BatchTimeout: 10 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
-	return &samplePublisher{w: &kafka.Writer{Addr: kafka.TCP(kc.Brokers...), Topic: kc.Topic("samples"), Transport: tr,
-		Balancer: &kafka.Hash{}, Compression: kafka.Zstd, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}}, nil
+	return &samplePublisher{w: w}, nil
 }
 
 func (p *samplePublisher) Publish(ctx context.Context, samples []schemas.Sample) error {

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/compress"
 
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
@@ -32,13 +30,10 @@ type FeedSummary struct {
 // offset each time.
 func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSummary, error) {
 	var sum FeedSummary
-	tr, err := c.Transport()
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: c})
 	if err != nil {
 		return sum, err
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Transport: tr, Balancer: &kafka.Murmur2Balancer{},
-		BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
-		MaxAttempts: 5, Compression: compress.Zstd, AllowAutoTopicCreation: true}
 	defer w.Close()
 	var msgs []kafka.Message
 	var dead []schemas.DeadLetter
