@@ -97,12 +97,14 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 				return sum, err
 			}
 			dm = append(dm, kafka.Message{Topic: c.Topic(kafkaio.DeadLetter), Key: []byte(d.Source), Value: v})
-			mDeadLetters.WithLabelValues("decode").Inc()
 		}
 		if err := w.WriteMessages(ctx, dm...); err != nil {
 			return sum, fmt.Errorf("train: dead-letters of %s: %w", path, err)
 		}
 		sum.DeadLetters = int64(len(dead))
+		// Outside the pipeline: Prometheus and the progress line see these,
+		// Beam's counts do not (Run adds them to its summary).
+		cDeadLetters.With("decode").Add(ctx, sum.DeadLetters)
 	}
 	return sum, nil
 }
