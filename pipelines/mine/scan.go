@@ -506,4 +506,3 @@ func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
 	c.bytes += size(k, b)
 	return b
 }
-

@@ -292,7 +292,9 @@ func Partitions(ctx context.Context, c Config, topic string) ([]int, error) {
 			continue
 		}
 		if t.Error != nil {
-			return nil, fmt.Errorf("kafkaio: topic %s: %w", topic, t.Error)
+			// Not wrapped: Kafka calls an unknown topic temporary, but a
+			// reader should not wait minutes for a topic nobody creates.
+			return nil, fmt.Errorf("kafkaio: topic %s: %v", topic, t.Error)
 		}
 		ps := make([]int, 0, len(t.Partitions))
 		for _, p := range t.Partitions {

@@ -33,7 +33,7 @@ type countFn struct{}
 
 func (countFn) ProcessElement(ctx context.Context, i int) {
 	tItems.Add(ctx, 1)
-	tKinds.With(strconv.Itoa(i % 3)).Add(ctx, 1)
+	tKinds.With(strconv.Itoa(i%3)).Add(ctx, 1)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
