@@ -35,7 +35,10 @@ func TestBrokerCommand(t *testing.T) {
 	if err != nil || len(parts) != 3 {
 		t.Fatalf("t1.samples partitions %v %v", parts, err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: "t1.weights", BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kafkaio.Config{Brokers: []string{addr}}, Topic: "t1.weights", BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("v1"), Value: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +82,7 @@ func TestKafkaFlags(t *testing.T) {
 				t.Errorf("%q: %v", tc.args, err)
 				continue
 			}
-			if len(c.Brokers) != 2 || c.SASL.Password != "s3cret" || c.Topic("samples") != "swerl.samples" {
+			if len(c.Brokers) != 2 || c.SASL.PasswordEnv != "SWERL_TEST_PWD" || c.Topic("samples") != "swerl.samples" {
 				t.Errorf("%q: %+v", tc.args, c)
 			}
 			continue

@@ -59,11 +59,13 @@ func (f *kafkaFlags) config() (kafkaio.Config, error) {
 		if f.pwdEnv == "" {
 			return c, usagef("--sasl-mechanism needs --sasl-password-env NAME (the password is read from the environment)")
 		}
-		pwd, ok := os.LookupEnv(f.pwdEnv)
-		if !ok {
+		// Checked here so that a missing variable fails at once; the config
+		// carries only the name, and whoever connects (a Beam worker too)
+		// reads the value.
+		if _, ok := os.LookupEnv(f.pwdEnv); !ok {
 			return c, usagef("--sasl-password-env %s: the variable is not set", f.pwdEnv)
 		}
-		c.SASL = kafkaio.SASLConfig{Mechanism: strings.ToLower(f.saslMechanism), User: f.saslUser, Password: pwd}
+		c.SASL = kafkaio.SASLConfig{Mechanism: strings.ToLower(f.saslMechanism), User: f.saslUser, PasswordEnv: f.pwdEnv}
 	} else if f.saslUser != "" || f.pwdEnv != "" {
 		return c, usagef("--sasl-user and --sasl-password-env need --sasl-mechanism")
 	}

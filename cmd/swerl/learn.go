@@ -150,17 +150,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer done()
-	dialer, err := kcfg.Dialer()
+	kc := learner.KafkaConfig{Kafka: kcfg, Group: *group, Log: cfg.Log}
+	ann, err := learner.NewAnnouncer(kc)
 	if err != nil {
 		return err
 	}
-	transport, err := kcfg.Transport()
-	if err != nil {
-		return err
-	}
-	kc := learner.KafkaConfig{Brokers: kcfg.Brokers, SamplesTopic: kcfg.Topic(kafkaio.Samples),
-		WeightsTopic: kcfg.Topic(kafkaio.Weights), Group: *group, Dialer: dialer, Transport: transport, Log: cfg.Log}
-	ann := learner.NewAnnouncer(kc)
 	defer ann.Close()
 	cfg.Announce = ann.Announce
 	l, err := learner.New(cfg)
@@ -172,7 +166,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer src.Close()
-	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kc.SamplesTopic, kc.Group, l.Version())
+	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kcfg.Topic(kafkaio.Samples), kc.Group, l.Version())
 	_, err = l.Run(ctx, src, tf.steps)
 	if errors.Is(err, context.Canceled) {
 		return nil // interrupted: everything trained was published

@@ -100,7 +100,10 @@ func TestLearnKafka(t *testing.T) {
 	if code := runMain(ctx, []string{"model", "init", "--out", model}, &so, &se); code != 0 {
 		t.Fatalf("model init: %s", se.String())
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "t9.samples", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kafkaio.Config{Brokers: brokers}, Topic: "t9.samples", BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var msgs []kafka.Message
 	for g := range 2 {
 		for i := range 2 {

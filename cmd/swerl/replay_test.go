@@ -51,7 +51,10 @@ func replayFixture(t *testing.T) (kafkaio.Config, *schemas.Instance, time.Time) 
 			msgs = append(msgs, kafka.Message{Key: []byte("junk"), Value: []byte(`{"schema_version":1,"reward":"high"}`), Time: t0.Add(90 * time.Second)})
 		}
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: c, Topic: c.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +193,10 @@ func TestReplayKinds(t *testing.T) {
 	c := b.Config("")
 	ctx := context.Background()
 	write := func(topic string, msgs ...kafka.Message) {
-		w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, AllowAutoTopicCreation: true}
+		w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: c, Topic: topic, BatchTimeout: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer w.Close()
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			t.Fatal(err)

@@ -2,7 +2,6 @@ package learner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -12,33 +11,24 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"swerl/schemas"
+	"swerl/sinks/kafkaio"
 )
 
-// KafkaConfig locates the topics the learner reads and announces on.
+// KafkaConfig is what the learner needs besides the cluster: it reads
+// Kafka.Topic(kafkaio.Samples) and announces on Kafka.Topic(kafkaio.Weights).
 type KafkaConfig struct {
-	Brokers []string
-	// SamplesTopic and WeightsTopic; defaults "swerl.samples" and
-	// "swerl.weights".
-	SamplesTopic, WeightsTopic string
+	// Kafka locates the cluster (brokers, TLS, SASL, topic prefix).
+	Kafka kafkaio.Config
 	// Group is the consumer group. Default "swerl-learner".
 	Group string
-	// Dialer (TLS, SASL) for the consumer; nil uses kafka-go's default.
-	Dialer *kafka.Dialer
-	// Transport (TLS, SASL) for the announcement writer; nil uses
-	// kafka-go's default.
-	Transport *kafka.Transport
 	// Log receives dead records (samples that do not decode). Default
 	// slog.Default().
 	Log *slog.Logger
 }
 
+func (c KafkaConfig) samplesTopic() string { return c.Kafka.Topic(kafkaio.Samples) }
+
 func (c KafkaConfig) withDefaults() KafkaConfig {
-	if c.SamplesTopic == "" {
-		c.SamplesTopic = "swerl.samples"
-	}
-	if c.WeightsTopic == "" {
-		c.WeightsTopic = "swerl.weights"
-	}
 	if c.Group == "" {
 		c.Group = "swerl-learner"
 	}
@@ -67,15 +57,19 @@ type KafkaSource struct {
 // checkpoint training continues from (Learner.Offsets), or nil.
 func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource, error) {
 	cfg = cfg.withDefaults()
-	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("learner: kafka: no brokers")
+	if err := cfg.Kafka.Validate(); err != nil {
+		return nil, fmt.Errorf("learner: %w", err)
+	}
+	dialer, err := cfg.Kafka.Dialer()
+	if err != nil {
+		return nil, fmt.Errorf("learner: %w", err)
 	}
 	s := &KafkaSource{cfg: cfg, resume: map[string]int64{}, bad: map[string]map[int64]bool{}}
 	for _, o := range resume {
 		s.resume[offKey(o)] = o.Offset
 	}
 	s.r = kafka.NewReader(kafka.ReaderConfig{
-		Brokers: cfg.Brokers, GroupID: cfg.Group, Topic: cfg.SamplesTopic, Dialer: cfg.Dialer,
+		Brokers: cfg.Kafka.Brokers, GroupID: cfg.Group, Topic: cfg.samplesTopic(), Dialer: dialer,
 		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond,
 		CommitInterval: 0, // synchronous commits, only through Commit
 	})
@@ -118,7 +112,7 @@ func (s *KafkaSource) Next(ctx context.Context) (schemas.Sample, error) {
 func (s *KafkaSource) Commit(ctx context.Context, offsets []schemas.TopicOffset) error {
 	var msgs []kafka.Message
 	for _, o := range offsets {
-		if o.Topic != s.cfg.SamplesTopic || o.Offset <= 0 {
+		if o.Topic != s.cfg.samplesTopic() || o.Offset <= 0 {
 			continue
 		}
 		next := o.Offset
@@ -143,21 +137,16 @@ func (s *KafkaSource) Close() error { return s.r.Close() }
 // Announcer writes published versions to swerl.weights (key: the version
 // directory name, value: the WeightVersion JSON).
 type Announcer struct {
-	w *kafka.Writer
+	w *kafkaio.Writer
 }
 
-// NewAnnouncer returns an announcer for cfg.WeightsTopic.
-func NewAnnouncer(cfg KafkaConfig) *Announcer {
-	cfg = cfg.withDefaults()
-	w := &kafka.Writer{
-		Addr: kafka.TCP(cfg.Brokers...), Topic: cfg.WeightsTopic,
-		Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond,
-		AllowAutoTopicCreation: true,
+// NewAnnouncer returns an announcer for the weights topic of cfg.Kafka.
+func NewAnnouncer(cfg KafkaConfig) (*Announcer, error) {
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Weights), BatchTimeout: 10 * time.Millisecond})
+	if err != nil {
+		return nil, fmt.Errorf("learner: %w", err)
 	}
-	if cfg.Transport != nil { // a nil *Transport in the interface would be used
-		w.Transport = cfg.Transport
-	}
-	return &Announcer{w: w}
+	return &Announcer{w: w}, nil
 }
 
 // Announce implements Config.Announce.
@@ -167,7 +156,7 @@ func (a *Announcer) Announce(ctx context.Context, v schemas.WeightVersion) error
 		return err
 	}
 	if err := a.w.WriteMessages(ctx, kafka.Message{Key: []byte(fmt.Sprintf("v%06d", v.Version)), Value: b}); err != nil {
-		return fmt.Errorf("learner: announce v%d on %s: %w", v.Version, a.w.Topic, err)
+		return fmt.Errorf("learner: announce v%d on %s: %w", v.Version, a.w.Topic(), err)
 	}
 	return nil
 }

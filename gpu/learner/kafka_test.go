@@ -12,6 +12,7 @@ import (
 	"swerl/gpu"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
+	"swerl/sinks/kafkaio"
 )
 
 // The learner against a real Kafka protocol broker (kfake, in process):
@@ -30,7 +31,11 @@ func TestKafkaLearner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "swerl.samples", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	kcfg := kafkaio.Config{Brokers: brokers}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kcfg, Topic: kcfg.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var msgs []kafka.Message
 	for _, s := range syntheticSamples(4, 2, -1, "") {
 		s.Source = ""
@@ -47,8 +52,11 @@ func TestKafkaLearner(t *testing.T) {
 	w.Close()
 
 	out := t.TempDir()
-	kc := KafkaConfig{Brokers: brokers, Log: quiet()}
-	ann := NewAnnouncer(kc)
+	kc := KafkaConfig{Kafka: kcfg, Log: quiet()}
+	ann, err := NewAnnouncer(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer ann.Close()
 	cfg := Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1, Announce: ann.Announce,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64}}

@@ -23,17 +23,6 @@ import (
 	"swerl/transforms/mining/ghevents"
 )
 
-// Beam metric namespace and names of the mining counts.
-const (
-	metricNS        = "swerl.mine"
-	metricRepos     = "repos"
-	metricCommits   = "commits"
-	metricPRs       = "prs"
-	metricCands     = "candidates"
-	metricKept      = "instances"
-	metricRejPrefix = "rejected_"
-)
-
 func init() {
 	beam.RegisterType(reflect.TypeOf((*Candidate)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Rejected)(nil)).Elem())
@@ -192,23 +181,16 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	}
 	var dir string
 	for dirs(&dir) {
-		live.repos.Add(1)
-		promm().repos.Inc()
-		beam.NewCounter(metricNS, metricRepos).Inc(ctx, 1)
-		before := live.commits.Load()
+		cRepos.Add(ctx, 1)
 		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir}, func(c Candidate) {
-			beam.NewCounter(metricNS, metricCands).Inc(ctx, 1)
+			cCandidates.Add(ctx, 1)
 			if c.Number > 0 {
-				beam.NewCounter(metricNS, metricPRs).Inc(ctx, 1)
-				promm().prs.Inc()
+				cPRs.Add(ctx, 1)
 			}
 			emit(c)
 		}, rej); err != nil {
 			return err
 		}
-		n := live.commits.Load() - before
-		beam.NewCounter(metricNS, metricCommits).Inc(ctx, n)
-		promm().commits.Add(float64(n))
 	}
 	return nil
 }
@@ -301,14 +283,14 @@ var trees = gitio.NewTreeCache(16 << 20)
 func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
-		f.build(rej)
+		f.build(ctx, rej)
 		return f.stage(ref, row)
 	}
 	return nil
 }
 
 func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
-	f.build(rej)
+	f.build(ctx, rej)
 	err := f.stage(ref, row)
 	// Groups do not span bundles: a retried bundle starts its own.
 	f.group, f.groupRows = "", 0
@@ -317,7 +299,7 @@ func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), ro
 
 // build builds and encodes the pending candidates in parallel, keeping
 // input order.
-func (f *buildFn) build(rej func(Rejected)) {
+func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 	if len(f.pending) == 0 {
 		return
 	}
@@ -334,7 +316,7 @@ func (f *buildFn) build(rej func(Rejected)) {
 			defer wg.Done()
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
-				live.built.Add(1) // kept or rejected: the progress line's build count
+				cBuilt.Add(ctx, 1)
 				if r != nil {
 					out[i].rej = r
 					continue
@@ -558,9 +540,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			return fmt.Errorf("mine: remove staging file: %w", err)
 		}
 	}
-	beam.NewCounter(metricNS, metricKept).Inc(ctx, int64(len(rows)))
-	live.kept.Add(int64(len(rows)))
-	promm().instances.Add(float64(len(rows)))
+	cKept.Add(ctx, int64(len(rows)))
 	return nil
 }
 
@@ -613,9 +593,7 @@ func discardFiles(int, func(*string) bool) {}
 type countFn struct{}
 
 func (countFn) ProcessElement(ctx context.Context, r Rejected) {
-	beam.NewCounter(metricNS, metricRejPrefix+r.Reason).Inc(ctx, 1)
-	promm().rejected.WithLabelValues(r.Reason).Inc()
-	liveRejected(r.Reason)
+	cRejected.With(r.Reason).Add(ctx, 1)
 }
 
 // deadReasons are the rejections that are input or repository faults (dead

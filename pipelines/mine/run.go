@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"swerl/internal/atomicfile"
 	"swerl/internal/gitio"
 	"swerl/pipelines/beamrun"
 	"swerl/schemas"
+	"swerl/sinks/metrics"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
 	"swerl/transforms/mining/ghevents"
@@ -128,11 +128,13 @@ func (s Summary) String() string {
 // Run mines cfg.Repos and writes the outputs. It returns an error for
 // unusable configuration (a path that is not a repository, an unreadable
 // exclude or event path) or a failed pipeline; problems with single PRs,
-// commits or event lines are counted in Summary.Rejected instead. Run uses
-// process-wide progress counters: do not run two at once in one process.
+// commits or event lines are counted in Summary.Rejected instead. The
+// progress line shows the counts of this process since Run began (two runs
+// at once in one process share it); the summary reads the pipeline
+// result's.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
 	start := time.Now()
-	resetLive()
+	since := metrics.Mark(counters, cRejected)
 	var sum Summary
 	if len(cfg.Repos) == 0 {
 		cfg.Repos = []string{"."}
@@ -236,7 +238,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			case <-stop:
 				return
 			case <-t.C:
-				fmt.Fprintln(cfg.Progress, progressLine(len(tasks), time.Since(start)))
+				fmt.Fprintln(cfg.Progress, progressLine(since, len(tasks), time.Since(start)))
 			}
 		}
 	}()
@@ -246,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
-	fillSummary(&sum, res)
+	fillSummary(&sum, res, since)
 	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if sum.Files, err = parquetio.Files(instDir); err != nil {
 		return sum, err
@@ -268,58 +270,36 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	return sum, nil
 }
 
-// progressLine is the live progress line.
-func progressLine(repos int, elapsed time.Duration) string {
+// progressLine is the live progress line: the counts of this process
+// since the baseline.
+func progressLine(since metrics.Baseline, repos int, elapsed time.Duration) string {
 	secs := elapsed.Seconds()
 	if secs <= 0 {
 		secs = 1
 	}
-	c := live.commits.Load()
-	rejMu.Lock()
 	var rej int64
-	for _, n := range rejLive {
+	for _, n := range since.SinceVec(cRejected) {
 		rej += n
 	}
-	rejMu.Unlock()
-	b := live.built.Load()
+	b := since.Since(cBuilt)
 	return fmt.Sprintf("mine: repos %d/%d, commits %d, PRs %d, candidates %d, built %d (%.0f/s), rejected %d, kept %d, %s",
-		live.repos.Load(), repos, c, live.prs.Load(), live.candidates.Load(), b, float64(b)/secs, rej, live.kept.Load(), elapsed.Round(time.Second))
+		since.Since(cRepos), repos, since.Since(cCommits), since.Since(cPRs), since.Since(cCandidates), b, float64(b)/secs, rej, since.Since(cKept), elapsed.Round(time.Second))
 }
 
-// fillSummary reads the counts from Beam's metrics, or from the live
-// counters when the runner reports none.
-func fillSummary(sum *Summary, res beam.PipelineResult) {
-	sum.Rejected = map[string]int64{}
-	var counters []metrics.CounterResult
-	if res != nil {
-		counters = res.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == metricNS }).Counters()
-	}
-	if len(counters) == 0 {
-		sum.Repos, sum.Commits, sum.PRs, sum.Candidates, sum.Instances = live.repos.Load(), live.commits.Load(), live.prs.Load(), live.candidates.Load(), live.kept.Load()
-		rejMu.Lock()
-		for k, v := range rejLive {
-			sum.Rejected[k] = v
-		}
-		rejMu.Unlock()
+// fillSummary reads the counts from the pipeline result's Beam metrics, or,
+// when the runner reports none, from what this process counted since the
+// baseline.
+func fillSummary(sum *Summary, res beam.PipelineResult, since metrics.Baseline) {
+	r, ok := metrics.Read(res, metricNS)
+	if !ok {
+		sum.Repos, sum.Commits, sum.PRs = since.Since(cRepos), since.Since(cCommits), since.Since(cPRs)
+		sum.Candidates, sum.Instances = since.Since(cCandidates), since.Since(cKept)
+		sum.Rejected = since.SinceVec(cRejected)
 		return
 	}
-	for _, c := range counters {
-		v := c.Result()
-		switch name := c.Name(); {
-		case name == metricRepos:
-			sum.Repos += v
-		case name == metricCommits:
-			sum.Commits += v
-		case name == metricPRs:
-			sum.PRs += v
-		case name == metricCands:
-			sum.Candidates += v
-		case name == metricKept:
-			sum.Instances += v
-		case strings.HasPrefix(name, metricRejPrefix):
-			sum.Rejected[strings.TrimPrefix(name, metricRejPrefix)] += v
-		}
-	}
+	sum.Repos, sum.Commits, sum.PRs = r.Count(cRepos), r.Count(cCommits), r.Count(cPRs)
+	sum.Candidates, sum.Instances = r.Count(cCandidates), r.Count(cKept)
+	sum.Rejected = r.Counts(cRejected)
 }
 
 // writeJSONL writes the instances of files as JSON lines sorted by id.

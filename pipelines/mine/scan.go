@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"swerl/internal/gitio"
@@ -65,15 +64,6 @@ type Rejected struct {
 	Reason string
 	Detail string
 }
-
-// progress holds live counts for the progress line and Prometheus. Beam
-// counters carry the same counts to the pipeline result on every runner
-// (built only feeds the progress line: candidates built, kept or not).
-type progress struct {
-	repos, commits, prs, candidates, built, kept atomic.Int64
-}
-
-var live progress
 
 // scanConfig is what the scan stage needs from Config.
 type scanConfig struct {
@@ -166,10 +156,9 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		if !ok {
 			break
 		}
-		live.commits.Add(1)
+		cCommits.Add(ctx, 1)
 		kind, n := recognise(c, merged)
 		if n > 0 {
-			live.prs.Add(1)
 			if keep := first[n]; keep.hash != c.Hash {
 				id := fmt.Sprintf("%s#%d", repo.Name, n)
 				rej(Rejected{Repo: repo.Name, ID: id, Reason: string(mining.MergedTwice), Detail: fmt.Sprintf("%s: merged again by %s; keeping the earlier merge %s", id, c.Hash, keep.hash)})
@@ -188,7 +177,6 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 			rej(Rejected{Repo: repo.Name, ID: cand.ID, Reason: string(mining.Excluded), Detail: cand.ID + ": excluded"})
 			continue
 		}
-		live.candidates.Add(1)
 		out(cand)
 	}
 	if err := lr.Close(); err != nil {
@@ -708,29 +696,4 @@ func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
 	c.m[k] = b
 	c.bytes += size(k, b)
 	return b
-}
-
-var (
-	rejMu   sync.Mutex
-	rejLive = map[string]int64{}
-)
-
-// liveRejected counts a rejection for the progress line.
-func liveRejected(reason string) {
-	rejMu.Lock()
-	rejLive[reason]++
-	rejMu.Unlock()
-}
-
-// resetLive zeroes the live counts at the start of a run.
-func resetLive() {
-	live.repos.Store(0)
-	live.commits.Store(0)
-	live.prs.Store(0)
-	live.candidates.Store(0)
-	live.built.Store(0)
-	live.kept.Store(0)
-	rejMu.Lock()
-	rejLive = map[string]int64{}
-	rejMu.Unlock()
 }

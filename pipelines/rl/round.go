@@ -70,16 +70,15 @@ func BeamRollouts(kc kafkaio.Config, out string, tc train.Config) RolloutFunc {
 // Publisher writes a run's samples to the samples topic, keyed by
 // group id, so any Kafka tool (or swerl replay) sees the run's data.
 type Publisher struct {
-	w *kafka.Writer
+	w *kafkaio.Writer
 }
 
 func NewPublisher(kc kafkaio.Config) (*Publisher, error) {
-	tr, err := kc.Transport()
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kc, Topic: kc.Topic(kafkaio.Samples), BatchTimeout: 10 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{w: &kafka.Writer{Addr: kafka.TCP(kc.Brokers...), Topic: kc.Topic("samples"), Transport: tr,
-		Balancer: &kafka.Hash{}, Compression: kafka.Zstd, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}}, nil
+	return &Publisher{w: w}, nil
 }
 
 func (p *Publisher) Publish(ctx context.Context, samples []schemas.Sample) error {

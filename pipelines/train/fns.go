@@ -83,11 +83,11 @@ func init() {
 	beam.RegisterCoder(reflect.TypeOf(schemas.Sample{}), encodeSample, decodeSample)
 	beam.RegisterCoder(reflect.TypeOf(schemas.DeadLetter{}), encodeDeadLetter, decodeDeadLetter)
 
-	register.DoFn4x0[beam.EventTime, Record, func(beam.EventTime, string, schemas.Instance), func(beam.EventTime, schemas.DeadLetter)](&decodeFn{})
-	register.DoFn5x0[beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
-	register.DoFn5x0[beam.EventTime, part, func(beam.EventTime, part), func(beam.EventTime, string, part), func(beam.EventTime, schemas.DeadLetter)](&rewardFn{})
-	register.DoFn3x0[part, func(string, schemas.Sample), func(string)](&wholeGroupFn{})
-	register.DoFn8x0[beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, Record, func(beam.EventTime, string, schemas.Instance), func(beam.EventTime, schemas.DeadLetter)](&decodeFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, part, func(beam.EventTime, part), func(beam.EventTime, string, part), func(beam.EventTime, schemas.DeadLetter)](&rewardFn{})
+	register.DoFn4x0[context.Context, part, func(string, schemas.Sample), func(string)](&wholeGroupFn{})
+	register.DoFn9x0[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
 	register.Emitter3[beam.EventTime, string, schemas.Instance]()
 	register.Emitter3[beam.EventTime, string, part]()
 	register.Emitter1[schemas.DeadLetter]()
@@ -101,10 +101,10 @@ func init() {
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
-// deadLetter builds a dead-letter record and counts it.
-func deadLetter(st *stats, stage, source, key, reason string, value []byte) schemas.DeadLetter {
-	st.dead.Add(1)
-	mDeadLetters.WithLabelValues(stage).Inc()
+// deadLetter builds a dead-letter record and counts it in the bundle of
+// ctx.
+func deadLetter(ctx context.Context, stage, source, key, reason string, value []byte) schemas.DeadLetter {
+	cDeadLetters.With(stage).Add(ctx, 1)
 	return schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: stage, Source: source, Key: key,
 		Reason: reason, Value: value, CreatedAt: now()}
 }
@@ -114,7 +114,6 @@ func deadLetter(st *stats, stage, source, key, reason string, value []byte) sche
 // Records decode on up to one goroutine a core (see async).
 type decodeFn struct {
 	RunID string
-	st    *stats
 	work  *async[decoded]
 }
 
@@ -126,17 +125,15 @@ type decoded struct {
 }
 
 func (f *decodeFn) Setup() {
-	f.st = runStats(f.RunID)
 	f.work = newAsync[decoded](cpuSlots(), nil)
 }
 
-func (f *decodeFn) ProcessElement(ts beam.EventTime, r Record, emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.st.records.Add(1)
-	mRecords.Inc()
+func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Record, emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
+	cRecords.Add(ctx, 1)
 	f.work.submit(ts, func() decoded {
 		in, err := DecodeRecord(r)
 		if err != nil {
-			d := deadLetter(f.st, "decode", r.Source, r.Key, err.Error(), r.Value)
+			d := deadLetter(ctx, "decode", r.Source, r.Key, err.Error(), r.Value)
 			return decoded{dead: &d}
 		}
 		return decoded{source: r.Source, in: in}
@@ -247,8 +244,8 @@ func GroupID(prefix, instanceID, source string) string {
 	return scoring.GroupID(prefix, instanceID, source)
 }
 
-func (f *rolloutFn) ProcessElement(ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.submit(ts, func() rolled { return f.complete(source, &in) }, output(emit, dead))
+func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.submit(ts, func() rolled { return f.complete(ctx, source, &in) }, output(emit, dead))
 }
 
 // FinishBundle waits for the bundle's requests still in flight.
@@ -267,26 +264,26 @@ func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.D
 }
 
 // complete builds the prompt of one instance and asks the policy for its
-// group (scoring.Spec: the group id, seed and sample ids).
-func (f *rolloutFn) complete(source string, in *schemas.Instance) rolled {
+// group (scoring.Spec: the group id, seed and sample ids); bundle is the
+// context of the bundle it counts in.
+func (f *rolloutFn) complete(bundle context.Context, source string, in *schemas.Instance) rolled {
 	spec := scoring.Spec{Prompt: f.Prompt, GroupSize: f.GroupSize, MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
 	g, err := spec.Prepare(in, GroupID(f.GroupPrefix, in.ID, source))
 	if err != nil {
 		v, _ := json.Marshal(in)
-		d := deadLetter(f.st, "prompt", source, in.ID, err.Error(), v)
+		d := deadLetter(bundle, "prompt", source, in.ID, err.Error(), v)
 		return rolled{dead: &d}
 	}
-	f.st.instances.Add(1)
+	cInstances.Add(bundle, 1)
 	start := time.Now()
 	resp, err := f.policy.Complete(f.ctx, g.Request)
 	if err != nil {
 		v, _ := json.Marshal(in)
-		d := deadLetter(f.st, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
+		d := deadLetter(bundle, "rollout", source, in.ID, fmt.Sprintf("instance %s: %v", in.ID, err), v)
 		return rolled{dead: &d}
 	}
-	f.st.rollouts.Add(int64(len(resp.Completions)))
-	mRollouts.Add(float64(len(resp.Completions)))
-	f.st.notePolicyVersion(resp.PolicyVersion, f.policy.Version())
+	cRollouts.Add(bundle, int64(len(resp.Completions)))
+	notePolicyVersion(bundle, resp.PolicyVersion, f.policy.Version())
 	samples, got := spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), now())
 	// The part carries the prompt text once; its members leave it empty.
 	out := part{GroupID: g.ID, Origin: source, System: g.Prompt.System, Prompt: g.Prompt.User, Files: g.Prompt.Files,
@@ -312,7 +309,6 @@ type rewardFn struct {
 	RunID     string
 	Timeout   time.Duration
 	GroupSize int
-	st        *stats
 	ctx       context.Context
 	cancel    context.CancelFunc
 	work      *async[scored]
@@ -326,7 +322,6 @@ type scored struct {
 }
 
 func (f *rewardFn) Setup() {
-	f.st = runStats(f.RunID)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.work = newAsync[scored](cpuSlots(), nil)
 }
@@ -337,8 +332,8 @@ func (f *rewardFn) Teardown() {
 	}
 }
 
-func (f *rewardFn) ProcessElement(ts beam.EventTime, p part, whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.submit(ts, func() scored { return f.score(p) }, f.out(whole, partial, dead))
+func (f *rewardFn) ProcessElement(ctx context.Context, ts beam.EventTime, p part, whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.submit(ts, func() scored { return f.score(ctx, p) }, f.out(whole, partial, dead))
 }
 
 func (f *rewardFn) FinishBundle(whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
@@ -358,7 +353,9 @@ func (f *rewardFn) out(whole func(beam.EventTime, part), partial func(beam.Event
 	}
 }
 
-func (f *rewardFn) score(p part) scored {
+// score scores the members of p; bundle is the context of the bundle it
+// counts in.
+func (f *rewardFn) score(bundle context.Context, p part) scored {
 	var out scored
 	task := reward.NewTask(p.Files, p.Oracle) // the group's members share the oracle's diff
 	for i := range p.Members {
@@ -369,15 +366,14 @@ func (f *rewardFn) score(p part) scored {
 		res, ok := scoring.Score(f.ctx, task, &m.Sample, f.Timeout)
 		if !ok {
 			v, _ := json.Marshal(&m.Sample)
-			out.dead = append(out.dead, deadLetter(f.st, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
+			out.dead = append(out.dead, deadLetter(bundle, "reward", m.Sample.ID, p.GroupID, fmt.Sprintf("sample %s: %s", m.Sample.ID, res.Error), v))
 			m.Lost = "reward: " + res.Error
 			continue
 		}
-		f.st.scored.Add(1)
+		cScored.Add(bundle, 1)
 		mReward.Observe(res.Reward)
 		if res.Error != "" {
-			f.st.formatErrors.Add(1)
-			mFormatErrors.Inc()
+			cFormatErrors.Add(bundle, 1)
 		}
 	}
 	p.Files, p.Oracle = nil, nil
@@ -399,11 +395,11 @@ type wholeGroupFn struct {
 }
 
 func (f *wholeGroupFn) Setup() {
-	f.rule = newGroupRule(f.RunID, f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
+	f.rule = newGroupRule(f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
 }
 
-func (f *wholeGroupFn) ProcessElement(p part, emit func(string, schemas.Sample), dropped func(string)) {
-	f.rule.emitGroup([]part{p}, p.GroupID, emit, dropped)
+func (f *wholeGroupFn) ProcessElement(ctx context.Context, p part, emit func(string, schemas.Sample), dropped func(string)) {
+	f.rule.emitGroup(ctx, []part{p}, p.GroupID, emit, dropped)
 }
 
 // groupFn collects the parts of a split group (keyed by group id; whole
@@ -433,10 +429,10 @@ type groupFn struct {
 }
 
 func (f *groupFn) Setup() {
-	f.rule = newGroupRule(f.RunID, f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
+	f.rule = newGroupRule(f.GroupSize, f.Method, f.DropZeroVariance, f.DropIncomplete)
 }
 
-func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, p part, emit func(string, schemas.Sample), dropped func(string)) {
+func (f *groupFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, p part, emit func(string, schemas.Sample), dropped func(string)) {
 	n, _, err := f.Arrived.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
@@ -451,7 +447,7 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 	first := n == 0
 	n += int64(len(p.Members))
 	if n >= int64(f.GroupSize) {
-		f.finish(sp, tp, gid, emit, dropped)
+		f.finish(ctx, sp, tp, gid, emit, dropped)
 		return
 	}
 	if err := f.Arrived.Write(sp, n); err != nil {
@@ -467,11 +463,11 @@ func (f *groupFn) ProcessElement(w beam.Window, ts beam.EventTime, sp state.Prov
 }
 
 func (f *groupFn) OnTimer(ctx context.Context, ts beam.EventTime, sp state.Provider, tp timers.Provider, gid string, timer timers.Context, emit func(string, schemas.Sample), dropped func(string)) {
-	f.finish(sp, tp, gid, emit, dropped)
+	f.finish(ctx, sp, tp, gid, emit, dropped)
 }
 
 // finish emits the parts collected in state and clears it.
-func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit func(string, schemas.Sample), dropped func(string)) {
+func (f *groupFn) finish(ctx context.Context, sp state.Provider, tp timers.Provider, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	raw, _, err := f.Members.Read(sp)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: read state: %w", gid, err))
@@ -488,21 +484,20 @@ func (f *groupFn) finish(sp state.Provider, tp timers.Provider, gid string, emit
 		parts = append(parts, p)
 	}
 	if len(parts) > 0 {
-		f.rule.emitGroup(parts, gid, emit, dropped)
+		f.rule.emitGroup(ctx, parts, gid, emit, dropped)
 	}
 }
 
 // groupRule is how a finished group becomes samples, shared by the
 // stateless and the stateful group stage.
 type groupRule struct {
-	st                               *stats
 	groupSize                        int
 	method                           string
 	dropZeroVariance, dropIncomplete bool
 }
 
-func newGroupRule(runID string, groupSize int, method string, dropZeroVariance, dropIncomplete bool) groupRule {
-	return groupRule{st: runStats(runID), groupSize: groupSize, method: method,
+func newGroupRule(groupSize int, method string, dropZeroVariance, dropIncomplete bool) groupRule {
+	return groupRule{groupSize: groupSize, method: method,
 		dropZeroVariance: dropZeroVariance, dropIncomplete: dropIncomplete}
 }
 
@@ -510,7 +505,7 @@ func newGroupRule(runID string, groupSize int, method string, dropZeroVariance, 
 // samples keyed by the origin of its input record, or, when the group is
 // dropped, only that origin on dropped (nothing of it needs to become
 // durable before the input is acknowledged).
-func (f *groupRule) emitGroup(parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
+func (f *groupRule) emitGroup(ctx context.Context, parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
 	seen := map[int]bool{}
 	var samples []schemas.Sample
 	lost := 0
@@ -530,29 +525,24 @@ func (f *groupRule) emitGroup(parts []part, gid string, emit func(string, schema
 		}
 	}
 	complete := lost == 0 && len(samples) == f.groupSize
-	f.st.groups.Add(1)
 	if !complete {
-		f.st.incomplete.Add(1)
-		mGroups.WithLabelValues("incomplete").Inc()
+		cGroups.With(groupIncomplete).Add(ctx, 1)
 		if f.dropIncomplete || len(samples) == 0 {
-			f.st.dropped.Add(1)
-			mGroups.WithLabelValues("dropped").Inc()
+			cGroups.With(groupDropped).Add(ctx, 1)
 			dropped(origin)
 			return
 		}
 	} else {
-		mGroups.WithLabelValues("complete").Inc()
+		cGroups.With(groupComplete).Add(ctx, 1)
 	}
 	zero, err := advantage.Group(advantage.Method(f.method), samples, complete)
 	if err != nil {
 		panic(fmt.Errorf("train: group %s: %w", gid, err))
 	}
 	if zero {
-		f.st.zeroVar.Add(1)
-		mGroups.WithLabelValues("zero_variance").Inc()
+		cGroups.With(groupZeroVariance).Add(ctx, 1)
 		if f.dropZeroVariance {
-			f.st.dropped.Add(1)
-			mGroups.WithLabelValues("dropped").Inc()
+			cGroups.With(groupDropped).Add(ctx, 1)
 			dropped(origin)
 			return
 		}

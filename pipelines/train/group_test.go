@@ -9,7 +9,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
+	"swerl/pipelines/beamrun"
 	"swerl/schemas"
+	"swerl/sinks/metrics"
 	"swerl/sinks/parquetio"
 )
 
@@ -40,7 +42,6 @@ func TestGroupMergesParts(t *testing.T) {
 	}
 	parts := []part{mk("a", 0, 1), mk("b", 0), mk("a", 2, 3), mk("b", 2, 3)} // b misses index 1
 	id := newRunID()
-	st := runStats(id)
 	defer dropRun(id)
 	dir := t.TempDir()
 	p, s := beam.NewPipelineWithRoot()
@@ -49,7 +50,8 @@ func TestGroupMergesParts(t *testing.T) {
 		Members: state.MakeBagState[[]byte]("members"), Arrived: state.MakeValueState[int64]("arrived"),
 		Timeout: timers.InEventTime("timeout")}, keyed)
 	beam.ParDo(s, &sampleSinkFn{RunID: id, Dir: dir, RowsPerFile: 100}, samples)
-	if err := runPipeline(context.Background(), "", p); err != nil {
+	res, err := beamrun.Run(context.Background(), "", p)
+	if err != nil {
 		t.Fatal(err)
 	}
 	rows, err := parquetio.ReadDir[schemas.Sample](dir)
@@ -73,7 +75,7 @@ func TestGroupMergesParts(t *testing.T) {
 	if m := got["b/0"].GroupMean; m < 1.666 || m > 1.667 {
 		t.Errorf("b's mean %v, want 5/3", m)
 	}
-	if st.groups.Load() != 2 || st.incomplete.Load() != 1 {
-		t.Fatalf("groups %d incomplete %d", st.groups.Load(), st.incomplete.Load())
+	if sum, ok := summarize(res, metrics.Baseline{}); !ok || sum.Groups != 2 || sum.Incomplete != 1 {
+		t.Fatalf("groups %d incomplete %d (from the runner: %v)", sum.Groups, sum.Incomplete, ok)
 	}
 }

@@ -156,7 +156,10 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startBroker(t)
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Instances), Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: c, Topic: c.Topic(kafkaio.Instances), BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer w.Close()
 	produce := func(from, to int) {
 		for i := from; i < to; i++ {

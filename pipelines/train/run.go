@@ -55,6 +55,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}()
 
 	var src source
+	var fed FeedSummary
 	useKafka := len(cfg.Kafka.Brokers) > 0
 	switch {
 	case cfg.FeedInstances:
@@ -62,9 +63,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return Summary{}, err
 		}
-		st.fed.Add(fs.Produced)
-		st.dead.Add(fs.DeadLetters)
-		st.records.Add(fs.DeadLetters)
+		fed = fs
 		fmt.Fprintf(cfg.Progress, "train: fed %d instances from %s to %s (%d dead-letters)\n", fs.Produced, cfg.Instances, cfg.Kafka.Topic(kafkaio.Instances), fs.DeadLetters)
 		src = kafkaSource(cfg)
 	case cfg.Instances != "":
@@ -72,6 +71,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	default:
 		src = kafkaSource(cfg)
 	}
+	// After Feed, which counts its dead-letters outside the pipeline.
+	since := metrics.Mark(counters, cGroups, cDeadLetters)
 	p, err := build(id, cfg, src, useKafka, cfg.FeedInstances || cfg.Instances == "")
 	if err != nil {
 		return Summary{}, err
@@ -87,15 +88,23 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	stopped := make(chan struct{})
 	go func() {
-		progress(cfg, st, start, done, lagFn)
+		progress(cfg, since, start, done, lagFn)
 		close(stopped)
 	}()
-	err = runPipeline(ctx, cfg.Runner, p)
+	res, err := beamrun.Run(ctx, cfg.Runner, p)
 	close(done)
 	<-stopped // its last line is out before the summary
-	sum := st.summary()
+	sum, fromRunner := summarize(res, since)
+	// Feed ran before the pipeline, in this process: its records are not
+	// in the pipeline's counts.
+	sum.Fed = fed.Produced
+	sum.Records += fed.DeadLetters
+	sum.DeadLetters += fed.DeadLetters
 	sum.ElapsedSeconds = time.Since(start).Seconds()
 	fmt.Fprintln(cfg.Progress, sum)
+	if !fromRunner {
+		fmt.Fprintln(cfg.Progress, "train: the runner reported no counts; the summary counts the work done in this process only")
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return sum, fmt.Errorf("train: stopped: %w", ctx.Err())
@@ -103,11 +112,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("train: pipeline: %w", err)
 	}
 	return sum, nil
-}
-
-func runPipeline(ctx context.Context, runner string, p *beam.Pipeline) error {
-	_, err := beamrun.Run(ctx, runner, p)
-	return err
 }
 
 // build constructs the pipeline graph of one run.
@@ -185,7 +189,9 @@ func newRunID() string {
 
 // progress prints a line every cfg.ProgressEvery until done.
 // With Kafka input it also updates the consumer-lag gauge.
-func progress(cfg Config, st *stats, start time.Time, done <-chan struct{}, lagFn func() (int64, error)) {
+// The counts are those of this process (metrics.Baseline): a runner whose
+// workers run elsewhere shows them only in the end summary.
+func progress(cfg Config, since metrics.Baseline, start time.Time, done <-chan struct{}, lagFn func() (int64, error)) {
 	t := time.NewTicker(cfg.ProgressEvery)
 	defer t.Stop()
 	for {
@@ -193,7 +199,7 @@ func progress(cfg Config, st *stats, start time.Time, done <-chan struct{}, lagF
 		case <-done:
 			return
 		case <-t.C:
-			s := st.summary()
+			s, _ := summarize(nil, since)
 			el := time.Since(start).Seconds()
 			lagText := ""
 			if lagFn != nil {

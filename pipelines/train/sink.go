@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 )
 
 func init() {
-	register.DoFn3x1[string, schemas.Sample, func(kafkaio.Message), error](&sampleSinkFn{})
+	register.DoFn4x1[context.Context, string, schemas.Sample, func(kafkaio.Message), error](&sampleSinkFn{})
 	register.DoFn2x1[schemas.DeadLetter, func(kafkaio.Message), error](&deadSinkFn{})
 	register.Emitter1[kafkaio.Message]()
 }
@@ -104,7 +105,6 @@ type sampleSinkFn struct {
 	RowsPerFile int
 	AckInput    bool
 
-	st      *stats
 	seen    *written
 	pending []schemas.Sample
 	origins []string
@@ -119,13 +119,12 @@ type flushed struct {
 }
 
 func (f *sampleSinkFn) Setup() error {
-	f.st = runStats(f.RunID)
 	w, err := writtenIn(f.Dir)
 	f.seen = w
 	return err
 }
 
-func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func(kafkaio.Message)) error {
+func (f *sampleSinkFn) ProcessElement(ctx context.Context, origin string, s schemas.Sample, emit func(kafkaio.Message)) error {
 	if f.pending == nil {
 		// A file's worth at once, not a dozen doublings of ~340-byte rows.
 		f.pending = make([]schemas.Sample, 0, min(f.RowsPerFile, 10000))
@@ -148,7 +147,7 @@ func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func
 	f.pending, f.origins = nil, nil
 	f.writing = make(chan flushed, 1)
 	go func(out chan<- flushed) {
-		msgs, err := f.write(rows, origins)
+		msgs, err := f.write(ctx, rows, origins)
 		out <- flushed{append(done, msgs...), err}
 	}(f.writing)
 	return nil
@@ -156,7 +155,7 @@ func (f *sampleSinkFn) ProcessElement(origin string, s schemas.Sample, emit func
 
 // FinishBundle writes what is pending, then emits the messages of every
 // sample made durable in this bundle.
-func (f *sampleSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
+func (f *sampleSinkFn) FinishBundle(ctx context.Context, emit func(kafkaio.Message)) error {
 	var done []kafkaio.Message
 	if f.writing != nil {
 		r := <-f.writing
@@ -166,7 +165,7 @@ func (f *sampleSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
 		}
 		done = r.msgs
 	}
-	msgs, err := f.write(f.pending, f.origins)
+	msgs, err := f.write(ctx, f.pending, f.origins)
 	f.pending, f.origins = f.pending[:0], f.origins[:0]
 	if err != nil {
 		return err
@@ -178,8 +177,8 @@ func (f *sampleSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
 }
 
 // write stores rows in one new file (less the ids already written) and
-// returns the Kafka messages of all of them.
-func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafkaio.Message, error) {
+// returns the Kafka messages of all of them, counting in the bundle of ctx.
+func (f *sampleSinkFn) write(ctx context.Context, pending []schemas.Sample, origins []string) ([]kafkaio.Message, error) {
 	if len(pending) == 0 {
 		return nil, nil
 	}
@@ -201,7 +200,7 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 		}
 		msgs = append(msgs, m)
 		if f.seen.has(s.ID) || batch[s.ID] {
-			f.st.dups.Add(1)
+			cDuplicates.Add(ctx, 1)
 			continue
 		}
 		batch[s.ID] = true
@@ -213,13 +212,14 @@ func (f *sampleSinkFn) write(pending []schemas.Sample, origins []string) ([]kafk
 	if err := parquetio.WriteFile(partName(f.Dir, "samples"), rows); err != nil {
 		return nil, err
 	}
+	var rewards int64
 	for i := range rows {
 		f.seen.add(rows[i].ID)
-		f.st.rewardSumMicro.Add(micro(rows[i].Reward))
+		rewards += micro(rows[i].Reward)
 	}
-	f.st.samples.Add(int64(len(rows)))
-	f.st.files.Add(1)
-	mSamples.Add(float64(len(rows)))
+	cRewardMicro.Add(ctx, rewards)
+	cSamples.Add(ctx, int64(len(rows)))
+	cFiles.Add(ctx, 1)
 	return msgs, nil
 }
 
@@ -231,25 +231,22 @@ type deadSinkFn struct {
 	RunID    string
 	Dir      string
 	AckInput bool
-	st       *stats
 	pending  []schemas.DeadLetter
 }
-
-func (f *deadSinkFn) Setup() { f.st = runStats(f.RunID) }
 
 func (f *deadSinkFn) ProcessElement(d schemas.DeadLetter, _ func(kafkaio.Message)) error {
 	f.pending = append(f.pending, d)
 	return nil
 }
 
-func (f *deadSinkFn) FinishBundle(emit func(kafkaio.Message)) error {
+func (f *deadSinkFn) FinishBundle(ctx context.Context, emit func(kafkaio.Message)) error {
 	if len(f.pending) == 0 {
 		return nil
 	}
 	if err := parquetio.WriteFile(partName(f.Dir, "deadletter"), f.pending); err != nil {
 		return err
 	}
-	f.st.files.Add(1)
+	cFiles.Add(ctx, 1)
 	for _, d := range f.pending {
 		v, err := schemas.Encode(&d)
 		if err != nil {

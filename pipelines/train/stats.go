@@ -1,50 +1,74 @@
 package train
 
 import (
+	"context"
 	"math"
 	"sync"
-	"sync/atomic"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
 )
 
-// Prometheus metrics of the train pipeline, registered once per process.
+// metricNS is the Beam namespace of the train pipeline's counts.
+const metricNS = "swerl.train"
+
+// The counts of the train pipeline. Each DoFn counts through these (Beam
+// metrics, Prometheus and the progress line at once; see package
+// metrics); the end summary reads them from the pipeline result.
 var (
-	mRecords = metrics.Factory.Counter(prometheus.CounterOpts{Name: "swerl_train_records_total",
+	cRecords = metrics.NewCounter(metricNS, "records", prometheus.CounterOpts{Name: "swerl_train_records_total",
 		Help: "Input records read by the train pipeline."})
-	mRollouts = metrics.Factory.Counter(prometheus.CounterOpts{Name: "swerl_train_rollouts_total",
+	cInstances = metrics.NewCounter(metricNS, "instances", prometheus.CounterOpts{Name: "swerl_train_instances_total",
+		Help: "Instances decoded and prompted."})
+	cRollouts = metrics.NewCounter(metricNS, "rollouts", prometheus.CounterOpts{Name: "swerl_train_rollouts_total",
 		Help: "Completions received from the policy."})
+	cScored = metrics.NewCounter(metricNS, "scored", prometheus.CounterOpts{Name: "swerl_train_scored_total",
+		Help: "Completions scored."})
+	cFormatErrors = metrics.NewCounter(metricNS, "format_errors", prometheus.CounterOpts{Name: "swerl_train_format_errors_total",
+		Help: "Scored completions with a format error."})
+	cGroups = metrics.NewCounterVec(metricNS, "groups", prometheus.CounterOpts{Name: "swerl_train_groups_total",
+		Help: "Finished groups by outcome (complete, incomplete, zero_variance, dropped)."}, "outcome")
+	cDeadLetters = metrics.NewCounterVec(metricNS, "deadletters", prometheus.CounterOpts{Name: "swerl_train_deadletters_total",
+		Help: "Records routed to the dead-letter outputs, by stage."}, "stage")
+	cSamples = metrics.NewCounter(metricNS, "samples", prometheus.CounterOpts{Name: "swerl_train_samples_total",
+		Help: "Sample rows written."})
+	cDuplicates = metrics.NewCounter(metricNS, "duplicates", prometheus.CounterOpts{Name: "swerl_train_duplicate_samples_total",
+		Help: "Samples not written again because their id was already written."})
+	cFiles = metrics.NewCounter(metricNS, "files", prometheus.CounterOpts{Name: "swerl_train_files_total",
+		Help: "Parquet files written (samples and dead-letters)."})
+	// cRewardMicro sums the rewards of the samples written, in millionths
+	// (Beam counters are integers), for the summary's mean reward.
+	cRewardMicro   = metrics.NewCounter(metricNS, "reward_sum_micro", prometheus.CounterOpts{})
+	cPolicyVersion = metrics.NewMax(metricNS, "policy_version", prometheus.GaugeOpts{Name: "swerl_train_policy_version",
+		Help: "Weight version of the newest policy response."})
+
 	mReward = metrics.Factory.Histogram(prometheus.HistogramOpts{Name: "swerl_train_reward",
 		Help:    "Rewards of scored completions (−1 is a format error).",
 		Buckets: []float64{-1, -0.5, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1}})
-	mFormatErrors = metrics.Factory.Counter(prometheus.CounterOpts{Name: "swerl_train_format_errors_total",
-		Help: "Scored completions with a format error."})
-	mGroups = metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_train_groups_total",
-		Help: "Finished groups by outcome (complete, incomplete, zero_variance, dropped)."}, []string{"outcome"})
-	mDeadLetters = metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_train_deadletters_total",
-		Help: "Records routed to the dead-letter outputs, by stage."}, []string{"stage"})
-	mSamples = metrics.Factory.Counter(prometheus.CounterOpts{Name: "swerl_train_samples_total",
-		Help: "Sample rows written."})
-	mPolicyVersion = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_train_policy_version",
-		Help: "Weight version of the newest policy response."})
 	mStaleness = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_train_policy_staleness",
 		Help: "Versions between the newest announced policy version and the one that produced the latest rollouts."})
 	mLag = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_train_consumer_lag",
 		Help: "Input records known to be waiting behind the train pipeline's read position."})
 )
 
-// stats are the counters of one run. DoFns find them by run id; under a
-// loopback runner they run in this process and update the Summary.
-type stats struct {
-	records, instances, rollouts, scored, formatErrors atomic.Int64
-	groups, zeroVar, incomplete, dropped               atomic.Int64
-	samples, dups, dead, files, fed                    atomic.Int64
-	rewardSumMicro                                     atomic.Int64 // sum of written rewards × 1e6
-	policyVersion                                      atomic.Int64
+// counters are the plain counts, for baselines.
+var counters = []*metrics.Counter{cRecords, cInstances, cRollouts, cScored, cFormatErrors,
+	cSamples, cDuplicates, cFiles, cRewardMicro}
 
+// Outcomes of a finished group (label values of cGroups).
+const (
+	groupComplete     = "complete"
+	groupIncomplete   = "incomplete"
+	groupZeroVariance = "zero_variance"
+	groupDropped      = "dropped"
+)
+
+// stats are what the DoFns of one run share in one process, found by run
+// id: the policy Run opened.
+type stats struct {
 	mu     sync.Mutex
 	policy rollout.Policy // opened by Run, shared by the run's DoFns
 }
@@ -62,7 +86,6 @@ func runStats(id string) *stats {
 	s := runs[id]
 	if s == nil {
 		s = &stats{}
-		s.policyVersion.Store(-1)
 		runs[id] = s
 	}
 	return s
@@ -74,31 +97,66 @@ func dropRun(id string) {
 	runsMu.Unlock()
 }
 
-func (s *stats) notePolicyVersion(v int64, newest int64) {
-	for {
-		old := s.policyVersion.Load()
-		if v <= old || s.policyVersion.CompareAndSwap(old, v) {
-			break
-		}
-	}
-	mPolicyVersion.Set(float64(v))
+// notePolicyVersion counts the version v of a policy response; newest is
+// the newest version the policy knows (-1: unknown).
+func notePolicyVersion(ctx context.Context, v, newest int64) {
+	cPolicyVersion.Observe(ctx, v)
 	if newest >= 0 && v >= 0 {
 		mStaleness.Set(float64(max(newest-v, 0)))
 	}
 }
 
-func (s *stats) summary() Summary {
+// countSource reads the counts of a run: from the pipeline result when the
+// runner reports them, else what this process counted since the run began.
+type countSource struct {
+	res   metrics.Results
+	ok    bool
+	since metrics.Baseline
+}
+
+func (c countSource) count(x *metrics.Counter) int64 {
+	if c.ok {
+		return c.res.Count(x)
+	}
+	return c.since.Since(x)
+}
+
+func (c countSource) counts(v *metrics.CounterVec) map[string]int64 {
+	if c.ok {
+		return c.res.Counts(v)
+	}
+	return c.since.SinceVec(v)
+}
+
+// summarize fills a Summary from the counts of a run. res is the pipeline
+// result (nil when the run failed or was stopped: then the counts of this
+// process are used, which miss the work of other worker processes).
+func summarize(res beam.PipelineResult, since metrics.Baseline) (sum Summary, fromRunner bool) {
+	r, ok := metrics.Read(res, metricNS)
+	c := countSource{res: r, ok: ok, since: since}
+	groups, dead := c.counts(cGroups), c.counts(cDeadLetters)
 	out := Summary{
-		Records: s.records.Load(), Instances: s.instances.Load(), Rollouts: s.rollouts.Load(),
-		Scored: s.scored.Load(), FormatErrors: s.formatErrors.Load(), Groups: s.groups.Load(),
-		ZeroVariance: s.zeroVar.Load(), Incomplete: s.incomplete.Load(), DroppedGroups: s.dropped.Load(),
-		Samples: s.samples.Load(), Duplicates: s.dups.Load(), DeadLetters: s.dead.Load(),
-		Files: s.files.Load(), Fed: s.fed.Load(), PolicyVersion: s.policyVersion.Load(),
+		Records: c.count(cRecords), Instances: c.count(cInstances), Rollouts: c.count(cRollouts),
+		Scored: c.count(cScored), FormatErrors: c.count(cFormatErrors),
+		Groups:       groups[groupComplete] + groups[groupIncomplete],
+		ZeroVariance: groups[groupZeroVariance], Incomplete: groups[groupIncomplete], DroppedGroups: groups[groupDropped],
+		Samples: c.count(cSamples), Duplicates: c.count(cDuplicates), Files: c.count(cFiles),
+		PolicyVersion: -1,
+	}
+	for _, n := range dead {
+		out.DeadLetters += n
 	}
 	if out.Samples > 0 {
-		out.MeanReward = float64(s.rewardSumMicro.Load()) / 1e6 / float64(out.Samples)
+		out.MeanReward = float64(c.count(cRewardMicro)) / 1e6 / float64(out.Samples)
 	}
-	return out
+	if ok {
+		if v, seen := r.Max(cPolicyVersion); seen {
+			out.PolicyVersion = v
+		}
+	} else if v, seen := cPolicyVersion.Live(); seen {
+		out.PolicyVersion = v
+	}
+	return out, ok
 }
 
 func micro(r float64) int64 { return int64(math.Round(r * 1e6)) }

@@ -200,3 +200,60 @@ func TestDeadLettersAndDrops(t *testing.T) {
 		}
 	}
 }
+
+// The end summary is what the pipeline wrote: its sample and dead-letter
+// counts equal the rows of the Parquet files under Out, and they come from
+// the runner's metrics (Prism in process here), not from counters of the
+// process that called Run.
+func TestSummaryEqualsWhatWasWritten(t *testing.T) {
+	dir := t.TempDir()
+	const n, g, bad = 9, 3, 2
+	set, err := traintest.Write(dir, n, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(set.InstancesPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range bad {
+		fmt.Fprintf(f, "{\"schema_version\":1,\"id\":%d}\n", i) // not an instance
+	}
+	f.Close()
+	out := filepath.Join(dir, "out")
+	var progress bytes.Buffer
+	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
+		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, RowsPerFile: 4, Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if strings.Contains(progress.String(), "reported no counts") {
+		t.Fatalf("the summary did not come from the runner:\n%s", progress.String())
+	}
+	samples := readSamples(t, out)
+	dead, err := parquetio.ReadDir[schemas.DeadLetter](filepath.Join(out, "deadletter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampleFiles, _ := parquetio.Files(filepath.Join(out, "samples"))
+	deadFiles, _ := parquetio.Files(filepath.Join(out, "deadletter"))
+	if len(samples) != n*g || sum.Samples != int64(len(samples)) {
+		t.Errorf("summary says %d samples written, the Parquet files hold %d (want %d)", sum.Samples, len(samples), n*g)
+	}
+	if len(dead) != bad || sum.DeadLetters != int64(len(dead)) {
+		t.Errorf("summary says %d dead-letters, the Parquet files hold %d (want %d)", sum.DeadLetters, len(dead), bad)
+	}
+	if sum.Files != int64(len(sampleFiles)+len(deadFiles)) {
+		t.Errorf("summary says %d files, %d were written", sum.Files, len(sampleFiles)+len(deadFiles))
+	}
+	if sum.Records != n+bad || sum.Instances != n || sum.Groups != n {
+		t.Errorf("summary %+v, want %d records, %d instances and groups", sum, n+bad, n)
+	}
+	var rewards float64
+	for _, s := range samples {
+		rewards += s.Reward
+	}
+	if want := rewards / float64(len(samples)); math.Abs(sum.MeanReward-want) > 1e-5 {
+		t.Errorf("summary's mean reward %v, the rows' %v", sum.MeanReward, want)
+	}
+}

@@ -53,7 +53,10 @@ func startBroker(t testing.TB, topics ...string) Config {
 // produce writes n records key-i/value-i (i from first) to topic.
 func produce(t testing.TB, c Config, topic string, first, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, BatchSize: 500}
+	w, err := NewWriter(WriteConfig{Config: c, Topic: topic, BatchTimeout: time.Millisecond, BatchSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer w.Close()
 	var msgs []kafka.Message
 	for i := first; i < first+n; i++ {

@@ -20,12 +20,18 @@ type BrokerOptions struct {
 	Topics []string
 	// TopicPrefix for the default topics; see Config.TopicPrefix.
 	TopicPrefix string
+	// DataDir, when set, keeps the broker's data (topics, records,
+	// committed offsets, the cluster id) on disk there: a broker started
+	// again with the same DataDir and Addr is the same cluster, as a
+	// restarted Kafka broker is. Without it the data lives in memory.
+	DataDir string
 }
 
 // Broker is an in-process Kafka broker speaking the real wire protocol
 // (franz-go's kfake): any Kafka client (kafka-go, kcat, librdkafka, the
 // Java client) can produce to it and consume from it. Data lives in memory
-// and is lost on Close. Topics that are not seeded are created on first use.
+// and is lost on Close, unless BrokerOptions.DataDir keeps it. Topics that
+// are not seeded are created on first use.
 type Broker struct {
 	c     *kfake.Cluster
 	addrs []string
@@ -60,6 +66,10 @@ func StartBroker(o BrokerOptions) (*Broker, error) {
 	if len(o.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(o.Partitions), o.Topics...))
 	}
+	if o.DataDir != "" {
+		// The cluster id saved there overrides the new one above.
+		opts = append(opts, kfake.DataDir(o.DataDir))
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: embedded broker on %s: %w", o.Addr, err)
@@ -75,5 +85,5 @@ func (b *Broker) Config(topicPrefix string) Config {
 	return Config{Brokers: b.Addrs(), TopicPrefix: topicPrefix}
 }
 
-// Close stops the broker; its data is gone.
+// Close stops the broker; its data is gone unless it has a DataDir.
 func (b *Broker) Close() { b.c.Close() }

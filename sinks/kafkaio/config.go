@@ -34,16 +34,20 @@ const (
 // TopicNames are swerl's four topics, without prefix.
 var TopicNames = []string{Instances, Samples, Weights, DeadLetter}
 
-// Config locates a Kafka cluster and how to talk to it. It is plain data
-// (Beam serialises it into DoFns as JSON).
+// Config locates a Kafka cluster and how to talk to it: the one Kafka
+// configuration of swerl, used by every reader and writer. It is plain
+// data (Beam serialises it into DoFns as JSON, so it is part of the job
+// graph): it holds no secret, only the name of the environment variable
+// that holds the SASL password.
 type Config struct {
 	// Brokers are host:port bootstrap addresses.
 	Brokers []string `json:"brokers"`
 	// TopicPrefix is prepended to topic names by Topic; empty means
 	// DefaultTopicPrefix. Use "-" for no prefix at all.
-	TopicPrefix string     `json:"topic_prefix"`
-	TLS         TLSConfig  `json:"tls"`
-	SASL        SASLConfig `json:"sasl"`
+	TopicPrefix string      `json:"topic_prefix"`
+	TLS         TLSConfig   `json:"tls"`
+	SASL        SASLConfig  `json:"sasl"`
+	Retry       RetryConfig `json:"retry"`
 }
 
 // TLSConfig enables TLS to the brokers. With Enable and no CAFile the system
@@ -62,7 +66,23 @@ type TLSConfig struct {
 type SASLConfig struct {
 	Mechanism string `json:"mechanism"`
 	User      string `json:"user"`
-	Password  string `json:"password"`
+	// PasswordEnv names the environment variable that holds the password.
+	// The value is read where a connection is made (on a Beam worker: in
+	// the DoFn's Setup), so only the name travels in the job graph; every
+	// worker needs the variable set.
+	PasswordEnv string `json:"password_env"`
+}
+
+// password reads the SASL password from the environment.
+func (s SASLConfig) password() (string, error) {
+	if s.PasswordEnv == "" {
+		return "", fmt.Errorf("kafkaio: SASL %s needs PasswordEnv, the name of the environment variable holding the password", s.Mechanism)
+	}
+	p, ok := os.LookupEnv(s.PasswordEnv)
+	if !ok {
+		return "", fmt.Errorf("kafkaio: SASL password: environment variable %s is not set in this process", s.PasswordEnv)
+	}
+	return p, nil
 }
 
 // Topic returns the full name of a swerl topic ("instances", "samples",
@@ -128,27 +148,41 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 
 func (c Config) mechanism() (sasl.Mechanism, error) {
 	s := c.SASL
-	switch strings.ToLower(s.Mechanism) {
+	m := strings.ToLower(s.Mechanism)
+	switch m {
 	case "", "none":
 		return nil, nil
-	case "plain":
-		return plain.Mechanism{Username: s.User, Password: s.Password}, nil
-	case "scram-sha-256":
-		return scram.Mechanism(scram.SHA256, s.User, s.Password)
-	case "scram-sha-512":
-		return scram.Mechanism(scram.SHA512, s.User, s.Password)
+	case "plain", "scram-sha-256", "scram-sha-512":
+	default:
+		return nil, fmt.Errorf("kafkaio: unknown SASL mechanism %q (want plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
 	}
-	return nil, fmt.Errorf("kafkaio: unknown SASL mechanism %q (want plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
+	pwd, err := s.password()
+	if err != nil {
+		return nil, err
+	}
+	switch m {
+	case "plain":
+		return plain.Mechanism{Username: s.User, Password: pwd}, nil
+	case "scram-sha-256":
+		return scram.Mechanism(scram.SHA256, s.User, pwd)
+	}
+	return scram.Mechanism(scram.SHA512, s.User, pwd)
+}
+
+// security returns the TLS and SASL settings of the config.
+func (c Config) security() (*tls.Config, sasl.Mechanism, error) {
+	t, err := c.tlsConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := c.mechanism()
+	return t, m, err
 }
 
 // Dialer returns a kafka-go Dialer with the config's TLS and SASL settings
 // (for Conn, Reader).
 func (c Config) Dialer() (*kafka.Dialer, error) {
-	t, err := c.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.mechanism()
+	t, m, err := c.security()
 	if err != nil {
 		return nil, err
 	}
@@ -158,15 +192,21 @@ func (c Config) Dialer() (*kafka.Dialer, error) {
 // Transport returns a kafka-go Transport with the config's TLS and SASL
 // settings (for Writer, Client).
 func (c Config) Transport() (*kafka.Transport, error) {
-	t, err := c.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.mechanism()
+	t, m, err := c.security()
 	if err != nil {
 		return nil, err
 	}
 	return &kafka.Transport{DialTimeout: 10 * time.Second, TLS: t, SASL: m, ClientID: "swerl", MetadataTTL: 5 * time.Second}, nil
+}
+
+// client returns a kafka-go Client for metadata and admin requests, and
+// the func that closes its connections.
+func (c Config) client() (*kafka.Client, func(), error) {
+	tr, err := c.Transport()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: 30 * time.Second}, tr.CloseIdleConnections, nil
 }
 
 // EnsureTopics creates the named topics (full names, e.g. c.Topic(Samples))
@@ -180,12 +220,11 @@ func EnsureTopics(ctx context.Context, c Config, partitions int, names ...string
 	if partitions <= 0 {
 		partitions = 1
 	}
-	tr, err := c.Transport()
+	cl, done, err := c.client()
 	if err != nil {
 		return err
 	}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: 30 * time.Second}
+	defer done()
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
 		return fmt.Errorf("kafkaio: metadata from %v: %w", c.Brokers, err)
@@ -225,12 +264,11 @@ func EnsureTopics(ctx context.Context, c Config, partitions int, names ...string
 // ClusterID returns the cluster id the brokers report ("" if they report
 // none).
 func ClusterID(ctx context.Context, c Config) (string, error) {
-	tr, err := c.Transport()
+	cl, done, err := c.client()
 	if err != nil {
 		return "", err
 	}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: 30 * time.Second}
+	defer done()
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return "", fmt.Errorf("kafkaio: metadata from %v: %w", c.Brokers, err)
@@ -240,12 +278,11 @@ func ClusterID(ctx context.Context, c Config) (string, error) {
 
 // Partitions lists the partition ids of a topic.
 func Partitions(ctx context.Context, c Config, topic string) ([]int, error) {
-	tr, err := c.Transport()
+	cl, done, err := c.client()
 	if err != nil {
 		return nil, err
 	}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: 30 * time.Second}
+	defer done()
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: metadata for %s: %w", topic, err)
@@ -255,7 +292,9 @@ func Partitions(ctx context.Context, c Config, topic string) ([]int, error) {
 			continue
 		}
 		if t.Error != nil {
-			return nil, fmt.Errorf("kafkaio: topic %s: %w", topic, t.Error)
+			// Not wrapped: Kafka calls an unknown topic temporary, but a
+			// reader should not wait minutes for a topic nobody creates.
+			return nil, fmt.Errorf("kafkaio: topic %s: %v", topic, t.Error)
 		}
 		ps := make([]int, 0, len(t.Partitions))
 		for _, p := range t.Partitions {

@@ -28,6 +28,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{}, "no brokers"},
 		{Config{Brokers: []string{"localhost"}}, "host:port"},
 		{Config{Brokers: []string{"h:1"}, SASL: SASLConfig{Mechanism: "gssapi"}}, "unknown SASL mechanism"},
+		{Config{Brokers: []string{"h:1"}, SASL: SASLConfig{Mechanism: "plain", User: "u"}}, "needs PasswordEnv"},
+		{Config{Brokers: []string{"h:1"}, SASL: SASLConfig{Mechanism: "plain", User: "u", PasswordEnv: "SWERL_TEST_UNSET_PWD"}}, "SWERL_TEST_UNSET_PWD is not set"},
 	} {
 		if err := tc.c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.c, err, tc.want)
@@ -50,8 +52,9 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%+v: transport %v, want %q", tc.tls, err, tc.want)
 		}
 	}
+	t.Setenv("SWERL_TEST_KAFKA_PWD", "p")
 	for _, m := range []string{"plain", "SCRAM-SHA-256", "scram-sha-512"} {
-		c := Config{Brokers: []string{"h:1"}, SASL: SASLConfig{Mechanism: m, User: "u", Password: "p"}}
+		c := Config{Brokers: []string{"h:1"}, SASL: SASLConfig{Mechanism: m, User: "u", PasswordEnv: "SWERL_TEST_KAFKA_PWD"}}
 		d, err := c.Dialer()
 		if err != nil || d.SASLMechanism == nil {
 			t.Errorf("%s: %v", m, err)

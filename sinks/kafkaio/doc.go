@@ -13,22 +13,36 @@
 // --partitions (of topics swerl creates), --kafka-tls, --kafka-ca,
 // --kafka-cert, --kafka-key, --sasl-mechanism plain|scram-sha-256|scram-sha-512,
 // --sasl-user and --sasl-password-env NAME (the password is read from the
-// environment variable NAME, never from the command line). On a real
-// cluster swerl creates its four topics if they are missing.
+// environment variable NAME, never from the command line; only the name
+// is in Config, so only the name travels in a Beam job graph, and each
+// worker reads the value when it connects). On a real cluster swerl
+// creates its four topics if they are missing.
 //
 // Embedded broker: franz-go's kfake, a real Kafka wire-protocol server in
 // the swerl process, so kcat and any other Kafka client can talk to it
 // (a test drives kcat against it, zstd both ways). `swerl broker
 // [--addr 127.0.0.1:9092]` runs one standalone until Ctrl-C. Its data
-// lives in memory only.
+// lives in memory, unless --data-dir DIR keeps it on disk: a broker
+// started again with the same --data-dir and --addr is the same cluster,
+// as a restarted Kafka broker is.
 //
 // Topics: <prefix>instances (key: instance id), <prefix>samples (key:
 // group id, so a group stays on one partition), <prefix>weights (key:
 // version), <prefix>deadletter (key: the key of the failed record). Values
 // are the JSON of the swerl records (package schemas, with
 // schema_version); Decode checks them and names the record
-// ("topic@partition:offset") in every error. Write compresses batches with
-// zstd and partitions by a murmur2 hash of the key, as the Java client does.
+// ("topic@partition:offset") in every error. Every producer of swerl is a
+// Writer (NewWriter): zstd batches, acks from all in-sync replicas, and
+// partitions chosen by a murmur2 hash of the key exactly as the Java
+// client (and librdkafka's murmur2 partitioner) does.
+//
+// Broker outages: reads (every fetch, and listing the partitions when a
+// read starts) and writes retry network failures and the errors Kafka
+// marks temporary, waiting 100ms doubling up to Config.Retry.Ceiling
+// (default 10s) for up to Config.Retry.Budget (default 5 minutes) after
+// the first failure, and log every try; so a broker restart or a rolling
+// upgrade only pauses a pipeline. Authentication, certificate and size
+// errors fail at once.
 //
 // `swerl replay --topic T [--from-offset N | --from-time T] [--to-offset N
 // | --to-time T] --out DIR [--rescore --instances FILE]` re-reads a topic

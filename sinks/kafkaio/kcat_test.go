@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/segmentio/kafka-go"
 
 	"swerl/schemas"
 )
@@ -135,4 +136,85 @@ func beamStrings(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// Writer partitions keys as Kafka's Java client does (murmur2 of the key,
+// made positive, modulo the partition count). The reference is kcat's
+// murmur2_random partitioner (librdkafka's murmur2, the Java client's
+// algorithm): the same keys produced by kcat to one topic and by Writer to
+// another of the same partition count land on the same partitions. Seven
+// partitions, so a modulo of a power of two would not pass by chance.
+func TestWriterPartitionsLikeJavaClient(t *testing.T) {
+	kcat := needKcat(t)
+	const parts, n = 7, 300
+	b, err := StartBroker(BrokerOptions{Partitions: parts, Topics: []string{"by-kcat", "by-swerl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := b.Config("-")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var in bytes.Buffer
+	var msgs []kafka.Message
+	for i := range n {
+		// Keys of several lengths, so every tail case of murmur2 (0-3
+		// bytes after the last 4-byte block) is covered.
+		key := fmt.Sprintf("acme/widgets#%d@%s", i, strings.Repeat("x", i%5))
+		fmt.Fprintf(&in, "%s|v%d\n", key, i)
+		msgs = append(msgs, kafka.Message{Key: []byte(key), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	prod := exec.CommandContext(ctx, kcat, "-P", "-b", b.Addrs()[0], "-t", "by-kcat", "-K", "|", "-X", "partitioner=murmur2_random")
+	prod.Stdin = &in
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	w, err := NewWriter(WriteConfig{Config: c, Topic: "by-swerl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	partitionOf := func(topic string) map[string]int {
+		got := map[string]int{}
+		if err := Scan(ctx, ReadConfig{Config: c, Topic: topic}, func(m Message) error {
+			got[string(m.Key)] = m.Partition
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != n {
+			t.Fatalf("%s holds %d keys, want %d", topic, len(got), n)
+		}
+		return got
+	}
+	ref, ours := partitionOf("by-kcat"), partitionOf("by-swerl")
+	used := map[int]bool{}
+	fnvAgrees := 0
+	all := make([]int, parts)
+	for i := range all {
+		all[i] = i
+	}
+	for _, m := range msgs {
+		k := string(m.Key)
+		used[ref[k]] = true
+		if ours[k] != ref[k] {
+			t.Errorf("key %q: Writer chose partition %d, kcat (murmur2) %d", k, ours[k], ref[k])
+		}
+		if (&kafka.Hash{}).Balance(m, all...) == ref[k] {
+			fnvAgrees++
+		}
+	}
+	if len(used) != parts {
+		t.Errorf("kcat used %d of %d partitions: the keys do not exercise the partitioner", len(used), parts)
+	}
+	// The test can tell partitioners apart: kafka-go's FNV-1a Hash, which
+	// a producer of swerl used before, disagrees with kcat on most keys.
+	if fnvAgrees > n/2 {
+		t.Errorf("kafka.Hash agrees with murmur2 on %d of %d keys: the keys cannot tell partitioners apart", fnvAgrees, n)
+	}
 }

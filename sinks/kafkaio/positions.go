@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -221,6 +222,21 @@ func loadPositions(dir, topic string) (*positionsFile, error) {
 	}
 	if f.Partitions == nil {
 		f.Partitions = map[int]*partitionPositions{}
+	}
+	for p, pp := range f.Partitions {
+		switch {
+		case p < 0:
+			return nil, fmt.Errorf("kafkaio: positions file %s: partition %d is negative", path, p)
+		case pp == nil:
+			return nil, fmt.Errorf("kafkaio: positions file %s: partition %d has no positions", path, p)
+		case pp.Next < 0 || pp.Next == math.MaxInt64:
+			return nil, fmt.Errorf("kafkaio: positions file %s: partition %d: next offset %d is out of range", path, p, pp.Next)
+		}
+		for _, o := range pp.Done {
+			if o < pp.Next || o == math.MaxInt64 {
+				return nil, fmt.Errorf("kafkaio: positions file %s: partition %d: offset %d, listed as done out of order, is below next %d or out of range", path, p, o, pp.Next)
+			}
+		}
 	}
 	return &f, nil
 }

@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -135,4 +136,49 @@ func TestScanMissingTopic(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("scan of a missing topic: %v", err)
 	}
+}
+
+// Any bytes in a positions file give an error naming the file or a usable
+// file, never a panic: a loaded file can be acknowledged into and read
+// back.
+func FuzzPositionsFile(f *testing.F) {
+	for _, seed := range []string{
+		`{"topic":"in","cluster_id":"c1","partitions":{"0":{"next":5,"done":[7,9]},"3":{"next":0}}}`,
+		`{"topic":"in","partitions":{"0":null}}`,
+		`{"topic":"in","partitions":{"-1":{"next":1}}}`,
+		`{"topic":"in","partitions":{"0":{"next":-4}}}`,
+		`{"topic":"in","partitions":{"0":{"next":9,"done":[3]}}}`,
+		`{"topic":"in","partitions":{"0":{"next":9223372036854775807,"done":[9223372036854775807]}}}`,
+		`{"topic":"in","partitions":{"x":{"next":1}}}`,
+		`{"topic":"in"}`, `{"topic":"other"}`, `null`, `[]`, `{`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		path := positionsPath(dir, "in")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pos, err := LoadPositions(dir, "in")
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("the error does not name the file: %v", err)
+			}
+			return
+		}
+		for p, next := range pos {
+			// An acknowledgement of the next offset and of one past it.
+			ack := []int64{next}
+			if next < math.MaxInt64 {
+				ack = append(ack, next+1)
+			}
+			if err := updatePositions(dir, "in", posUpdate{Acked: map[int][]int64{p: ack}}); err != nil {
+				t.Fatalf("acknowledging into a file that loaded: %v", err)
+			}
+		}
+		if _, err := LoadPositions(dir, "in"); err != nil {
+			t.Fatalf("a file rewritten by updatePositions does not load: %v", err)
+		}
+	})
 }

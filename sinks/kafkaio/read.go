@@ -117,6 +117,17 @@ func resolve(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
 	if rc.Topic == "" {
 		return nil, errors.New("kafkaio: read: no topic")
 	}
+	var specs []partitionSpec
+	err := c.Retry.do(ctx, "start reading "+rc.Topic, func() (err error) {
+		specs, err = resolveOnce(ctx, rc)
+		return err
+	})
+	return specs, err
+}
+
+// resolveOnce is one try of resolve.
+func resolveOnce(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
+	c := rc.Config
 	parts := rc.Partitions
 	if parts == nil {
 		var err error
@@ -337,7 +348,7 @@ func (fn *readFn) drop(s partitionSpec) {
 func (fn *readFn) fetch(ctx context.Context, s partitionSpec, next int64) ([]kafka.Message, int64, error) {
 	var msgs []kafka.Message
 	var hw int64
-	err := retry(ctx, 3, func() error {
+	err := fn.RC.Config.Retry.do(ctx, "fetch "+source(s.Topic, s.Partition, next), func() error {
 		msgs = msgs[:0]
 		c, err := fn.conn(ctx, s)
 		if err != nil {
@@ -377,21 +388,6 @@ func (fn *readFn) fetch(ctx context.Context, s partitionSpec, next int64) ([]kaf
 		return nil, 0, fmt.Errorf("kafkaio: fetch %s: %w", source(s.Topic, s.Partition, next), err)
 	}
 	return msgs, hw, nil
-}
-
-func retry(ctx context.Context, n int, f func() error) error {
-	var err error
-	for i := 0; i < n; i++ {
-		if err = f(); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(i+1) * 100 * time.Millisecond):
-		}
-	}
-	return err
 }
 
 // step reads one fetch's worth of the restriction from offset next on

@@ -62,8 +62,10 @@ func TestTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Close()
+	t.Setenv("SWERL_TEST_KAFKA_PWD", "s3cret")
+	t.Setenv("SWERL_TEST_KAFKA_BAD_PWD", "wrong")
 	c := Config{Brokers: cluster.ListenAddrs(), TLS: TLSConfig{Enable: true, CAFile: caFile},
-		SASL: SASLConfig{Mechanism: "scram-sha-512", User: "swerl", Password: "s3cret"}}
+		SASL: SASLConfig{Mechanism: "scram-sha-512", User: "swerl", PasswordEnv: "SWERL_TEST_KAFKA_PWD"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := EnsureTopics(ctx, c, 2, c.Topic(Weights)); err != nil {
@@ -75,11 +77,10 @@ func TestTLSAndSASL(t *testing.T) {
 	if ps, err := Partitions(ctx, c, c.Topic(Weights)); err != nil || len(ps) != 2 {
 		t.Fatalf("partitions %v %v", ps, err)
 	}
-	tr, err := c.Transport()
+	w, err := NewWriter(WriteConfig{Config: c, Topic: c.Topic(Weights), BatchTimeout: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(Weights), Transport: tr, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("v1"), Value: []byte(`{"version":1}`)}, kafka.Message{Key: []byte("v2"), Value: []byte(`{"version":2}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestTLSAndSASL(t *testing.T) {
 	}
 
 	bad := c
-	bad.SASL.Password = "wrong"
+	bad.SASL.PasswordEnv = "SWERL_TEST_KAFKA_BAD_PWD"
 	short, cancel2 := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel2()
 	if _, err := Partitions(short, bad, c.Topic(Weights)); err == nil {

@@ -71,25 +71,27 @@ func WriteAcked(s beam.Scope, wc WriteConfig, col beam.PCollection) beam.PCollec
 	return beam.ParDo(s, &writeAckedFn{writer: writer{WC: wc}}, col)
 }
 
-// writer buffers one bundle of messages for a kafka-go Writer.
-type writer struct {
-	WC WriteConfig
-
-	w    *kafka.Writer
-	buf  []kafka.Message
-	size int
+// Writer produces records to Kafka: the one producer of swerl, used by
+// the Beam Write transforms, the train feed, swerl run's sample publisher
+// and the learner's announcements. Keys pick partitions by murmur2, as
+// Kafka's Java client does (kcat's murmur2_random and librdkafka agree);
+// batches are zstd-compressed and acknowledged by all in-sync replicas.
+// WriteMessages rides out a broker outage as Config.Retry says.
+type Writer struct {
+	kw    *kafka.Writer
+	retry RetryConfig
 }
 
-const maxBufferBytes = 8 << 20
-
-func (w *writer) setup() error {
-	wc := w.WC
+// NewWriter returns a Writer for wc.Config. With wc.Topic set every
+// message goes there (and must not name a topic); without it every
+// message names its own.
+func NewWriter(wc WriteConfig) (*Writer, error) {
 	if err := wc.Config.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	tr, err := wc.Config.Transport()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if wc.BatchTimeout <= 0 {
 		wc.BatchTimeout = 5 * time.Millisecond
@@ -99,11 +101,12 @@ func (w *writer) setup() error {
 	}
 	kw := &kafka.Writer{
 		Addr:         kafka.TCP(wc.Config.Brokers...),
+		Topic:        wc.Topic,
 		Transport:    tr,
 		Balancer:     &kafka.Murmur2Balancer{},
 		BatchTimeout: wc.BatchTimeout,
 		BatchSize:    wc.BatchSize,
-		BatchBytes:   int64(max(1<<20, wc.MaxMessageBytes+(64<<10))),
+		BatchBytes:   int64(max(1<<20, wc.maxMessageBytes()+(64<<10))),
 		RequiredAcks: kafka.RequireAll,
 		MaxAttempts:  5,
 		WriteTimeout: 30 * time.Second,
@@ -114,8 +117,87 @@ func (w *writer) setup() error {
 	if !wc.NoCompression {
 		kw.Compression = compress.Zstd
 	}
+	return &Writer{kw: kw, retry: wc.Config.Retry}, nil
+}
+
+// Topic is the writer's topic ("" when every message names its own).
+func (w *Writer) Topic() string { return w.kw.Topic }
+
+// WriteMessages writes msgs and returns once Kafka has acknowledged all of
+// them. When some fail for a reason that waiting can fix (the broker is
+// down, a leader moves), it tries those again with backoff, within
+// Config.Retry's budget; the error names a failed record.
+func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	pending := msgs
+	var failed kafka.Message
+	err := w.retry.do(ctx, "write", func() error {
+		err := w.kw.WriteMessages(ctx, pending...)
+		var we kafka.WriteErrors
+		if errors.As(err, &we) && len(we) == len(pending) {
+			var again []kafka.Message
+			for i, e := range we {
+				if e != nil {
+					again = append(again, pending[i])
+				}
+			}
+			if len(again) == 0 {
+				return nil
+			}
+			pending, failed = again, again[0]
+			return err
+		}
+		if err != nil && len(pending) > 0 {
+			failed = pending[0]
+		}
+		return err
+	})
+	if err == nil {
+		return nil
+	}
+	topic := failed.Topic
+	if topic == "" {
+		topic = w.kw.Topic
+	}
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		for _, e := range we {
+			if e != nil {
+				return fmt.Errorf("kafkaio: write to %s (key %q) and %d other failures: %w", topic, failed.Key, we.Count()-1, e)
+			}
+		}
+	}
+	return fmt.Errorf("kafkaio: write %d messages to %s (first key %q): %w", len(pending), topic, failed.Key, err)
+}
+
+// Close flushes what is buffered and closes the connections.
+func (w *Writer) Close() error { return w.kw.Close() }
+
+func (wc WriteConfig) maxMessageBytes() int {
+	if wc.MaxMessageBytes <= 0 {
+		return 1000000
+	}
+	return wc.MaxMessageBytes
+}
+
+// writer buffers one bundle of messages for a Writer.
+type writer struct {
+	WC WriteConfig
+
+	w    *Writer
+	buf  []kafka.Message
+	size int
+}
+
+const maxBufferBytes = 8 << 20
+
+func (w *writer) setup() error {
+	// Messages name their topic (add fills in WC.Topic): dead-letters of
+	// oversized records go to another topic through the same writer.
+	wc := w.WC
+	wc.Topic = ""
+	kw, err := NewWriter(wc)
 	w.w = kw
-	return nil
+	return err
 }
 
 func (w *writer) add(ctx context.Context, m Message) error {
@@ -126,10 +208,7 @@ func (w *writer) add(ctx context.Context, m Message) error {
 	if topic == "" {
 		return fmt.Errorf("kafkaio: write: message with key %q has no topic and WriteConfig.Topic is empty", m.Key)
 	}
-	limit := w.WC.MaxMessageBytes
-	if limit <= 0 {
-		limit = 1000000
-	}
+	limit := w.WC.maxMessageBytes()
 	if size := len(m.Key) + len(m.Value); size > limit {
 		v := m.Value[:min(len(m.Value), 64<<10)]
 		dl := DeadLetterFor(Message{Topic: topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: v},
@@ -158,16 +237,7 @@ func (w *writer) flush(ctx context.Context) error {
 		return nil
 	}
 	if err := w.w.WriteMessages(ctx, w.buf...); err != nil {
-		var we kafka.WriteErrors
-		if errors.As(err, &we) {
-			for i, e := range we {
-				if e != nil {
-					m := w.buf[i]
-					return fmt.Errorf("kafkaio: write to %s (key %q) and %d other failures: %w", m.Topic, m.Key, we.Count()-1, e)
-				}
-			}
-		}
-		return fmt.Errorf("kafkaio: write %d messages: %w", len(w.buf), err)
+		return err
 	}
 	clear(w.buf)
 	w.buf = w.buf[:0]

@@ -1,4 +1,7 @@
-// Package metrics serves swerl's Prometheus metrics.
+// Package metrics serves swerl's Prometheus metrics and keeps the counts
+// of swerl's Beam pipelines (Counter, CounterVec, Max: Beam metrics,
+// Prometheus and the live progress line updated by one call; Read gets
+// the totals back from a pipeline result).
 //
 // Every swerl metric is registered on Registry (prefix "swerl_"), together
 // with the Go runtime and process collectors. Serve exposes it on /metrics;
@@ -31,34 +34,30 @@ func init() {
 
 type factory struct{}
 
-func (factory) Counter(o prometheus.CounterOpts) prometheus.Counter {
-	c := prometheus.NewCounter(o)
+// registered adds c to Registry and returns it.
+func registered[C prometheus.Collector](c C) C {
 	Registry.MustRegister(c)
 	return c
+}
+
+func (factory) Counter(o prometheus.CounterOpts) prometheus.Counter {
+	return registered(prometheus.NewCounter(o))
 }
 
 func (factory) CounterVec(o prometheus.CounterOpts, labels []string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(o, labels)
-	Registry.MustRegister(c)
-	return c
+	return registered(prometheus.NewCounterVec(o, labels))
 }
 
 func (factory) Gauge(o prometheus.GaugeOpts) prometheus.Gauge {
-	g := prometheus.NewGauge(o)
-	Registry.MustRegister(g)
-	return g
+	return registered(prometheus.NewGauge(o))
 }
 
 func (factory) GaugeVec(o prometheus.GaugeOpts, labels []string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(o, labels)
-	Registry.MustRegister(g)
-	return g
+	return registered(prometheus.NewGaugeVec(o, labels))
 }
 
 func (factory) Histogram(o prometheus.HistogramOpts) prometheus.Histogram {
-	h := prometheus.NewHistogram(o)
-	Registry.MustRegister(h)
-	return h
+	return registered(prometheus.NewHistogram(o))
 }
 
 // Server is a running /metrics endpoint.
