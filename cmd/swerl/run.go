@@ -105,11 +105,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	beamInit()
-	if !*verbose {
-		// Prism logs each job step at INFO through the default logger,
-		// which beam.Init sets up.
-		slog.SetDefault(log)
-	}
+	quietRunner(ctx, stderr, *verbose)
 	be, err := openBackend(*device)
 	if err != nil {
 		return usagef("%v", err)
