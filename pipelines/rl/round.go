@@ -2,9 +2,7 @@ package rl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -27,24 +25,8 @@ import (
 // out/samples once the round's step is published.
 func BeamRollouts(kc kafkaio.Config, out string, tc train.Config) RolloutFunc {
 	return func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
-		dir := filepath.Join(out, "rounds")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		path := filepath.Join(dir, fmt.Sprintf("round-%06d.jsonl", round))
-		f, err := os.Create(path)
-		if err != nil {
-			return nil, err
-		}
-		enc := json.NewEncoder(f)
-		enc.SetEscapeHTML(false)
-		for i := range ins {
-			if err := enc.Encode(&ins[i]); err != nil {
-				f.Close()
-				return nil, err
-			}
-		}
-		if err := f.Close(); err != nil {
+		path := filepath.Join(out, "rounds", fmt.Sprintf("round-%06d.jsonl", round))
+		if err := WriteInstances(path, ins); err != nil {
 			return nil, err
 		}
 		if _, err := train.Feed(ctx, kc, path, filepath.Join(out, "deadletter")); err != nil {
