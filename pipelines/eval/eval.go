@@ -105,7 +105,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 		}
 		samples, _ := spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), "")
 		sm := &samples[0]
-		if r, ok := scoring.Score(ctx, g.Task, sm, o.Timeout); !ok {
+		if r, ok := scoring.Score(ctx, g.Task(), sm, o.Timeout); !ok {
 			if err := ctx.Err(); err != nil {
 				return res, preds, err
 			}

@@ -490,8 +490,9 @@ func Local(pol rollout.Policy, spec scoring.Spec, m advantage.Method, timeout ti
 			}
 			group, got := rs.Samples(in, &g, resp, time.Since(start).Milliseconds(), time.Now().UTC().Format(time.RFC3339Nano))
 			scored := group[:0]
+			task := g.Task() // one oracle diff and memo for the group
 			for k := range group[:got] {
-				if r, ok := scoring.Score(ctx, g.Task, &group[k], timeout); !ok {
+				if r, ok := scoring.Score(ctx, task, &group[k], timeout); !ok {
 					if err := ctx.Err(); err != nil {
 						return nil, err
 					}

@@ -51,10 +51,15 @@ type Group struct {
 	ID      string
 	Prompt  prompt.Prompt
 	Request rollout.Request
-	// Task scores the group's answers (reward input: the files shown and
-	// the oracle's new contents).
-	Task *reward.Task
+	// Oracle is the instance's oracle new contents (reward input, with the
+	// files the prompt shows).
+	Oracle map[string]string
 }
+
+// Task returns the scorer of the group's answers. The train pipeline,
+// whose reward stage runs after the group crossed a stage boundary, makes
+// its own from the same inputs.
+func (g *Group) Task() *reward.Task { return reward.NewTask(g.Prompt.Files, g.Oracle) }
 
 // Prepare builds the prompt of instance in and the policy request of its
 // group gid. It fails when the prompt cannot be built (prompt.ErrNoRoom).
@@ -63,7 +68,7 @@ func (s Spec) Prepare(in *schemas.Instance, gid string) (Group, error) {
 	if err != nil {
 		return Group{}, err
 	}
-	return Group{ID: gid, Prompt: p, Task: reward.NewTask(p.Files, in.OracleNewContent),
+	return Group{ID: gid, Prompt: p, Oracle: in.OracleNewContent,
 		Request: rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: s.GroupSize,
 			MaxTokens: s.MaxTokens, Temperature: s.Temperature, Seed: rollout.GroupSeed(s.Seed, gid)}}, nil
 }

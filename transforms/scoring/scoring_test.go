@@ -72,10 +72,11 @@ func TestScoreIsTheReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	task := g.Task()
 	for _, answer := range []string{oracle, "<think>no</think>", oracle[:len(oracle)/2]} {
 		s := schemas.Sample{}
 		s.Completion = answer
-		if _, ok := Score(context.Background(), g.Task, &s, 0); !ok {
+		if _, ok := Score(context.Background(), task, &s, 0); !ok {
 			t.Fatalf("%q: not scored", answer)
 		}
 		want := reward.SearchReplace(context.Background(), g.Prompt.Files, in.OracleNewContent, answer)
