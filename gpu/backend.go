@@ -73,6 +73,9 @@ type Backend interface {
 	Copy(dst, src Buf)
 	// Add sets out = a + b over n elements; out may alias a or b.
 	Add(out, a, b Buf, n int)
+	// Axpy sets y[0:n] += alpha * x[0:n]: the scaled sums of LoRA's
+	// low-rank path (alpha/r) forward and backward.
+	Axpy(y, x Buf, alpha float32, n int)
 	// SumSquares returns the sum of x*x over x, accumulated in float64.
 	SumSquares(x Buf) (float64, error)
 

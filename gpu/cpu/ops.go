@@ -42,6 +42,20 @@ func (be *Backend[F]) Add(out, a, b gpu.Buf, n int) {
 	}
 }
 
+// Axpy implements gpu.Backend.
+func (be *Backend[F]) Axpy(y, x gpu.Buf, alpha float32, n int) {
+	const op = "axpy"
+	yd, xd := be.get(op, y), be.get(op, x)
+	if !be.need(op, n, "y", yd, "x", xd) {
+		return
+	}
+	a := F(alpha)
+	yd, xd = yd[:n], xd[:n]
+	for i := range yd {
+		yd[i] += a * xd[i]
+	}
+}
+
 // SumSquares implements gpu.Backend.
 func (be *Backend[F]) SumSquares(x gpu.Buf) (float64, error) {
 	d := be.get("sum squares", x)

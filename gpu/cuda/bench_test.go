@@ -71,7 +71,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		dev, mm string
 		B, T    int
 	}
-	runs := []run{{"cuda", "bf16", 8, 512}, {"cuda", "tf32", 8, 512}, {"cuda", "f32", 8, 512}, {"cpu", "f32", 1, 64}}
+	runs := []run{{"cuda", "bf16", 8, 512}, {"cuda", "bf16", 4, 2048}, {"cuda", "tf32", 8, 512}, {"cuda", "f32", 8, 512}, {"cpu", "f32", 1, 64}}
 	for _, r := range runs {
 		b.Run(fmt.Sprintf("%s/%s/B=%d,T=%d", r.dev, r.mm, r.B, r.T), func(b *testing.B) {
 			var be gpu.Backend
@@ -154,6 +154,52 @@ func BenchmarkSample(b *testing.B) {
 					b.Fatal(err)
 				}
 				gen += len(c.Tokens)
+			}
+			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
+			printProfile(b, g)
+		})
+	}
+}
+
+// BenchmarkSampleBatch times the BatchSampler on the CUDA backend: batch
+// distinct 64-token prompts, 64 generated tokens each, decoded together
+// (one forward step for all sequences in flight); reports generated
+// tokens/s. batch=1 is the same sampler with one sequence, so the ratio is
+// the gain from batching alone.
+func BenchmarkSampleBatch(b *testing.B) {
+	cfg := config05B()
+	m, err := gpu.NewModel(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("cuda/batch=%d", n), func(b *testing.B) {
+			g := open(b)
+			s, err := gpu.NewBatchSampler(m, g, 256, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			seqs := benchBatch(n, 256, cfg.VocabSize)
+			prompts := make([][]int32, n)
+			ps := make([]gpu.SamplingParams, n)
+			for i := range prompts {
+				prompts[i] = seqs[i].Prompt
+				ps[i] = gpu.SamplingParams{MaxTokens: 64, Seed: uint64(i + 1)}
+			}
+			if _, err := s.SampleAll(prompts, ps); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			gen := 0
+			for b.Loop() {
+				cs, err := s.SampleAll(prompts, ps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cs {
+					gen += len(c.Tokens)
+				}
 			}
 			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
 			printProfile(b, g)

@@ -40,6 +40,12 @@ __global__ void add_f32(float* out, const float* a, const float* b, long n) {
         out[i] = a[i] + b[i];
 }
 
+// axpy_f32: y += alpha * x.
+__global__ void axpy_f32(float* y, const float* x, float alpha, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        y[i] += alpha * x[i];
+}
+
 // sumsq_f32 adds the squares of x into *acc (double).
 __global__ void sumsq_f32(double* acc, const float* x, long n) {
     __shared__ double sh[BLOCK];

@@ -48,6 +48,16 @@ func (be *Backend) Add(out, a, b gpu.Buf, n int) {
 	be.post(func() { be.launch("add_f32", be.gridFor(n), o, x, y, int64(n)) })
 }
 
+// Axpy implements gpu.Backend.
+func (be *Backend) Axpy(y, x gpu.Buf, alpha float32, n int) {
+	const op = "axpy"
+	yd, xd := be.get(op, y), be.get(op, x)
+	if !be.need(op, n, "y", yd, "x", xd) {
+		return
+	}
+	be.post(func() { be.launch("axpy_f32", be.gridFor(n), yd, xd, alpha, int64(n)) })
+}
+
 // SumSquares implements gpu.Backend.
 func (be *Backend) SumSquares(x gpu.Buf) (float64, error) {
 	d := be.get("sum squares", x)

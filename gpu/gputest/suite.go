@@ -60,6 +60,12 @@ func testBuffers(s *suite) {
 		sum[i] = want[i] + y[i]
 	}
 	s.expect("add in place", c, sum, TolForward)
+	// Axpy over a prefix: c[0:30] += -0.75 * y[0:30], the rest unchanged.
+	s.b.Axpy(c, yb, -0.75, 30)
+	for i := range 30 {
+		sum[i] += -0.75 * float64(float32(y[i]))
+	}
+	s.expect("axpy", c, sum, TolForward)
 	ss, err := s.b.SumSquares(yb)
 	var ref float64
 	for _, v := range y {
