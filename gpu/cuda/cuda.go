@@ -66,7 +66,8 @@ type Backend struct {
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
 	naiveAttn bool
-	half16    [2]alloc // bf16 operand scratch of the bf16 matmul mode
+	half16    [2]alloc            // bf16 operand scratch of the bf16 matmul mode
+	ints      map[string]*intSlot // device copies of the ragged ops' row indices
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 }

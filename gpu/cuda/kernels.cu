@@ -360,4 +360,82 @@ __global__ void attn_softmax_bwd(float* datt, const float* att, int B, int Tq, i
         drow[j] = j <= last ? row[j] * (drow[j] - dot) * scale : 0.f;
 }
 
+
+// ---------------------------------------------------------------------------
+// Ragged decoding (gpu.RaggedAttention): rows of many sequences, each at its
+// own position over its own KV cache rows, in one launch per op.
+
+// rope_rows rotates x[N,H,HS] in place, row n at position pos[n].
+__global__ void rope_rows(float* x, const float* cs, const float* sn, const int* pos, int N, int H, int HS, float dir) {
+    int half = HS / 2;
+    long total = (long)N * H * half;
+    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
+        int i = idx % half;
+        long nh = idx / half;
+        int p = pos[nh / H];
+        float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
+        float* v = x + nh * HS;
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+// scatter_rows copies row n of src[N,W] to row idx[n] of dst.
+__global__ void scatter_rows(float* dst, const float* src, const int* idx, int N, int W) {
+    long total = (long)N * W;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x)
+        dst[(long)idx[i / W] * W + i % W] = src[i];
+}
+
+// attn_rows: one block per (row n, head h) of q[N,NH,HS]; attends to the
+// cnt[n] key rows k[start[n]..] (rows of NKV*HS, kv head h/(NH/NKV)) with
+// an online softmax over chunks of BLOCK keys: each thread scores one key
+// of the chunk, then the threads split into BLOCK/HS groups that each sum
+// a share of the chunk's p·v for every channel. HS <= BLOCK, cnt[n] >= 1.
+__global__ void attn_rows(float* out, const float* q, const float* k, const float* v,
+                          const int* start, const int* cnt, int NH, int NKV, int HS, float scale) {
+    __shared__ float qs[BLOCK];
+    __shared__ float ps[BLOCK];
+    __shared__ float part[BLOCK];
+    int n = blockIdx.x / NH, h = blockIdx.x % NH;
+    int kh = h / (NH / NKV);
+    long KVC = (long)NKV * HS;
+    const float* qn = q + ((long)n * NH + h) * HS;
+    for (int c = threadIdx.x; c < HS; c += blockDim.x) qs[c] = qn[c] * scale;
+    __syncthreads();
+    long base = start[n];
+    int len = cnt[n];
+    int groups = blockDim.x / HS;
+    int d = threadIdx.x % HS, g = threadIdx.x / HS;
+    float m = -INFINITY, l = 0.f, acc = 0.f;
+    for (int j0 = 0; j0 < len; j0 += blockDim.x) {
+        int j = j0 + threadIdx.x;
+        float s = -INFINITY;
+        if (j < len) {
+            const float* kj = k + (base + j) * KVC + (long)kh * HS;
+            s = 0.f;
+            for (int c = 0; c < HS; c++) s += qs[c] * kj[c];
+        }
+        float mn = fmaxf(m, blockMax(s));
+        float e = j < len ? __expf(s - mn) : 0.f;
+        ps[threadIdx.x] = e;
+        float corr = __expf(m - mn);
+        l = l * corr + blockSum(e);
+        acc *= corr;
+        __syncthreads();
+        int cl = min((int)blockDim.x, len - j0);
+        if (g < groups)
+            for (int jj = g; jj < cl; jj += groups) acc += ps[jj] * v[(base + j0 + jj) * KVC + (long)kh * HS + d];
+        m = mn;
+        __syncthreads();
+    }
+    part[threadIdx.x] = g < groups ? acc : 0.f;
+    __syncthreads();
+    if (threadIdx.x < HS) {
+        float s = 0.f;
+        for (int gg = 0; gg < groups; gg++) s += part[gg * HS + threadIdx.x];
+        out[((long)n * NH + h) * HS + threadIdx.x] = s / l;
+    }
+}
 } // extern "C"

@@ -31,6 +31,9 @@ func TestBackend(t *testing.T, b gpu.Backend) {
 	run("LogProb", testLogProb)
 	run("Embedding", testEmbedding)
 	run("AdamW", testAdamW)
+	if ra, ok := b.(gpu.RaggedAttention); ok {
+		run("Ragged", func(s *suite) { testRagged(s, ra) })
+	}
 	t.Run("StickyError", func(t *testing.T) { testStickyError(&suite{t: t, b: b, r: s.r}) })
 }
 
