@@ -63,9 +63,15 @@ type Backend struct {
 	toks   *buf // device copy of the last token/target ids (int32)
 	acc    *buf // 2 words: the float64 accumulator of SumSquares
 	blocks int  // grid size cap for grid-stride kernels
+	// attn is the training attention: "flash" (the default: the tiled
+	// kernels of gpu.FlashAttention), "cublas" (cuBLAS batched products
+	// and a softmax kernel over the [B,NH,T,T] matrix) or "naive" (one
+	// block per row); SWERL_CUDA_ATTN picks it, for comparison.
+	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
-	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
+	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
 	naiveAttn bool
+	flashTmp  *buf                // scratch of a flash backward asked for only one of dk, dv
 	half16    [2]alloc            // bf16 operand scratch of the bf16 matmul mode
 	ints      map[string]*intSlot // device copies of the ragged ops' row indices
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
@@ -83,7 +89,15 @@ func New() (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
-	be.naiveAttn = os.Getenv("SWERL_CUDA_ATTN") == "naive"
+	switch be.attn = os.Getenv("SWERL_CUDA_ATTN"); be.attn {
+	case "":
+		be.attn = "flash"
+	case "flash", "cublas", "naive":
+	default:
+		be.Close()
+		return nil, fmt.Errorf("cuda: SWERL_CUDA_ATTN=%q: want flash, cublas or naive", be.attn)
+	}
+	be.naiveAttn = be.attn == "naive"
 	if os.Getenv("SWERL_CUDA_PROFILE") == "1" {
 		be.prof = map[string]time.Duration{}
 	}

@@ -438,4 +438,254 @@ __global__ void attn_rows(float* out, const float* q, const float* k, const floa
         out[((long)n * NH + h) * HS + threadIdx.x] = s / l;
     }
 }
+
+// ---------------------------------------------------------------------------
+// Flash attention for training (gpu.FlashAttention): causal GQA attention
+// in tiles of FT query rows by FT keys without the [B,NH,T,T] matrix. A
+// block of 8 warps owns FT = 32 rows (forward, dq) or keys (dk, dv); each
+// warp 4 of them; the lanes index the other side of the tile, and a lane
+// keeps channels lane, lane+32, ... of its rows' accumulators (HS a
+// multiple of 32, at most 128). Tiles shared by the warps sit in shared
+// memory with a row stride of 129 floats, so that lanes reading a column
+// hit distinct banks.
+
+#define FT 32
+#define FMAXC 4
+#define FSTRIDE 129
+
+// flash_fwd: one block per (b, h, query tile). out = softmax(q k^T scale) v
+// over keys <= the row; lse[b,h,t] = log-sum-exp of the row's scaled scores.
+__global__ void flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
+                          int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float ks[FT * FSTRIDE];
+    __shared__ float vs[FT * FSTRIDE];
+    int tiles = (T + FT - 1) / FT;
+    int it = blockIdx.x % tiles, bh = blockIdx.x / tiles;
+    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    int rows[4];
+    float m[4], l[4], acc[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        rows[r] = min(it * FT + warp * 4 + r, T - 1);
+        m[r] = -INFINITY;
+        l[r] = 0.f;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
+    }
+    for (int jt = 0; jt <= it; jt++) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+            int j = e / HS, c = e % HS, key = jt * FT + j;
+            float kv = 0.f, vv = 0.f;
+            if (key < T) {
+                long o = (((long)b * T + key) * NKV + kh) * HS + c;
+                kv = k[o];
+                vv = v[o];
+            }
+            ks[j * FSTRIDE + c] = kv;
+            vs[j * FSTRIDE + c] = vv;
+        }
+        __syncthreads();
+        int key = jt * FT + lane;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float* qr = q + (((long)b * T + rows[r]) * NH + h) * HS;
+            float s = 0.f;
+            for (int c = 0; c < HS; c++) s += qr[c] * ks[lane * FSTRIDE + c];
+            bool ok = key <= rows[r];
+            s = ok ? s * scale : -INFINITY;
+            float mx = s;
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+            float mn = fmaxf(m[r], mx);
+            float p = ok ? __expf(s - mn) : 0.f;
+            float ps = p;
+            for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffff, ps, o);
+            float corr = __expf(m[r] - mn);
+            l[r] = l[r] * corr + ps;
+#pragma unroll
+            for (int t = 0; t < FMAXC; t++) acc[r][t] *= corr;
+            for (int j = 0; j < FT; j++) {
+                float pj = __shfl_sync(0xffffffff, p, j);
+#pragma unroll
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) acc[r][t] += pj * vs[j * FSTRIDE + lane + 32 * t];
+            }
+            m[r] = mn;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int row = it * FT + warp * 4 + r;
+        if (row >= T) continue;
+        float* o = out + (((long)b * T + row) * NH + h) * HS;
+        float inv = 1.f / l[r];
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) o[lane + 32 * t] = acc[r][t] * inv;
+        if (lane == 0) lse[((long)b * NH + h) * T + row] = m[r] + logf(l[r]);
+    }
+}
+
+// flash_delta: delta[b,h,t] = sum_c dout[b,t,h,c] * out[b,t,h,c]; one warp
+// per row.
+__global__ void flash_delta(float* delta, const float* dout, const float* out, int B, int T, int NH, int HS) {
+    long rows = (long)B * T * NH;
+    int lane = threadIdx.x & 31;
+    long nw = ((long)gridDim.x * blockDim.x) >> 5;
+    for (long r = (blockIdx.x * (long)blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+        float s = 0.f;
+        for (int c = lane; c < HS; c += 32) s += dout[r * HS + c] * out[r * HS + c];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+        if (lane == 0) {
+            long b = r / ((long)T * NH), t = (r / NH) % T, h = r % NH;
+            delta[(b * NH + h) * T + t] = s;
+        }
+    }
+}
+
+// flash_bwd_dq: one block per (b, h, query tile): dq += dS k with
+// dS = P (dP - delta) scale, P = exp(s scale - lse), dP = dout v^T.
+__global__ void flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k, const float* v,
+                             const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float ks[FT * FSTRIDE];
+    __shared__ float vs[FT * FSTRIDE];
+    int tiles = (T + FT - 1) / FT;
+    int it = blockIdx.x % tiles, bh = blockIdx.x / tiles;
+    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    int rows[4];
+    float lr[4], dr[4], acc[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        rows[r] = min(it * FT + warp * 4 + r, T - 1);
+        lr[r] = lse[((long)b * NH + h) * T + rows[r]];
+        dr[r] = delta[((long)b * NH + h) * T + rows[r]];
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
+    }
+    for (int jt = 0; jt <= it; jt++) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+            int j = e / HS, c = e % HS, key = jt * FT + j;
+            float kv = 0.f, vv = 0.f;
+            if (key < T) {
+                long o = (((long)b * T + key) * NKV + kh) * HS + c;
+                kv = k[o];
+                vv = v[o];
+            }
+            ks[j * FSTRIDE + c] = kv;
+            vs[j * FSTRIDE + c] = vv;
+        }
+        __syncthreads();
+        int key = jt * FT + lane;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float* qr = q + (((long)b * T + rows[r]) * NH + h) * HS;
+            const float* dr_ = dout + (((long)b * T + rows[r]) * NH + h) * HS;
+            float s = 0.f, dp = 0.f;
+            for (int c = 0; c < HS; c++) {
+                s += qr[c] * ks[lane * FSTRIDE + c];
+                dp += dr_[c] * vs[lane * FSTRIDE + c];
+            }
+            bool ok = key <= rows[r];
+            float p = ok ? __expf(s * scale - lr[r]) : 0.f;
+            float ds = p * (dp - dr[r]) * scale;
+            for (int j = 0; j < FT; j++) {
+                float dsj = __shfl_sync(0xffffffff, ds, j);
+#pragma unroll
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) acc[r][t] += dsj * ks[j * FSTRIDE + lane + 32 * t];
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int row = it * FT + warp * 4 + r;
+        if (row >= T) continue;
+        float* o = dq + (((long)b * T + row) * NH + h) * HS;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) o[lane + 32 * t] += acc[r][t];
+    }
+}
+
+// flash_bwd_dkv: one block per (b, kv head, key tile), looping over the
+// query heads of the group and the query tiles at or after the key tile:
+// dv += P^T dout, dk += dS^T q. Warps own keys, lanes query rows.
+__global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                              const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float qs[FT * FSTRIDE];
+    __shared__ float ds_[FT * FSTRIDE];
+    int tiles = (T + FT - 1) / FT;
+    int jt = blockIdx.x % tiles, bk = blockIdx.x / tiles;
+    int b = bk / NKV, kh = bk % NKV, rep = NH / NKV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    int keys[4];
+    float ak[4][FMAXC], av[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        keys[r] = min(jt * FT + warp * 4 + r, T - 1);
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) ak[r][t] = av[r][t] = 0.f;
+    }
+    for (int g = 0; g < rep; g++) {
+        int h = kh * rep + g;
+        for (int it = jt; it < tiles; it++) {
+            __syncthreads();
+            for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+                int i = e / HS, c = e % HS, row = it * FT + i;
+                float qv = 0.f, dv_ = 0.f;
+                if (row < T) {
+                    long o = (((long)b * T + row) * NH + h) * HS + c;
+                    qv = q[o];
+                    dv_ = dout[o];
+                }
+                qs[i * FSTRIDE + c] = qv;
+                ds_[i * FSTRIDE + c] = dv_;
+            }
+            __syncthreads();
+            int row = it * FT + lane;
+            bool rowOK = row < T;
+            float lrow = rowOK ? lse[((long)b * NH + h) * T + row] : 0.f;
+            float drow = rowOK ? delta[((long)b * NH + h) * T + row] : 0.f;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                int key = jt * FT + warp * 4 + r;
+                const float* kr = k + (((long)b * T + keys[r]) * NKV + kh) * HS;
+                const float* vr = v + (((long)b * T + keys[r]) * NKV + kh) * HS;
+                float s = 0.f, dp = 0.f;
+                for (int c = 0; c < HS; c++) {
+                    s += qs[lane * FSTRIDE + c] * kr[c];
+                    dp += ds_[lane * FSTRIDE + c] * vr[c];
+                }
+                bool ok = rowOK && key < T && key <= row;
+                float p = ok ? __expf(s * scale - lrow) : 0.f;
+                float dsv = p * (dp - drow) * scale;
+                for (int j = 0; j < FT; j++) {
+                    float pj = __shfl_sync(0xffffffff, p, j);
+                    float sj = __shfl_sync(0xffffffff, dsv, j);
+#pragma unroll
+                    for (int t = 0; t < FMAXC; t++)
+                        if (t < nc) {
+                            av[r][t] += pj * ds_[j * FSTRIDE + lane + 32 * t];
+                            ak[r][t] += sj * qs[j * FSTRIDE + lane + 32 * t];
+                        }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int key = jt * FT + warp * 4 + r;
+        if (key >= T) continue;
+        long o = (((long)b * T + key) * NKV + kh) * HS;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) {
+                dk[o + lane + 32 * t] += ak[r][t];
+                dv[o + lane + 32 * t] += av[r][t];
+            }
+    }
+}
 } // extern "C"

@@ -31,6 +31,9 @@ func TestBackend(t *testing.T, b gpu.Backend) {
 	run("LogProb", testLogProb)
 	run("Embedding", testEmbedding)
 	run("AdamW", testAdamW)
+	if fa, ok := b.(gpu.FlashAttention); ok {
+		run("Flash", func(s *suite) { testFlash(s, fa) })
+	}
 	if ra, ok := b.(gpu.RaggedAttention); ok {
 		run("Ragged", func(s *suite) { testRagged(s, ra) })
 	}
