@@ -77,7 +77,7 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 					dvp = s
 				}
 			}
-			be.launch("flash_bwd_dkv", B*NKV*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+			be.launch("flash_bwd_dkv", B*NH*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 		}
 	})
 }

@@ -610,16 +610,18 @@ __global__ void flash_bwd_dq(float* dq, const float* dout, const float* q, const
     }
 }
 
-// flash_bwd_dkv: one block per (b, kv head, key tile), looping over the
-// query heads of the group and the query tiles at or after the key tile:
-// dv += P^T dout, dk += dS^T q. Warps own keys, lanes query rows.
+// flash_bwd_dkv: one block per (b, query head, key tile), looping over the
+// query tiles at or after the key tile: dv += P^T dout, dk += dS^T q for
+// the head's kv head. Warps own keys, lanes query rows. The query heads of
+// a group add into the same kv rows, so the block's sums go in with
+// atomicAdd, once per element at the end.
 __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
                               const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
     __shared__ float qs[FT * FSTRIDE];
     __shared__ float ds_[FT * FSTRIDE];
     int tiles = (T + FT - 1) / FT;
-    int jt = blockIdx.x % tiles, bk = blockIdx.x / tiles;
-    int b = bk / NKV, kh = bk % NKV, rep = NH / NKV;
+    int jt = blockIdx.x % tiles, bh = blockIdx.x / tiles;
+    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
     int keys[4];
     float ak[4][FMAXC], av[4][FMAXC];
@@ -629,49 +631,46 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
 #pragma unroll
         for (int t = 0; t < FMAXC; t++) ak[r][t] = av[r][t] = 0.f;
     }
-    for (int g = 0; g < rep; g++) {
-        int h = kh * rep + g;
-        for (int it = jt; it < tiles; it++) {
-            __syncthreads();
-            for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
-                int i = e / HS, c = e % HS, row = it * FT + i;
-                float qv = 0.f, dv_ = 0.f;
-                if (row < T) {
-                    long o = (((long)b * T + row) * NH + h) * HS + c;
-                    qv = q[o];
-                    dv_ = dout[o];
-                }
-                qs[i * FSTRIDE + c] = qv;
-                ds_[i * FSTRIDE + c] = dv_;
+    for (int it = jt; it < tiles; it++) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+            int i = e / HS, c = e % HS, row = it * FT + i;
+            float qv = 0.f, dv_ = 0.f;
+            if (row < T) {
+                long o = (((long)b * T + row) * NH + h) * HS + c;
+                qv = q[o];
+                dv_ = dout[o];
             }
-            __syncthreads();
-            int row = it * FT + lane;
-            bool rowOK = row < T;
-            float lrow = rowOK ? lse[((long)b * NH + h) * T + row] : 0.f;
-            float drow = rowOK ? delta[((long)b * NH + h) * T + row] : 0.f;
+            qs[i * FSTRIDE + c] = qv;
+            ds_[i * FSTRIDE + c] = dv_;
+        }
+        __syncthreads();
+        int row = it * FT + lane;
+        bool rowOK = row < T;
+        float lrow = rowOK ? lse[((long)b * NH + h) * T + row] : 0.f;
+        float drow = rowOK ? delta[((long)b * NH + h) * T + row] : 0.f;
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                int key = jt * FT + warp * 4 + r;
-                const float* kr = k + (((long)b * T + keys[r]) * NKV + kh) * HS;
-                const float* vr = v + (((long)b * T + keys[r]) * NKV + kh) * HS;
-                float s = 0.f, dp = 0.f;
-                for (int c = 0; c < HS; c++) {
-                    s += qs[lane * FSTRIDE + c] * kr[c];
-                    dp += ds_[lane * FSTRIDE + c] * vr[c];
-                }
-                bool ok = rowOK && key < T && key <= row;
-                float p = ok ? __expf(s * scale - lrow) : 0.f;
-                float dsv = p * (dp - drow) * scale;
-                for (int j = 0; j < FT; j++) {
-                    float pj = __shfl_sync(0xffffffff, p, j);
-                    float sj = __shfl_sync(0xffffffff, dsv, j);
+        for (int r = 0; r < 4; r++) {
+            int key = jt * FT + warp * 4 + r;
+            const float* kr = k + (((long)b * T + keys[r]) * NKV + kh) * HS;
+            const float* vr = v + (((long)b * T + keys[r]) * NKV + kh) * HS;
+            float s = 0.f, dp = 0.f;
+            for (int c = 0; c < HS; c++) {
+                s += qs[lane * FSTRIDE + c] * kr[c];
+                dp += ds_[lane * FSTRIDE + c] * vr[c];
+            }
+            bool ok = rowOK && key < T && key <= row;
+            float p = ok ? __expf(s * scale - lrow) : 0.f;
+            float dsv = p * (dp - drow) * scale;
+            for (int j = 0; j < FT; j++) {
+                float pj = __shfl_sync(0xffffffff, p, j);
+                float sj = __shfl_sync(0xffffffff, dsv, j);
 #pragma unroll
-                    for (int t = 0; t < FMAXC; t++)
-                        if (t < nc) {
-                            av[r][t] += pj * ds_[j * FSTRIDE + lane + 32 * t];
-                            ak[r][t] += sj * qs[j * FSTRIDE + lane + 32 * t];
-                        }
-                }
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) {
+                        av[r][t] += pj * ds_[j * FSTRIDE + lane + 32 * t];
+                        ak[r][t] += sj * qs[j * FSTRIDE + lane + 32 * t];
+                    }
             }
         }
     }
@@ -683,8 +682,8 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
 #pragma unroll
         for (int t = 0; t < FMAXC; t++)
             if (t < nc) {
-                dk[o + lane + 32 * t] += ak[r][t];
-                dv[o + lane + 32 * t] += av[r][t];
+                atomicAdd(dk + o + lane + 32 * t, ak[r][t]);
+                atomicAdd(dv + o + lane + 32 * t, av[r][t]);
             }
     }
 }
