@@ -9,10 +9,8 @@
 # It takes about 3 minutes on an H100 or H200 (at most 8). Logs:
 #   gpu.txt            the card, driver and clock
 #   test.log           the suite (REQUIRE_GPU=1: a missing GPU fails)
-#   bench.log          BenchmarkTrainStep (flash attention, the default),
-#                      BenchmarkSample, BenchmarkSampleBatch
-#   bench-cublas.log   BenchmarkTrainStep bf16 with SWERL_CUDA_ATTN=cublas,
-#                      the attention of run 2, for the side-by-side ratio
+#   bench.log          BenchmarkTrainStep (cuBLAS and flash attention side
+#                      by side), BenchmarkSample, BenchmarkSampleBatch
 #   profile.log        SWERL_CUDA_PROFILE=1 time per op of a bf16 step and
 #                      of batch-64 decoding
 # TEST_RUN narrows the tests, BENCH=0 skips the benchmarks and the profile.
@@ -38,8 +36,7 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|^    --- FAIL|device ' "$out/test.log" | tail 
 echo "tests rc=$rc"
 if [ "${BENCH:-1}" = 1 ]; then
 	b() { timeout "$1" ./cuda.test -test.run '^$' -test.bench "$2" -test.benchtime "${BENCH_TIME:-3x}"; }
-	b 200 'TrainStep/cuda|Sample/cuda|SampleBatch' 2>&1 | tee "$out/bench.log"
-	SWERL_CUDA_ATTN=cublas b 60 'TrainStep/cuda/bf16' 2>&1 | tee "$out/bench-cublas.log"
+	b 240 'TrainStep/cuda|Sample/cuda|SampleBatch' 2>&1 | tee "$out/bench.log"
 	SWERL_CUDA_PROFILE=1 BENCH_TIME=2x b 120 'TrainStep/cuda/bf16/B=8|SampleBatch/cuda/batch=64' >"$out/profile.log" 2>&1
 	grep -A12 'time per op' "$out/profile.log"
 fi

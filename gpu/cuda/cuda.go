@@ -63,10 +63,12 @@ type Backend struct {
 	toks   *buf // device copy of the last token/target ids (int32)
 	acc    *buf // 2 words: the float64 accumulator of SumSquares
 	blocks int  // grid size cap for grid-stride kernels
-	// attn is the training attention: "flash" (the default: the tiled
-	// kernels of gpu.FlashAttention), "cublas" (cuBLAS batched products
-	// and a softmax kernel over the [B,NH,T,T] matrix) or "naive" (one
-	// block per row); SWERL_CUDA_ATTN picks it, for comparison.
+	// attn is the training attention: "cublas" (the default: cuBLAS
+	// batched products on tensor cores and a softmax kernel over the
+	// [B,NH,T,T] matrix), "flash" (the tiled kernels of
+	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
+	// but SIMT float32 and slower) or "naive" (one block per row);
+	// SWERL_CUDA_ATTN picks it.
 	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
@@ -89,15 +91,13 @@ func New() (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
-	switch be.attn = os.Getenv("SWERL_CUDA_ATTN"); be.attn {
-	case "":
-		be.attn = "flash"
-	case "flash", "cublas", "naive":
-	default:
-		be.Close()
-		return nil, fmt.Errorf("cuda: SWERL_CUDA_ATTN=%q: want flash, cublas or naive", be.attn)
+	be.attn = "cublas"
+	if m := os.Getenv("SWERL_CUDA_ATTN"); m != "" {
+		if err := be.SetAttention(m); err != nil {
+			be.Close()
+			return nil, err
+		}
 	}
-	be.naiveAttn = be.attn == "naive"
 	if os.Getenv("SWERL_CUDA_PROFILE") == "1" {
 		be.prof = map[string]time.Duration{}
 	}
@@ -258,6 +258,18 @@ func (be *Backend) SetMatmul(mode string) error {
 		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", mode)
 	}
 	be.do(func() { be.blas.compute = c })
+	return nil
+}
+
+// SetAttention selects the training attention: "cublas" (the default),
+// "flash" or "naive"; see the attn field. SWERL_CUDA_ATTN sets it at New.
+func (be *Backend) SetAttention(mode string) error {
+	switch mode {
+	case "flash", "cublas", "naive":
+	default:
+		return fmt.Errorf("cuda: attention %q: want cublas, flash or naive", mode)
+	}
+	be.do(func() { be.attn, be.naiveAttn = mode, mode == "naive" })
 	return nil
 }
 

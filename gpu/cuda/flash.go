@@ -15,9 +15,9 @@ var _ gpu.FlashAttention = (*Backend)(nil)
 // flashTile is the kernels' tile (FT in kernels.cu): rows or keys a block owns.
 const flashTile = 32
 
-// FlashSupported implements gpu.FlashAttention: head sizes that are a
-// multiple of 32, up to 128 (a lane keeps at most four channels), unless
-// SWERL_CUDA_ATTN names the cuBLAS or naive kernels.
+// FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=flash,
+// head sizes that are a multiple of 32, up to 128 (a lane keeps at most
+// four channels).
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
 	return be.attn == "flash" && HS > 0 && HS%32 == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
 }
