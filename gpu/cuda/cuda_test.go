@@ -3,6 +3,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -174,15 +175,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(a.Tokens, b.Tokens) {
-			t.Errorf("%+v: cpu %v\ncuda %v", p, a.Tokens, b.Tokens)
-			continue
-		}
-		for i := range a.LogProbs {
-			if d := math.Abs(float64(a.LogProbs[i] - b.LogProbs[i])); d > 1e-4 {
-				t.Errorf("%+v: logprob %d cpu %v cuda %v", p, i, a.LogProbs[i], b.LogProbs[i])
-			}
-		}
+		sameCompletion(t, fmt.Sprintf("%+v", p), a, b)
 	}
 }
 
@@ -293,14 +286,21 @@ func TestBatchSamplerMatchesCPU(t *testing.T) {
 	}
 	want, got := sample(cbe), sample(gbe)
 	for i := range want {
-		if !slices.Equal(want[i].Tokens, got[i].Tokens) {
-			t.Errorf("request %d %+v: cpu %v\ncuda %v", i, ps[i], want[i].Tokens, got[i].Tokens)
-			continue
-		}
-		for j := range want[i].LogProbs {
-			if d := math.Abs(float64(want[i].LogProbs[j] - got[i].LogProbs[j])); d > 1e-4 {
-				t.Errorf("request %d logprob %d: cpu %v cuda %v", i, j, want[i].LogProbs[j], got[i].LogProbs[j])
-			}
+		sameCompletion(t, fmt.Sprintf("request %d %+v", i, ps[i]), want[i], got[i])
+	}
+}
+
+// sameCompletion fails unless the CUDA completion has the CPU's tokens
+// and, within 1e-4, its log-probs.
+func sameCompletion(t *testing.T, what string, cpu, cuda gpu.Completion) {
+	t.Helper()
+	if !slices.Equal(cpu.Tokens, cuda.Tokens) {
+		t.Errorf("%s: cpu %v\ncuda %v", what, cpu.Tokens, cuda.Tokens)
+		return
+	}
+	for i := range cpu.LogProbs {
+		if d := math.Abs(float64(cpu.LogProbs[i] - cuda.LogProbs[i])); d > 1e-4 {
+			t.Errorf("%s: logprob %d cpu %v cuda %v", what, i, cpu.LogProbs[i], cuda.LogProbs[i])
 		}
 	}
 }

@@ -453,40 +453,66 @@ __global__ void attn_rows(float* out, const float* q, const float* k, const floa
 #define FMAXC 4
 #define FSTRIDE 129
 
+// FlashBlock is a flash kernel block's place: its tile of rows (or keys)
+// tile of tiles, batch b, query head h, kv head kh, and the thread's warp,
+// lane and channels per lane nc.
+struct FlashBlock {
+    int tiles, tile, b, h, kh, warp, lane, nc;
+    __device__ FlashBlock(int T, int NH, int NKV, int HS) {
+        tiles = (T + FT - 1) / FT;
+        tile = blockIdx.x % tiles;
+        int bh = blockIdx.x / tiles;
+        b = bh / NH;
+        h = bh % NH;
+        kh = h / (NH / NKV);
+        warp = threadIdx.x >> 5;
+        lane = threadIdx.x & 31;
+        nc = HS >> 5;
+    }
+    // own is row (or key) r of the warp's four, clamped to T-1 for loads.
+    __device__ int own(int r, int T) const { return min(tile * FT + warp * 4 + r, T - 1); }
+};
+
+// flashLoad copies rows first..first+FT-1 of head `head` of two
+// [B,T,heads,HS] tensors (batch bi) into the shared tiles sa and sb,
+// zeros past T; the block synchronizes before and after.
+__device__ void flashLoad(float* sa, float* sb, const float* a, const float* b, int bi, int head, int heads,
+                          int first, int T, int HS) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+        int j = e / HS, c = e % HS, row = first + j;
+        float x = 0.f, y = 0.f;
+        if (row < T) {
+            long o = (((long)bi * T + row) * heads + head) * HS + c;
+            x = a[o];
+            y = b[o];
+        }
+        sa[j * FSTRIDE + c] = x;
+        sb[j * FSTRIDE + c] = y;
+    }
+    __syncthreads();
+}
+
 // flash_fwd: one block per (b, h, query tile). out = softmax(q k^T scale) v
 // over keys <= the row; lse[b,h,t] = log-sum-exp of the row's scaled scores.
 __global__ void flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
                           int B, int T, int NH, int NKV, int HS, float scale) {
     __shared__ float ks[FT * FSTRIDE];
     __shared__ float vs[FT * FSTRIDE];
-    int tiles = (T + FT - 1) / FT;
-    int it = blockIdx.x % tiles, bh = blockIdx.x / tiles;
-    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    FlashBlock fb(T, NH, NKV, HS);
+    int it = fb.tile, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
     int rows[4];
     float m[4], l[4], acc[4][FMAXC];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-        rows[r] = min(it * FT + warp * 4 + r, T - 1);
+        rows[r] = fb.own(r, T);
         m[r] = -INFINITY;
         l[r] = 0.f;
 #pragma unroll
         for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
     }
     for (int jt = 0; jt <= it; jt++) {
-        __syncthreads();
-        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
-            int j = e / HS, c = e % HS, key = jt * FT + j;
-            float kv = 0.f, vv = 0.f;
-            if (key < T) {
-                long o = (((long)b * T + key) * NKV + kh) * HS + c;
-                kv = k[o];
-                vv = v[o];
-            }
-            ks[j * FSTRIDE + c] = kv;
-            vs[j * FSTRIDE + c] = vv;
-        }
-        __syncthreads();
+        flashLoad(ks, vs, k, v, b, kh, NKV, jt * FT, T, HS);
         int key = jt * FT + lane;
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -550,34 +576,20 @@ __global__ void flash_bwd_dq(float* dq, const float* dout, const float* q, const
                              const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
     __shared__ float ks[FT * FSTRIDE];
     __shared__ float vs[FT * FSTRIDE];
-    int tiles = (T + FT - 1) / FT;
-    int it = blockIdx.x % tiles, bh = blockIdx.x / tiles;
-    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    FlashBlock fb(T, NH, NKV, HS);
+    int it = fb.tile, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
     int rows[4];
     float lr[4], dr[4], acc[4][FMAXC];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-        rows[r] = min(it * FT + warp * 4 + r, T - 1);
+        rows[r] = fb.own(r, T);
         lr[r] = lse[((long)b * NH + h) * T + rows[r]];
         dr[r] = delta[((long)b * NH + h) * T + rows[r]];
 #pragma unroll
         for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
     }
     for (int jt = 0; jt <= it; jt++) {
-        __syncthreads();
-        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
-            int j = e / HS, c = e % HS, key = jt * FT + j;
-            float kv = 0.f, vv = 0.f;
-            if (key < T) {
-                long o = (((long)b * T + key) * NKV + kh) * HS + c;
-                kv = k[o];
-                vv = v[o];
-            }
-            ks[j * FSTRIDE + c] = kv;
-            vs[j * FSTRIDE + c] = vv;
-        }
-        __syncthreads();
+        flashLoad(ks, vs, k, v, b, kh, NKV, jt * FT, T, HS);
         int key = jt * FT + lane;
 #pragma unroll
         for (int r = 0; r < 4; r++) {
@@ -619,32 +631,18 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
                               const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
     __shared__ float qs[FT * FSTRIDE];
     __shared__ float ds_[FT * FSTRIDE];
-    int tiles = (T + FT - 1) / FT;
-    int jt = blockIdx.x % tiles, bh = blockIdx.x / tiles;
-    int b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    FlashBlock fb(T, NH, NKV, HS);
+    int jt = fb.tile, tiles = fb.tiles, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
     int keys[4];
     float ak[4][FMAXC], av[4][FMAXC];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-        keys[r] = min(jt * FT + warp * 4 + r, T - 1);
+        keys[r] = fb.own(r, T);
 #pragma unroll
         for (int t = 0; t < FMAXC; t++) ak[r][t] = av[r][t] = 0.f;
     }
     for (int it = jt; it < tiles; it++) {
-        __syncthreads();
-        for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
-            int i = e / HS, c = e % HS, row = it * FT + i;
-            float qv = 0.f, dv_ = 0.f;
-            if (row < T) {
-                long o = (((long)b * T + row) * NH + h) * HS + c;
-                qv = q[o];
-                dv_ = dout[o];
-            }
-            qs[i * FSTRIDE + c] = qv;
-            ds_[i * FSTRIDE + c] = dv_;
-        }
-        __syncthreads();
+        flashLoad(qs, ds_, q, dout, b, h, NH, it * FT, T, HS);
         int row = it * FT + lane;
         bool rowOK = row < T;
         float lrow = rowOK ? lse[((long)b * NH + h) * T + row] : 0.f;

@@ -94,31 +94,31 @@ func (be *Backend) checkIDs(op, what string, ids []int32, V int) bool {
 
 // EmbeddingForward implements gpu.Backend.
 func (be *Backend) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
-	const op = "embedding forward"
-	o, w := be.get(op, out), be.get(op, wte)
-	N := len(tokens)
-	if !be.need(op, N*C, "out", o) || !be.need(op, 0, "wte", w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
-		return
-	}
-	tokens = slices.Clone(tokens) // read later on the driver thread
-	be.post(func() {
-		t := be.uploadInts(op, tokens)
-		be.launch("embedding_fwd", be.gridFor(N*C), o, w, t, N, C)
-	})
+	be.embedding("embedding forward", "embedding_fwd", "out", out, "wte", wte, tokens, C)
 }
 
 // EmbeddingBackward implements gpu.Backend.
 func (be *Backend) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) {
-	const op = "embedding backward"
-	dw, do := be.get(op, dwte), be.get(op, dout)
+	be.embedding("embedding backward", "embedding_bwd", "dout", dout, "dwte", dwte, tokens, C)
+}
+
+// embedding launches kernel(table-side and row-side buffers in the
+// kernel's order, ids, N, C): rows is [N, C], table [V, C] with the ids
+// checked against V.
+func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableName string, table gpu.Buf, tokens []int32, C int) {
+	r, w := be.get(op, rows), be.get(op, table)
 	N := len(tokens)
-	if !be.need(op, N*C, "dout", do) || !be.need(op, 0, "dwte", dw) || !be.checkIDs(op, "token", tokens, dw.n/max(C, 1)) || N*C == 0 {
+	if !be.need(op, N*C, rowsName, r) || !be.need(op, 0, tableName, w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
 		return
 	}
 	tokens = slices.Clone(tokens) // read later on the driver thread
 	be.post(func() {
 		t := be.uploadInts(op, tokens)
-		be.launch("embedding_bwd", be.gridFor(N*C), dw, do, t, N, C)
+		if kernel == "embedding_fwd" {
+			be.launch(kernel, be.gridFor(N*C), r, w, t, N, C) // out, wte
+		} else {
+			be.launch(kernel, be.gridFor(N*C), w, r, t, N, C) // dwte, dout
+		}
 	})
 }
 
@@ -419,9 +419,8 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 		be.fail(op, "step %d, want >= 1", h.Step)
 		return
 	}
-	c1 := float32(1 - math.Pow(float64(h.Beta1), float64(h.Step)))
-	c2 := float32(1 - math.Pow(float64(h.Beta2), float64(h.Step)))
+	c1, c2 := h.BiasCorrections()
 	be.post(func() {
-		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
+		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
 	})
 }

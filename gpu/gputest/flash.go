@@ -34,17 +34,22 @@ func refLSE(q, k []float64, B, T, NH, NKV, HS int) []float64 {
 	return lse
 }
 
+type flashShape struct{ B, T, NH, NKV, HS int }
+
+func (sh flashShape) String() string {
+	return fmt.Sprintf("B=%d,T=%d,NH=%d,NKV=%d,HS=%d", sh.B, sh.T, sh.NH, sh.NKV, sh.HS)
+}
+
 // testFlash checks gpu.FlashAttention against the float64 reference and
 // finite differences at small shapes (a partial last tile, GQA), and
 // against the backend's own AttentionForward/AttentionBackward at shapes
 // of real models.
 func testFlash(s *suite, fa gpu.FlashAttention) {
-	type shape struct{ B, T, NH, NKV, HS int }
-	for _, sh := range []shape{{1, 5, 2, 1, 32}, {1, 35, 2, 1, 32}, {1, 9, 4, 2, 64}} {
+	for _, sh := range []flashShape{{1, 5, 2, 1, 32}, {1, 35, 2, 1, 32}, {1, 9, 4, 2, 64}} {
 		if !fa.FlashSupported(sh.NH, sh.NKV, sh.HS) {
 			continue
 		}
-		s.t.Run(fmt.Sprintf("B=%d,T=%d,NH=%d,NKV=%d,HS=%d", sh.B, sh.T, sh.NH, sh.NKV, sh.HS), func(t *testing.T) {
+		s.t.Run(sh.String(), func(t *testing.T) {
 			s := &suite{t: t, b: s.b, r: s.r}
 			B, T, NH, NKV, HS := sh.B, sh.T, sh.NH, sh.NKV, sh.HS
 			q, k, v := s.rand(B*T*NH*HS), s.rand(B*T*NKV*HS), s.rand(B*T*NKV*HS)
@@ -56,26 +61,16 @@ func testFlash(s *suite, fa gpu.FlashAttention) {
 			s.expect("out", out, wantOut, TolForward)
 			s.expect("lse", lse, refLSE(q, k, B, T, NH, NKV, HS), TolForward)
 
-			r := s.rand(len(wantOut))
-			f := func(xs [][]float64) []float64 {
-				o, _ := refAttention(xs[0], xs[1], xs[2], B, T, T, NH, NKV, HS)
-				return o
-			}
-			xs := [][]float64{q, k, v}
-			pq, pk, pv := s.rand(len(q)), s.rand(len(k)), s.rand(len(v))
-			dq, dk, dv := s.up(pq), s.up(pk), s.up(pv)
-			delta := s.up(s.rand(B * NH * T))
-			fa.AttentionBackwardLSE(dq, dk, dv, delta, s.up(r), out, qB, kB, vB, lse, B, T, NH, NKV, HS)
-			s.expect("dq", dq, addTo(pq, fdGrad(f, xs, 0, r)), TolBackward)
-			s.expect("dk", dk, addTo(pk, fdGrad(f, xs, 1, r)), TolBackward)
-			s.expect("dv", dv, addTo(pv, fdGrad(f, xs, 2, r)), TolBackward)
+			s.expectAttnGrads(q, k, v, B, T, T, NH, NKV, HS, func(dq, dk, dv, dout gpu.Buf) {
+				fa.AttentionBackwardLSE(dq, dk, dv, s.up(s.rand(B*NH*T)), dout, out, qB, kB, vB, lse, B, T, NH, NKV, HS)
+			})
 		})
 	}
-	for _, sh := range []shape{{1, 300, 14, 2, 64}, {1, 100, 4, 2, 128}, {1, 64, 3, 1, 96}} {
+	for _, sh := range []flashShape{{1, 300, 14, 2, 64}, {1, 100, 4, 2, 128}, {1, 64, 3, 1, 96}} {
 		if !fa.FlashSupported(sh.NH, sh.NKV, sh.HS) {
 			continue
 		}
-		s.t.Run(fmt.Sprintf("vs-backend/B=%d,T=%d,NH=%d,NKV=%d,HS=%d", sh.B, sh.T, sh.NH, sh.NKV, sh.HS), func(t *testing.T) {
+		s.t.Run("vs-backend/"+sh.String(), func(t *testing.T) {
 			s := &suite{t: t, b: s.b, r: s.r}
 			B, T, NH, NKV, HS := sh.B, sh.T, sh.NH, sh.NKV, sh.HS
 			nq, nkv := B*T*NH*HS, B*T*NKV*HS
