@@ -14,12 +14,17 @@ import (
 // stored once in the backend's preferred layout and every step multiplies
 // a few rows (one per sequence) by it.
 //
-// MatmulPacked must be batch-invariant: row n of out depends only on row
-// n of inp, bitwise, whatever N and the other rows. The BatchSampler
-// relies on it so that a sequence samples the same tokens alone or in any
-// batch. A backend without this capability runs MatmulForward.
+// A backend whose MatmulPacked is batch-invariant (row n of out depends
+// only on row n of inp, bitwise, whatever N and the other rows), as the
+// CPU backend's is, lets the BatchSampler promise that a sequence samples
+// the same tokens alone or in any batch. The CUDA backend packs weights
+// into bf16 in its bf16 mode; cuBLAS picks kernels by shape, so its rows
+// agree across batches only to rounding. A backend without this
+// capability runs MatmulForward.
 type PackedMatmul interface {
-	// PackedLen is the number of elements of the packed form of w[OC,C].
+	// PackedLen is the number of elements of the packed form of w[OC,C];
+	// 0 when the backend does not pack in its present mode (then the
+	// BatchSampler multiplies by the plain weights).
 	PackedLen(OC, C int) int
 	// PackWeight writes w[OC,C] (Hugging Face layout) in packed form to
 	// dst, which has PackedLen(OC, C) elements.
@@ -62,9 +67,9 @@ func (q *Seq) Completion() Completion { return q.out }
 // copied to the others.
 //
 // Each sequence samples from its own random stream (SamplingParams.Seed)
-// and, on a backend with PackedMatmul, every op of the forward computes a
-// row independently of the other rows: a sequence gets the same tokens,
-// bit for bit, alone or in any batch. Log-probabilities are those of
+// and, on a backend with a batch-invariant PackedMatmul (the CPU's), every
+// op of the forward computes a row independently of the other rows: a
+// sequence gets the same tokens, bit for bit, alone or in any batch. Log-probabilities are those of
 // Completion (temperature 1, untruncated), as the Trainer computes them.
 //
 // A BatchSampler keeps its own copy of the weights (see SetWeights). It
@@ -127,7 +132,9 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 	// admitted: with this budget a prompt (< maxSeq) always fits beside
 	// the other slots' decoding rows.
 	s.rows = maxSeq + slots
-	s.pm, _ = be.(PackedMatmul)
+	if pm, ok := be.(PackedMatmul); ok && pm.PackedLen(1, 1) > 0 {
+		s.pm = pm
+	}
 	var err error
 	if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
 		return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)

@@ -239,6 +239,40 @@ func TestMatmulBF16(t *testing.T) {
 	if err := be.SetMatmul("fp8"); err == nil {
 		t.Error(`SetMatmul("fp8") = nil, want an error`)
 	}
+	// Packed weights (bf16 mode only) give MatmulForward's bf16 product.
+	if err := be.SetMatmul("bf16"); err != nil {
+		t.Fatal(err)
+	}
+	o16, _, _ := run(be)
+	n := be.PackedLen(OC, C)
+	if n != (OC*C+1)/2 {
+		t.Fatalf("PackedLen = %d in bf16 mode, want %d", n, (OC*C+1)/2)
+	}
+	up := func(x []float32) gpu.Buf {
+		b, err := be.Alloc(len(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b
+	}
+	wp, _ := be.Alloc(n)
+	be.PackWeight(wp, up(w), OC, C)
+	ob, _ := be.Alloc(N * OC)
+	be.MatmulPacked(ob, up(inp), wp, up(bias), N, C, OC)
+	got := make([]float32, N*OC)
+	if err := be.Download(got, ob); err != nil {
+		t.Fatal(err)
+	}
+	if ok, msg := gputest.Close(got, widen(o16), 1e-6); !ok {
+		t.Errorf("packed vs plain bf16 product: %s", msg)
+	}
+	if err := be.SetMatmul("f32"); err != nil {
+		t.Fatal(err)
+	}
+	if n := be.PackedLen(OC, C); n != 0 {
+		t.Errorf("PackedLen = %d in f32 mode, want 0 (no packing)", n)
+	}
 }
 
 func widen(x []float32) []float64 {

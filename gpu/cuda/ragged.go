@@ -134,3 +134,67 @@ func (be *Backend) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH, N
 		be.launch("attn_rows", N*NH, o, qd, kd, vd, ts, tc, NH, NKV, HS, scale)
 	})
 }
+
+var _ gpu.PackedMatmul = (*Backend)(nil)
+
+// PackedLen implements gpu.PackedMatmul: in the bf16 matmul mode a weight
+// is packed once as bf16 (two to a float32 element), so decoding steps
+// skip the per-product conversion of the weights; other modes do not pack.
+func (be *Backend) PackedLen(OC, C int) int {
+	if be.packs() {
+		return (OC*C + 1) / 2
+	}
+	return 0
+}
+
+// packs reports whether the present matmul mode packs weights.
+func (be *Backend) packs() bool {
+	var c int
+	be.do(func() { c = be.blas.compute })
+	return c == computeFastBF
+}
+
+// PackWeight implements gpu.PackedMatmul.
+func (be *Backend) PackWeight(dst, w gpu.Buf, OC, C int) {
+	const op = "pack weight"
+	d, s := be.get(op, dst), be.get(op, w)
+	if !be.need(op, (OC*C+1)/2, "dst", d) || !be.need(op, OC*C, "w", s) || OC*C == 0 {
+		return
+	}
+	be.post(func() {
+		if be.blas.compute != computeFastBF {
+			be.fail(op, "packing needs the bf16 matmul mode")
+			return
+		}
+		be.launch("f32_to_bf16", be.gridFor(OC*C), d, s, int64(OC*C))
+	})
+}
+
+// MatmulPacked implements gpu.PackedMatmul: MatmulForward with the bf16
+// weight from PackWeight.
+func (be *Backend) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
+	const op = "matmul packed"
+	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.get(op, wp), be.get(op, bias)
+	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, (OC*C+1)/2, "wp", wt) ||
+		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 || C == 0 {
+		return
+	}
+	be.post(func() {
+		if be.blas.compute != computeFastBF {
+			be.fail(op, "weights packed in bf16, but the matmul mode changed since (SetWeights repacks)")
+			return
+		}
+		beta := float32(0)
+		if bias != nil {
+			be.launch("bias_fill", be.gridFor(N*OC), o, bs, N, OC)
+			beta = 1
+		}
+		x16 := be.half(0, x.ptr(), N*C)
+		if be.error() != nil {
+			return
+		}
+		if err := be.blas.gemm16(opT, opN, OC, N, C, 1, wt.ptr(), C, x16, C, beta, o.ptr(), OC); err != nil {
+			be.fail(op, "%v", err)
+		}
+	})
+}
