@@ -9,7 +9,8 @@
 # It takes about 3 minutes on an H100 or H200 (at most 8). Logs:
 #   gpu.txt            the card, driver and clock
 #   test.log           the suite (REQUIRE_GPU=1: a missing GPU fails)
-#   bench.log          BenchmarkTrainStep (cuBLAS and flash attention side
+#   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
+#                      per head (strided, run 2), flash; side
 #                      by side), BenchmarkSample, BenchmarkSampleBatch
 #   profile.log        SWERL_CUDA_PROFILE=1 time per op of a bf16 step and
 #                      of batch-64 decoding

@@ -73,6 +73,7 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 	runs := []run{
 		{"cuda", "bf16", "", 8, 512}, {"cuda", "bf16", "", 4, 2048},
+		{"cuda", "bf16", "strided", 8, 512}, {"cuda", "bf16", "strided", 4, 2048},
 		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
 	}

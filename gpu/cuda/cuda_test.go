@@ -53,6 +53,13 @@ func TestBackendFlashAttention(t *testing.T) {
 	gputest.TestBackend(t, open(t))
 }
 
+// TestBackendStridedAttention runs the suite with one strided-batched
+// product per head (run 2's attention) instead of one call over all heads.
+func TestBackendStridedAttention(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ATTN", "strided")
+	gputest.TestBackend(t, open(t))
+}
+
 func tinyBatch() []gpu.Sequence {
 	return []gpu.Sequence{
 		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
