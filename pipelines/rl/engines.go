@@ -1,0 +1,42 @@
+package rl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"swerl/sinks/checkpoint"
+	"swerl/sinks/engine"
+)
+
+// sync calls the Sync hook, if any.
+func (c *Config) sync(ctx context.Context, version int64) error {
+	if c.Sync == nil {
+		return nil
+	}
+	if err := c.Sync(ctx, version); err != nil {
+		return fmt.Errorf("rl: syncing version %d to the engines: %w", version, err)
+	}
+	return nil
+}
+
+// EngineSync returns a Config.Sync that pushes each version's folder under
+// out (checkpoints/vNNNNNN) to the engines of s. A version an engine
+// refuses after the syncer's retries is logged, and the run goes on: that
+// engine keeps the newest version it holds, the rollouts keep naming it,
+// and their samples carry its version, so the staleness of what the
+// learner trains on stays exact. Only a cancelled context stops the run.
+func EngineSync(s *engine.Syncer, out string, log *slog.Logger) func(ctx context.Context, version int64) error {
+	return func(ctx context.Context, version int64) error {
+		dir := filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version))
+		err := s.Push(ctx, version, dir)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			log.Warn("rl: an engine did not load the new version; its rollouts stay on the version it holds", "version", version, "err", err.Error())
+		}
+		return nil
+	}
+}
