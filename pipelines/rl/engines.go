@@ -8,6 +8,7 @@ import (
 
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
+	"swerl/transforms/rollout"
 )
 
 // sync calls the Sync hook, if any.
@@ -19,6 +20,24 @@ func (c *Config) sync(ctx context.Context, version int64) error {
 		return fmt.Errorf("rl: syncing version %d to the engines: %w", version, err)
 	}
 	return nil
+}
+
+// SpecSync returns the Config.Sync of a run whose rollouts come from the
+// HTTP policy spec (sinks/engine.ConfigFromSpec, its hook pointing the
+// rollout policies at each version the engine holds), or nil when the spec
+// turns the sync off.
+func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
+	cfg, ok, err := engine.ConfigFromSpec(spec)
+	if err != nil || !ok {
+		return nil, err
+	}
+	cfg.Log = log
+	cfg.OnHeld = func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }
+	s, err := engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return EngineSync(s, out, log), nil
 }
 
 // EngineSync returns a Config.Sync that pushes each version's folder under

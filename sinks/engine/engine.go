@@ -57,6 +57,36 @@ func FromSpec(spec string) (Engine, error) {
 	return e, nil
 }
 
+// ConfigFromSpec returns the sync configuration of an HTTP policy spec:
+// its engine (FromSpec) and the spec's options sync (false: no sync),
+// keep_adapters (Keep) and engine_path (PathMap); the API key is the HTTP
+// policy's ($SWERL_API_KEY, else $OPENAI_API_KEY). ok is false when the
+// spec turns the sync off.
+func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
+	e, err := FromSpec(spec)
+	if err != nil {
+		return cfg, false, err
+	}
+	u, _ := url.Parse(spec)
+	q := u.Query()
+	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: os.Getenv("SWERL_API_KEY")}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
+	}
+	if v := q.Get("keep_adapters"); v != "" {
+		if cfg.Keep, err = strconv.Atoi(v); err != nil || cfg.Keep < 1 {
+			return cfg, false, fmt.Errorf("engine: %q: keep_adapters=%q, want an integer ≥ 1", spec, v)
+		}
+	}
+	ok = true
+	if v := q.Get("sync"); v != "" {
+		if ok, err = strconv.ParseBool(v); err != nil {
+			return cfg, false, fmt.Errorf("engine: %q: sync=%q, want true or false", spec, v)
+		}
+	}
+	return cfg, ok, nil
+}
+
 // Config configures a Syncer.
 type Config struct {
 	Engines []Engine

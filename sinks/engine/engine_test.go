@@ -508,3 +508,23 @@ func TestMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigFromSpec(t *testing.T) {
+	t.Setenv("SWERL_API_KEY", "k1")
+	cfg, ok, err := ConfigFromSpec("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b")
+	if err != nil || !ok || cfg.Keep != 3 || cfg.PathMap != "/a=/b" || cfg.APIKey != "k1" || cfg.Engines[0] != (Engine{"http://h:1", SGLang}) {
+		t.Fatalf("%+v %v %v", cfg, ok, err)
+	}
+	if _, ok, err := ConfigFromSpec("http://h:1/v1?sync=false"); ok || err != nil {
+		t.Fatalf("sync=false: %v %v", ok, err)
+	}
+	for _, bad := range []string{"http://h/v1?keep_adapters=0", "http://h/v1?sync=maybe", "http://h/v1?engine=x"} {
+		if _, _, err := ConfigFromSpec(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	// The HTTP policy accepts the sync's options.
+	if _, err := rollout.Open("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b&sync=true"); err != nil {
+		t.Fatal(err)
+	}
+}

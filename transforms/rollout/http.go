@@ -42,7 +42,9 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // the learner trains on exactly the sampled tokens against the sampler's
 // log-probabilities; hosted APIs reject the field, so it is off by default;
 // token ids a server returns unasked are used too), engine (vllm, the
-// default, or sglang: how a request names a LoRA adapter, see below).
+// default, or sglang: how a request names a LoRA adapter, see below), and
+// the weight sync's sync, keep_adapters and engine_path (read by
+// sinks/engine.ConfigFromSpec).
 // 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
 // $OPENAI_API_KEY, and sent as a bearer token.
@@ -116,8 +118,10 @@ func OpenHTTP(spec string) (Policy, error) {
 			if v != EngineVLLM && v != EngineSGLang {
 				err = fmt.Errorf("want %s or %s", EngineVLLM, EngineSGLang)
 			}
+		case "sync", "keep_adapters", "engine_path":
+			// The weight sync's options (sinks/engine.ConfigFromSpec).
 		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, engine)")
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, engine, sync, keep_adapters, engine_path)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
