@@ -59,6 +59,5 @@
 //     loads local paths and Hub ids. Sync the version folder to the store
 //     (e.g. gsutil rsync / aws s3 sync of checkpoints/v000123) and map the
 //     output root to the store's prefix with PathMap; the syncer sends the
-//     mapped name as is and skips the local readability check for a path
-//     that is not absolute.
+//     mapped name as is (it checks only the learner's local folder).
 package engine
