@@ -281,27 +281,52 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	var req ChatRequest
-	ctx, release, ok := s.begin(w, r, &req, "a chat-completions")
+	s.serveAPI(w, r, &ChatRequest{}, "a chat-completions")
+}
+
+func (req *ChatRequest) modelName() string { return req.Model }
+
+func (req *ChatRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+	resp, raw, stops, err := s.complete(ctx, t, *req)
+	if err != nil || !req.Stream {
+		return resp, resp.SystemFingerprint, nil, err
+	}
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamChat(w, t.tok, resp, raw, stops, *req) }, nil
+}
+
+// completionAPI is the request of one completion API (chat or text).
+type completionAPI interface {
+	modelName() string
+	// answer completes the request with t: the whole response and its
+	// fingerprint, and, when the request asks to stream, a writer of the
+	// same answer as server-sent events.
+	answer(ctx context.Context, s *Server, t target) (resp any, fingerprint string, stream func(http.ResponseWriter), err error)
+}
+
+// serveAPI is the handler of a completion API: admission, the body
+// decoded into req, the model it names resolved (the base or a merged
+// adapter), the answer written whole or streamed.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, req completionAPI, what string) {
+	ctx, release, ok := s.begin(w, r, req, what)
 	if !ok {
 		return
 	}
 	defer release()
-	t, err := s.target(req.Model)
+	t, err := s.target(req.modelName())
 	if err != nil {
 		writeError(w, asAPIError(err))
 		return
 	}
-	resp, raw, stops, err := s.complete(ctx, t, req)
+	resp, fingerprint, stream, err := req.answer(ctx, s, t)
 	if err != nil {
 		writeError(w, asAPIError(err))
 		return
 	}
-	if req.Stream {
-		streamChat(w, t.tok, resp, raw, stops, req)
+	if stream != nil {
+		stream(w)
 		return
 	}
-	s.writeJSON(w, resp, resp.SystemFingerprint)
+	s.writeJSON(w, resp, fingerprint)
 }
 
 // begin admits a completion request and decodes its body into v: before
@@ -470,37 +495,52 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest) (out C
 			return out, nil, nil, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
 		}
 	}
-	var rr rollout.Request
-	var extra policy.Params
-	rr, extra, stops, err = s.request(sampling{N: req.N, MaxTokens: req.MaxTokens, MaxCompletionTokens: req.MaxCompletionTokens,
-		Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed, Stop: req.Stop})
-	if err != nil {
-		return out, nil, nil, err
-	}
-	resp, err := t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
-	if errors.Is(err, policy.ErrPromptTooLong) {
-		return out, nil, nil, badRequest("messages", "%v", err)
-	}
+	p := sampling{N: req.N, MaxTokens: req.MaxTokens, MaxCompletionTokens: req.MaxCompletionTokens,
+		Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed, Stop: req.Stop}
+	resp, stops, usage, err := s.sample(p, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		return t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
+	})
 	if err != nil {
 		return out, nil, nil, err
 	}
 	out = ChatResponse{
 		ID: fmt.Sprintf("chatcmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "chat.completion",
-		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)),
+		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
+	}
+	if req.ReturnTokenIDs {
+		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
 	for i, c := range resp.Completions {
-		if i == 0 {
-			out.Usage.PromptTokens = len(c.PromptTokens)
-			if req.ReturnTokenIDs {
-				out.PromptTokenIDs = c.PromptTokens
-			}
-		}
-		ch := choiceOf(t.tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs)
-		out.Usage.CompletionTokens += len(c.Tokens)
-		out.Choices = append(out.Choices, ch)
+		out.Choices = append(out.Choices, choiceOf(t.tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs))
 	}
-	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
 	return out, resp.Completions, stops, nil
+}
+
+// sample checks a request's sampling parameters and runs generate with
+// them: a prompt too long for the context is a 400 naming param. It
+// returns the completions, the stop strings and the usage.
+func (s *Server) sample(p sampling, param string, generate func(rollout.Request, policy.Params) (rollout.Response, error)) (rollout.Response, []string, Usage, error) {
+	var u Usage
+	rr, extra, stops, err := s.request(p)
+	if err != nil {
+		return rollout.Response{}, nil, u, err
+	}
+	resp, err := generate(rr, extra)
+	if errors.Is(err, policy.ErrPromptTooLong) {
+		return resp, nil, u, badRequest(param, "%v", err)
+	}
+	if err == nil && len(resp.Completions) == 0 {
+		err = errors.New("the policy returned no completions")
+	}
+	if err != nil {
+		return resp, nil, u, err
+	}
+	u.PromptTokens = len(resp.Completions[0].PromptTokens)
+	for _, c := range resp.Completions {
+		u.CompletionTokens += len(c.Tokens)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return resp, stops, u, nil
 }
 
 func parseStop(raw json.RawMessage) ([]string, error) {

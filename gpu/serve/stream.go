@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -60,27 +59,17 @@ type CompletionResponse struct {
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	var req CompletionRequest
-	ctx, release, ok := s.begin(w, r, &req, "a completions")
-	if !ok {
-		return
+	s.serveAPI(w, r, &CompletionRequest{}, "a completions")
+}
+
+func (req *CompletionRequest) modelName() string { return req.Model }
+
+func (req *CompletionRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+	resp, raw, stops, err := s.completeText(ctx, t, *req)
+	if err != nil || !req.Stream {
+		return resp, resp.SystemFingerprint, nil, err
 	}
-	defer release()
-	t, err := s.target(req.Model)
-	if err != nil {
-		writeError(w, asAPIError(err))
-		return
-	}
-	resp, raw, stops, err := s.completeText(ctx, t, req)
-	if err != nil {
-		writeError(w, asAPIError(err))
-		return
-	}
-	if req.Stream {
-		streamCompletion(w, t.tok, resp, raw, stops, req)
-		return
-	}
-	s.writeJSON(w, resp, resp.SystemFingerprint)
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamCompletion(w, t.tok, resp, raw, stops, *req) }, nil
 }
 
 // completeText answers a completions request.
@@ -105,28 +94,20 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5) {
 		return out, nil, nil, badRequest("logprobs", "logprobs %d outside 0..5", *req.Logprobs)
 	}
-	rr, extra, stops, err := s.request(req.sampling)
-	if err != nil {
-		return out, nil, nil, err
-	}
-	resp, err := t.pol.CompleteTokens(ctx, rr, t.tok.Encode(prompt), extra)
-	if errors.Is(err, policy.ErrPromptTooLong) {
-		return out, nil, nil, badRequest("prompt", "%v", err)
-	}
+	resp, stops, usage, err := s.sample(req.sampling, "prompt", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		return t.pol.CompleteTokens(ctx, rr, t.tok.Encode(prompt), extra)
+	})
 	if err != nil {
 		return out, nil, nil, err
 	}
 	out = CompletionResponse{
 		ID: fmt.Sprintf("cmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "text_completion",
-		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)),
+		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
+	}
+	if req.ReturnTokenIDs {
+		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
 	for i, c := range resp.Completions {
-		if i == 0 {
-			out.Usage.PromptTokens = len(c.PromptTokens)
-			if req.ReturnTokenIDs {
-				out.PromptTokenIDs = c.PromptTokens
-			}
-		}
 		k := cutAtStop(t.tok, c, stops)
 		ch := CompletionChoice{Index: i, Text: k.content, FinishReason: k.finish}
 		if req.ReturnTokenIDs {
@@ -135,10 +116,8 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 		if req.Logprobs != nil {
 			ch.Logprobs = textLogprobs(t.tok, c, k, 0, k.keep)
 		}
-		out.Usage.CompletionTokens += len(c.Tokens)
 		out.Choices = append(out.Choices, ch)
 	}
-	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
 	return out, resp.Completions, stops, nil
 }
 
@@ -227,15 +206,48 @@ func (e *sse) done() {
 	e.rc.Flush()
 }
 
-// chatChunk is a chat.completion.chunk.
-type chatChunk struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"`
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
-	SystemFingerprint string        `json:"system_fingerprint"`
-	Choices           []chunkChoice `json:"choices"`
-	Usage             *Usage        `json:"usage,omitempty"`
+// chunk is one streamed event of an answer: the answer's head repeated,
+// one choice's part (C: the chat or completions chunk choice), or no
+// choice and the usage.
+type chunk[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	Usage             *Usage `json:"usage,omitempty"`
+}
+
+// stream writes an answer as server-sent events: the choice parts parts
+// emits (emit returns false once the stream ended in an error event),
+// then head with the usage and no choices when usage is not nil, then
+// [DONE].
+func stream[C any](w http.ResponseWriter, head chunk[C], usage *Usage, parts func(emit func(C) bool) bool) {
+	e := newSSE(w, head.SystemFingerprint)
+	emit := func(c C) bool {
+		ch := head
+		ch.Choices = []C{c}
+		return e.event(ch)
+	}
+	if !parts(emit) {
+		return
+	}
+	if usage != nil {
+		head.Choices, head.Usage = []C{}, usage
+		if !e.event(head) {
+			return
+		}
+	}
+	e.done()
+}
+
+// usageIf is the usage when the stream options ask for it, else nil.
+func usageIf(o *StreamOptions, u Usage) *Usage {
+	if o == nil || !o.IncludeUsage {
+		return nil
+	}
+	return &u
 }
 
 type chunkChoice struct {
@@ -246,60 +258,41 @@ type chunkChoice struct {
 	TokenIDs     []int32        `json:"token_ids,omitempty"`
 }
 
-// streamChat sends a chat answer as chunks: for each choice its role, its
-// content in pieces (with their logprobs and token ids when asked), its
-// finish reason; then the usage when asked; then [DONE].
+// streamChat sends a chat answer as chat.completion.chunk events: for each
+// choice its role, its content in pieces (with their logprobs and token
+// ids when asked), its finish reason; then the usage when asked; then
+// [DONE].
 func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatResponse, raw []rollout.Completion, stops []string, req ChatRequest) {
-	e := newSSE(w, resp.SystemFingerprint)
-	chunk := func(c chunkChoice) bool {
-		return e.event(chatChunk{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model,
-			SystemFingerprint: resp.SystemFingerprint, Choices: []chunkChoice{c}})
-	}
-	for i, c := range raw {
-		k := cutAtStop(tok, c, stops)
-		if !chunk(chunkChoice{Index: i, Delta: map[string]any{"role": "assistant", "content": ""}}) {
-			return
-		}
-		for _, p := range pieces(k) {
-			ch := chunkChoice{Index: i, Delta: map[string]any{"content": p.text}}
-			if req.Logprobs {
-				lp := []TokenLogprob{}
-				for j := p.from; j < p.to && j < len(c.LogProbs); j++ {
-					lp = append(lp, tokenLogprob(tok, c, k.texts[j], j))
+	head := chunk[chunkChoice]{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
+	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(chunkChoice) bool) bool {
+		for i, c := range raw {
+			k := cutAtStop(tok, c, stops)
+			if !emit(chunkChoice{Index: i, Delta: map[string]any{"role": "assistant", "content": ""}}) {
+				return false
+			}
+			for _, p := range pieces(k) {
+				ch := chunkChoice{Index: i, Delta: map[string]any{"content": p.text}}
+				if req.Logprobs {
+					lp := []TokenLogprob{}
+					for j := p.from; j < p.to && j < len(c.LogProbs); j++ {
+						lp = append(lp, tokenLogprob(tok, c, k.texts[j], j))
+					}
+					ch.Logprobs = map[string]any{"content": lp}
 				}
-				ch.Logprobs = map[string]any{"content": lp}
+				if req.ReturnTokenIDs {
+					ch.TokenIDs = c.Tokens[p.from:p.to]
+				}
+				if !emit(ch) {
+					return false
+				}
 			}
-			if req.ReturnTokenIDs {
-				ch.TokenIDs = c.Tokens[p.from:p.to]
-			}
-			if !chunk(ch) {
-				return
+			finish := k.finish
+			if !emit(chunkChoice{Index: i, Delta: map[string]any{}, FinishReason: &finish}) {
+				return false
 			}
 		}
-		finish := k.finish
-		if !chunk(chunkChoice{Index: i, Delta: map[string]any{}, FinishReason: &finish}) {
-			return
-		}
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := resp.Usage
-		if !e.event(chatChunk{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model,
-			SystemFingerprint: resp.SystemFingerprint, Choices: []chunkChoice{}, Usage: &u}) {
-			return
-		}
-	}
-	e.done()
-}
-
-// textChunk is a streamed text_completion.
-type textChunk struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Created           int64             `json:"created"`
-	Model             string            `json:"model"`
-	SystemFingerprint string            `json:"system_fingerprint"`
-	Choices           []textChunkChoice `json:"choices"`
-	Usage             *Usage            `json:"usage,omitempty"`
+		return true
+	})
 }
 
 type textChunkChoice struct {
@@ -310,44 +303,35 @@ type textChunkChoice struct {
 	TokenIDs     []int32             `json:"token_ids,omitempty"`
 }
 
-// streamCompletion sends a completions answer as chunks of text, the last
-// of each choice carrying its finish reason; then the usage when asked;
-// then [DONE].
+// streamCompletion sends a completions answer as text_completion events of
+// text pieces, the last of each choice carrying its finish reason; then
+// the usage when asked; then [DONE].
 func streamCompletion(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp CompletionResponse, raw []rollout.Completion, stops []string, req CompletionRequest) {
-	e := newSSE(w, resp.SystemFingerprint)
-	chunk := func(c textChunkChoice) bool {
-		return e.event(textChunk{ID: resp.ID, Object: "text_completion", Created: resp.Created, Model: resp.Model,
-			SystemFingerprint: resp.SystemFingerprint, Choices: []textChunkChoice{c}})
-	}
-	for i, c := range raw {
-		k := cutAtStop(tok, c, stops)
-		ps := pieces(k)
-		if len(ps) == 0 {
-			ps = []piece{{}}
-		}
-		for n, p := range ps {
-			ch := textChunkChoice{Index: i, Text: p.text}
-			if req.Logprobs != nil {
-				ch.Logprobs = textLogprobs(tok, c, k, p.from, p.to)
+	head := chunk[textChunkChoice]{ID: resp.ID, Object: "text_completion", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
+	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
+		for i, c := range raw {
+			k := cutAtStop(tok, c, stops)
+			ps := pieces(k)
+			if len(ps) == 0 {
+				ps = []piece{{}}
 			}
-			if req.ReturnTokenIDs {
-				ch.TokenIDs = c.Tokens[p.from:p.to]
-			}
-			if n == len(ps)-1 {
-				finish := k.finish
-				ch.FinishReason = &finish
-			}
-			if !chunk(ch) {
-				return
+			for n, p := range ps {
+				ch := textChunkChoice{Index: i, Text: p.text}
+				if req.Logprobs != nil {
+					ch.Logprobs = textLogprobs(tok, c, k, p.from, p.to)
+				}
+				if req.ReturnTokenIDs {
+					ch.TokenIDs = c.Tokens[p.from:p.to]
+				}
+				if n == len(ps)-1 {
+					finish := k.finish
+					ch.FinishReason = &finish
+				}
+				if !emit(ch) {
+					return false
+				}
 			}
 		}
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := resp.Usage
-		if !e.event(textChunk{ID: resp.ID, Object: "text_completion", Created: resp.Created, Model: resp.Model,
-			SystemFingerprint: resp.SystemFingerprint, Choices: []textChunkChoice{}, Usage: &u}) {
-			return
-		}
-	}
-	e.done()
+		return true
+	})
 }
