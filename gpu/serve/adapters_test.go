@@ -452,3 +452,23 @@ func FuzzWeightEndpoints(f *testing.F) {
 		}
 	})
 }
+
+// With an API key, the weight endpoints and completions need it too: an
+// engine that loads whatever folder a stranger names is not a choice.
+func TestWeightEndpointsNeedTheKey(t *testing.T) {
+	_, sv, _ := startAdapters(t)
+	sv2 := New(sv.base(), "tiny")
+	sv2.APIKey, sv2.LoadAdapter, sv2.PolicyOptions = "k", scaleAdapter, sv.PolicyOptions
+	ts := httptest.NewServer(sv2.Handler())
+	defer ts.Close()
+	a := adapterDir(t, "2")
+	for _, path := range []string{"/v1/load_lora_adapter", "/load_lora_adapter", "/v1/unload_lora_adapter", "/unload_lora_adapter", "/update_weights_from_disk", "/v1/completions"} {
+		if code, body := postJSON(t, ts.URL+path, map[string]string{"lora_name": "swerl-v000001", "lora_path": a, "model_path": a}); code != 401 {
+			t.Errorf("%s without the key: %d %s", path, code, body)
+		}
+	}
+	s, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engine.VLLM}}, APIKey: "k", Backoff: 1})
+	if err := s.Push(context.Background(), 1, a); err != nil {
+		t.Fatalf("the syncer sends the key: %v", err)
+	}
+}
