@@ -27,6 +27,14 @@
 // endpoint: full-weight versions are not pushed to it (Push logs it once),
 // and its rollouts keep the weights it started with, as before.
 //
+// An adapter is a delta on the base it was trained from, so the engine
+// must hold that base. A LoRA run started from the engine's own model
+// (swerl run --model BASE --sft-steps 0) has it. A LoRA phase on top of a
+// full warm start trains on the warm start's last checkpoint: SGLang (and
+// swerl serve with engine=sglang) receive that checkpoint through
+// update_weights_from_disk before the first adapter, as a full-weight
+// version; vLLM cannot, so start it on that checkpoint.
+//
 // # Failures
 //
 // Every request is retried with exponential backoff and jitter (Retries,
