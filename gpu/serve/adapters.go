@@ -142,6 +142,8 @@ func (s *Server) loadAdapter(name, path string) *apiError {
 	if name == "" || path == "" {
 		return badRequest("lora_name", "Both 'lora_name' and 'lora_path' must be provided.")
 	}
+	s.loading.Lock()
+	defer s.loading.Unlock()
 	s.mu.Lock()
 	_, taken := s.lookup(name)
 	full := len(s.adapters) >= s.MaxAdapters

@@ -122,6 +122,7 @@ type Server struct {
 	admit   chan struct{} // one token a request admitted (running or queued)
 	compute chan struct{} // one token a completion running
 
+	loading  sync.Mutex // one adapter load at a time: each merge copies the base
 	mu       sync.Mutex // guards pol, adapters and merged
 	pol      *policy.Policy
 	adapters []adapter // in load order
