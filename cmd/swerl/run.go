@@ -285,7 +285,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		},
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
 		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}, Prompt: popts, Seed: *seed,
-		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact, Sync: engineSync,
+		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
 			evalStart, err = evaluate("start")
@@ -307,6 +307,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *verbose {
 		cfg.Progress = stderr
 	}
+	cfg.Sync = engineSync
 	until := ""
 	if *sftUntil > 0 {
 		until = fmt.Sprintf(", until the oracle answers are sampled with probability %g", *sftUntil)
