@@ -179,52 +179,69 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 }
 
 // swerl run against swerl serve (another process) closes the loop: each
-// published version is pushed to the server (full weights, through
-// SGLang's update_weights_from_disk) before the round that samples it, so
-// every sample carries the version the learner published before its step,
-// never -1.
+// published version is pushed to the server before the round that samples
+// it, so every sample carries the version the learner published before its
+// step, never -1. Full fine-tuning goes through SGLang's
+// update_weights_from_disk (engine=sglang); with --lora-rank, each version
+// is a PEFT adapter loaded through vLLM's load_lora_adapter and named by
+// the rollouts.
 func TestRunClosesTheLoopThroughServe(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a whole swerl run against a server process")
+		t.Skip("whole swerl runs against a server process")
 	}
-	root := t.TempDir()
-	base := filepath.Join(root, "base")
-	var so, se bytes.Buffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", base}, &so, &se); code != 0 {
-		t.Fatal(se.String())
-	}
-	addr := serveProcess(t, "--model", base, "--max-seq", "1024")
-	out := filepath.Join(root, "out")
-	spec := "http://" + addr + "/v1?engine=sglang&model=base"
-	defer rollout.ClearServed(spec)
-	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--policy", spec, "--sft-steps", "0", "--steps", "3",
-		"--batch", "2", "--group-size", "2", "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3"}
-	var stderr bytes.Buffer
-	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr.String())
-	}
-	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	byRound := map[string][]int64{}
-	for _, s := range samples {
-		byRound[s.GroupID[:8]] = append(byRound[s.GroupID[:8]], s.PolicyVersion)
-	}
-	var rounds []string
-	for r := range byRound {
-		rounds = append(rounds, r)
-	}
-	slices.Sort(rounds)
-	// v0 is the base (no warm start); step k samples version k-1.
-	if len(rounds) != 3 {
-		t.Fatalf("rounds %v:\n%s", rounds, stderr.String())
-	}
-	for k, r := range rounds {
-		for _, v := range byRound[r] {
-			if v != int64(k) {
-				t.Fatalf("round %s: sample versions %v, want all %d:\n%s", r, byRound[r], k, stderr.String())
+	var help bytes.Buffer
+	runMain(context.Background(), []string{"run", "-h"}, &help, &help)
+	for _, tc := range []struct {
+		name, query string
+		extra       []string
+	}{
+		{"full weights, SGLang API", "?engine=sglang&model=base", nil},
+		{"LoRA adapters, vLLM API", "", []string{"--lora-rank", "4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.extra) > 0 && !strings.Contains(help.String(), "-lora-rank") {
+				t.Skip("swerl run has no --lora-rank in this build")
 			}
-		}
+			root := t.TempDir()
+			base := filepath.Join(root, "base")
+			var so, se bytes.Buffer
+			if code := runMain(context.Background(), []string{"model", "init", "--out", base}, &so, &se); code != 0 {
+				t.Fatal(se.String())
+			}
+			addr := serveProcess(t, "--model", base, "--max-seq", "1024")
+			out := filepath.Join(root, "out")
+			spec := "http://" + addr + "/v1" + tc.query
+			defer rollout.ClearServed(spec)
+			args := append([]string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--policy", spec, "--sft-steps", "0", "--steps", "3",
+				"--batch", "2", "--group-size", "2", "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3"}, tc.extra...)
+			var stderr bytes.Buffer
+			if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, stderr.String())
+			}
+			samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			byRound := map[string][]int64{}
+			for _, s := range samples {
+				byRound[s.GroupID[:8]] = append(byRound[s.GroupID[:8]], s.PolicyVersion)
+			}
+			var rounds []string
+			for r := range byRound {
+				rounds = append(rounds, r)
+			}
+			slices.Sort(rounds)
+			// v0 is the base (no warm start); step k samples version k-1.
+			if len(rounds) != 3 {
+				t.Fatalf("rounds %v:\n%s", rounds, stderr.String())
+			}
+			for k, r := range rounds {
+				for _, v := range byRound[r] {
+					if v != int64(k) {
+						t.Fatalf("round %s: sample versions %v, want all %d:\n%s", r, byRound[r], k, stderr.String())
+					}
+				}
+			}
+		})
 	}
 }
