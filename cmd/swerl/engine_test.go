@@ -138,10 +138,14 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	for _, v := range []int64{5, 6} {
 		dir := filepath.Join(root, "out", "checkpoints", fmt.Sprintf("v%06d", v))
 		writeAdapter(t, mp.Model.Config, base, dir, uint64(v))
+		t0 := time.Now()
 		if err := s.Push(context.Background(), v, dir); err != nil {
 			t.Fatal(err)
 		}
+		t1 := time.Now()
 		resp, err := pol.Complete(context.Background(), req)
+		t.Logf("v%d: push (load, check and merge into a copy of the %d-parameter base) %v, then a rollout of 2×8 tokens %v",
+			v, mp.Model.NumParams(), t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 		if err != nil || resp.PolicyVersion != v || len(resp.Completions) != 2 {
 			t.Fatalf("after pushing v%d: version %d, %d completions, %v", v, resp.PolicyVersion, len(resp.Completions), err)
 		}
