@@ -16,10 +16,13 @@
 //     server runs with --enable-lora and a --max-lora-rank that fits);
 //     answers {"success", "error_message", "loaded_adapters"}.
 //
-// Adapters older than the newest Keep (default 2) that this syncer loaded
-// are unloaded (POST /v1/unload_lora_adapter or /unload_lora_adapter
-// {"lora_name"}), so an engine's adapter slots do not fill up; one still in
-// use by a request in flight is the engine's business (both finish it).
+// Adapters older than the newest Keep (default 2) are unloaded (POST
+// /v1/unload_lora_adapter or /unload_lora_adapter {"lora_name"}), so an
+// engine's adapter slots do not fill up; one still in use by a request in
+// flight is the engine's business (both finish it). The window starts with
+// the swerl-vNNNNNN adapters the engine lists in GET /v1/models before the
+// first push (vLLM and swerl serve list them), so those an earlier process
+// of the run loaded are unloaded in turn too.
 //
 // A version folder with full weights (config.json, no adapter) is loaded by
 // SGLang with POST /update_weights_from_disk {"model_path",

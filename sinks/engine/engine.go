@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,9 +131,10 @@ type Syncer struct {
 // state is what one engine holds.
 type state struct {
 	Engine
-	held   rollout.ServedVersion
-	has    bool
-	loaded []int64 // adapter versions this syncer loaded there, oldest first
+	held    rollout.ServedVersion
+	has     bool
+	loaded  []int64 // adapter versions loaded there, oldest first
+	adopted bool    // the engine's adapters from before were read (adopt)
 }
 
 // New returns a Syncer for cfg.Engines.
@@ -240,6 +242,7 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 }
 
 func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path string) error {
+	s.adopt(ctx, st)
 	name := rollout.AdapterName(version)
 	load := map[string]any{"lora_name": name, "lora_path": path}
 	err := s.call(ctx, st, loadPath(st.Kind), load, nil)
@@ -256,7 +259,7 @@ func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path
 	if err != nil {
 		return fmt.Errorf("engine: %s (%s) did not load version %d (%s from %s): %w; rollouts keep %s", st.URL, st.Kind, version, name, path, err, heldName(st))
 	}
-	st.loaded = append(st.loaded, version)
+	st.loaded = append(slices.DeleteFunc(st.loaded, func(v int64) bool { return v == version }), version)
 	s.hold(st, rollout.ServedVersion{Version: version, Adapter: name})
 	// Unload what falls out of the window; a failure costs an adapter slot,
 	// not correctness, so it is logged, not returned.
@@ -269,6 +272,47 @@ func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path
 		st.loaded = st.loaded[1:]
 	}
 	return nil
+}
+
+// adopt reads, once per engine, the swerl adapters it already holds (GET
+// /v1/models, which vLLM and swerl serve answer with the loaded adapters):
+// those an earlier process of the run loaded (a --resume, a restart) join
+// the window, so they are unloaded in turn instead of taking an adapter
+// slot for good. An engine that does not list them is left as it is.
+func (s *Syncer) adopt(ctx context.Context, st *state) {
+	if st.adopted {
+		return
+	}
+	st.adopted = true
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/v1/models", nil)
+	if err != nil {
+		return
+	}
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list) != nil {
+		return
+	}
+	for _, m := range list.Data {
+		if v, ok := rollout.ParseAdapter(m.ID); ok && m.ID == rollout.AdapterName(v) && !slices.Contains(st.loaded, v) {
+			st.loaded = append(st.loaded, v)
+		}
+	}
+	slices.Sort(st.loaded)
 }
 
 func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path string) error {

@@ -71,6 +71,16 @@ func (v *vllmServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v.loaded == nil {
 		v.loaded = map[string]string{}
 	}
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		// ModelList: the base, then one card a loaded adapter (root: its
+		// path, parent: the base).
+		data := []map[string]any{{"id": "base", "object": "model", "root": "/models/base", "parent": nil}}
+		for name, path := range v.loaded {
+			data = append(data, map[string]any{"id": name, "object": "model", "root": path, "parent": "base"})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+		return
+	}
 	if r.Method != http.MethodPost {
 		v.errorAnswer(w, 405, "MethodNotAllowed", "Method Not Allowed")
 		return
@@ -526,5 +536,35 @@ func TestConfigFromSpec(t *testing.T) {
 	// The HTTP policy accepts the sync's options.
 	if _, err := rollout.Open("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b&sync=true"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A syncer that starts against an engine holding an earlier process's
+// adapters (a resumed run) counts them in its window and unloads them in
+// turn; adapters of other names are not touched.
+func TestAdoptsTheEnginesAdapters(t *testing.T) {
+	root := t.TempDir()
+	srv := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range srv.loaded {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"my-adapter", "swerl-v000004", "swerl-v000005", "swerl-v7"}) {
+		t.Fatalf("loaded %v", names)
+	}
+	// The version it holds already (resume): loaded again from its folder.
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	if err := s2.Push(context.Background(), 5, filepath.Join(root, "checkpoints", "v000005")); err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.loaded) != 4 {
+		t.Fatalf("loaded %v", srv.loaded)
 	}
 }
