@@ -50,7 +50,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	out := fs.String("out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
 	modelDir := fs.String("model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
 	builtin := fs.String("builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
-	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model")
+	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
@@ -209,6 +209,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cur.Close()
 		}
 	}()
+	// With a server as the policy, each published version is pushed to it
+	// before the round that samples it (sinks/engine).
+	var engineSync func(context.Context, int64) error
+	if strings.HasPrefix(*pol, "http://") || strings.HasPrefix(*pol, "https://") {
+		if engineSync, err = rl.SpecSync(*pol, *out, log); err != nil {
+			return usagef("--policy: %v", err)
+		}
+	}
 	pub, err := rl.NewPublisher(kc)
 	if err != nil {
 		return err
@@ -299,6 +307,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *verbose {
 		cfg.Progress = stderr
 	}
+	cfg.Sync = engineSync
 	until := ""
 	if *sftUntil > 0 {
 		until = fmt.Sprintf(", until the oracle answers are sampled with probability %g", *sftUntil)
@@ -316,6 +325,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// A resumed run evaluated the start in an earlier process.
 		if err := json.Unmarshal(b, &evalStart); err != nil {
 			return fmt.Errorf("%s: %w", filepath.Join(*out, "eval", "result-start.json"), err)
+		}
+	}
+	if engineSync != nil {
+		if err := engineSync(ctx, sum.Version); err != nil {
+			return err
 		}
 	}
 	evalEnd, err := evaluate("end")

@@ -12,13 +12,29 @@ import (
 	"path/filepath"
 	"time"
 
+	"swerl/gpu"
+	"swerl/gpu/peft"
 	"swerl/gpu/policy"
 	"swerl/gpu/serve"
 	"swerl/sinks/metrics"
 )
 
 func init() {
-	register(&command{name: "serve", summary: "serve a model or checkpoint as an OpenAI-compatible chat-completions API", run: runServe})
+	register(&command{name: "serve", summary: "serve a model or checkpoint as an OpenAI-compatible API, loading LoRA adapters and weights as vLLM and SGLang do", run: runServe})
+}
+
+// mergePEFT is swerl serve's adapter loader: the PEFT folder dir (checked
+// against the base's shapes) merged into a copy of base.
+func mergePEFT(base *gpu.Model, dir string) (*gpu.Model, error) {
+	a, err := peft.ReadFor(dir, base.Config)
+	if err != nil {
+		return nil, err
+	}
+	m, err := serve.CopyModel(base)
+	if err != nil {
+		return nil, err
+	}
+	return m, peft.Merge(m, a)
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -37,6 +53,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxConcurrent := fs.Int("max-concurrent", 2, "completions computed at once")
 	maxQueue := fs.Int("max-queue", 16, "requests waiting beyond --max-concurrent; more are answered 429 with Retry-After")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes (413 beyond)")
+	maxAdapters := fs.Int("max-adapters", 16, "LoRA adapters loaded at once through /v1/load_lora_adapter or /load_lora_adapter (400 beyond)")
+	maxMerged := fs.Int("max-merged", 2, "base+adapter merged models kept in memory (each a copy of the base); the least recently used is merged again when asked for")
 	apiKeyEnv := fs.String("api-key-env", "", "name of an environment variable holding an API key: requests then need \"Authorization: Bearer <key>\" (401 otherwise; /health stays open)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -50,8 +68,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *maxSeq < 2 || *maxTokens < 1 {
 		return usagef("--max-seq ≥ 2 and --max-tokens ≥ 1, please")
 	}
-	if *maxConcurrent < 1 || *maxQueue < 0 || *maxBody < 1 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 {
-		return usagef("--max-concurrent ≥ 1, --max-queue ≥ 0, --max-body ≥ 1 and positive timeouts, please")
+	if *maxConcurrent < 1 || *maxQueue < 0 || *maxBody < 1 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *maxAdapters < 1 || *maxMerged < 1 {
+		return usagef("--max-concurrent ≥ 1, --max-queue ≥ 0, --max-body ≥ 1, --max-adapters ≥ 1, --max-merged ≥ 1 and positive timeouts, please")
 	}
 	var apiKey string
 	if *apiKeyEnv != "" {
@@ -63,8 +81,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p == 0 {
 		p = -1
 	}
-	pol, err := policy.Open(*model, policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: p,
-		Log: slog.New(slog.NewTextHandler(stderr, nil))})
+	popts := policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: p, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	pol, err := policy.Open(*model, popts)
 	if err != nil {
 		return err
 	}
@@ -88,6 +106,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sv := serve.New(pol, *name)
 	sv.MaxConcurrent, sv.MaxQueue, sv.MaxBody, sv.APIKey = *maxConcurrent, *maxQueue, *maxBody, apiKey
 	sv.ReadTimeout, sv.WriteTimeout, sv.IdleTimeout = *readTimeout, *writeTimeout, *idleTimeout
+	// Adapters pushed by a weight sync are PEFT folders, merged into a copy
+	// of the base; merged models and update_weights_from_disk's weights
+	// never reload on their own.
+	sv.LoadAdapter, sv.MaxAdapters, sv.MaxMerged = mergePEFT, *maxAdapters, *maxMerged
+	sv.PolicyOptions = popts
+	sv.PolicyOptions.Poll = -1
 	srv := sv.HTTPServer()
 	auth := "no API key"
 	if apiKey != "" {

@@ -4,14 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"swerl/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe to read while a command writes it.
@@ -157,5 +163,93 @@ func TestServeAPIKey(t *testing.T) {
 		if !strings.Contains(se.String()+so.String(), flag) {
 			t.Errorf("serve -h does not document %s", flag)
 		}
+	}
+}
+
+// openAIClientJS drives swerl serve with the official openai npm client:
+// models.list, chat.completions with n and logprobs, the same request
+// streamed with usage, and a streamed completions call. It prints one JSON
+// line for the Go side to check.
+const openAIClientJS = `
+const { OpenAI } = require('openai');
+(async () => {
+  const client = new OpenAI({ baseURL: process.env.SWERL_BASE_URL, apiKey: 'unused' });
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  const msgs = [{ role: 'user', content: 'hello' }];
+  const chat = await client.chat.completions.create({ model: ids[0], messages: msgs, n: 2, max_tokens: 6, seed: 3, logprobs: true });
+  const stream = await client.chat.completions.create({ model: ids[0], messages: msgs, n: 2, max_tokens: 6, seed: 3,
+    stream: true, stream_options: { include_usage: true } });
+  const text = ['', ''], finish = [];
+  let usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    for (const c of chunk.choices) {
+      text[c.index] += c.delta.content || '';
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+    if (chunk.usage) usage = chunk.usage;
+  }
+  const plain = await client.completions.create({ model: ids[0], prompt: 'func main() {', max_tokens: 6, seed: 4 });
+  const cs = await client.completions.create({ model: ids[0], prompt: 'func main() {', max_tokens: 6, seed: 4, stream: true });
+  let ctext = '';
+  for await (const chunk of cs) ctext += chunk.choices.length ? chunk.choices[0].text : '';
+  console.log(JSON.stringify({ ids, chat: chat.choices.map(c => c.message.content), logprobs: chat.choices[0].logprobs.content.length,
+    plainUsage: chat.usage, stream: text, finish, usage, chunks, completion: plain.choices[0].text, streamedCompletion: ctext }));
+})().catch(e => { console.error(e); process.exit(1); });
+`
+
+// The official openai npm client works against swerl serve, streaming
+// included: the streamed answers equal the same seeds' whole answers.
+func TestServeOpenAIClient(t *testing.T) {
+	nm := testenv.NodeModules(t, "openai")
+	addr, _, stop := serveModel(t, "--max-seq", "256")
+	defer stop()
+	script := filepath.Join(t.TempDir(), "client.js")
+	if err := os.WriteFile(script, []byte(openAIClientJS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nm, "SWERL_BASE_URL=http://"+addr+"/v1")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("node: %v: %s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var got struct {
+		IDs        []string `json:"ids"`
+		Chat       []string `json:"chat"`
+		Logprobs   int      `json:"logprobs"`
+		PlainUsage struct {
+			Total int `json:"total_tokens"`
+		} `json:"plainUsage"`
+		Stream []string `json:"stream"`
+		Finish []string `json:"finish"`
+		Usage  *struct {
+			Total int `json:"total_tokens"`
+		} `json:"usage"`
+		Chunks             int    `json:"chunks"`
+		Completion         string `json:"completion"`
+		StreamedCompletion string `json:"streamedCompletion"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if len(got.IDs) != 1 || len(got.Chat) != 2 || got.Logprobs == 0 {
+		t.Fatalf("non-streaming calls: %+v", got)
+	}
+	if !slices.Equal(got.Stream, got.Chat) || len(got.Finish) != 2 || got.Finish[0] == "" || got.Chunks < 7 {
+		t.Errorf("streamed %q (finish %q, %d chunks), whole %q", got.Stream, got.Finish, got.Chunks, got.Chat)
+	}
+	if got.Usage == nil || got.Usage.Total != got.PlainUsage.Total || got.Usage.Total == 0 {
+		t.Errorf("streamed usage %+v, whole %+v", got.Usage, got.PlainUsage)
+	}
+	if got.StreamedCompletion != got.Completion {
+		t.Errorf("streamed completion %q, whole %q", got.StreamedCompletion, got.Completion)
 	}
 }

@@ -162,6 +162,7 @@ func ParseSpec(spec string) (string, Options, error) {
 type state struct {
 	version int64
 	dir     string
+	model   *gpu.Model
 	tok     *tokenizer.Tokenizer
 	stop    []int32
 	maxSeq  int
@@ -202,24 +203,7 @@ type Policy struct {
 
 // Open loads the model PATH names (see the package documentation).
 func Open(path string, opts Options) (*Policy, error) {
-	if opts.Device == "" {
-		opts.Device = "cpu"
-	}
-	if opts.Poll == 0 {
-		opts.Poll = 2 * time.Second
-	}
-	if opts.MaxTokens == 0 {
-		opts.MaxTokens = 256
-	}
-	if opts.Temperature == 0 {
-		opts.Temperature = 1
-	}
-	if opts.Batch == 0 {
-		opts.Batch = 32
-	}
-	if opts.Log == nil {
-		opts.Log = slog.Default()
-	}
+	opts = opts.withDefaults()
 	be, err := openDevice(opts.Device)
 	if err != nil {
 		return nil, err
@@ -259,7 +243,7 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %s: %w", mp.Dir, err)
 	}
-	return &state{version: mp.Version, dir: mp.Dir, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq,
+	return &state{version: mp.Version, dir: mp.Dir, model: mp.Model, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq,
 		owner: make(map[*gpu.Seq]chan<- finished)}, nil
 }
 

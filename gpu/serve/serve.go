@@ -1,15 +1,40 @@
 // Package serve is an OpenAI-compatible HTTP server over the in-process
-// policy (gpu/policy): POST /v1/chat/completions and GET /v1/models, so
-// that the train pipeline's HTTP policy, or any OpenAI client, can sample
-// from a swerl checkpoint.
+// policy (gpu/policy): POST /v1/chat/completions, POST /v1/completions and
+// GET /v1/models, so that the train pipeline's HTTP policy, or any OpenAI
+// client, can sample from a swerl checkpoint. It also speaks the weight
+// APIs of the inference engines swerl syncs (sinks/engine), so it can
+// stand in for one:
 //
-// Supported request fields: messages, n, max_tokens (or
-// max_completion_tokens), temperature, top_p, top_k, seed, stop (a string
-// or a list; matched on the decoded text, the stop string excluded from
-// the content as OpenAI does), logprobs, and vLLM's return_token_ids
-// (prompt_token_ids on the response, token_ids on each choice). Log-
-// probabilities are those of the model's raw distribution (temperature 1,
-// untruncated), the quantity a GRPO learner needs.
+//   - vLLM: POST /v1/load_lora_adapter {"lora_name","lora_path"} and
+//     /v1/unload_lora_adapter {"lora_name"}: 200 with a text body, or an
+//     error object; /v1/models lists the base model and the adapters
+//     (root: the adapter's folder, parent: the base).
+//   - SGLang: POST /load_lora_adapter and /unload_lora_adapter (same
+//     fields; answer {"success","error_message","loaded_adapters"}), and
+//     /update_weights_from_disk {"model_path"[, "weight_version"]} (answer
+//     {"success","message","num_paused_requests"}), which replaces the base
+//     model (a weight_version "swerl-vN" becomes the version reported).
+//
+// A request whose model names a loaded adapter ("swerl-v000123", or
+// SGLang's "BASE:swerl-v000123") is served by the base model with that
+// adapter merged (LoadAdapter, injected by the caller: swerl serve reads
+// PEFT folders); the newest MaxMerged merged models stay in memory. Its
+// response's model field is the name asked for and its version that of
+// the adapter name (swerl-vN → N).
+//
+// Supported request fields: messages (chat) or prompt (completions), n,
+// max_tokens (or max_completion_tokens), temperature, top_p, top_k, seed,
+// stop (a string or a list; matched on the decoded text, the stop string
+// excluded from the content as OpenAI does), logprobs, vLLM's
+// return_token_ids (prompt_token_ids on the response, token_ids on each
+// choice), and stream with stream_options.include_usage: server-sent
+// events in OpenAI's chunk format ("data: {…}\n\n", then "data:
+// [DONE]"), the usage in a last chunk with no choices when asked. The
+// completion is generated whole and then sent in chunks of whole UTF-8
+// characters (a token's bytes may split one), so streaming changes how an
+// answer arrives, not when it is ready. Log-probabilities are those of the
+// model's raw distribution (temperature 1, untruncated), the quantity a
+// GRPO learner needs.
 //
 // Every response names the weight version that produced it: the header
 // X-Swerl-Policy-Version and system_fingerprint "swerl-vN" (N = -1 for a
@@ -43,6 +68,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"swerl/gpu"
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
 	"swerl/transforms/rollout"
@@ -57,9 +83,20 @@ func Fingerprint(version int64) string { return "swerl-v" + strconv.FormatInt(ve
 // Server serves one policy. Set its fields before calling Handler or
 // HTTPServer.
 type Server struct {
-	pol *policy.Policy
 	// Name is the model id of /v1/models (requests may name any model).
 	Name string
+	// LoadAdapter returns a copy of base with the LoRA adapter in folder
+	// dir merged; base must not change. nil: the adapter endpoints answer
+	// that adapters are not enabled.
+	LoadAdapter func(base *gpu.Model, dir string) (*gpu.Model, error)
+	// PolicyOptions configure the policies of merged models and of the
+	// weights update_weights_from_disk loads (device, lengths, sampling
+	// defaults).
+	PolicyOptions policy.Options
+	// MaxAdapters bounds the adapters loaded at once (400 beyond), and
+	// MaxMerged the merged models kept in memory (each a copy of the
+	// base; the least recently used goes). Defaults 16 and 2.
+	MaxAdapters, MaxMerged int
 	// MaxN bounds n per request. Default 16.
 	MaxN int
 	// MaxBody bounds a request body in bytes (413 beyond). Default 4 MiB:
@@ -84,18 +121,27 @@ type Server struct {
 	once    sync.Once
 	admit   chan struct{} // one token a request admitted (running or queued)
 	compute chan struct{} // one token a completion running
+
+	loading  sync.Mutex // one adapter load at a time: each merge copies the base
+	mu       sync.Mutex // guards pol, adapters and merged
+	pol      *policy.Policy
+	adapters []adapter // in load order
+	merged   []*merged // least recently used first
 }
 
 // New returns a server for pol named name, with the default limits.
 func New(pol *policy.Policy, name string) *Server {
 	return &Server{pol: pol, Name: name, MaxN: 16, MaxBody: 4 << 20, MaxConcurrent: 2, MaxQueue: 16,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+		ReadTimeout: 30 * time.Second, WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute,
+		MaxAdapters: 16, MaxMerged: 2}
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.MaxConcurrent = max(s.MaxConcurrent, 1)
 		s.MaxQueue = max(s.MaxQueue, 0)
+		s.MaxAdapters = max(s.MaxAdapters, 1)
+		s.MaxMerged = max(s.MaxMerged, 1)
 		s.admit = make(chan struct{}, s.MaxConcurrent+s.MaxQueue)
 		s.compute = make(chan struct{}, s.MaxConcurrent)
 	})
@@ -117,9 +163,15 @@ func (s *Server) Handler() http.Handler {
 	s.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.auth(s.chat))
+	mux.HandleFunc("/v1/completions", s.auth(s.completions))
 	mux.HandleFunc("/v1/models", s.auth(s.models))
+	mux.HandleFunc("/v1/load_lora_adapter", s.auth(s.vllmLoad))
+	mux.HandleFunc("/v1/unload_lora_adapter", s.auth(s.vllmUnload))
+	mux.HandleFunc("/load_lora_adapter", s.auth(s.sglangLoad))
+	mux.HandleFunc("/unload_lora_adapter", s.auth(s.sglangUnload))
+	mux.HandleFunc("/update_weights_from_disk", s.auth(s.updateWeights))
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(VersionHeader, strconv.FormatInt(s.pol.Version(), 10))
+		w.Header().Set(VersionHeader, strconv.FormatInt(s.base().Version(), 10))
 		io.WriteString(w, "ok\n")
 	})
 	return mux
@@ -157,6 +209,13 @@ type ChatRequest struct {
 	Logprobs            bool                `json:"logprobs"`
 	ReturnTokenIDs      bool                `json:"return_token_ids"`
 	Stream              bool                `json:"stream"`
+	StreamOptions       *StreamOptions      `json:"stream_options"`
+}
+
+// StreamOptions is OpenAI's stream_options.
+type StreamOptions struct {
+	// IncludeUsage adds a last chunk with the usage and no choices.
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // TokenLogprob is one entry of choices[].logprobs.content.
@@ -222,29 +281,66 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": e.msg, "type": typ, "param": e.param, "code": nil}})
 }
 
-func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, msg: "use GET"})
-		return
-	}
-	v := s.pol.Version()
-	w.Header().Set(VersionHeader, strconv.FormatInt(v, 10))
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{map[string]any{
-		"id": s.Name, "object": "model", "created": 0, "owned_by": "swerl", "swerl_version": v,
-	}}})
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	s.serveAPI(w, r, &ChatRequest{}, "a chat-completions")
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, msg: "use POST"})
+func (req *ChatRequest) modelName() string { return req.Model }
+
+func (req *ChatRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+	resp, raw, stops, err := s.complete(ctx, t, *req)
+	if err != nil || !req.Stream {
+		return resp, resp.SystemFingerprint, nil, err
+	}
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamChat(w, t.tok, resp, raw, stops, *req) }, nil
+}
+
+// completionAPI is the request of one completion API (chat or text).
+type completionAPI interface {
+	modelName() string
+	// answer completes the request with t: the whole response and its
+	// fingerprint, and, when the request asks to stream, a writer of the
+	// same answer as server-sent events.
+	answer(ctx context.Context, s *Server, t target) (resp any, fingerprint string, stream func(http.ResponseWriter), err error)
+}
+
+// serveAPI is the handler of a completion API: admission, the body
+// decoded into req, the model it names resolved (the base or a merged
+// adapter), the answer written whole or streamed.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, req completionAPI, what string) {
+	ctx, release, ok := s.begin(w, r, req, what)
+	if !ok {
 		return
 	}
-	// Admission before the body is read: beyond MaxConcurrent+MaxQueue a
-	// request costs nothing but this answer.
+	defer release()
+	t, err := s.target(req.modelName())
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	resp, fingerprint, stream, err := req.answer(ctx, s, t)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	if stream != nil {
+		stream(w)
+		return
+	}
+	s.writeJSON(w, resp, fingerprint)
+}
+
+// begin admits a completion request and decodes its body into v: before
+// the body is read, beyond MaxConcurrent+MaxQueue a request costs nothing
+// but a 429; then it waits for a compute slot. ok false: the answer is
+// written. release frees the slots.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, v any, what string) (ctx context.Context, release func(), ok bool) {
+	if r.Method != http.MethodPost {
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, msg: "use POST"})
+		return nil, nil, false
+	}
 	select {
 	case s.admit <- struct{}{}:
-		defer func() { <-s.admit }()
 	default:
 		// The body is drained, not kept (up to MaxBody, within the read
 		// timeout): a server that answers while the client is still
@@ -253,145 +349,199 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, &apiError{status: http.StatusTooManyRequests,
 			msg: fmt.Sprintf("busy: %d requests running and %d queued; retry later", s.MaxConcurrent, s.MaxQueue)})
-		return
+		return nil, nil, false
 	}
-	var req ChatRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.MaxBody))
-	if err := dec.Decode(&req); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body over %d bytes", s.MaxBody)})
-			return
-		}
-		writeError(w, badRequest("", "request body is not a chat-completions JSON object: %v", err))
-		return
+	if err := s.decode(w, r, v, what); err != nil {
+		<-s.admit
+		writeError(w, err)
+		return nil, nil, false
 	}
-	ctx := r.Context()
-	if s.WriteTimeout > 0 {
-		// Past the write timeout the response cannot be sent: stop working.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.WriteTimeout)
-		defer cancel()
+	// Past the write timeout the response cannot be sent: stop working.
+	timeout := s.WriteTimeout
+	if timeout <= 0 {
+		timeout = 1<<63 - 1
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	select {
 	case s.compute <- struct{}{}:
-		defer func() { <-s.compute }()
+		release = func() { <-s.compute; cancel(); <-s.admit }
 	case <-ctx.Done():
+		cancel()
+		<-s.admit
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "timed out waiting in the queue"})
-		return
+		return nil, nil, false
 	}
-	resp, err := s.Complete(ctx, req)
-	if err != nil {
-		var ae *apiError
-		if !errors.As(err, &ae) {
-			ae = &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	return ctx, release, true
+}
+
+// decode reads a JSON request body of at most MaxBody bytes into v.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, what string) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.MaxBody))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body over %d bytes", s.MaxBody)}
 		}
-		writeError(w, ae)
-		return
+		return badRequest("", "request body is not %s JSON object: %v", what, err)
 	}
-	// Encode before writing anything, so that a response that cannot be
-	// encoded (NaN log-probabilities from a diverged model) is a 500 that
-	// says so, not a 200 with an empty body.
+	return nil
+}
+
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	}
+	return ae
+}
+
+// writeJSON encodes a completion before writing anything, so that one that
+// cannot be encoded (NaN log-probabilities from a diverged model) is a 500
+// that says so, not a 200 with an empty body.
+func (s *Server) writeJSON(w http.ResponseWriter, resp any, fingerprint string) {
 	body, err := json.Marshal(resp)
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusInternalServerError,
-			msg: fmt.Sprintf("the completion of weight version %d cannot be encoded as JSON: %v", s.pol.Version(), err)})
+			msg: fmt.Sprintf("the completion of weight version %s cannot be encoded as JSON: %v", strings.TrimPrefix(fingerprint, "swerl-v"), err)})
 		return
 	}
-	w.Header().Set(VersionHeader, strings.TrimPrefix(resp.SystemFingerprint, "swerl-v"))
+	w.Header().Set(VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(body, '\n'))
 }
 
 // Complete answers one request (the handler without HTTP).
 func (s *Server) Complete(ctx context.Context, req ChatRequest) (ChatResponse, error) {
-	var out ChatResponse
-	if req.Stream {
-		return out, badRequest("stream", "streaming is not supported")
+	s.init()
+	t, err := s.target(req.Model)
+	if err != nil {
+		return ChatResponse{}, err
+	}
+	resp, _, _, err := s.complete(ctx, t, req)
+	return resp, err
+}
+
+// sampling are the parameters the chat and completions APIs share.
+type sampling struct {
+	N                   *int            `json:"n"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+}
+
+// request checks the sampling parameters and turns them into the policy's.
+func (s *Server) request(p sampling) (rollout.Request, policy.Params, []string, error) {
+	var extra policy.Params
+	rr := rollout.Request{InstanceID: "chat", N: 1}
+	if p.N != nil {
+		rr.N = *p.N
+	}
+	if rr.N < 1 || rr.N > s.MaxN {
+		return rr, extra, nil, badRequest("n", "n %d outside 1..%d", rr.N, s.MaxN)
+	}
+	if p.MaxCompletionTokens != nil {
+		p.MaxTokens = p.MaxCompletionTokens
+	}
+	if p.MaxTokens != nil {
+		if *p.MaxTokens < 1 {
+			return rr, extra, nil, badRequest("max_tokens", "max_tokens %d, want ≥ 1", *p.MaxTokens)
+		}
+		rr.MaxTokens = *p.MaxTokens
+	}
+	if p.Temperature != nil {
+		if *p.Temperature < 0 || *p.Temperature > 2 {
+			return rr, extra, nil, badRequest("temperature", "temperature %v outside [0, 2]", *p.Temperature)
+		}
+		// OpenAI's 0 is greedy; the policy's 0 means its default.
+		rr.Temperature = max(*p.Temperature, 1e-9)
+	}
+	if p.TopP != nil {
+		if *p.TopP <= 0 || *p.TopP > 1 {
+			return rr, extra, nil, badRequest("top_p", "top_p %v outside (0, 1]", *p.TopP)
+		}
+		rr.TopP = *p.TopP
+	}
+	if p.TopK != nil {
+		if *p.TopK < -1 {
+			return rr, extra, nil, badRequest("top_k", "top_k %d, want ≥ -1", *p.TopK)
+		}
+		extra.TopK = max(*p.TopK, 0)
+	}
+	if p.Seed != nil {
+		rr.Seed = *p.Seed
+	} else {
+		rr.Seed = rand.Int64()
+	}
+	stops, err := parseStop(p.Stop)
+	return rr, extra, stops, err
+}
+
+// complete answers a chat request with the target's policy; it also
+// returns the completions and stop strings the answer was made of.
+func (s *Server) complete(ctx context.Context, t target, req ChatRequest) (out ChatResponse, raw []rollout.Completion, stops []string, err error) {
+	if req.StreamOptions != nil && !req.Stream {
+		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
 	if len(req.Messages) == 0 {
-		return out, badRequest("messages", "messages is empty")
+		return out, nil, nil, badRequest("messages", "messages is empty")
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case "system", "user", "assistant":
 		default:
-			return out, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
+			return out, nil, nil, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
 		}
 	}
-	rr := rollout.Request{InstanceID: "chat", N: 1}
-	if req.N != nil {
-		rr.N = *req.N
-	}
-	if rr.N < 1 || rr.N > s.MaxN {
-		return out, badRequest("n", "n %d outside 1..%d", rr.N, s.MaxN)
-	}
-	if req.MaxCompletionTokens != nil {
-		req.MaxTokens = req.MaxCompletionTokens
-	}
-	if req.MaxTokens != nil {
-		if *req.MaxTokens < 1 {
-			return out, badRequest("max_tokens", "max_tokens %d, want ≥ 1", *req.MaxTokens)
-		}
-		rr.MaxTokens = *req.MaxTokens
-	}
-	if req.Temperature != nil {
-		if *req.Temperature < 0 || *req.Temperature > 2 {
-			return out, badRequest("temperature", "temperature %v outside [0, 2]", *req.Temperature)
-		}
-		// OpenAI's 0 is greedy; the policy's 0 means its default.
-		rr.Temperature = max(*req.Temperature, 1e-9)
-	}
-	if req.TopP != nil {
-		if *req.TopP <= 0 || *req.TopP > 1 {
-			return out, badRequest("top_p", "top_p %v outside (0, 1]", *req.TopP)
-		}
-		rr.TopP = *req.TopP
-	}
-	var extra policy.Params
-	if req.TopK != nil {
-		if *req.TopK < -1 {
-			return out, badRequest("top_k", "top_k %d, want ≥ -1", *req.TopK)
-		}
-		extra.TopK = max(*req.TopK, 0)
-	}
-	if req.Seed != nil {
-		rr.Seed = *req.Seed
-	} else {
-		rr.Seed = rand.Int64()
-	}
-	stops, err := parseStop(req.Stop)
+	p := sampling{N: req.N, MaxTokens: req.MaxTokens, MaxCompletionTokens: req.MaxCompletionTokens,
+		Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed, Stop: req.Stop}
+	resp, stops, usage, err := s.sample(p, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		return t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
+	})
 	if err != nil {
-		return out, err
-	}
-	tok := s.pol.Tokenizer()
-	resp, err := s.pol.CompleteMessages(ctx, req.Messages, rr, extra)
-	if errors.Is(err, policy.ErrPromptTooLong) {
-		return out, badRequest("messages", "%v", err)
-	}
-	if err != nil {
-		return out, err
+		return out, nil, nil, err
 	}
 	out = ChatResponse{
 		ID: fmt.Sprintf("chatcmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "chat.completion",
-		Created: time.Now().Unix(), Model: s.Name, SystemFingerprint: Fingerprint(resp.PolicyVersion),
+		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
 	}
-	if req.Model != "" {
-		out.Model = req.Model
+	if req.ReturnTokenIDs {
+		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
 	for i, c := range resp.Completions {
-		if i == 0 {
-			out.Usage.PromptTokens = len(c.PromptTokens)
-			if req.ReturnTokenIDs {
-				out.PromptTokenIDs = c.PromptTokens
-			}
-		}
-		ch := choiceOf(tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs)
-		out.Usage.CompletionTokens += len(c.Tokens)
-		out.Choices = append(out.Choices, ch)
+		out.Choices = append(out.Choices, choiceOf(t.tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs))
 	}
-	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
-	return out, nil
+	return out, resp.Completions, stops, nil
+}
+
+// sample checks a request's sampling parameters and runs generate with
+// them: a prompt too long for the context is a 400 naming param. It
+// returns the completions, the stop strings and the usage.
+func (s *Server) sample(p sampling, param string, generate func(rollout.Request, policy.Params) (rollout.Response, error)) (rollout.Response, []string, Usage, error) {
+	var u Usage
+	rr, extra, stops, err := s.request(p)
+	if err != nil {
+		return rollout.Response{}, nil, u, err
+	}
+	resp, err := generate(rr, extra)
+	if errors.Is(err, policy.ErrPromptTooLong) {
+		return resp, nil, u, badRequest(param, "%v", err)
+	}
+	if err == nil && len(resp.Completions) == 0 {
+		err = errors.New("the policy returned no completions")
+	}
+	if err != nil {
+		return resp, nil, u, err
+	}
+	u.PromptTokens = len(resp.Completions[0].PromptTokens)
+	for _, c := range resp.Completions {
+		u.CompletionTokens += len(c.Tokens)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return resp, stops, u, nil
 }
 
 func parseStop(raw json.RawMessage) ([]string, error) {
@@ -421,59 +571,76 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
-// choiceOf builds one choice, cutting the completion at the first stop
-// string: the content ends before it, and only tokens that end before it
-// are reported.
-func choiceOf(tok *tokenizer.Tokenizer, i int, c rollout.Completion, stops []string, logprobs, ids bool) Choice {
-	ch := Choice{Index: i, FinishReason: c.FinishReason}
-	ch.Message.Role = "assistant"
-	// Per-token texts (special tokens such as the eos token are empty).
-	texts := make([]string, len(c.Tokens))
+// cut is a completion cut at its first stop string: the per-token texts
+// (special tokens such as the eos token are empty), how many tokens end
+// before the stop, the content (valid UTF-8) and the finish reason.
+type cut struct {
+	texts   []string
+	keep    int
+	content string
+	finish  string
+}
+
+func cutAtStop(tok *tokenizer.Tokenizer, c rollout.Completion, stops []string) cut {
+	k := cut{texts: make([]string, len(c.Tokens)), keep: len(c.Tokens), finish: c.FinishReason}
 	var full strings.Builder
-	for k, t := range c.Tokens {
+	for i, t := range c.Tokens {
 		b, err := tok.DecodeBytes(nil, []int32{t}, false)
 		if err != nil {
 			b = []byte("\uFFFD")
 		}
-		texts[k] = string(b)
-		full.WriteString(texts[k])
+		k.texts[i] = string(b)
+		full.WriteString(k.texts[i])
 	}
 	content := full.String()
-	keep := len(c.Tokens)
-	if cut := firstStop(content, stops); cut >= 0 {
-		content = content[:cut]
-		ch.FinishReason = "stop"
+	if at := firstStop(content, stops); at >= 0 {
+		content = content[:at]
+		k.finish = "stop"
 		n := 0
-		keep = 0
-		for k := range texts {
-			if n+len(texts[k]) > cut {
+		k.keep = 0
+		for i := range k.texts {
+			if n+len(k.texts[i]) > at {
 				break
 			}
-			n += len(texts[k])
-			keep = k + 1
+			n += len(k.texts[i])
+			k.keep = i + 1
 		}
 	}
-	ch.Message.Content = strings.ToValidUTF8(content, "\uFFFD")
+	k.content = strings.ToValidUTF8(content, "\uFFFD")
+	return k
+}
+
+// tokenLogprob is the logprobs entry of token i of c.
+func tokenLogprob(tok *tokenizer.Tokenizer, c rollout.Completion, text string, i int) TokenLogprob {
+	b := []byte(text)
+	if text == "" && tok.IsSpecial(c.Tokens[i]) {
+		sb, _ := tok.DecodeBytes(nil, c.Tokens[i:i+1], true)
+		b = sb
+	}
+	bs := make([]int, len(b))
+	for j, x := range b {
+		bs[j] = int(x)
+	}
+	return TokenLogprob{Token: strings.ToValidUTF8(string(b), "\uFFFD"), Logprob: float64(c.LogProbs[i]), Bytes: bs, TopLogprobs: []any{}}
+}
+
+// choiceOf builds one choice, cutting the completion at the first stop
+// string: the content ends before it, and only tokens that end before it
+// are reported.
+func choiceOf(tok *tokenizer.Tokenizer, i int, c rollout.Completion, stops []string, logprobs, ids bool) Choice {
+	k := cutAtStop(tok, c, stops)
+	ch := Choice{Index: i, FinishReason: k.finish}
+	ch.Message.Role = "assistant"
+	ch.Message.Content = k.content
 	if ids {
-		ch.TokenIDs = c.Tokens[:keep]
+		ch.TokenIDs = c.Tokens[:k.keep]
 	}
 	if logprobs {
 		ch.Logprobs = &struct {
 			Content []TokenLogprob `json:"content"`
 		}{Content: []TokenLogprob{}}
-		for k := 0; k < keep && k < len(c.LogProbs); k++ {
-			b := []byte(texts[k])
-			if texts[k] == "" && tok.IsSpecial(c.Tokens[k]) {
-				sb, _ := tok.DecodeBytes(nil, c.Tokens[k:k+1], true)
-				b = sb
-			}
-			bs := make([]int, len(b))
-			for j, x := range b {
-				bs[j] = int(x)
-			}
-			ch.Logprobs.Content = append(ch.Logprobs.Content, TokenLogprob{
-				Token: strings.ToValidUTF8(string(b), "\uFFFD"), Logprob: float64(c.LogProbs[k]), Bytes: bs, TopLogprobs: []any{},
-			})
+		for j := 0; j < k.keep && j < len(c.LogProbs); j++ {
+			ch.Logprobs.Content = append(ch.Logprobs.Content, tokenLogprob(tok, c, k.texts[j], j))
 		}
 	}
 	return ch

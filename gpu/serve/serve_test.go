@@ -201,6 +201,7 @@ func FuzzChatRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stop":["a","b"],"logprobs":true,"n":2}`,
 		`{"messages":[{"role":"assistant","content":""}],"max_tokens":1,"temperature":0,"top_p":0.5,"top_k":3}`,
 		`{"messages":null}`, `[]`, `{"n":"x"}`, `{"messages":[{"role":"user","content":"x"}],"stream":true}`,
+		`{"messages":[{"role":"user","content":"x"}],"stream":true,"max_tokens":3,"n":2,"logprobs":true,"stream_options":{"include_usage":true}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -216,6 +217,17 @@ func FuzzChatRequest(f *testing.F) {
 		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)))
 		if rec.Code != 200 && rec.Code != 400 {
 			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body.String())
+		}
+		if rec.Header().Get("Content-Type") == "text/event-stream" {
+			// A stream: JSON events, then [DONE].
+			events := strings.Split(strings.TrimSuffix(rec.Body.String(), "\n\n"), "\n\n")
+			for i, ev := range events {
+				d, ok := strings.CutPrefix(ev, "data: ")
+				if !ok || (i == len(events)-1) != (d == "[DONE]") || (d != "[DONE]" && !json.Valid([]byte(d))) {
+					t.Fatalf("event %d of %q: %q", i, body, ev)
+				}
+			}
+			return
 		}
 		if !json.Valid(rec.Body.Bytes()) {
 			t.Fatalf("invalid JSON answer %q", rec.Body.String())

@@ -106,6 +106,11 @@ type Config struct {
 	// before the first RL step (swerl run evaluates there); a resumed run
 	// that got past it does not call it again.
 	BeforeRL func(ctx context.Context) error
+	// Sync, when set, is called with the newest published version before
+	// BeforeRL and before each RL round's rollouts, so that inference
+	// engines sampling the round hold it (EngineSync). An error stops the
+	// run.
+	Sync func(ctx context.Context, version int64) error
 	// AfterStep, when set, is called after each RL step's version is
 	// published (swerl run reloads its policy and prints progress there).
 	AfterStep func(ctx context.Context, st StepStats) error
@@ -306,6 +311,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, err
 	}
 	if cfg.BeforeRL != nil && !st.BeforeRLDone {
+		if err := cfg.sync(ctx, l.Stats().Version); err != nil {
+			return sum, err
+		}
 		if err := cfg.BeforeRL(ctx); err != nil {
 			return sum, err
 		}
@@ -342,6 +350,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 		t0 := time.Now()
+		if err := cfg.sync(ctx, l.Stats().Version); err != nil {
+			return sum, err
+		}
 		round, err := cfg.Rollouts(ctx, step, batch)
 		if err != nil {
 			return sum, fmt.Errorf("rl: step %d rollouts: %w", step, err)

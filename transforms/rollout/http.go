@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,15 +41,33 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // swerl serve and vLLM answer with the prompt and completion token ids, so
 // the learner trains on exactly the sampled tokens against the sampler's
 // log-probabilities; hosted APIs reject the field, so it is off by default;
-// token ids a server returns unasked are used too). 429, 5xx, timeouts and connection errors are retried;
+// token ids a server returns unasked are used too), engine (vllm, the
+// default, or sglang: how a request names a LoRA adapter, see below), and
+// the weight sync's sync, keep_adapters and engine_path (read by
+// sinks/engine.ConfigFromSpec).
+// 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
 // $OPENAI_API_KEY, and sent as a bearer token.
 //
 // Each request asks for n completions and token logprobs; when a server
 // returns fewer choices than asked (some ignore n), the rest are requested
 // again.
+//
+// # Engine weight sync
+//
+// When the weight sync (sinks/engine) has loaded a version on the server
+// (SetServed, keyed by BaseURL), requests name that version's adapter:
+// "model": "swerl-v000123" for vLLM (and swerl serve), "model":
+// "BASE:swerl-v000123" for SGLang (BASE the spec's model). The policy
+// version of the answer is then read from the response's model field,
+// which both engines set to the adapter that produced it; a response
+// whose model field names no version is an error, never version -1, so
+// the learner's staleness bound holds. For a full-weight sync (SGLang's
+// update_weights_from_disk) the version is the one the sync last loaded.
 type HTTPPolicy struct {
 	url         string
+	base        string
+	engine      string
 	model       string
 	key         string
 	retries     int
@@ -94,14 +113,22 @@ func OpenHTTP(spec string) (Policy, error) {
 			p.backoff, err = time.ParseDuration(v)
 		case "token_ids":
 			p.tokenIDs, err = strconv.ParseBool(v)
+		case "engine":
+			p.engine = v
+			if v != EngineVLLM && v != EngineSGLang {
+				err = fmt.Errorf("want %s or %s", EngineVLLM, EngineSGLang)
+			}
+		case "sync", "keep_adapters", "engine_path":
+			// The weight sync's options (sinks/engine.ConfigFromSpec).
 		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids)")
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, engine, sync, keep_adapters, engine_path)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
 		}
 	}
 	u.RawQuery = ""
+	p.base = BaseURL(u.String())
 	if !strings.HasSuffix(u.Path, "/chat/completions") {
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
 	}
@@ -134,6 +161,7 @@ type chatRequest struct {
 }
 
 type chatResponse struct {
+	Model             string  `json:"model"`
 	SystemFingerprint string  `json:"system_fingerprint"`
 	PromptTokenIDs    []int32 `json:"prompt_token_ids"`
 	Choices           []struct {
@@ -173,7 +201,14 @@ func (p *HTTPPolicy) Complete(ctx context.Context, req Request) (Response, error
 
 // once sends one request (with retries) for n completions.
 func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion, int64, error) {
+	sv, synced := Served(p.base)
 	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true, ReturnTokenIDs: p.tokenIDs}
+	if synced && sv.Adapter != "" {
+		body.Model = sv.Adapter
+		if p.engine == EngineSGLang {
+			body.Model = p.model + ":" + sv.Adapter
+		}
+	}
 	if req.System != "" {
 		body.Messages = append(body.Messages, chatMessage{"system", req.System})
 	}
@@ -201,7 +236,11 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion
 	for attempt := 0; ; attempt++ {
 		res, retryAfter, err := p.post(ctx, b)
 		if err == nil {
-			return p.decode(res)
+			cs, v, err := p.decode(res, sv, synced)
+			if err != nil {
+				err = fmt.Errorf("instance %s: %w", req.InstanceID, err)
+			}
+			return cs, v, err
 		}
 		var perm permanent
 		if errors.As(err, &perm) || attempt >= p.retries || ctx.Err() != nil {
@@ -272,10 +311,23 @@ func snippet(b []byte) string {
 }
 
 // decode turns a response body into completions and the reported version.
-func (p *HTTPPolicy) decode(r httpResult) ([]Completion, int64, error) {
-	cs, v, err := decodeChat(r.body, r.version)
+// A request that named a synced adapter takes its version from the
+// response's model field alone; a full-weight sync's version is the one
+// the sync loaded unless the server reports its own.
+func (p *HTTPPolicy) decode(r httpResult, sv ServedVersion, synced bool) ([]Completion, int64, error) {
+	cs, v, model, err := decodeChat(r.body, r.version)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollout: %s: %w", p.url, err)
+	}
+	switch {
+	case synced && sv.Adapter != "":
+		av, ok := ParseAdapter(model)
+		if !ok {
+			return nil, 0, fmt.Errorf("rollout: %s: asked for adapter %s, the response's model is %q, which names no swerl version", p.url, sv.Adapter, model)
+		}
+		v = av
+	case synced && v < 0:
+		v = sv.Version
 	}
 	if v >= 0 {
 		p.version.Store(v)
@@ -285,10 +337,10 @@ func (p *HTTPPolicy) decode(r httpResult) ([]Completion, int64, error) {
 
 // decodeChat parses a chat-completions response body; header is the value of
 // VersionHeader (may be empty).
-func decodeChat(body []byte, header string) ([]Completion, int64, error) {
+func decodeChat(body []byte, header string) ([]Completion, int64, string, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(body, &cr); err != nil {
-		return nil, 0, fmt.Errorf("bad chat-completions response: %v: %s", err, snippet(body))
+		return nil, 0, "", fmt.Errorf("bad chat-completions response: %v: %s", err, snippet(body))
 	}
 	v := ParseVersion(header, cr.SystemFingerprint)
 	var out []Completion
@@ -304,7 +356,7 @@ func decodeChat(body []byte, header string) ([]Completion, int64, error) {
 		}
 		out = append(out, c)
 	}
-	return out, v, nil
+	return out, v, cr.Model, nil
 }
 
 // ParseVersion reads a weight version from the VersionHeader value or, when
@@ -330,3 +382,74 @@ func (p *HTTPPolicy) Close() error {
 	p.client.CloseIdleConnections()
 	return nil
 }
+
+// Engine kinds of a spec's engine parameter.
+const (
+	EngineVLLM   = "vllm"
+	EngineSGLang = "sglang"
+)
+
+// AdapterPrefix starts the name of every weight version's LoRA adapter on an
+// inference engine: "swerl-v" and the version as in its checkpoint folder
+// (v%06d).
+const AdapterPrefix = "swerl-v"
+
+// AdapterName is the adapter name of a weight version: "swerl-v000123".
+func AdapterName(version int64) string { return fmt.Sprintf("%s%06d", AdapterPrefix, version) }
+
+// ParseAdapter reads the version of an adapter name: "swerl-v000123", or
+// SGLang's "BASE:swerl-v000123". It reports false for anything else.
+func ParseAdapter(model string) (int64, bool) {
+	if i := strings.LastIndexByte(model, ':'); i >= 0 {
+		model = model[i+1:]
+	}
+	s, ok := strings.CutPrefix(model, AdapterPrefix)
+	if !ok || s == "" {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
+}
+
+// BaseURL is the server root of an HTTP policy spec or engine URL: the
+// query and a trailing /chat/completions and /v1 removed
+// ("http://h:8000/v1?model=m" → "http://h:8000"). It keys SetServed.
+func BaseURL(spec string) string {
+	s, _, _ := strings.Cut(spec, "?")
+	s = strings.TrimSuffix(s, "/")
+	s = strings.TrimSuffix(s, "/chat/completions")
+	s = strings.TrimSuffix(s, "/v1")
+	return strings.TrimSuffix(s, "/")
+}
+
+// ServedVersion is what the weight sync last loaded on a server: a LoRA
+// adapter (Adapter names it), or full weights (Adapter empty).
+type ServedVersion struct {
+	Version int64
+	Adapter string
+}
+
+var served sync.Map // BaseURL → ServedVersion
+
+// SetServed records that the server at base (any URL BaseURL reduces to
+// it) now serves v; HTTP policies of that server name it in their next
+// requests. sinks/engine's syncer calls it through its OnHeld hook.
+func SetServed(base string, v ServedVersion) { served.Store(BaseURL(base), v) }
+
+// Served returns what SetServed recorded for the server at base.
+func Served(base string) (ServedVersion, bool) {
+	v, ok := served.Load(BaseURL(base))
+	if !ok {
+		return ServedVersion{}, false
+	}
+	return v.(ServedVersion), true
+}
+
+// ClearServed forgets a server's synced version (tests, and a run that
+// ends).
+func ClearServed(base string) { served.Delete(BaseURL(base)) }

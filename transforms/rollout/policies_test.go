@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,7 @@ type openAI struct {
 	fail     func(n int) int // status to fail the n-th request with (0: serve)
 	maxN     int             // choices per response at most (0: n)
 	delay    time.Duration
+	model    string // the model field of responses ("": the request's, as vLLM and SGLang answer)
 	inFlight atomic.Int64
 	peak     atomic.Int64
 }
@@ -113,7 +115,11 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"logprobs": map[string]any{"content": []lp{{"answer", -0.25}, {" ", -1.5}}}})
 	}
 	w.Header().Set(VersionHeader, "12")
-	json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": req.Model,
+	model := req.Model
+	if s.model != "" {
+		model = s.model
+	}
+	json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": model,
 		"system_fingerprint": "fp_other", "choices": choices})
 }
 
@@ -206,6 +212,88 @@ func TestHTTPPolicyConcurrencyAndShortN(t *testing.T) {
 	}
 }
 
+// With an engine sync, requests name the synced adapter (vLLM: the name;
+// SGLang: BASE:name) and the version is the response's model field, not
+// the version header; a server that answers with another model is an error
+// naming the instance, never a sample of version -1.
+func TestHTTPPolicyNamesSyncedAdapter(t *testing.T) {
+	srv := &openAI{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	defer ClearServed(ts.URL)
+	vllm, _ := Open(ts.URL + "/v1?model=base")
+	sgl, _ := Open(ts.URL + "/v1?model=base&engine=sglang")
+	r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1})
+	if err != nil || r.PolicyVersion != 12 || srv.requests[0].Model != "base" {
+		t.Fatalf("unsynced: %+v %v (model %q)", r, err, srv.requests[0].Model)
+	}
+	SetServed(ts.URL+"/v1/", ServedVersion{Version: 123, Adapter: AdapterName(123)})
+	r, err = vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 2})
+	if err != nil || r.PolicyVersion != 123 || vllm.Version() != 123 || srv.requests[1].Model != "swerl-v000123" {
+		t.Fatalf("vllm: %+v %v (model %q)", r, err, srv.requests[1].Model)
+	}
+	r, err = sgl.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1})
+	if err != nil || r.PolicyVersion != 123 || srv.requests[2].Model != "base:swerl-v000123" {
+		t.Fatalf("sglang: %+v %v (model %q)", r, err, srv.requests[2].Model)
+	}
+	// The response names what served it: an older adapter is that version.
+	srv.model = "swerl-v000122"
+	if r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1}); err != nil || r.PolicyVersion != 122 {
+		t.Fatalf("older adapter: %+v %v", r, err)
+	}
+	srv.model = "base"
+	if _, err := vllm.Complete(context.Background(), Request{InstanceID: "inst-7", Prompt: "x", N: 1}); err == nil ||
+		!strings.Contains(err.Error(), "inst-7") || !strings.Contains(err.Error(), `"base"`) {
+		t.Fatalf("a response without the adapter must fail naming the instance and the model: %v", err)
+	}
+	// A full-weight sync: the model stays, the version is the synced one
+	// unless the server reports its own.
+	srv.model = ""
+	SetServed(ts.URL, ServedVersion{Version: 9})
+	if r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1}); err != nil || r.PolicyVersion != 12 || srv.requests[len(srv.requests)-1].Model != "base" {
+		t.Fatalf("full sync with a version header: %+v %v", r, err)
+	}
+	if _, err := Open(ts.URL + "?engine=tgi"); err == nil {
+		t.Fatal("unknown engine must fail")
+	}
+}
+
+func TestAdapterNames(t *testing.T) {
+	if AdapterName(123) != "swerl-v000123" || AdapterName(1234567) != "swerl-v1234567" {
+		t.Fatal(AdapterName(123), AdapterName(1234567))
+	}
+	for s, want := range map[string]int64{"swerl-v000123": 123, "Qwen/Qwen2.5:swerl-v000007": 7, "swerl-v": -1, "swerl-v12a": -1,
+		"swerl-v-1": -1, "base": -1, "swerl-v+1": -1, "swerl-v99999999999999999999": -1} {
+		v, ok := ParseAdapter(s)
+		if (want >= 0) != ok || (ok && v != want) {
+			t.Errorf("ParseAdapter(%q) = %d, %v; want %d", s, v, ok, want)
+		}
+	}
+	for in, want := range map[string]string{"http://h:1/v1": "http://h:1", "http://h:1/v1/chat/completions?model=x": "http://h:1",
+		"http://h:1/": "http://h:1", "https://h/api/v1/": "https://h/api"} {
+		if got := BaseURL(in); got != want {
+			t.Errorf("BaseURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParseAdapter(f *testing.F) {
+	for _, s := range []string{"swerl-v000123", "b:swerl-v1", "swerl-v", ":", "swerl-v٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := ParseAdapter(s)
+		if ok && (v < 0 || !strings.HasSuffix(s, strconv.FormatInt(v, 10)) && !strings.Contains(s, AdapterPrefix+"0")) {
+			t.Fatalf("ParseAdapter(%q) = %d", s, v)
+		}
+		if ok {
+			if w, ok2 := ParseAdapter(AdapterName(v)); !ok2 || w != v {
+				t.Fatalf("round trip of %d: %d %v", v, w, ok2)
+			}
+		}
+	})
+}
+
 func TestParseVersion(t *testing.T) {
 	for _, tc := range []struct {
 		h, fp string
@@ -221,7 +309,7 @@ func FuzzDecodeChat(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":{"content":"a"},"logprobs":{"content":[{"logprob":-1}]}}]}`), "4")
 	f.Add([]byte(`{"system_fingerprint":"swerl-v2","choices":null}`), "")
 	f.Fuzz(func(t *testing.T, b []byte, h string) {
-		cs, v, err := decodeChat(b, h)
+		cs, v, _, err := decodeChat(b, h)
 		if err == nil && v < -1 {
 			t.Fatalf("version %d", v)
 		}

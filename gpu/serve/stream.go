@@ -1,0 +1,337 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"swerl/gpu/policy"
+	"swerl/gpu/tokenizer"
+	"swerl/transforms/rollout"
+)
+
+// CompletionRequest is the accepted subset of an OpenAI (legacy)
+// completions request: a prompt continued as is, no chat template.
+type CompletionRequest struct {
+	Model  string          `json:"model"`
+	Prompt json.RawMessage `json:"prompt"`
+	sampling
+	// Logprobs, when set (0…5), reports each token's log-probability
+	// (tokens and token_logprobs; top_logprobs stays null).
+	Logprobs       *int           `json:"logprobs"`
+	Echo           bool           `json:"echo"`
+	ReturnTokenIDs bool           `json:"return_token_ids"`
+	Stream         bool           `json:"stream"`
+	StreamOptions  *StreamOptions `json:"stream_options"`
+}
+
+// CompletionLogprobs is a completions choice's logprobs.
+type CompletionLogprobs struct {
+	Tokens        []string  `json:"tokens"`
+	TokenLogprobs []float64 `json:"token_logprobs"`
+	TopLogprobs   []any     `json:"top_logprobs"`
+	TextOffset    []int     `json:"text_offset"`
+}
+
+// CompletionChoice is one choice of a text_completion.
+type CompletionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
+	FinishReason string              `json:"finish_reason"`
+	TokenIDs     []int32             `json:"token_ids,omitempty"`
+}
+
+// CompletionResponse is an OpenAI text_completion object.
+type CompletionResponse struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+	Choices           []CompletionChoice `json:"choices"`
+	Usage             Usage              `json:"usage"`
+	PromptTokenIDs    []int32            `json:"prompt_token_ids,omitempty"`
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	s.serveAPI(w, r, &CompletionRequest{}, "a completions")
+}
+
+func (req *CompletionRequest) modelName() string { return req.Model }
+
+func (req *CompletionRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+	resp, raw, stops, err := s.completeText(ctx, t, *req)
+	if err != nil || !req.Stream {
+		return resp, resp.SystemFingerprint, nil, err
+	}
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamCompletion(w, t.tok, resp, raw, stops, *req) }, nil
+}
+
+// completeText answers a completions request.
+func (s *Server) completeText(ctx context.Context, t target, req CompletionRequest) (out CompletionResponse, raw []rollout.Completion, stops []string, err error) {
+	if req.StreamOptions != nil && !req.Stream {
+		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
+	}
+	if req.Echo {
+		return out, nil, nil, badRequest("echo", "echo is not supported")
+	}
+	var prompt string
+	if err := json.Unmarshal(req.Prompt, &prompt); err != nil {
+		var one []string
+		if json.Unmarshal(req.Prompt, &one) != nil || len(one) != 1 {
+			return out, nil, nil, badRequest("prompt", "prompt must be a string (or a list of one)")
+		}
+		prompt = one[0]
+	}
+	if prompt == "" {
+		return out, nil, nil, badRequest("prompt", "prompt is empty")
+	}
+	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5) {
+		return out, nil, nil, badRequest("logprobs", "logprobs %d outside 0..5", *req.Logprobs)
+	}
+	resp, stops, usage, err := s.sample(req.sampling, "prompt", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		return t.pol.CompleteTokens(ctx, rr, t.tok.Encode(prompt), extra)
+	})
+	if err != nil {
+		return out, nil, nil, err
+	}
+	out = CompletionResponse{
+		ID: fmt.Sprintf("cmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "text_completion",
+		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
+	}
+	if req.ReturnTokenIDs {
+		out.PromptTokenIDs = resp.Completions[0].PromptTokens
+	}
+	for i, c := range resp.Completions {
+		k := cutAtStop(t.tok, c, stops)
+		ch := CompletionChoice{Index: i, Text: k.content, FinishReason: k.finish}
+		if req.ReturnTokenIDs {
+			ch.TokenIDs = c.Tokens[:k.keep]
+		}
+		if req.Logprobs != nil {
+			ch.Logprobs = textLogprobs(t.tok, c, k, 0, k.keep)
+		}
+		out.Choices = append(out.Choices, ch)
+	}
+	return out, resp.Completions, stops, nil
+}
+
+// textLogprobs is the completions API's logprobs of tokens [from, to).
+func textLogprobs(tok *tokenizer.Tokenizer, c rollout.Completion, k cut, from, to int) *CompletionLogprobs {
+	lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TextOffset: []int{}}
+	off := 0
+	for j := 0; j < from; j++ {
+		off += len(k.texts[j])
+	}
+	for j := from; j < to && j < len(c.LogProbs); j++ {
+		e := tokenLogprob(tok, c, k.texts[j], j)
+		lp.Tokens = append(lp.Tokens, e.Token)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, e.Logprob)
+		lp.TextOffset = append(lp.TextOffset, off)
+		off += len(k.texts[j])
+	}
+	return lp
+}
+
+// piece is a run of tokens [from, to) sent in one chunk, and its text.
+type piece struct {
+	from, to int
+	text     string
+}
+
+// pieces splits a cut completion into chunks whose texts are whole UTF-8
+// characters and add up to its content exactly: tokens are grouped until
+// their bytes are valid UTF-8 and a prefix of what is left of the
+// content; what the stop cut inside a token (or a replacement character)
+// is the last piece.
+func pieces(k cut) []piece {
+	var out []piece
+	sent, from := 0, 0
+	var pending strings.Builder
+	for i := 0; i < k.keep; i++ {
+		pending.WriteString(k.texts[i])
+		p := pending.String()
+		if p == "" || !utf8.ValidString(p) || !strings.HasPrefix(k.content[sent:], p) {
+			continue
+		}
+		out = append(out, piece{from, i + 1, p})
+		sent += len(p)
+		from = i + 1
+		pending.Reset()
+	}
+	if sent < len(k.content) || from < k.keep {
+		out = append(out, piece{from, k.keep, k.content[sent:]})
+	}
+	return out
+}
+
+// sse writes server-sent events and flushes each.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter, fingerprint string) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set(VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
+	w.WriteHeader(http.StatusOK)
+	return &sse{w: w, rc: http.NewResponseController(w)}
+}
+
+// event writes one "data: JSON" event. A value that cannot be encoded
+// (NaN log-probabilities) ends the stream with an error event, as OpenAI's
+// streams report errors after the status is sent.
+func (e *sse) event(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"error": map[string]any{"message": "a chunk cannot be encoded as JSON: " + err.Error(), "type": "server_error"}})
+		fmt.Fprintf(e.w, "data: %s\n\n", b)
+		e.rc.Flush()
+		return false
+	}
+	fmt.Fprintf(e.w, "data: %s\n\n", b)
+	e.rc.Flush()
+	return true
+}
+
+func (e *sse) done() {
+	fmt.Fprint(e.w, "data: [DONE]\n\n")
+	e.rc.Flush()
+}
+
+// chunk is one streamed event of an answer: the answer's head repeated,
+// one choice's part (C: the chat or completions chunk choice), or no
+// choice and the usage.
+type chunk[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	Usage             *Usage `json:"usage,omitempty"`
+}
+
+// stream writes an answer as server-sent events: the choice parts parts
+// emits (emit returns false once the stream ended in an error event),
+// then head with the usage and no choices when usage is not nil, then
+// [DONE].
+func stream[C any](w http.ResponseWriter, head chunk[C], usage *Usage, parts func(emit func(C) bool) bool) {
+	e := newSSE(w, head.SystemFingerprint)
+	emit := func(c C) bool {
+		ch := head
+		ch.Choices = []C{c}
+		return e.event(ch)
+	}
+	if !parts(emit) {
+		return
+	}
+	if usage != nil {
+		head.Choices, head.Usage = []C{}, usage
+		if !e.event(head) {
+			return
+		}
+	}
+	e.done()
+}
+
+// usageIf is the usage when the stream options ask for it, else nil.
+func usageIf(o *StreamOptions, u Usage) *Usage {
+	if o == nil || !o.IncludeUsage {
+		return nil
+	}
+	return &u
+}
+
+type chunkChoice struct {
+	Index        int            `json:"index"`
+	Delta        map[string]any `json:"delta"`
+	Logprobs     any            `json:"logprobs"`
+	FinishReason *string        `json:"finish_reason"`
+	TokenIDs     []int32        `json:"token_ids,omitempty"`
+}
+
+// streamChat sends a chat answer as chat.completion.chunk events: for each
+// choice its role, its content in pieces (with their logprobs and token
+// ids when asked), its finish reason; then the usage when asked; then
+// [DONE].
+func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatResponse, raw []rollout.Completion, stops []string, req ChatRequest) {
+	head := chunk[chunkChoice]{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
+	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(chunkChoice) bool) bool {
+		for i, c := range raw {
+			k := cutAtStop(tok, c, stops)
+			if !emit(chunkChoice{Index: i, Delta: map[string]any{"role": "assistant", "content": ""}}) {
+				return false
+			}
+			for _, p := range pieces(k) {
+				ch := chunkChoice{Index: i, Delta: map[string]any{"content": p.text}}
+				if req.Logprobs {
+					lp := []TokenLogprob{}
+					for j := p.from; j < p.to && j < len(c.LogProbs); j++ {
+						lp = append(lp, tokenLogprob(tok, c, k.texts[j], j))
+					}
+					ch.Logprobs = map[string]any{"content": lp}
+				}
+				if req.ReturnTokenIDs {
+					ch.TokenIDs = c.Tokens[p.from:p.to]
+				}
+				if !emit(ch) {
+					return false
+				}
+			}
+			finish := k.finish
+			if !emit(chunkChoice{Index: i, Delta: map[string]any{}, FinishReason: &finish}) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+type textChunkChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	TokenIDs     []int32             `json:"token_ids,omitempty"`
+}
+
+// streamCompletion sends a completions answer as text_completion events of
+// text pieces, the last of each choice carrying its finish reason; then
+// the usage when asked; then [DONE].
+func streamCompletion(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp CompletionResponse, raw []rollout.Completion, stops []string, req CompletionRequest) {
+	head := chunk[textChunkChoice]{ID: resp.ID, Object: "text_completion", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
+	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
+		for i, c := range raw {
+			k := cutAtStop(tok, c, stops)
+			ps := pieces(k)
+			if len(ps) == 0 {
+				ps = []piece{{}}
+			}
+			for n, p := range ps {
+				ch := textChunkChoice{Index: i, Text: p.text}
+				if req.Logprobs != nil {
+					ch.Logprobs = textLogprobs(tok, c, k, p.from, p.to)
+				}
+				if req.ReturnTokenIDs {
+					ch.TokenIDs = c.Tokens[p.from:p.to]
+				}
+				if n == len(ps)-1 {
+					finish := k.finish
+					ch.FinishReason = &finish
+				}
+				if !emit(ch) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,61 @@
+package rl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"swerl/sinks/checkpoint"
+	"swerl/sinks/engine"
+	"swerl/transforms/rollout"
+)
+
+// sync calls the Sync hook, if any.
+func (c *Config) sync(ctx context.Context, version int64) error {
+	if c.Sync == nil {
+		return nil
+	}
+	if err := c.Sync(ctx, version); err != nil {
+		return fmt.Errorf("rl: syncing version %d to the engines: %w", version, err)
+	}
+	return nil
+}
+
+// SpecSync returns the Config.Sync of a run whose rollouts come from the
+// HTTP policy spec (sinks/engine.ConfigFromSpec, its hook pointing the
+// rollout policies at each version the engine holds), or nil when the spec
+// turns the sync off.
+func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
+	cfg, ok, err := engine.ConfigFromSpec(spec)
+	if err != nil || !ok {
+		return nil, err
+	}
+	cfg.Log = log
+	cfg.OnHeld = func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }
+	s, err := engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return EngineSync(s, out, log), nil
+}
+
+// EngineSync returns a Config.Sync that pushes each version's folder under
+// out (checkpoints/vNNNNNN) to the engines of s. A version an engine
+// refuses after the syncer's retries is logged, and the run goes on: that
+// engine keeps the newest version it holds, the rollouts keep naming it,
+// and their samples carry its version, so the staleness of what the
+// learner trains on stays exact. Only a cancelled context stops the run.
+func EngineSync(s *engine.Syncer, out string, log *slog.Logger) func(ctx context.Context, version int64) error {
+	return func(ctx context.Context, version int64) error {
+		dir := filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version))
+		err := s.Push(ctx, version, dir)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			log.Warn("rl: an engine did not load the new version; its rollouts stay on the version it holds", "version", version, "err", err.Error())
+		}
+		return nil
+	}
+}

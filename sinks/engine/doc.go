@@ -1,0 +1,74 @@
+// Package engine pushes each published weight version to the inference
+// engines that serve the rollouts (vLLM, SGLang, swerl serve), so that the
+// next round samples the version the learner just published.
+//
+// # What is pushed
+//
+// A version folder that holds a PEFT adapter (adapter_config.json, at its
+// root or in adapter/) is loaded as a LoRA adapter named
+// rollout.AdapterName(version), "swerl-v000123":
+//
+//   - vLLM: POST /v1/load_lora_adapter {"lora_name", "lora_path"} (the
+//     server runs with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True);
+//     answers 200 with a text body, or an error object
+//     ({"object":"error","message",…} or {"error":{"message",…}}).
+//   - SGLang: POST /load_lora_adapter {"lora_name", "lora_path"} (the
+//     server runs with --enable-lora and a --max-lora-rank that fits);
+//     answers {"success", "error_message", "loaded_adapters"}.
+//
+// Adapters older than the newest Keep (default 2) are unloaded (POST
+// /v1/unload_lora_adapter or /unload_lora_adapter {"lora_name"}), so an
+// engine's adapter slots do not fill up; one still in use by a request in
+// flight is the engine's business (both finish it). The window starts with
+// the swerl-vNNNNNN adapters the engine lists in GET /v1/models before the
+// first push (vLLM and swerl serve list them), so those an earlier process
+// of the run loaded are unloaded in turn too.
+//
+// A version folder with full weights (config.json, no adapter) is loaded by
+// SGLang with POST /update_weights_from_disk {"model_path",
+// "weight_version"} ({"success", "message"} back). vLLM has no such
+// endpoint: full-weight versions are not pushed to it (Push logs it once),
+// and its rollouts keep the weights it started with, as before.
+//
+// An adapter is a delta on the base it was trained from, so the engine
+// must hold that base. A LoRA run started from the engine's own model
+// (swerl run --model BASE --sft-steps 0) has it. A LoRA phase on top of a
+// full warm start trains on the warm start's last checkpoint: SGLang (and
+// swerl serve with engine=sglang) receive that checkpoint through
+// update_weights_from_disk before the first adapter, as a full-weight
+// version; vLLM cannot, so start it on that checkpoint.
+//
+// # Failures
+//
+// Every request is retried with exponential backoff and jitter (Retries,
+// Backoff): an engine on a shared volume may not see a new folder at once.
+// A load refused because the name is taken (a retry after a lost answer, or
+// an earlier run's adapter of the same number from another folder) unloads
+// that name and loads again; unloading a name the engine does not know
+// counts as done. When the retries run out, Push returns an error naming the engine, the version and the
+// engine's message, and the engine keeps the newest version it did load:
+// Held reports it and the OnHeld hook is not called, so rollouts keep
+// naming that adapter (rollout.SetServed) and their samples keep its exact
+// version, which the learner's staleness bound then judges.
+//
+// # Where the engine reads the files
+//
+// The engine opens lora_path / model_path itself, in its own process and
+// often as another user on another machine, so the path must name the
+// same folder there:
+//
+//   - Shared volume: put the run's output root on a volume mounted at the
+//     same path in the learner and in every engine (NFS, a Kubernetes
+//     ReadWriteMany volume, a host path for engines on one machine). The
+//     learner writes files 0644 and folders 0755, so an engine running as
+//     another user can read them; Push checks this and refuses a version
+//     an engine could not read. When the mount point differs, PathMap
+//     rewrites the learner's prefix to the engine's (--engine-path
+//     /learner/out=/mnt/out).
+//   - Object storage: vLLM resolves a lora_path that is a Hugging Face Hub
+//     id, and its LoRA resolver plugins load from other stores; SGLang
+//     loads local paths and Hub ids. Sync the version folder to the store
+//     (e.g. gsutil rsync / aws s3 sync of checkpoints/v000123) and map the
+//     output root to the store's prefix with PathMap; the syncer sends the
+//     mapped name as is (it checks only the learner's local folder).
+package engine

@@ -1,0 +1,538 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"swerl/transforms/rollout"
+)
+
+// Kind says which API an engine speaks.
+type Kind string
+
+// The engines a Syncer speaks to. swerl serve answers both APIs.
+const (
+	VLLM   Kind = rollout.EngineVLLM
+	SGLang Kind = rollout.EngineSGLang
+)
+
+// Engine is one inference server.
+type Engine struct {
+	// URL is the server's root or its OpenAI base ("http://h:8000" or
+	// "http://h:8000/v1"; a query is ignored).
+	URL  string
+	Kind Kind
+}
+
+// FromSpec returns the engine an HTTP policy spec names
+// ("http://h:8000/v1?model=m&engine=sglang"): its server root, and the
+// kind its engine parameter gives (default vLLM).
+func FromSpec(spec string) (Engine, error) {
+	u, err := url.Parse(spec)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Engine{}, fmt.Errorf("engine: %q is not an http(s) policy URL", spec)
+	}
+	e := Engine{URL: rollout.BaseURL(spec), Kind: VLLM}
+	if k := u.Query().Get("engine"); k != "" {
+		e.Kind = Kind(k)
+	}
+	if e.Kind != VLLM && e.Kind != SGLang {
+		return Engine{}, fmt.Errorf("engine: %q: engine=%s, want vllm or sglang", spec, e.Kind)
+	}
+	return e, nil
+}
+
+// ConfigFromSpec returns the sync configuration of an HTTP policy spec:
+// its engine (FromSpec) and the spec's options sync (false: no sync),
+// keep_adapters (Keep) and engine_path (PathMap); the API key is the HTTP
+// policy's ($SWERL_API_KEY, else $OPENAI_API_KEY). ok is false when the
+// spec turns the sync off.
+func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
+	e, err := FromSpec(spec)
+	if err != nil {
+		return cfg, false, err
+	}
+	u, _ := url.Parse(spec)
+	q := u.Query()
+	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: os.Getenv("SWERL_API_KEY")}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
+	}
+	if v := q.Get("keep_adapters"); v != "" {
+		if cfg.Keep, err = strconv.Atoi(v); err != nil || cfg.Keep < 1 {
+			return cfg, false, fmt.Errorf("engine: %q: keep_adapters=%q, want an integer ≥ 1", spec, v)
+		}
+	}
+	ok = true
+	if v := q.Get("sync"); v != "" {
+		if ok, err = strconv.ParseBool(v); err != nil {
+			return cfg, false, fmt.Errorf("engine: %q: sync=%q, want true or false", spec, v)
+		}
+	}
+	return cfg, ok, nil
+}
+
+// Config configures a Syncer.
+type Config struct {
+	Engines []Engine
+	// Keep is how many of the newest adapters this syncer loaded stay
+	// loaded on each engine; older ones are unloaded. Default 2.
+	Keep int
+	// Retries after a failed request, with exponential backoff from
+	// Backoff (doubled each time, at most 30s, with jitter). Defaults 4 and
+	// 1s.
+	Retries int
+	Backoff time.Duration
+	// Timeout bounds one request (loading a large adapter or full weights
+	// takes a while). Default 10m.
+	Timeout time.Duration
+	// PathMap rewrites the learner's path prefix to the one the engines
+	// see: "/learner/out=/mnt/out" or "/learner/out=s3://bucket/out".
+	// Empty: the engines see the learner's paths.
+	PathMap string
+	// APIKey, when set, is sent as "Authorization: Bearer <key>".
+	APIKey string
+	// OnHeld is called when an engine holds a newer version than before
+	// (after a successful push): swerl run points the rollout policy at it
+	// there (rollout.SetServed).
+	OnHeld func(e Engine, v rollout.ServedVersion)
+	// Client sends the requests. Default: a new http.Client.
+	Client *http.Client
+	Log    *slog.Logger
+}
+
+// Syncer pushes versions to engines. It is safe for concurrent use; pushes
+// are serialized.
+type Syncer struct {
+	cfg      Config
+	from, to string
+
+	mu     sync.Mutex
+	states []*state
+	warned bool
+}
+
+// state is what one engine holds.
+type state struct {
+	Engine
+	held    rollout.ServedVersion
+	has     bool
+	loaded  []int64 // adapter versions loaded there, oldest first
+	adopted bool    // the engine's adapters from before were read (adopt)
+}
+
+// New returns a Syncer for cfg.Engines.
+func New(cfg Config) (*Syncer, error) {
+	if len(cfg.Engines) == 0 {
+		return nil, errors.New("engine: no engines to sync")
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 2
+	}
+	if cfg.Retries < 0 {
+		cfg.Retries = 0
+	} else if cfg.Retries == 0 {
+		cfg.Retries = 4
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Syncer{cfg: cfg}
+	if cfg.PathMap != "" {
+		from, to, ok := strings.Cut(cfg.PathMap, "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("engine: path map %q: want LEARNER_PREFIX=ENGINE_PREFIX", cfg.PathMap)
+		}
+		s.from, s.to = filepath.Clean(from), strings.TrimSuffix(to, "/")
+	}
+	for _, e := range cfg.Engines {
+		if e.Kind != VLLM && e.Kind != SGLang {
+			return nil, fmt.Errorf("engine: %s: kind %q, want vllm or sglang", e.URL, e.Kind)
+		}
+		s.states = append(s.states, &state{Engine: Engine{URL: rollout.BaseURL(e.URL), Kind: e.Kind}})
+	}
+	return s, nil
+}
+
+// Held returns the newest version the engine at url (any URL of it) holds,
+// and false before one was pushed.
+func (s *Syncer) Held(url string) (rollout.ServedVersion, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := rollout.BaseURL(url)
+	for _, st := range s.states {
+		if st.URL == base {
+			return st.held, st.has
+		}
+	}
+	return rollout.ServedVersion{}, false
+}
+
+// Adapter returns the PEFT adapter folder of a version folder (the folder
+// itself or its adapter/ child, whichever holds adapter_config.json), or
+// "" when it holds none.
+func Adapter(dir string) string {
+	for _, d := range []string{dir, filepath.Join(dir, "adapter")} {
+		if _, err := os.Stat(filepath.Join(d, "adapter_config.json")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// Push makes every engine load version from its folder dir (an adapter or
+// full weights, see the package documentation). Engines that already hold
+// it are skipped. The error joins those of the engines that refused it
+// after the retries; the others hold it.
+func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	adapter := Adapter(dir)
+	path := dir
+	if adapter != "" {
+		path = adapter
+	} else if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		return fmt.Errorf("engine: version %d: %s holds neither adapter_config.json nor config.json", version, dir)
+	}
+	if err := readable(path); err != nil {
+		return fmt.Errorf("engine: version %d: %w (the engines read it as another user: files 0644, folders 0755)", version, err)
+	}
+	remote := s.mapPath(path)
+	var errs []error
+	for _, st := range s.states {
+		if st.has && st.held.Version == version {
+			continue
+		}
+		var err error
+		if adapter != "" {
+			err = s.pushAdapter(ctx, st, version, remote)
+		} else {
+			err = s.pushFull(ctx, st, version, remote)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path string) error {
+	s.adopt(ctx, st)
+	name := rollout.AdapterName(version)
+	load := map[string]any{"lora_name": name, "lora_path": path}
+	err := s.call(ctx, st, loadPath(st.Kind), load, nil)
+	var ref *refused
+	if errors.As(err, &ref) && ref.already() {
+		// The name is taken: by this very load whose answer was lost, or
+		// by an earlier run's adapter of the same version number from
+		// another folder. Either way, unload it and load this folder.
+		err = s.call(ctx, st, unloadPath(st.Kind), map[string]any{"lora_name": name}, okIfUnknown)
+		if err == nil {
+			err = s.call(ctx, st, loadPath(st.Kind), load, nil)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: %s (%s) did not load version %d (%s from %s): %w; rollouts keep %s", st.URL, st.Kind, version, name, path, err, heldName(st))
+	}
+	st.loaded = append(slices.DeleteFunc(st.loaded, func(v int64) bool { return v == version }), version)
+	s.hold(st, rollout.ServedVersion{Version: version, Adapter: name})
+	// Unload what falls out of the window; a failure costs an adapter slot,
+	// not correctness, so it is logged, not returned.
+	for len(st.loaded) > s.cfg.Keep {
+		old := rollout.AdapterName(st.loaded[0])
+		if err := s.call(ctx, st, unloadPath(st.Kind), map[string]any{"lora_name": old}, okIfUnknown); err != nil {
+			s.cfg.Log.Warn("engine: unloading an old adapter failed; it stays loaded", "engine", st.URL, "adapter", old, "err", err.Error())
+			break
+		}
+		st.loaded = st.loaded[1:]
+	}
+	return nil
+}
+
+// adopt reads, once per engine, the swerl adapters it already holds (GET
+// /v1/models, which vLLM and swerl serve answer with the loaded adapters):
+// those an earlier process of the run loaded (a --resume, a restart) join
+// the window, so they are unloaded in turn instead of taking an adapter
+// slot for good. An engine that does not list them is left as it is.
+func (s *Syncer) adopt(ctx context.Context, st *state) {
+	if st.adopted {
+		return
+	}
+	st.adopted = true
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/v1/models", nil)
+	if err != nil {
+		return
+	}
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list) != nil {
+		return
+	}
+	for _, m := range list.Data {
+		if v, ok := rollout.ParseAdapter(m.ID); ok && m.ID == rollout.AdapterName(v) && !slices.Contains(st.loaded, v) {
+			st.loaded = append(st.loaded, v)
+		}
+	}
+	slices.Sort(st.loaded)
+}
+
+func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path string) error {
+	if st.Kind == VLLM {
+		if !s.warned {
+			s.warned = true
+			s.cfg.Log.Warn("engine: vLLM cannot load full weights at run time; its rollouts keep the weights it started with (train a LoRA adapter, or use SGLang)", "engine", st.URL)
+		}
+		return nil
+	}
+	body := map[string]any{"model_path": path, "weight_version": rollout.AdapterName(version)}
+	if err := s.call(ctx, st, "/update_weights_from_disk", body, nil); err != nil {
+		return fmt.Errorf("engine: %s (%s) did not load the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, heldName(st))
+	}
+	s.hold(st, rollout.ServedVersion{Version: version})
+	return nil
+}
+
+func (s *Syncer) hold(st *state, v rollout.ServedVersion) {
+	st.held, st.has = v, true
+	if s.cfg.OnHeld != nil {
+		s.cfg.OnHeld(st.Engine, v)
+	}
+}
+
+func heldName(st *state) string {
+	switch {
+	case !st.has:
+		return "the weights the engine started with"
+	case st.held.Adapter != "":
+		return st.held.Adapter
+	}
+	return "version " + strconv.FormatInt(st.held.Version, 10)
+}
+
+func loadPath(k Kind) string {
+	if k == VLLM {
+		return "/v1/load_lora_adapter"
+	}
+	return "/load_lora_adapter"
+}
+
+func unloadPath(k Kind) string {
+	if k == VLLM {
+		return "/v1/unload_lora_adapter"
+	}
+	return "/unload_lora_adapter"
+}
+
+// mapPath rewrites the learner's prefix to the engines' (PathMap).
+func (s *Syncer) mapPath(p string) string {
+	if s.from == "" {
+		return p
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if rest, ok := strings.CutPrefix(abs, s.from); ok && (rest == "" || rest[0] == filepath.Separator) {
+		return s.to + filepath.ToSlash(rest)
+	}
+	return p
+}
+
+// readable checks that everything under dir can be read by other users:
+// folders 0755 (r+x), files 0644 (r) at least.
+func readable(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		m := info.Mode().Perm()
+		if d.IsDir() && m&0o005 != 0o005 {
+			return fmt.Errorf("folder %s has mode %#o, not readable by other users", p, m)
+		}
+		if !d.IsDir() && m&0o004 == 0 {
+			return fmt.Errorf("file %s has mode %#o, not readable by other users", p, m)
+		}
+		return nil
+	})
+}
+
+// accept decides whether a refusal is the outcome wanted all the same
+// (an adapter to unload that is already gone).
+type accept func(status int, msg string) bool
+
+// refused is an engine's answer that says no.
+type refused struct {
+	status int
+	path   string
+	msg    string
+}
+
+func (r *refused) Error() string { return fmt.Sprintf("HTTP %d from %s: %s", r.status, r.path, r.msg) }
+
+// already reports a load refused because the name is taken (vLLM: "has
+// already been loaded"; SGLang: "already loaded" / "already exists").
+func (r *refused) already() bool {
+	return r.status < 500 && strings.Contains(strings.ToLower(r.msg), "already")
+}
+
+func okIfUnknown(status int, msg string) bool {
+	m := strings.ToLower(msg)
+	return status == http.StatusNotFound || (status < 500 && (strings.Contains(m, "cannot be found") || strings.Contains(m, "not found") || strings.Contains(m, "not loaded")))
+}
+
+// call POSTs body to the engine's path, with retries, and checks the
+// answer: a 2xx whose JSON (when it is JSON) carries no "success": false.
+func (s *Syncer) call(ctx context.Context, st *state, path string, body any, ok accept) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	delay := s.cfg.Backoff
+	for attempt := 0; ; attempt++ {
+		status, msg, err := s.post(ctx, st.URL+path, b)
+		if err == nil && ok != nil && ok(status, msg) {
+			return nil
+		}
+		if err == nil && status/100 == 2 {
+			return nil
+		}
+		if err == nil {
+			err = &refused{status, path, msg}
+			if err.(*refused).already() {
+				return err // the caller handles it; retrying cannot change it
+			}
+		}
+		if attempt >= s.cfg.Retries || ctx.Err() != nil {
+			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
+		}
+		s.cfg.Log.Warn("engine: request failed, retrying", "engine", st.URL, "path", path, "attempt", attempt+1, "err", err.Error())
+		wait := delay/2 + rand.N(delay/2+1)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("after %d attempts: %w (then %v)", attempt+1, err, ctx.Err())
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// post sends one request and returns the status and the engine's message;
+// a 2xx with "success": false is reported as 400 with its message. err is
+// set only when no answer came.
+func (s *Syncer) post(ctx context.Context, url string, body []byte) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, "", err
+	}
+	status, msg := resp.StatusCode, Message(data)
+	if status/100 == 2 && failed(data) {
+		status = http.StatusBadRequest
+	}
+	return status, msg, nil
+}
+
+// answer holds the fields of every answer shape the engines use: vLLM's
+// ErrorResponse (old: top-level message; new: error.message), SGLang's
+// LoRAUpdateOutput (success, error_message) and update-weights answer
+// (success, message), FastAPI's validation error (detail).
+type answer struct {
+	Success      *bool           `json:"success"`
+	Message      string          `json:"message"`
+	ErrorMessage string          `json:"error_message"`
+	Error        json.RawMessage `json:"error"`
+	Detail       json.RawMessage `json:"detail"`
+}
+
+func failed(body []byte) bool {
+	var a answer
+	return json.Unmarshal(body, &a) == nil && a.Success != nil && !*a.Success
+}
+
+// Message is the human-readable part of an engine's answer: the message
+// of a JSON answer of any of the engines' shapes, else the body's text
+// (trimmed, at most 300 bytes).
+func Message(body []byte) string {
+	var a answer
+	if json.Unmarshal(body, &a) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case a.ErrorMessage != "":
+			return clip(a.ErrorMessage)
+		case len(a.Error) > 0 && json.Unmarshal(a.Error, &nested) == nil && nested.Message != "":
+			return clip(nested.Message)
+		case a.Message != "":
+			return clip(a.Message)
+		case len(a.Detail) > 0:
+			return clip(string(a.Detail))
+		}
+	}
+	return clip(string(body))
+}
+
+func clip(s string) string {
+	s = strings.ToValidUTF8(strings.TrimSpace(s), "\uFFFD")
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "…"
+	}
+	return s
+}

@@ -1,0 +1,570 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"swerl/transforms/rollout"
+)
+
+// The servers below implement the request and answer shapes of the
+// engines' adapter APIs as their public API documentation and server code
+// give them (vLLM: vllm/entrypoints/openai/serving_models.py and
+// api_server.py; SGLang: python/sglang/srt/entrypoints/http_server.py and
+// managers/io_struct.py), since neither engine runs here. Each request is
+// decoded strictly: a field the engine does not declare is an error (both
+// servers validate bodies with pydantic; SGLang's dataclasses take exactly
+// these fields).
+
+type call struct {
+	Method, Path string
+	Body         map[string]any
+}
+
+// vllmServer is vLLM's OpenAI server with --enable-lora and
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.
+type vllmServer struct {
+	mu       sync.Mutex
+	calls    []call
+	loaded   map[string]string // lora_name → lora_path
+	newShape bool              // answer errors as {"error":{…}} (vLLM ≥ 0.10) instead of {"object":"error",…}
+	fail     func(n int, c call) (int, string)
+}
+
+func (v *vllmServer) errorAnswer(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if v.newShape {
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
+		return
+	}
+	json.NewEncoder(w).Encode(map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status})
+}
+
+func decodeStrict(r *http.Request, fields ...string) (map[string]any, error) {
+	var m map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+		return nil, err
+	}
+	for k := range m {
+		if !slices.Contains(fields, k) {
+			return nil, fmt.Errorf("extra field %q", k)
+		}
+	}
+	return m, nil
+}
+
+func (v *vllmServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.loaded == nil {
+		v.loaded = map[string]string{}
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		// ModelList: the base, then one card a loaded adapter (root: its
+		// path, parent: the base).
+		data := []map[string]any{{"id": "base", "object": "model", "root": "/models/base", "parent": nil}}
+		for name, path := range v.loaded {
+			data = append(data, map[string]any{"id": name, "object": "model", "root": path, "parent": "base"})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+		return
+	}
+	if r.Method != http.MethodPost {
+		v.errorAnswer(w, 405, "MethodNotAllowed", "Method Not Allowed")
+		return
+	}
+	var fields []string
+	switch r.URL.Path {
+	case "/v1/load_lora_adapter":
+		fields = []string{"lora_name", "lora_path", "load_inplace"}
+	case "/v1/unload_lora_adapter":
+		fields = []string{"lora_name", "lora_int_id"}
+	default:
+		v.errorAnswer(w, 404, "NotFoundError", "Not Found")
+		return
+	}
+	body, err := decodeStrict(r, fields...)
+	if err != nil {
+		v.errorAnswer(w, 422, "BadRequestError", err.Error())
+		return
+	}
+	c := call{r.Method, r.URL.Path, body}
+	v.calls = append(v.calls, c)
+	if v.fail != nil {
+		if status, msg := v.fail(len(v.calls), c); status != 0 {
+			v.errorAnswer(w, status, "BadRequestError", msg)
+			return
+		}
+	}
+	name, _ := body["lora_name"].(string)
+	if r.URL.Path == "/v1/load_lora_adapter" {
+		path, _ := body["lora_path"].(string)
+		if name == "" || path == "" {
+			v.errorAnswer(w, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
+			return
+		}
+		if _, ok := v.loaded[name]; ok {
+			v.errorAnswer(w, 400, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded.", name))
+			return
+		}
+		if _, err := os.Stat(filepath.Join(path, "adapter_config.json")); err != nil {
+			v.errorAnswer(w, 404, "NotFoundError", fmt.Sprintf("No adapter found for %s", path))
+			return
+		}
+		v.loaded[name] = path
+		io.WriteString(w, fmt.Sprintf("Success: LoRA adapter '%s' added successfully.", name))
+		return
+	}
+	if _, ok := v.loaded[name]; !ok {
+		v.errorAnswer(w, 404, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", name))
+		return
+	}
+	delete(v.loaded, name)
+	io.WriteString(w, fmt.Sprintf("Success: LoRA adapter '%s' removed successfully.", name))
+}
+
+// sglangServer is SGLang's server with --enable-lora.
+type sglangServer struct {
+	mu     sync.Mutex
+	calls  []call
+	loaded map[string]string
+	model  string // the model_path update_weights_from_disk last loaded
+	fail   func(n int, c call) (int, map[string]any)
+}
+
+func (g *sglangServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.loaded == nil {
+		g.loaded = map[string]string{}
+	}
+	answer := func(status int, m map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(m)
+	}
+	var fields []string
+	switch r.URL.Path {
+	case "/load_lora_adapter":
+		fields = []string{"lora_name", "lora_path", "pinned", "lora_id"}
+	case "/unload_lora_adapter":
+		fields = []string{"lora_name", "lora_id"}
+	case "/update_weights_from_disk":
+		fields = []string{"model_path", "load_format", "abort_all_requests", "weight_version", "is_async", "torch_empty_cache", "keep_pause", "token_step", "flush_cache"}
+	default:
+		answer(404, map[string]any{"detail": "Not Found"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		answer(405, map[string]any{"detail": "Method Not Allowed"})
+		return
+	}
+	body, err := decodeStrict(r, fields...)
+	if err != nil {
+		answer(422, map[string]any{"detail": []any{map[string]any{"msg": err.Error()}}})
+		return
+	}
+	c := call{r.Method, r.URL.Path, body}
+	g.calls = append(g.calls, c)
+	if g.fail != nil {
+		if status, m := g.fail(len(g.calls), c); status != 0 {
+			answer(status, m)
+			return
+		}
+	}
+	name, _ := body["lora_name"].(string)
+	switch r.URL.Path {
+	case "/load_lora_adapter":
+		path, _ := body["lora_path"].(string)
+		if _, ok := g.loaded[name]; ok {
+			answer(400, map[string]any{"success": false, "error_message": fmt.Sprintf("LoRA adapter with name %s already exists", name), "loaded_adapters": nil})
+			return
+		}
+		if _, err := os.Stat(filepath.Join(path, "adapter_config.json")); err != nil {
+			answer(400, map[string]any{"success": false, "error_message": "Failed to load LoRA adapter " + name + ": no adapter_config.json in " + path, "loaded_adapters": nil})
+			return
+		}
+		g.loaded[name] = path
+	case "/unload_lora_adapter":
+		if _, ok := g.loaded[name]; !ok {
+			answer(400, map[string]any{"success": false, "error_message": fmt.Sprintf("LoRA adapter %s is not loaded", name), "loaded_adapters": nil})
+			return
+		}
+		delete(g.loaded, name)
+	case "/update_weights_from_disk":
+		p, _ := body["model_path"].(string)
+		if _, err := os.Stat(filepath.Join(p, "config.json")); err != nil {
+			answer(400, map[string]any{"success": false, "message": "Failed to get weights iterator: " + err.Error(), "num_paused_requests": 0})
+			return
+		}
+		g.model = p
+		answer(200, map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
+		return
+	}
+	loaded := map[string]any{}
+	for k, v := range g.loaded {
+		loaded[k] = v
+	}
+	answer(200, map[string]any{"success": true, "error_message": nil, "loaded_adapters": loaded})
+}
+
+// versionDir writes a published version's folder: a PEFT adapter or full
+// weights, files 0644 and folders 0755 as the learner writes them.
+func versionDir(t *testing.T, root string, v int64, adapter bool) string {
+	t.Helper()
+	dir := filepath.Join(root, "checkpoints", fmt.Sprintf("v%06d", v))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"config.json", "model.safetensors"}
+	if adapter {
+		files = []string{"adapter_config.json", "adapter_model.safetensors"}
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type held struct {
+	url string
+	v   rollout.ServedVersion
+}
+
+func newSyncer(t *testing.T, cfg Config) (*Syncer, *[]held) {
+	t.Helper()
+	var got []held
+	cfg.OnHeld = func(e Engine, v rollout.ServedVersion) { got = append(got, held{e.URL, v}) }
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 1
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &got
+}
+
+// vLLM: each version is loaded under swerl-vNNNNNN from its folder, the
+// window keeps the newest 2, and the rollout hook hears of each.
+func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
+	for _, newShape := range []bool{false, true} {
+		root := t.TempDir()
+		srv := &vllmServer{newShape: newShape}
+		ts := httptest.NewServer(srv)
+		s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: VLLM}}})
+		for v := int64(1); v <= 4; v++ {
+			if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Pushing a version the engine holds sends nothing.
+		if err := s.Push(context.Background(), 4, filepath.Join(root, "checkpoints", "v000004")); err != nil {
+			t.Fatal(err)
+		}
+		ts.Close()
+		want := map[string]string{"swerl-v000003": filepath.Join(root, "checkpoints", "v000003"), "swerl-v000004": filepath.Join(root, "checkpoints", "v000004")}
+		if !reflect.DeepEqual(srv.loaded, want) {
+			t.Fatalf("loaded %v, want %v", srv.loaded, want)
+		}
+		var seq []string
+		for _, c := range srv.calls {
+			if c.Method != "POST" {
+				t.Fatalf("method %s", c.Method)
+			}
+			seq = append(seq, c.Path+" "+c.Body["lora_name"].(string))
+		}
+		wantSeq := []string{"/v1/load_lora_adapter swerl-v000001", "/v1/load_lora_adapter swerl-v000002", "/v1/load_lora_adapter swerl-v000003",
+			"/v1/unload_lora_adapter swerl-v000001", "/v1/load_lora_adapter swerl-v000004", "/v1/unload_lora_adapter swerl-v000002"}
+		if !slices.Equal(seq, wantSeq) {
+			t.Fatalf("calls\n%v\nwant\n%v", seq, wantSeq)
+		}
+		if len(srv.calls[0].Body) != 2 || len(srv.calls[3].Body) != 1 {
+			t.Fatalf("bodies: load %v unload %v", srv.calls[0].Body, srv.calls[3].Body)
+		}
+		if len(*got) != 4 || (*got)[3] != (held{ts.URL, rollout.ServedVersion{Version: 4, Adapter: "swerl-v000004"}}) {
+			t.Fatalf("hook: %+v", *got)
+		}
+		if h, ok := s.Held(ts.URL + "/v1/chat/completions"); !ok || h.Version != 4 {
+			t.Fatalf("held %+v %v", h, ok)
+		}
+	}
+}
+
+// A refusal is retried; when the retries run out the error names the
+// engine, the version and the engine's message, and the engine keeps (and
+// the rollouts keep naming) the newest version it loaded.
+func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
+	root := t.TempDir()
+	srv := &vllmServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Retries: 3})
+	srv.fail = func(n int, c call) (int, string) {
+		if n <= 2 {
+			return 503, "engine overloaded"
+		}
+		return 0, ""
+	}
+	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
+		t.Fatalf("two 503s then success: %v", err)
+	}
+	if len(srv.calls) != 3 {
+		t.Fatalf("%d calls, want 3", len(srv.calls))
+	}
+	srv.fail = func(int, call) (int, string) { return 400, "LoRA rank 64 is greater than max_lora_rank 16" }
+	err := s.Push(context.Background(), 6, versionDir(t, root, 6, true))
+	if err == nil {
+		t.Fatal("a refused version must be an error")
+	}
+	for _, want := range []string{ts.URL, "version 6", "max_lora_rank 16", "after 4 attempts", "rollouts keep swerl-v000005"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if h, _ := s.Held(ts.URL); h.Version != 5 || len(*got) != 1 {
+		t.Fatalf("held %+v, hook calls %d", h, len(*got))
+	}
+	// A folder the engine cannot find (a volume not shared) is reported too.
+	srv.fail = nil
+	dir := versionDir(t, root, 7, true)
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
+	if err := s2.Push(context.Background(), 7, dir); err == nil || !strings.Contains(err.Error(), "No adapter found for /mnt/elsewhere/checkpoints/v000007") ||
+		!strings.Contains(err.Error(), "the weights the engine started with") {
+		t.Fatalf("unmapped volume: %v", err)
+	}
+}
+
+// A name already taken (an earlier run's adapter of the same version) is
+// unloaded and loaded again from the new folder, on both engines.
+func TestTakenNameIsReloaded(t *testing.T) {
+	root := t.TempDir()
+	dir := versionDir(t, root, 3, true)
+	v := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
+	g := &sglangServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
+	tv, tg := httptest.NewServer(v), httptest.NewServer(g)
+	defer tv.Close()
+	defer tg.Close()
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: tv.URL, Kind: VLLM}, {URL: tg.URL, Kind: SGLang}}})
+	if err := s.Push(context.Background(), 3, dir); err != nil {
+		t.Fatal(err)
+	}
+	if v.loaded["swerl-v000003"] != dir || g.loaded["swerl-v000003"] != dir {
+		t.Fatalf("vllm %v sglang %v", v.loaded, g.loaded)
+	}
+	if len(v.calls) != 3 || len(g.calls) != 3 {
+		t.Fatalf("want load, unload, load: %v / %v", v.calls, g.calls)
+	}
+}
+
+// SGLang: adapters through /load_lora_adapter and /unload_lora_adapter,
+// full weights through /update_weights_from_disk; "success": false is a
+// refusal whatever the status.
+func TestSGLang(t *testing.T) {
+	root := t.TempDir()
+	g := &sglangServer{}
+	ts := httptest.NewServer(g)
+	defer ts.Close()
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: SGLang}}, Keep: 1})
+	for v := int64(1); v <= 2; v++ {
+		if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(g.loaded) != 1 || g.loaded["swerl-v000002"] == "" {
+		t.Fatalf("loaded %v", g.loaded)
+	}
+	if g.calls[2].Path != "/unload_lora_adapter" || g.calls[2].Body["lora_name"] != "swerl-v000001" {
+		t.Fatalf("calls %v", g.calls)
+	}
+	full := versionDir(t, root, 3, false)
+	if err := s.Push(context.Background(), 3, full); err != nil {
+		t.Fatal(err)
+	}
+	last := g.calls[len(g.calls)-1]
+	if last.Path != "/update_weights_from_disk" || last.Body["model_path"] != full || last.Body["weight_version"] != "swerl-v000003" || g.model != full {
+		t.Fatalf("full weights: %+v", last)
+	}
+	if (*got)[len(*got)-1].v != (rollout.ServedVersion{Version: 3}) {
+		t.Fatalf("hook %+v", *got)
+	}
+	g.fail = func(int, call) (int, map[string]any) {
+		return 200, map[string]any{"success": false, "message": "Failed to get weights iterator: shape mismatch", "num_paused_requests": 0}
+	}
+	s.cfg.Retries = 1
+	if err := s.Push(context.Background(), 4, versionDir(t, root, 4, false)); err == nil || !strings.Contains(err.Error(), "shape mismatch") ||
+		!strings.Contains(err.Error(), "rollouts keep version 3") {
+		t.Fatalf("success false: %v", err)
+	}
+}
+
+// vLLM cannot take full weights at run time: nothing is sent, nothing
+// fails, and the rollouts keep the engine's own weights.
+func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
+	srv := &vllmServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}})
+	if err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, false)); err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.calls) != 0 || len(*got) != 0 {
+		t.Fatalf("calls %v hook %v", srv.calls, *got)
+	}
+}
+
+// A version the engines could not read (a file 0600) or that is no model
+// is refused before any request.
+func TestPushChecksTheFolder(t *testing.T) {
+	root := t.TempDir()
+	srv := &vllmServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}})
+	dir := versionDir(t, root, 1, true)
+	os.Chmod(filepath.Join(dir, "adapter_model.safetensors"), 0o600)
+	if err := s.Push(context.Background(), 1, dir); err == nil || !strings.Contains(err.Error(), "adapter_model.safetensors has mode 0600") {
+		t.Fatalf("unreadable: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "adapter_model.safetensors"), 0o644)
+	os.Chmod(dir, 0o700)
+	if err := s.Push(context.Background(), 1, dir); err == nil || !strings.Contains(err.Error(), "folder") {
+		t.Fatalf("unreadable folder: %v", err)
+	}
+	if err := s.Push(context.Background(), 2, t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither adapter_config.json nor config.json") {
+		t.Fatalf("empty folder: %v", err)
+	}
+	if len(srv.calls) != 0 {
+		t.Fatalf("calls %v", srv.calls)
+	}
+	// An adapter in the version's adapter/ folder is found there.
+	sub := filepath.Join(versionDir(t, root, 3, false), "adapter")
+	os.Mkdir(sub, 0o755)
+	os.WriteFile(filepath.Join(sub, "adapter_config.json"), []byte("{}"), 0o644)
+	if err := s.Push(context.Background(), 3, filepath.Dir(sub)); err != nil || srv.loaded["swerl-v000003"] != sub {
+		t.Fatalf("adapter/: %v %v", err, srv.loaded)
+	}
+}
+
+func TestPathMap(t *testing.T) {
+	s, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: VLLM}}, PathMap: "/data/out=s3://bucket/run1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{"/data/out/checkpoints/v000001": "s3://bucket/run1/checkpoints/v000001",
+		"/data/outer/v1": "/data/outer/v1", "/other": "/other"} {
+		if got := s.mapPath(in); got != want {
+			t.Errorf("mapPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, bad := range []string{"nomap", "=x", "x="} {
+		if _, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: VLLM}}, PathMap: bad}); err == nil {
+			t.Errorf("path map %q accepted", bad)
+		}
+	}
+}
+
+func TestFromSpec(t *testing.T) {
+	for spec, want := range map[string]Engine{
+		"http://h:8000/v1": {URL: "http://h:8000", Kind: VLLM},
+		"https://h/v1/chat/completions?engine=sglang": {URL: "https://h", Kind: SGLang},
+	} {
+		if got, err := FromSpec(spec); err != nil || got != want {
+			t.Errorf("FromSpec(%q) = %+v, %v", spec, got, err)
+		}
+	}
+	for _, bad := range []string{"model:/x", "file:c.jsonl", "http://h/v1?engine=tgi", "http:///v1"} {
+		if _, err := FromSpec(bad); err == nil {
+			t.Errorf("FromSpec(%q) accepted", bad)
+		}
+	}
+}
+
+// Message reads every engine's answer shape; outside bytes never panic.
+func FuzzMessage(f *testing.F) {
+	for _, s := range []string{`{"object":"error","message":"m1","type":"x","code":400}`, `{"error":{"message":"m2"}}`,
+		`{"success":false,"error_message":"m3"}`, `{"success":false,"message":"m4"}`, `{"detail":[{"msg":"m5"}]}`,
+		`Success: LoRA adapter 'a' added successfully.`, `{"error":"flat"}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := Message(b)
+		if len(m) > 310 {
+			t.Fatalf("message of %d bytes", len(m))
+		}
+		_ = failed(b)
+	})
+}
+
+func TestMessage(t *testing.T) {
+	for body, want := range map[string]string{`{"object":"error","message":"m1","type":"x","code":400}`: "m1", `{"error":{"message":"m2"}}`: "m2",
+		`{"success":false,"error_message":"m3"}`: "m3", `{"success":false,"message":"m4"}`: "m4", ` plain `: "plain"} {
+		if got := Message([]byte(body)); got != want {
+			t.Errorf("Message(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestConfigFromSpec(t *testing.T) {
+	t.Setenv("SWERL_API_KEY", "k1")
+	cfg, ok, err := ConfigFromSpec("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b")
+	if err != nil || !ok || cfg.Keep != 3 || cfg.PathMap != "/a=/b" || cfg.APIKey != "k1" || cfg.Engines[0] != (Engine{"http://h:1", SGLang}) {
+		t.Fatalf("%+v %v %v", cfg, ok, err)
+	}
+	if _, ok, err := ConfigFromSpec("http://h:1/v1?sync=false"); ok || err != nil {
+		t.Fatalf("sync=false: %v %v", ok, err)
+	}
+	for _, bad := range []string{"http://h/v1?keep_adapters=0", "http://h/v1?sync=maybe", "http://h/v1?engine=x"} {
+		if _, _, err := ConfigFromSpec(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	// The HTTP policy accepts the sync's options.
+	if _, err := rollout.Open("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b&sync=true"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A syncer that starts against an engine holding an earlier process's
+// adapters (a resumed run) counts them in its window and unloads them in
+// turn; adapters of other names are not touched.
+func TestAdoptsTheEnginesAdapters(t *testing.T) {
+	root := t.TempDir()
+	srv := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range srv.loaded {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"my-adapter", "swerl-v000004", "swerl-v000005", "swerl-v7"}) {
+		t.Fatalf("loaded %v", names)
+	}
+	// The version it holds already (resume): loaded again from its folder.
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	if err := s2.Push(context.Background(), 5, filepath.Join(root, "checkpoints", "v000005")); err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.loaded) != 4 {
+		t.Fatalf("loaded %v", srv.loaded)
+	}
+}
