@@ -345,6 +345,48 @@ func TestMergeMatchesDefinition(t *testing.T) {
 	}
 }
 
+// TestFromLoRA: gpu's adapter names are PEFT's, and an adapter written
+// from gpu.LoRA reads back into the same adapters.
+func TestFromLoRA(t *testing.T) {
+	c := gpu.TinyConfig()
+	lo, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"k_proj", "gate_proj"}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := FromLoRA(lo, "/base")
+	i := 0
+	for l := range c.NumHiddenLayers {
+		for _, m := range []string{"k_proj", "gate_proj"} {
+			for _, b := range []bool{false, true} {
+				if a.Tensors[i].Name != TensorName(l, m, b) {
+					t.Fatalf("tensor %d is %s, want %s", i, a.Tensors[i].Name, TensorName(l, m, b))
+				}
+				i++
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := Write(dir, a); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFor(dir, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo2, err := back.LoRA(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo2.Scale() != 2 || !slices.Equal(lo2.Config().Targets, lo.Config().Targets) {
+		t.Errorf("read back scale %v targets %v", lo2.Scale(), lo2.Config().Targets)
+	}
+	for i, x := range lo2.Tensors() {
+		if !slices.Equal(x.Data, lo.Tensors()[i].Data) {
+			t.Fatalf("%s differs after the round trip", x.Name)
+		}
+	}
+}
+
 // FuzzRead runs Read over arbitrary adapter_config.json and safetensors
 // bytes: it must return an adapter that passes Check or an error, never
 // panic or allocate what the file does not back.
