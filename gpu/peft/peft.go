@@ -340,19 +340,29 @@ func Read(dir string) (*Adapter, error) { return read(dir, nil) }
 // architecture base.
 func ReadFor(dir string, base gpu.Config) (*Adapter, error) { return read(dir, &base) }
 
-func read(dir string, base *gpu.Config) (*Adapter, error) {
+// ReadConfig reads and validates dir's adapter_config.json only.
+func ReadConfig(dir string) (AdapterConfig, error) {
+	var c AdapterConfig
 	cpath := filepath.Join(dir, ConfigFile)
 	cj, err := readBounded(cpath, maxConfigBytes)
 	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(cj, &c); err != nil {
+		return c, fmt.Errorf("peft: %s: %w", cpath, err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("peft: %s: %w", cpath, err)
+	}
+	return c, nil
+}
+
+func read(dir string, base *gpu.Config) (*Adapter, error) {
+	c, err := ReadConfig(dir)
+	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{}
-	if err := json.Unmarshal(cj, &a.Config); err != nil {
-		return nil, fmt.Errorf("peft: %s: %w", cpath, err)
-	}
-	if err := a.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("peft: %s: %w", cpath, err)
-	}
+	a := &Adapter{Config: c}
 	wpath := filepath.Join(dir, WeightsFile)
 	st, err := hf.OpenSafetensors(wpath)
 	if err != nil {
