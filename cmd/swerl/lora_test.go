@@ -137,3 +137,47 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 		t.Errorf("--lora-targets lm_head: exit %d, want 2", code)
 	}
 }
+
+// swerl run --lora-rank: the warm start is full fine-tuning, the RL steps
+// publish adapters on the warm start's last version, and the rollouts (the
+// Beam train pipeline with the in-process model: policy, which merges the
+// adapters) carry the versions the learner published.
+func TestRunLoRA(t *testing.T) {
+	repo := runRepo(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2", "--steps", "2",
+		"--max-tokens", "200", "--eval", "0", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2", "--lora-rank", "2", "--lr", "1e-2"}
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	st, _ := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
+	rows, err := st.Versions()
+	if err != nil || len(rows) != 5 { // v0 + 2 SFT + 2 RL
+		t.Fatalf("%d versions (%v), want 5", len(rows), err)
+	}
+	for _, v := range []int64{3, 4} {
+		a, err := peft.Read(st.Path(v))
+		if err != nil {
+			t.Fatalf("RL version v%d: %v", v, err)
+		}
+		if a.Config.BaseModelNameOrPath != st.Path(2) || a.Config.R != 2 {
+			t.Errorf("v%d adapter config %+v, want rank 2 on %s", v, a.Config, st.Path(2))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(st.Path(2), "config.json")); err != nil {
+		t.Errorf("the LoRA base v2 was pruned: %v", err)
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for _, s := range samples {
+		versions = append(versions, s.PolicyVersion)
+	}
+	slices.Sort(versions)
+	if want := []int64{2, 2, 2, 2, 3, 3, 3, 3}; !slices.Equal(versions, want) {
+		t.Errorf("sample policy versions %v, want %v", versions, want)
+	}
+}
