@@ -296,7 +296,8 @@ func (l *Learner) openLoRA(optState string) (string, error) {
 			return "", err
 		}
 		want := l.lora.Config()
-		if a.Config.R != want.Rank || a.Config.LoraAlpha != want.Alpha || !slices.Equal(a.Config.TargetModules, want.Targets) {
+		targets := slices.Sorted(slices.Values(a.Config.TargetModules))
+		if a.Config.R != want.Rank || a.Config.LoraAlpha != want.Alpha || !slices.Equal(targets, slices.Sorted(slices.Values(want.Targets))) {
 			return "", fmt.Errorf("learner: --resume: %s has rank %d, alpha %g, targets %v; this run asks for rank %d, alpha %g, targets %v",
 				l.src, a.Config.R, a.Config.LoraAlpha, a.Config.TargetModules, want.Rank, want.Alpha, want.Targets)
 		}
