@@ -283,6 +283,12 @@ func checkSpecs(c AdapterConfig, got []arch.TensorSpec, base *gpu.Config) ([]arc
 	if layers == 0 {
 		return nil, errors.New("adapter has no tensors")
 	}
+	// Each layer holds at least two tensors, so a layer number beyond the
+	// tensor count is refused before the expected list (sized by it) is
+	// built.
+	if layers > len(got) {
+		return nil, fmt.Errorf("tensors reach layer %d but there are only %d of them", layers-1, len(got))
+	}
 	want := specs(c, layers, shape)
 	if err := hf.CheckTensors(want, got); err != nil {
 		return nil, fmt.Errorf("adapter %w", err)

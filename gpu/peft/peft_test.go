@@ -261,6 +261,7 @@ func TestReadRejects(t *testing.T) {
 		{"foreign name", cfg, safetensors("model.layers.0.self_attn.q_proj.weight", []int{QC, C}), "not a PEFT LoRA name"},
 		{"vector", cfg, safetensors(TensorName(0, "q_proj", false), []int{2 * C}), "matrix"},
 		{"empty", cfg, safetensors(), "no tensors"},
+		{"huge layer", cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".999999999.", 1), []int{2, C}), "reach layer 999999999"},
 		{"leading zero layer", cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".00.", 1), []int{2, C}), "not a PEFT LoRA name"},
 	}
 	for _, tc := range cases {
