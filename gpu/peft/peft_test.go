@@ -396,6 +396,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(cfg, weights)
 	f.Add(setKey(f, cfg, "r", 1), weights)
 	f.Add(cfg, safetensors(TensorName(0, "q_proj", false), []int{2, 64}))
+	f.Add(cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".999999999.", 1), []int{2, 64}))
 	f.Add([]byte(`{"peft_type":"LORA","r":1,"lora_alpha":1,"target_modules":["q_proj"]}`), safetensors())
 	f.Add([]byte(`null`), []byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
 	f.Fuzz(func(t *testing.T, cfg, weights []byte) {
