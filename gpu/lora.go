@@ -256,10 +256,8 @@ func (a *LoRA) SetTensors(ts []Tensor) error {
 // place on its host arena; sums over the rank run in float64. m must have
 // the architecture the adapters were made for.
 func (a *LoRA) Merge(m *Model) error {
-	if m.Config.HiddenSize != a.base.HiddenSize || m.Config.IntermediateSize != a.base.IntermediateSize ||
-		m.Config.NumHiddenLayers != a.base.NumHiddenLayers || m.Config.NumAttentionHeads != a.base.NumAttentionHeads ||
-		m.Config.KVHeads() != a.base.KVHeads() || m.Config.HeadSize() != a.base.HeadSize() {
-		return fmt.Errorf("gpu: merge LoRA: the model's architecture is not the one the adapters were made for")
+	if err := a.fits(m.Config); err != nil {
+		return fmt.Errorf("gpu: merge LoRA: %w", err)
 	}
 	s := a.Scale()
 	r := a.cfg.Rank
@@ -282,6 +280,23 @@ func (a *LoRA) Merge(m *Model) error {
 				}
 				wrow[j] += float32(sum)
 			}
+		}
+	}
+	return nil
+}
+
+// fits reports whether c has the layer count and module shapes the
+// adapters were made for.
+func (a *LoRA) fits(c Config) error {
+	d, want := dimsOf(c), dimsOf(a.base)
+	if d.L != want.L {
+		return fmt.Errorf("the model has %d layers, the adapters %d", d.L, want.L)
+	}
+	for mod, name := range LoRAModules {
+		o, i := moduleShape(d, mod)
+		wo, wi := moduleShape(want, mod)
+		if o != wo || i != wi {
+			return fmt.Errorf("the model's %s is [%d, %d], the adapters were made for [%d, %d]", name, o, i, wo, wi)
 		}
 	}
 	return nil

@@ -196,10 +196,8 @@ func NewLoRATrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, e
 	if a == nil {
 		return nil, errors.New("gpu: NewLoRATrainer without adapters")
 	}
-	if c := m.Config; c.HiddenSize != a.base.HiddenSize || c.IntermediateSize != a.base.IntermediateSize ||
-		c.NumHiddenLayers != a.base.NumHiddenLayers || c.NumAttentionHeads*c.HeadSize() != a.base.NumAttentionHeads*a.base.HeadSize() ||
-		c.KVHeads()*c.HeadSize() != a.base.KVHeads()*a.base.HeadSize() {
-		return nil, errors.New("gpu: the LoRA adapters were made for another architecture")
+	if err := a.fits(m.Config); err != nil {
+		return nil, fmt.Errorf("gpu: NewLoRATrainer: %w", err)
 	}
 	return newTrainer(m, a, be, cfg)
 }
