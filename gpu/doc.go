@@ -2,7 +2,9 @@
 // Qwen2/2.5 with q/k/v bias, SmolLM, TinyLlama), the small Backend
 // interface of ops it runs on, batched KV-cache sampling (BatchSampler:
 // many sequences per forward pass, continuous batching, batch-invariant
-// results), the GRPO and SFT objectives and the AdamW optimizer.
+// results), the GRPO and SFT objectives and the AdamW optimizer, over
+// every weight or over LoRA adapters on a frozen base (NewLoRATrainer: no
+// gradient or optimizer state for the base; samplers serve LoRA.Merged).
 //
 // The model is written in the shape of llm.c: model.go reads top to bottom
 // (dimension legend, parameter and activation layout, one arena, forward,

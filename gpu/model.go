@@ -366,8 +366,9 @@ type step struct {
 
 // forward runs the decoder over tokens[B*T] and, when targets is not nil,
 // the log-probabilities of targets[B*T] into ac.logp. Every layer keeps
-// its own activations for the backward pass.
-func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step, tokens, targets []int32) {
+// its own activations for the backward pass. lo, when not nil, adds the
+// LoRA adapters' low-rank path to the adapted linear layers.
+func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin Buf, s step, tokens, targets []int32) {
 	B, T := s.B, s.T
 	N := B * T
 	Tk := s.pos0 + T
@@ -383,6 +384,9 @@ func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step,
 		be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
 		be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
 		be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
+		lo.forward(be, i, modQ, ac.q[i], ac.ln1[i], N, d.C, d.QC)
+		lo.forward(be, i, modK, ac.k[i], ac.ln1[i], N, d.C, d.KVC)
+		lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
 		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
 		be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
 		if fa != nil {
@@ -391,12 +395,16 @@ func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step,
 			be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
 		}
 		be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
+		lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
 		be.Add(ac.resMid[i], in, ac.proj, N*d.C)
 		be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
 		be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
 		be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
+		lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)
+		lo.forward(be, i, modUp, ac.up[i], ac.ln2[i], N, d.C, d.I)
 		be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
 		be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
+		lo.forward(be, i, modDown, ac.proj, ac.swi[i], N, d.I, d.C)
 		be.Add(out, ac.resMid[i], ac.proj, N*d.C)
 	}
 	be.RMSNormForward(ac.lnf, ac.rstdf, ac.res[d.L], p.Norm, N, d.C, d.eps)
@@ -412,7 +420,10 @@ func forward(be Backend, d dims, p *Params[Buf], ac *acts, cos, sin Buf, s step,
 // backward accumulates into g the gradient of sum_n dlogp[n]*logp[n],
 // given a training forward over the same tokens and targets. Rows with
 // dlogp 0 (prompt and padding) cost nothing in the log-prob backward.
-func backward(be Backend, d dims, p, g *Params[Buf], ac *acts, ga *gradActs, cos, sin Buf, B, T int, tokens, targets []int32) {
+// A nil buffer of g is a frozen parameter: its gradient is skipped (LoRA
+// leaves every base parameter nil). lo, when not nil, accumulates the
+// adapters' gradients into its own buffers.
+func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *gradActs, cos, sin Buf, B, T int, tokens, targets []int32) {
 	N := B * T
 	be.Zero(ga.dlogits)
 	be.LogProbBackward(ga.dlogits, ga.dlogp, ac.logits, ac.lse, targets, d.V)
@@ -426,16 +437,20 @@ func backward(be Backend, d dims, p, g *Params[Buf], ac *acts, ga *gradActs, cos
 		// through unchanged and the MLP branch adds to it.
 		be.Zero(ga.dswi)
 		be.MatmulBackward(ga.dswi, gw.Down, nil, ga.dres, ac.swi[l], w.Down, N, d.I, d.C)
+		lo.backward(be, l, modDown, ga.dswi, ga.dres, ac.swi[l], N, d.I, d.C)
 		be.Zero(ga.dgate)
 		be.Zero(ga.dup)
 		be.SwiGLUBackward(ga.dgate, ga.dup, ga.dswi, ac.gate[l], ac.up[l], N*d.I)
 		be.Zero(ga.dln)
 		be.MatmulBackward(ga.dln, gw.Gate, nil, ga.dgate, ac.ln2[l], w.Gate, N, d.C, d.I)
 		be.MatmulBackward(ga.dln, gw.Up, nil, ga.dup, ac.ln2[l], w.Up, N, d.C, d.I)
+		lo.backward(be, l, modGate, ga.dln, ga.dgate, ac.ln2[l], N, d.C, d.I)
+		lo.backward(be, l, modUp, ga.dln, ga.dup, ac.ln2[l], N, d.C, d.I)
 		be.RMSNormBackward(ga.dres, gw.PostNorm, ga.dln, ac.resMid[l], w.PostNorm, ac.rstd2[l], N, d.C)
 		// resMid = in + o(attention(rope(q), rope(k), v)).
 		be.Zero(ga.datty)
 		be.MatmulBackward(ga.datty, gw.O, nil, ga.dres, ac.atty[l], w.O, N, d.QC, d.C)
+		lo.backward(be, l, modO, ga.datty, ga.dres, ac.atty[l], N, d.QC, d.C)
 		be.Zero(ga.dq)
 		be.Zero(ga.dk)
 		be.Zero(ga.dv)
@@ -450,7 +465,12 @@ func backward(be Backend, d dims, p, g *Params[Buf], ac *acts, ga *gradActs, cos
 		be.MatmulBackward(ga.dln, gw.Q, gw.QBias, ga.dq, ac.ln1[l], w.Q, N, d.C, d.QC)
 		be.MatmulBackward(ga.dln, gw.K, gw.KBias, ga.dk, ac.ln1[l], w.K, N, d.C, d.KVC)
 		be.MatmulBackward(ga.dln, gw.V, gw.VBias, ga.dv, ac.ln1[l], w.V, N, d.C, d.KVC)
+		lo.backward(be, l, modQ, ga.dln, ga.dq, ac.ln1[l], N, d.C, d.QC)
+		lo.backward(be, l, modK, ga.dln, ga.dk, ac.ln1[l], N, d.C, d.KVC)
+		lo.backward(be, l, modV, ga.dln, ga.dv, ac.ln1[l], N, d.C, d.KVC)
 		be.RMSNormBackward(ga.dres, gw.InputNorm, ga.dln, ac.res[l], w.InputNorm, ac.rstd1[l], N, d.C)
 	}
-	be.EmbeddingBackward(g.Wte, ga.dres, tokens, d.C)
+	if g.Wte != nil {
+		be.EmbeddingBackward(g.Wte, ga.dres, tokens, d.C)
+	}
 }

@@ -72,51 +72,7 @@ func TestModelGradientFiniteDifferences(t *testing.T) {
 			}
 			grads := slices.Clone(be.Data(tr.Grads()))
 			params := be.Data(tr.Params())
-			loss := func() float64 {
-				lp, err := tr.LogProbs64(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var l float64
-				for _, s := range lp {
-					for _, v := range s {
-						l -= v / 8
-					}
-				}
-				return l
-			}
-			r := rand.New(rand.NewPCG(3, 4))
-			off := 0
-			for _, ten := range m.Tensors() {
-				n := len(ten.Data)
-				idx := []int{0, n - 1}
-				for range 6 {
-					idx = append(idx, r.IntN(n))
-				}
-				var worst float64
-				var gmax float64
-				for _, i := range idx {
-					gmax = math.Max(gmax, math.Abs(grads[off+i]))
-				}
-				for _, i := range idx {
-					const h = 1e-5
-					old := params[off+i]
-					params[off+i] = old + h
-					lp := loss()
-					params[off+i] = old - h
-					lm := loss()
-					params[off+i] = old
-					fd := (lp - lm) / (2 * h)
-					worst = math.Max(worst, math.Abs(fd-grads[off+i]))
-					if math.Abs(fd-grads[off+i]) > 1e-7+1e-5*gmax {
-						t.Errorf("%s[%d]: backward %.10g, finite difference %.10g", ten.Name, i, grads[off+i], fd)
-					}
-				}
-				if gmax == 0 {
-					t.Errorf("%s: all sampled gradients are zero", ten.Name)
-				}
-				off += n
-			}
+			checkFiniteDifferences(t, m.Tensors(), params, grads, sftLoss64(t, tr, batch, 8))
 		})
 	}
 }

@@ -132,11 +132,13 @@ type Metrics struct {
 }
 
 // Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
-// and AdamW. Memory: the parameters (the model's arena itself on a
-// HostBacked backend), one gradient arena, AdamW m and v, and activations
-// for MaxBatch*MaxSeq rows; nothing else grows. A Trainer is not safe for
-// concurrent use; it writes the model's parameters (on a backend that is
-// not HostBacked, only after SyncHost).
+// and AdamW, either every parameter (NewTrainer) or LoRA adapters on a
+// frozen base (NewLoRATrainer). Memory: the parameters (the model's arena
+// itself on a HostBacked backend), a gradient arena and AdamW m and v for
+// the trained parameters only (with LoRA: the adapters, none for the
+// base), and activations for MaxBatch*MaxSeq rows; nothing else grows. A
+// Trainer is not safe for concurrent use; it writes the trained
+// parameters (on a backend that is not HostBacked, only after SyncHost).
 type Trainer struct {
 	cfg   TrainConfig
 	model *Model
@@ -144,12 +146,21 @@ type Trainer struct {
 	d     dims
 
 	params   Params[Buf]
-	grads    Params[Buf]
+	grads    Params[Buf] // nil buffers for frozen parameters
 	paramBuf Buf
-	gradBuf  Buf
-	mBuf     Buf
-	vBuf     Buf
 	hostView bool // paramBuf aliases model.arena
+
+	// The trained parameters: the model's arena, or the LoRA arena.
+	host      []float32 // their host memory
+	trainBuf  Buf       // on the backend (paramBuf without LoRA)
+	trainView bool      // trainBuf aliases host
+	groups    []group   // AdamW groups over trainBuf
+	gradBuf   Buf
+	mBuf      Buf
+	vBuf      Buf
+
+	lora *LoRA    // nil without LoRA
+	lo   *loraRun // the adapters on the backend
 
 	cos, sin Buf
 	acts     acts
@@ -163,9 +174,35 @@ type Trainer struct {
 	logp, dlogp     []float32
 }
 
-// NewTrainer binds m to be. The backend's copy of the weights starts from
-// m's arena.
+// group is a run of trained parameters that AdamW updates with one
+// weight decay: a tensor of the model or of the adapters.
+type group struct {
+	off, n int
+	decay  bool // a matrix (weight decay applies), not a norm or bias
+}
+
+// NewTrainer binds m to be and trains all of its parameters. The
+// backend's copy of the weights starts from m's arena.
 func NewTrainer(m *Model, be Backend, cfg TrainConfig) (*Trainer, error) {
+	return newTrainer(m, nil, be, cfg)
+}
+
+// NewLoRATrainer binds m and the adapters a (made for m's architecture)
+// to be and trains only the adapters: the base weights are frozen and
+// have no gradient or optimizer state. The forward pass computes
+// x·Wᵀ + Scale·(x·Aᵀ)·Bᵀ for every adapted module. SyncHost copies the
+// trained adapters into a; m is never written.
+func NewLoRATrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error) {
+	if a == nil {
+		return nil, errors.New("gpu: NewLoRATrainer without adapters")
+	}
+	if err := a.fits(m.Config); err != nil {
+		return nil, fmt.Errorf("gpu: NewLoRATrainer: %w", err)
+	}
+	return newTrainer(m, a, be, cfg)
+}
+
+func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -173,24 +210,48 @@ func NewTrainer(m *Model, be Backend, cfg TrainConfig) (*Trainer, error) {
 	if cfg.MaxSeq > m.Config.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("gpu: TrainConfig.MaxSeq %d exceeds max_position_embeddings %d", cfg.MaxSeq, m.Config.MaxPositionEmbeddings)
 	}
-	t := &Trainer{cfg: cfg, model: m, be: be, d: dimsOf(m.Config)}
+	t := &Trainer{cfg: cfg, model: m, be: be, d: dimsOf(m.Config), lora: a}
 	var err error
-	if t.paramBuf, t.hostView, err = bindWeights(be, m); err != nil {
+	if t.paramBuf, t.hostView, err = bindHost(be, m.arena); err != nil {
 		return nil, err
 	}
-	n := len(m.arena)
+	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
+	if a == nil {
+		t.host, t.trainBuf, t.trainView = m.arena, t.paramBuf, t.hostView
+		for _, s := range m.specs {
+			t.groups = append(t.groups, group{off: s.off, n: arch.Numel(s.Shape), decay: len(s.Shape) > 1})
+		}
+	} else {
+		t.host = a.arena
+		if t.trainBuf, t.trainView, err = bindHost(be, a.arena); err != nil {
+			return nil, err
+		}
+		for _, s := range a.specs {
+			t.groups = append(t.groups, group{off: s.off, n: s.shape[0] * s.shape[1], decay: true})
+		}
+	}
+	n := len(t.host)
 	for _, b := range []*Buf{&t.gradBuf, &t.mBuf, &t.vBuf} {
 		if *b, err = be.Alloc(n); err != nil {
 			return nil, fmt.Errorf("gpu: allocate optimizer state: %w", err)
 		}
 	}
-	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
-	t.grads = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.gradBuf, off, n) })
+	if a == nil {
+		t.grads = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.gradBuf, off, n) })
+	} else {
+		t.grads = Params[Buf]{Layers: make([]LayerParams[Buf], t.d.L)}
+		t.lo = bindLoRA(be, a, t.trainBuf, t.gradBuf)
+	}
 	if t.cos, t.sin, err = uploadRope(be, m.Config, cfg.MaxSeq); err != nil {
 		return nil, err
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
-	t.actBuf, _, err = allocArena(be, func(a *arena) { t.acts, t.gacts = trainActs(t.d, B, T, a) })
+	t.actBuf, _, err = allocArena(be, func(ar *arena) {
+		t.acts, t.gacts = trainActs(t.d, B, T, ar)
+		if t.lo != nil {
+			t.lo.acts(t.d, B*T, ar)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -200,19 +261,18 @@ func NewTrainer(m *Model, be Backend, cfg TrainConfig) (*Trainer, error) {
 	return t, be.Err()
 }
 
-// bindWeights returns the backend buffer of m's weights: the arena itself
-// on a HostBacked backend, else an uploaded copy.
-func bindWeights(be Backend, m *Model) (Buf, bool, error) {
+// bindHost returns a backend buffer holding data: data itself on a
+// HostBacked backend (view true), else an uploaded copy.
+func bindHost(be Backend, data []float32) (b Buf, view bool, err error) {
 	if hb, ok := be.(HostBacked); ok {
-		if w := hb.Wrap(m.arena); w != nil {
+		if w := hb.Wrap(data); w != nil {
 			return w, true, nil
 		}
 	}
-	b, err := be.Alloc(len(m.arena))
-	if err != nil {
+	if b, err = be.Alloc(len(data)); err != nil {
 		return nil, false, fmt.Errorf("gpu: allocate weights: %w", err)
 	}
-	be.Upload(b, m.arena)
+	be.Upload(b, data)
 	return b, false, be.Err()
 }
 
@@ -283,7 +343,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 	}
 	N := B * T
 	s := step{B: B, T: T}
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
+	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return Metrics{}, err
 	}
@@ -296,7 +356,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 		t.be.Zero(t.gradBuf)
 	}
 	t.be.Upload(t.gacts.dlogp, t.dlogp[:N])
-	backward(t.be, t.d, &t.params, &t.grads, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N])
+	backward(t.be, t.d, &t.params, &t.grads, t.lo, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N])
 	t.micro++
 	if t.micro == t.cfg.AccumSteps {
 		if err := t.update(&met); err != nil {
@@ -391,14 +451,14 @@ func (t *Trainer) update(met *Metrics) error {
 	}
 	t.step++
 	lr := t.cfg.LRAt(t.step)
-	for _, s := range t.model.specs {
-		n := arch.Numel(s.Shape)
+	for _, g := range t.groups {
+		off, n := g.off, g.n
 		wd := t.cfg.WeightDecay
-		if len(s.Shape) == 1 {
+		if !g.decay {
 			wd = 0
 		}
-		t.be.AdamW(t.be.Slice(t.paramBuf, s.off, n), t.be.Slice(t.gradBuf, s.off, n),
-			t.be.Slice(t.mBuf, s.off, n), t.be.Slice(t.vBuf, s.off, n), n, AdamWParams{
+		t.be.AdamW(t.be.Slice(t.trainBuf, off, n), t.be.Slice(t.gradBuf, off, n),
+			t.be.Slice(t.mBuf, off, n), t.be.Slice(t.vBuf, off, n), n, AdamWParams{
 				LR: float32(lr), Beta1: float32(t.cfg.Beta1), Beta2: float32(t.cfg.Beta2),
 				Eps: float32(t.cfg.Eps), WeightDecay: float32(wd), GradScale: float32(scale), Step: t.step,
 			})
@@ -408,19 +468,33 @@ func (t *Trainer) update(met *Metrics) error {
 	return t.be.Err()
 }
 
-// SyncHost copies the trained weights into the model's arena (a no-op on
-// a HostBacked backend, where the arena is trained in place). Call it
-// before saving a checkpoint.
+// SyncHost copies the trained weights into their host arena: the model's,
+// or with LoRA the adapters' (a no-op on a HostBacked backend, where the
+// arena is trained in place). Call it before saving a checkpoint.
 func (t *Trainer) SyncHost() error {
-	if t.hostView {
+	if t.trainView {
 		return t.be.Err()
 	}
-	return t.be.Download(t.model.arena, t.paramBuf)
+	return t.be.Download(t.host, t.trainBuf)
 }
 
-// Grads returns the gradient arena in the order of Model.Tensors (for
-// tests and diagnostics); valid until the next step.
+// Grads returns the gradient arena in the order of Model.Tensors, or with
+// LoRA of LoRA.Tensors (for tests and diagnostics); valid until the next
+// step.
 func (t *Trainer) Grads() Buf { return t.gradBuf }
+
+// LoRA returns the adapters being trained (nil without LoRA); their host
+// values are current after SyncHost.
+func (t *Trainer) LoRA() *LoRA { return t.lora }
+
+// LoRAParams returns the backend's buffer of the adapters, laid out as
+// LoRA's arena (nil without LoRA).
+func (t *Trainer) LoRAParams() Buf {
+	if t.lora == nil {
+		return nil
+	}
+	return t.trainBuf
+}
 
 // Params returns the backend's weight buffer, laid out as Model's arena.
 func (t *Trainer) Params() Buf { return t.paramBuf }
@@ -475,7 +549,7 @@ func (t *Trainer) forwardLogProbs(batch []Sequence) (N int, starts []int, err er
 		return 0, nil, err
 	}
 	N = B * T
-	forward(t.be, t.d, &t.params, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
+	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
 	return N, starts, nil
 }
 
@@ -488,10 +562,11 @@ func widen(x []float32) []float64 {
 }
 
 // OptimizerState returns copies of the AdamW moments m and v (laid out as
-// Model's arena) and the number of optimizer steps taken, for a checkpoint
-// from which training continues exactly.
+// the trained arena: Model's, or with LoRA the adapters') and the number
+// of optimizer steps taken, for a checkpoint from which training
+// continues exactly.
 func (t *Trainer) OptimizerState() (m, v []float32, step int, err error) {
-	n := len(t.model.arena)
+	n := len(t.host)
 	m, v = make([]float32, n), make([]float32, n)
 	if err := t.be.Download(m, t.mBuf); err != nil {
 		return nil, nil, 0, err
@@ -505,10 +580,10 @@ func (t *Trainer) OptimizerState() (m, v []float32, step int, err error) {
 // SetOptimizerState restores what OptimizerState returned. It must be
 // called between optimizer steps (no micro-batch accumulated).
 func (t *Trainer) SetOptimizerState(m, v []float32, step int) error {
-	n := len(t.model.arena)
+	n := len(t.host)
 	switch {
 	case len(m) != n || len(v) != n:
-		return fmt.Errorf("gpu: optimizer state has %d and %d moments, the model %d parameters", len(m), len(v), n)
+		return fmt.Errorf("gpu: optimizer state has %d and %d moments, the trainer %d trained parameters", len(m), len(v), n)
 	case step < 0:
 		return fmt.Errorf("gpu: negative optimizer step %d", step)
 	case t.micro != 0:

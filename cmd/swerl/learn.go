@@ -86,6 +86,40 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	}, stop, nil
 }
 
+// loraFlags are the LoRA flags of learn and run.
+type loraFlags struct {
+	rank    int
+	alpha   float64
+	targets string
+}
+
+func addLoRAFlags(fs *flag.FlagSet) *loraFlags {
+	f := &loraFlags{}
+	fs.IntVar(&f.rank, "lora-rank", 0, "train LoRA adapters of this rank on the frozen model and publish PEFT adapter versions (0: full fine-tuning)")
+	fs.Float64Var(&f.alpha, "lora-alpha", 32, "LoRA alpha: the adapters are scaled by alpha/rank")
+	fs.StringVar(&f.targets, "lora-targets", "q,k,v,o,gate,up,down", "modules that get adapters (q, k, v, o, gate, up, down)")
+	return f
+}
+
+// config returns the LoRA configuration (Rank 0 when off), A drawn from seed.
+func (f *loraFlags) config(seed uint64) (gpu.LoRAConfig, error) {
+	if f.rank == 0 {
+		return gpu.LoRAConfig{}, nil
+	}
+	if f.rank < 0 || !(f.alpha > 0) {
+		return gpu.LoRAConfig{}, usagef("want --lora-rank ≥ 0 and --lora-alpha > 0")
+	}
+	ts, err := gpu.ParseLoRATargets(f.targets)
+	if err != nil {
+		return gpu.LoRAConfig{}, usagef("--lora-targets: %v", err)
+	}
+	c := gpu.LoRAConfig{Rank: f.rank, Alpha: f.alpha, Targets: ts, Seed: seed}
+	if err := c.Validate(); err != nil {
+		return gpu.LoRAConfig{}, usagef("%v", err)
+	}
+	return c, nil
+}
+
 func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
 	tf := addTrainFlags(fs, 1e-6)
@@ -103,6 +137,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	posOnly := fs.Bool("positive-only", false, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0)")
 	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
+	lf := addLoRAFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -121,6 +156,9 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stop()
 	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, *maskTrunc
+	if cfg.LoRA, err = lf.config(1); err != nil {
+		return err
+	}
 	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}
 	switch *avg {
 	case "token":

@@ -6,29 +6,35 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
+	"swerl/gpu/peft"
 )
 
 func init() {
-	register(&command{name: "model", summary: "create (init) or describe (info) a policy model directory", run: runModel})
+	register(&command{name: "model", summary: "create (init), describe (info) or merge a LoRA adapter into (merge) a policy model directory", run: runModel})
 }
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: init or info")
+		return usagef("want a subcommand: init, info or merge")
 	}
 	switch args[0] {
 	case "init":
 		return runModelInit(args[1:], stdout, stderr)
 	case "info":
 		return runModelInfo(args[1:], stdout, stderr)
+	case "merge":
+		return runModelMerge(args[1:], stdout, stderr)
 	case "-h", "-help", "--help":
-		fmt.Fprintf(stdout, "Usage:\n  swerl model init --out DIR [--seed N] [--config %s]\n  swerl model info DIR\n", strings.Join(modeldir.BuiltinNames(), "|"))
+		fmt.Fprintf(stdout, "Usage:\n  swerl model init --out DIR [--seed N] [--config %s]\n  swerl model info DIR\n  swerl model merge [--base DIR] --adapter DIR --out DIR\n", strings.Join(modeldir.BuiltinNames(), "|"))
 		return nil
 	}
-	return usagef("unknown subcommand %q: want init or info", args[0])
+	return usagef("unknown subcommand %q: want init, info or merge", args[0])
 }
 
 func runModelInit(args []string, stdout, stderr io.Writer) error {
@@ -50,6 +56,60 @@ func runModelInit(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "swerl model init: wrote the built-in %s model (seed %d) to %s: %s\n", *config, *seed, *out, strings.Join(files, ", "))
+	return nil
+}
+
+// runModelMerge writes the base model with a PEFT LoRA adapter merged as
+// a full Hugging Face model directory (F32 weights; config.json, tokenizer
+// and the other files of the base copied), which swerl serve --model and
+// other engines load without LoRA support.
+func runModelMerge(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model merge", "[--base DIR] --adapter DIR --out DIR", stderr)
+	base := fs.String("base", "", "base model directory (default: the adapter's base_model_name_or_path)")
+	adapter := fs.String("adapter", "", "PEFT LoRA adapter directory, or an output root of a LoRA run (its newest good version)")
+	out := fs.String("out", "", "directory to write the merged model into (created; must not hold a model)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *adapter == "" || *out == "" || fs.NArg() > 0 {
+		return usagef("want --adapter DIR and --out DIR and no arguments")
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	dir, _, _, err := modeldir.Resolve(*adapter, log)
+	if err != nil {
+		return err
+	}
+	if !modeldir.IsAdapter(dir) {
+		return usagef("--adapter %s: %s has no %s", *adapter, dir, peft.ConfigFile)
+	}
+	if *base == "" {
+		if *base, err = modeldir.AdapterBase(dir); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(*out, hf.ConfigFile)); err == nil {
+		return usagef("--out %s already holds a model", *out)
+	}
+	if modeldir.IsAdapter(*base) {
+		return usagef("--base %s is an adapter, not a model directory", *base)
+	}
+	bp, err := modeldir.Load(*base)
+	if err != nil {
+		return err
+	}
+	a, err := peft.ReadFor(dir, bp.Model.Config)
+	if err != nil {
+		return err
+	}
+	if err := peft.Merge(bp.Model, a); err != nil {
+		return err
+	}
+	files, err := modeldir.WriteCheckpoint(*out, *base, bp.Model)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "swerl model merge: %s (r=%d, alpha %g, %s) merged into %s, written to %s: %s\n",
+		dir, a.Config.R, a.Config.LoraAlpha, strings.Join(a.Config.TargetModules, ","), *base, *out, strings.Join(files, ", "))
 	return nil
 }
 

@@ -58,7 +58,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sftSteps := fs.Int("sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
-	lr := fs.Float64("lr", 1e-3, "RL learning rate")
+	lr := fs.Float64("lr", 1e-3, "RL learning rate (with --lora-rank on the built-in model: 2e-3; 1e-2 collapsed it, see docs/experiments.md)")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
@@ -80,6 +80,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	seed := fs.Uint64("seed", 1, "seed of the built-in model, the data split and the sampling")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
+	lf := addLoRAFlags(fs)
 	kf := addKafkaFlags(fs)
 	addBeamFlags(fs)
 	verbose := fs.Bool("v", false, "log the Beam runner and the learner in full")
@@ -98,6 +99,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {
 		return usagef("%v", err)
+	}
+	// LoRA applies to the RL steps; the warm start stays full fine-tuning:
+	// the built-in model starts from random weights, whose frozen
+	// embeddings and norms LoRA could not move.
+	lora, err := lf.config(*seed)
+	if err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -284,7 +292,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
-		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}, Prompt: popts, Seed: *seed,
+		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}, LoRA: lora, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error

@@ -11,6 +11,18 @@
 // positions consumed ("topic@partition:offset" sources), and a Committer
 // source is committed only after the publish (and the announcement).
 //
+// LoRA (Config.LoRA.Rank > 0): only adapters on a frozen base are
+// trained, and each version is a PEFT adapter directory
+// (adapter_config.json, adapter_model.safetensors, package
+// swerl/gpu/peft) plus trainer_state/optimizer.safetensors with the
+// adapters' AdamW moments. The adapter config's base_model_name_or_path
+// is the absolute path of the base model directory, which modeldir.Load
+// merges the adapter into, so "model:OUT" policies serve LoRA runs too. A
+// fresh LoRA run publishes the zero adapter (the base itself) as version
+// 0; a LoRA run resumed from a full checkpoint (after a full fine-tuning
+// warm start) takes that checkpoint as its base, starts a new adapter,
+// and keeps that checkpoint's files whatever KeepCheckpoints says.
+//
 // Tokens: samples from the in-process policy carry prompt and completion
 // token ids and the sampler's log-probabilities; those are trained on
 // as they are, with the log-probabilities as π_old. Samples without token
@@ -30,6 +42,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -37,6 +50,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
+	"swerl/gpu/peft"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
@@ -80,6 +94,10 @@ type Config struct {
 	// default: where every completion is cut on purpose (short
 	// --max-tokens) it would leave nothing to learn from.
 	MaskTruncated bool
+	// LoRA, with a positive Rank, trains LoRA adapters on the frozen
+	// model instead of every weight, and publishes adapters (see the
+	// package comment). Default: full fine-tuning.
+	LoRA gpu.LoRAConfig
 	// Train configures the trainer; Train.MaxBatch is the micro-batch
 	// size (sequences), and a step accumulates as many micro-batches as
 	// its groups need.
@@ -125,6 +143,8 @@ type Learner struct {
 	src     string // directory the non-weight files are copied from
 	trainer *gpu.Trainer
 	ref     *gpu.Trainer // frozen reference for KL; nil without KL
+	lora    *gpu.LoRA    // the adapters trained; nil without LoRA
+	base    string       // with LoRA, the absolute base model directory
 
 	version int64 // the version being trained from (last published or resumed)
 	indexed int64 // the newest indexed version (≥ version after a skipped corrupt one)
@@ -202,13 +222,29 @@ func New(cfg Config) (*Learner, error) {
 		l.src = dir
 		l.version = -1
 	}
-	mp, err := modeldir.Load(l.src)
-	if err != nil {
-		return nil, err
-	}
-	l.model, l.tok, l.stop = mp.Model, mp.Tokenizer, mp.Stop
-	if l.trainer, err = gpu.NewTrainer(l.model, cfg.Backend, cfg.Train); err != nil {
-		return nil, err
+	if cfg.LoRA.Rank > 0 {
+		if optState, err = l.openLoRA(optState); err != nil {
+			return nil, err
+		}
+	} else {
+		mp, err := modeldir.Load(l.src)
+		if err != nil {
+			return nil, err
+		}
+		l.model, l.tok, l.stop = mp.Model, mp.Tokenizer, mp.Stop
+		if modeldir.IsAdapter(l.src) {
+			// Full fine-tuning continues from a LoRA version, merged: the
+			// config and tokenizer files come from its base, and the
+			// adapters' moments do not fit the full model.
+			if l.src, err = modeldir.AdapterBase(l.src); err != nil {
+				return nil, err
+			}
+			l.log.Info("learner: full fine-tuning from a merged LoRA version; AdamW starts fresh")
+			optState = ""
+		}
+		if l.trainer, err = gpu.NewTrainer(l.model, cfg.Backend, cfg.Train); err != nil {
+			return nil, err
+		}
 	}
 	if optState != "" && !cfg.FreshOptimizer {
 		if err := l.loadOptimizer(optState); err != nil {
@@ -226,6 +262,61 @@ func New(cfg Config) (*Learner, error) {
 		}
 	}
 	return l, nil
+}
+
+// openLoRA loads the base and the adapters of a LoRA run and makes the
+// trainer. l.src is an adapter version (resume: its base and adapters) or
+// a model directory (a fresh adapter on it, whose moments start at zero:
+// the returned optimizer state path is then ""). A base inside the store
+// is pinned against pruning.
+func (l *Learner) openLoRA(optState string) (string, error) {
+	base, adapter := l.src, modeldir.IsAdapter(l.src)
+	var err error
+	if adapter {
+		if base, err = modeldir.AdapterBase(l.src); err != nil {
+			return "", err
+		}
+	} else {
+		optState = ""
+	}
+	if l.base, err = filepath.Abs(base); err != nil {
+		return "", fmt.Errorf("learner: %w", err)
+	}
+	mp, err := modeldir.Load(l.base)
+	if err != nil {
+		return "", err
+	}
+	l.model, l.tok, l.stop = mp.Model, mp.Tokenizer, mp.Stop
+	if l.lora, err = gpu.NewLoRA(l.model.Config, l.cfg.LoRA); err != nil {
+		return "", fmt.Errorf("learner: %w", err)
+	}
+	if adapter {
+		a, err := peft.ReadFor(l.src, l.model.Config)
+		if err != nil {
+			return "", err
+		}
+		want := l.lora.Config()
+		targets := slices.Sorted(slices.Values(a.Config.TargetModules))
+		if a.Config.R != want.Rank || a.Config.LoraAlpha != want.Alpha || !slices.Equal(targets, slices.Sorted(slices.Values(want.Targets))) {
+			return "", fmt.Errorf("learner: --resume: %s has rank %d, alpha %g, targets %v; this run asks for rank %d, alpha %g, targets %v",
+				l.src, a.Config.R, a.Config.LoraAlpha, a.Config.TargetModules, want.Rank, want.Alpha, want.Targets)
+		}
+		if err := l.lora.SetTensors(a.Tensors); err != nil {
+			return "", fmt.Errorf("learner: %s: %w", l.src, err)
+		}
+	}
+	if rel, err := filepath.Rel(filepath.Join(l.store.Dir(), checkpoint.CheckpointsDir), l.base); err == nil {
+		var v int64
+		if _, err := fmt.Sscanf(rel, "v%d", &v); err == nil && rel == checkpoint.VersionDir(v) {
+			if l.store, err = checkpoint.Open(checkpoint.Config{Dir: l.cfg.Out, Log: l.log, Keep: l.cfg.KeepCheckpoints, Pin: []int64{l.cfg.Reference, v}}); err != nil {
+				return "", err
+			}
+		}
+	}
+	if l.trainer, err = gpu.NewLoRATrainer(l.model, l.lora, l.cfg.Backend, l.cfg.Train); err != nil {
+		return "", err
+	}
+	return optState, nil
 }
 
 // openReference loads the frozen reference for the KL term: version
@@ -304,8 +395,13 @@ func (l *Learner) Offsets() []schemas.TopicOffset {
 }
 
 // Model returns the model being trained (its host weights are current
-// after each publish).
+// after each publish); with LoRA, the frozen base (see LoRA).
 func (l *Learner) Model() *gpu.Model { return l.model }
+
+// LoRA returns the adapters being trained (nil without LoRA); their host
+// values are current after each publish. LoRA().Merged(Model()) is the
+// policy of the last published version.
+func (l *Learner) LoRA() *gpu.LoRA { return l.lora }
 
 // Tokenizer returns the model's tokenizer.
 func (l *Learner) Tokenizer() *tokenizer.Tokenizer { return l.tok }
@@ -340,7 +436,11 @@ func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, 
 		Tokens: int64(met.Tokens), Samples: int64(samples), Offsets: l.Offsets(),
 	}
 	row, err := l.store.Publish(meta, func(dir string) error {
-		if _, err := modeldir.WriteCheckpoint(dir, l.src, l.model); err != nil {
+		if l.lora != nil {
+			if err := peft.Write(dir, peft.FromLoRA(l.lora, l.base)); err != nil {
+				return err
+			}
+		} else if _, err := modeldir.WriteCheckpoint(dir, l.src, l.model); err != nil {
 			return err
 		}
 		sd := filepath.Join(dir, modeldir.TrainerStateDir)

@@ -8,6 +8,11 @@
 // hashes verify. Init writes the built-in models (a configuration and
 // byte-level tokenizer made in code, random weights from a seed), so
 // everything runs without downloads.
+//
+// A directory may also be a PEFT LoRA adapter (adapter_config.json and
+// adapter_model.safetensors, package swerl/gpu/peft), as the versions of
+// a LoRA run are: Load then loads the base model its
+// base_model_name_or_path names and merges the adapter into it.
 package modeldir
 
 import (
@@ -23,6 +28,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/hf"
+	"swerl/gpu/peft"
 	"swerl/gpu/tokenizer"
 	"swerl/sinks/checkpoint"
 )
@@ -125,8 +131,13 @@ func Save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Con
 
 // Load reads a policy directory: the model converted to float32 and the
 // tokenizer with its chat template. config.json is checked (dimensions and
-// total size within bounds) before anything it sizes is allocated.
+// total size within bounds) before anything it sizes is allocated. An
+// adapter directory (IsAdapter) loads as its base model (AdapterBase) with
+// the adapter merged; the tokenizer is the base's.
 func Load(dir string) (*Policy, error) {
+	if IsAdapter(dir) {
+		return loadAdapter(dir)
+	}
 	hd, err := hf.Open(dir)
 	if err != nil {
 		return nil, err
@@ -207,6 +218,59 @@ func stopTokens(dir string, cfg gpu.Config, tok *tokenizer.Tokenizer) ([]int32, 
 	return out, nil
 }
 
+// IsAdapter reports whether dir is a PEFT adapter directory: it has
+// adapter_config.json and no config.json.
+func IsAdapter(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, hf.ConfigFile)); err == nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, peft.ConfigFile))
+	return err == nil
+}
+
+// AdapterBase returns the base model directory of the adapter in dir: its
+// base_model_name_or_path, resolved against dir when relative. It must be
+// a model directory (config.json), not an output root or another adapter:
+// a hub name cannot be loaded here.
+func AdapterBase(dir string) (string, error) {
+	c, err := peft.ReadConfig(dir)
+	if err != nil {
+		return "", err
+	}
+	base := c.BaseModelNameOrPath
+	if base == "" {
+		return "", fmt.Errorf("modeldir: %s: base_model_name_or_path is empty", filepath.Join(dir, peft.ConfigFile))
+	}
+	if !filepath.IsAbs(base) {
+		base = filepath.Join(dir, base)
+	}
+	if _, err := os.Stat(filepath.Join(base, hf.ConfigFile)); err != nil {
+		return "", fmt.Errorf("modeldir: %s: base_model_name_or_path %q is not a model directory with config.json (merge it with swerl model merge --base DIR)", filepath.Join(dir, peft.ConfigFile), c.BaseModelNameOrPath)
+	}
+	return base, nil
+}
+
+// loadAdapter loads the base of the adapter in dir and merges the adapter.
+func loadAdapter(dir string) (*Policy, error) {
+	base, err := AdapterBase(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Load(base)
+	if err != nil {
+		return nil, err
+	}
+	a, err := peft.ReadFor(dir, p.Model.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := peft.Merge(p.Model, a); err != nil {
+		return nil, err
+	}
+	p.Dir = dir
+	return p, nil
+}
+
 // IsRoot reports whether dir is an output root with a checkpoint index
 // rather than a model directory.
 func IsRoot(dir string) bool {
@@ -223,8 +287,11 @@ func IsRoot(dir string) bool {
 // skipped with a warning on log (nil: slog.Default()).
 func Resolve(path string, log *slog.Logger) (dir string, version, step int64, err error) {
 	if !IsRoot(path) {
+		if IsAdapter(path) {
+			return path, -1, 0, nil
+		}
 		if _, err := os.Stat(filepath.Join(path, hf.ConfigFile)); err != nil {
-			return "", 0, 0, fmt.Errorf("modeldir: %s is neither a model directory (no config.json) nor an output root (no %s)", path, checkpoint.IndexFile)
+			return "", 0, 0, fmt.Errorf("modeldir: %s is neither a model directory (no config.json), an adapter (no %s) nor an output root (no %s)", path, peft.ConfigFile, checkpoint.IndexFile)
 		}
 		return path, -1, 0, nil
 	}

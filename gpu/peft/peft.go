@@ -38,7 +38,7 @@ const maxConfigBytes = 1 << 20
 
 // Modules are the linear modules of a decoder layer an adapter may target,
 // in layer order, with PEFT's names.
-var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+var Modules = gpu.LoRAModules
 
 // ModulePath returns the Hugging Face path of module in layer l, without
 // the ".weight" suffix: "model.layers.0.self_attn.q_proj". ok is false for
@@ -283,6 +283,12 @@ func checkSpecs(c AdapterConfig, got []arch.TensorSpec, base *gpu.Config) ([]arc
 	if layers == 0 {
 		return nil, errors.New("adapter has no tensors")
 	}
+	// Each layer holds at least two tensors, so a layer number beyond the
+	// tensor count is refused before the expected list (sized by it) is
+	// built.
+	if layers > len(got) {
+		return nil, fmt.Errorf("tensors reach layer %d but there are only %d of them", layers-1, len(got))
+	}
 	want := specs(c, layers, shape)
 	if err := hf.CheckTensors(want, got); err != nil {
 		return nil, fmt.Errorf("adapter %w", err)
@@ -340,19 +346,29 @@ func Read(dir string) (*Adapter, error) { return read(dir, nil) }
 // architecture base.
 func ReadFor(dir string, base gpu.Config) (*Adapter, error) { return read(dir, &base) }
 
-func read(dir string, base *gpu.Config) (*Adapter, error) {
+// ReadConfig reads and validates dir's adapter_config.json only.
+func ReadConfig(dir string) (AdapterConfig, error) {
+	var c AdapterConfig
 	cpath := filepath.Join(dir, ConfigFile)
 	cj, err := readBounded(cpath, maxConfigBytes)
 	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(cj, &c); err != nil {
+		return c, fmt.Errorf("peft: %s: %w", cpath, err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("peft: %s: %w", cpath, err)
+	}
+	return c, nil
+}
+
+func read(dir string, base *gpu.Config) (*Adapter, error) {
+	c, err := ReadConfig(dir)
+	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{}
-	if err := json.Unmarshal(cj, &a.Config); err != nil {
-		return nil, fmt.Errorf("peft: %s: %w", cpath, err)
-	}
-	if err := a.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("peft: %s: %w", cpath, err)
-	}
+	a := &Adapter{Config: c}
 	wpath := filepath.Join(dir, WeightsFile)
 	st, err := hf.OpenSafetensors(wpath)
 	if err != nil {
@@ -402,45 +418,40 @@ func readBounded(path string, limit int64) ([]byte, error) {
 
 // Merge adds (lora_alpha/r)·B·A to the weight of every adapted module of
 // m, in place on its host arena, after checking a against m's
-// architecture. Sums over the rank run in float64.
+// architecture (gpu.LoRA.Merge does the arithmetic).
 func Merge(m *gpu.Model, a *Adapter) error {
 	if err := a.Check(&m.Config); err != nil {
 		return fmt.Errorf("peft: merge: %w", err)
 	}
-	weights := map[string][]float32{}
-	for _, t := range m.Tensors() {
-		weights[t.Name] = t.Data
+	lo, err := a.LoRA(m.Config)
+	if err != nil {
+		return fmt.Errorf("peft: merge: %w", err)
 	}
-	byName := map[string][]float32{}
-	for _, t := range a.Tensors {
-		byName[t.Name] = t.Data
+	return lo.Merge(m)
+}
+
+// LoRA returns the adapter as gpu adapters on the base architecture base
+// (to train on or merge), after checking it against base.
+func (a *Adapter) LoRA(base gpu.Config) (*gpu.LoRA, error) {
+	if err := a.Check(&base); err != nil {
+		return nil, err
 	}
-	s := a.Config.Scale()
-	r := a.Config.R
-	col := make([]float64, r)
-	for l := range m.Config.NumHiddenLayers {
-		for _, mod := range a.Config.TargetModules {
-			path, _ := ModulePath(l, mod)
-			w := weights[path+".weight"]
-			A, B := byName[TensorName(l, mod, false)], byName[TensorName(l, mod, true)]
-			out, in, _ := ModuleShape(m.Config, mod)
-			for o := range out {
-				brow := B[o*r : o*r+r]
-				for k, b := range brow {
-					col[k] = s * float64(b)
-				}
-				wrow := w[o*in : o*in+in]
-				for i := range wrow {
-					var sum float64
-					for k := range r {
-						sum += col[k] * float64(A[k*in+i])
-					}
-					wrow[i] += float32(sum)
-				}
-			}
-		}
+	lo, err := gpu.NewLoRA(base, gpu.LoRAConfig{Rank: a.Config.R, Alpha: a.Config.LoraAlpha, Targets: a.Config.TargetModules})
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return lo, lo.SetTensors(a.Tensors)
+}
+
+// FromLoRA returns the adapter file form of lo, for a base found at
+// baseModel (base_model_name_or_path). Its tensors alias lo's arena.
+func FromLoRA(lo *gpu.LoRA, baseModel string) *Adapter {
+	c := lo.Config()
+	return &Adapter{
+		Config: AdapterConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: c.Rank, LoraAlpha: c.Alpha,
+			TargetModules: slices.Clone(c.Targets), BaseModelNameOrPath: baseModel, Bias: "none", InferenceMode: true},
+		Tensors: lo.Tensors(),
+	}
 }
 
 // finite reports whether every value of x is finite.

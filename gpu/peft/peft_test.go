@@ -261,6 +261,7 @@ func TestReadRejects(t *testing.T) {
 		{"foreign name", cfg, safetensors("model.layers.0.self_attn.q_proj.weight", []int{QC, C}), "not a PEFT LoRA name"},
 		{"vector", cfg, safetensors(TensorName(0, "q_proj", false), []int{2 * C}), "matrix"},
 		{"empty", cfg, safetensors(), "no tensors"},
+		{"huge layer", cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".999999999.", 1), []int{2, C}), "reach layer 999999999"},
 		{"leading zero layer", cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".00.", 1), []int{2, C}), "not a PEFT LoRA name"},
 	}
 	for _, tc := range cases {
@@ -345,6 +346,48 @@ func TestMergeMatchesDefinition(t *testing.T) {
 	}
 }
 
+// TestFromLoRA: gpu's adapter names are PEFT's, and an adapter written
+// from gpu.LoRA reads back into the same adapters.
+func TestFromLoRA(t *testing.T) {
+	c := gpu.TinyConfig()
+	lo, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"k_proj", "gate_proj"}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := FromLoRA(lo, "/base")
+	i := 0
+	for l := range c.NumHiddenLayers {
+		for _, m := range []string{"k_proj", "gate_proj"} {
+			for _, b := range []bool{false, true} {
+				if a.Tensors[i].Name != TensorName(l, m, b) {
+					t.Fatalf("tensor %d is %s, want %s", i, a.Tensors[i].Name, TensorName(l, m, b))
+				}
+				i++
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := Write(dir, a); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFor(dir, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo2, err := back.LoRA(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo2.Scale() != 2 || !slices.Equal(lo2.Config().Targets, lo.Config().Targets) {
+		t.Errorf("read back scale %v targets %v", lo2.Scale(), lo2.Config().Targets)
+	}
+	for i, x := range lo2.Tensors() {
+		if !slices.Equal(x.Data, lo.Tensors()[i].Data) {
+			t.Fatalf("%s differs after the round trip", x.Name)
+		}
+	}
+}
+
 // FuzzRead runs Read over arbitrary adapter_config.json and safetensors
 // bytes: it must return an adapter that passes Check or an error, never
 // panic or allocate what the file does not back.
@@ -353,6 +396,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(cfg, weights)
 	f.Add(setKey(f, cfg, "r", 1), weights)
 	f.Add(cfg, safetensors(TensorName(0, "q_proj", false), []int{2, 64}))
+	f.Add(cfg, safetensors(strings.Replace(TensorName(0, "q_proj", false), ".0.", ".999999999.", 1), []int{2, 64}))
 	f.Add([]byte(`{"peft_type":"LORA","r":1,"lora_alpha":1,"target_modules":["q_proj"]}`), safetensors())
 	f.Add([]byte(`null`), []byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
 	f.Fuzz(func(t *testing.T, cfg, weights []byte) {
