@@ -1,5 +1,7 @@
 package gpu
 
+import "math"
+
 // Buf is a buffer of floats owned by a Backend: host memory for the CPU
 // backend, device memory for a GPU backend. Element type and precision are
 // the backend's business (the reference CPU backend has a float64 variant for
@@ -22,6 +24,12 @@ type AdamWParams struct {
 	WeightDecay float32 // decoupled weight decay (0 for norms and biases)
 	GradScale   float32 // multiplies every gradient first (clipping and accumulation averaging)
 	Step        int     // 1-based step count for bias correction
+}
+
+// BiasCorrections returns AdamW's bias corrections 1-Beta1^Step and
+// 1-Beta2^Step, computed in float64.
+func (h AdamWParams) BiasCorrections() (c1, c2 float64) {
+	return 1 - math.Pow(float64(h.Beta1), float64(h.Step)), 1 - math.Pow(float64(h.Beta2), float64(h.Step))
 }
 
 // Backend is the small set of ops the model needs, forward and backward.

@@ -14,12 +14,17 @@ import (
 // stored once in the backend's preferred layout and every step multiplies
 // a few rows (one per sequence) by it.
 //
-// MatmulPacked must be batch-invariant: row n of out depends only on row
-// n of inp, bitwise, whatever N and the other rows. The BatchSampler
-// relies on it so that a sequence samples the same tokens alone or in any
-// batch. A backend without this capability runs MatmulForward.
+// A backend whose MatmulPacked is batch-invariant (row n of out depends
+// only on row n of inp, bitwise, whatever N and the other rows), as the
+// CPU backend's is, lets the BatchSampler promise that a sequence samples
+// the same tokens alone or in any batch. The CUDA backend packs weights
+// into bf16 in its bf16 mode; cuBLAS picks kernels by shape, so its rows
+// agree across batches only to rounding. A backend without this
+// capability runs MatmulForward.
 type PackedMatmul interface {
-	// PackedLen is the number of elements of the packed form of w[OC,C].
+	// PackedLen is the number of elements of the packed form of w[OC,C];
+	// 0 when the backend does not pack in its present mode (then the
+	// BatchSampler multiplies by the plain weights).
 	PackedLen(OC, C int) int
 	// PackWeight writes w[OC,C] (Hugging Face layout) in packed form to
 	// dst, which has PackedLen(OC, C) elements.
@@ -62,9 +67,9 @@ func (q *Seq) Completion() Completion { return q.out }
 // copied to the others.
 //
 // Each sequence samples from its own random stream (SamplingParams.Seed)
-// and, on a backend with PackedMatmul, every op of the forward computes a
-// row independently of the other rows: a sequence gets the same tokens,
-// bit for bit, alone or in any batch. Log-probabilities are those of
+// and, on a backend with a batch-invariant PackedMatmul (the CPU's), every
+// op of the forward computes a row independently of the other rows: a
+// sequence gets the same tokens, bit for bit, alone or in any batch. Log-probabilities are those of
 // Completion (temperature 1, untruncated), as the Trainer computes them.
 //
 // A BatchSampler keeps its own copy of the weights (see SetWeights). It
@@ -91,6 +96,13 @@ type BatchSampler struct {
 	actBuf                                                  Buf
 
 	cache []Buf // per slot: k then v of every layer, [2, L, maxSeq, KVC]; nil until first used
+	// With a RaggedAttention backend, one cache for all slots instead,
+	// [2, L, slots, maxSeq, KVC] (k of every layer, then v), so a layer's
+	// rows of every slot are one buffer; and this step's row indices.
+	ra                      RaggedAttention
+	big                     Buf
+	rowPos, rowDst, rowBase []int32 // per row: position, cache row (slot*maxSeq+pos), slot's first cache row
+	rowCnt                  []int32 // per row: keys it sees (pos+1)
 
 	free    []int  // free slots, lowest first
 	active  []*Seq // in admission order
@@ -120,7 +132,9 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 	// admitted: with this budget a prompt (< maxSeq) always fits beside
 	// the other slots' decoding rows.
 	s.rows = maxSeq + slots
-	s.pm, _ = be.(PackedMatmul)
+	if pm, ok := be.(PackedMatmul); ok && pm.PackedLen(1, 1) > 0 {
+		s.pm = pm
+	}
 	var err error
 	if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
 		return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)
@@ -152,6 +166,13 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		return nil, err
 	}
 	s.cache = make([]Buf, slots)
+	if ra, ok := be.(RaggedAttention); ok {
+		// One cache for every slot, allocated now; a backend that cannot
+		// hold it decodes one sequence at a time with per-slot caches.
+		if s.big, err = be.Alloc(2 * d.L * S * maxSeq * d.KVC); err == nil {
+			s.ra = ra
+		}
+	}
 	s.free = make([]int, slots)
 	for i := range s.free {
 		s.free[i] = i
@@ -348,7 +369,7 @@ func (s *BatchSampler) admit() error {
 			}
 			rows += len(q.prompt)
 		}
-		if s.cache[s.free[0]] == nil {
+		if s.ra == nil && s.cache[s.free[0]] == nil {
 			c, err := s.be.Alloc(2 * s.d.L * s.maxSeq * s.d.KVC)
 			if err != nil {
 				s.free = slices.DeleteFunc(s.free, func(i int) bool { return s.cache[i] == nil })
@@ -383,6 +404,12 @@ func (s *BatchSampler) fresh(q *Seq) int {
 // kv returns the cache windows of slot for layer l: rows [0, n).
 func (s *BatchSampler) kv(slot, l, n int) (k, v Buf) {
 	L, P, KVC := s.d.L, s.maxSeq, s.d.KVC
+	if s.ra != nil {
+		S := s.slots
+		k = s.be.Slice(s.big, ((l*S)+slot)*P*KVC, n*KVC)
+		v = s.be.Slice(s.big, (((L+l)*S)+slot)*P*KVC, n*KVC)
+		return k, v
+	}
 	k = s.be.Slice(s.cache[slot], l*P*KVC, n*KVC)
 	v = s.be.Slice(s.cache[slot], (L+l)*P*KVC, n*KVC)
 	return k, v
@@ -414,6 +441,9 @@ func (s *BatchSampler) forward() error {
 		s.tokens = append(s.tokens, q.toks[q.pos:q.pos+s.fresh(q)]...)
 	}
 	N := len(s.tokens)
+	if s.ra != nil {
+		s.raggedRows()
+	}
 	be.EmbeddingForward(s.x, s.params.Wte, s.tokens, d.C)
 	rows := func(b Buf, i, n, width int) Buf { return be.Slice(b, i*width, n*width) }
 	for l := range d.L {
@@ -422,9 +452,15 @@ func (s *BatchSampler) forward() error {
 		s.matmul(s.q, s.ln, w.Q, wp.Q, w.QBias, N, d.C, d.QC)
 		s.matmul(s.k, s.ln, w.K, wp.K, w.KBias, N, d.C, d.KVC)
 		s.matmul(s.v, s.ln, w.V, wp.V, w.VBias, N, d.C, d.KVC)
+		if s.ra != nil {
+			s.raggedAttention(l)
+		}
 		// Attention is per sequence: its rows, at its positions, over
 		// its own cache.
 		for _, q := range s.active {
+			if s.ra != nil {
+				break
+			}
 			T := s.fresh(q)
 			if T == 0 {
 				continue
@@ -479,6 +515,38 @@ func (s *BatchSampler) forward() error {
 		q.lead = nil
 	}
 	return be.Err()
+}
+
+// raggedRows fills this step's per-row indices for the RaggedAttention
+// ops: row t of sequence q sits at position q.pos+t, is written to cache
+// row slot*maxSeq+pos and sees the q.pos+t+1 cache rows from the slot's
+// first.
+func (s *BatchSampler) raggedRows() {
+	s.rowPos, s.rowDst, s.rowBase, s.rowCnt = s.rowPos[:0], s.rowDst[:0], s.rowBase[:0], s.rowCnt[:0]
+	for _, q := range s.active {
+		base := int32(q.slot * s.maxSeq)
+		for t := range s.fresh(q) {
+			p := int32(q.pos + t)
+			s.rowPos = append(s.rowPos, p)
+			s.rowDst = append(s.rowDst, base+p)
+			s.rowBase = append(s.rowBase, base)
+			s.rowCnt = append(s.rowCnt, p+1)
+		}
+	}
+}
+
+// raggedAttention is layer l's per-sequence part for all rows at once:
+// RoPE of q and k, the k and v rows written to the caches, then each row's
+// attention over its own slot's cache rows.
+func (s *BatchSampler) raggedAttention(l int) {
+	d, S, P := s.d, s.slots, s.maxSeq
+	s.ra.RoPERows(s.q, s.cos, s.sin, s.rowPos, d.NH, d.HS)
+	s.ra.RoPERows(s.k, s.cos, s.sin, s.rowPos, d.NKV, d.HS)
+	kc := s.be.Slice(s.big, l*S*P*d.KVC, S*P*d.KVC)
+	vc := s.be.Slice(s.big, (d.L+l)*S*P*d.KVC, S*P*d.KVC)
+	s.ra.ScatterRows(kc, s.k, s.rowDst, d.KVC)
+	s.ra.ScatterRows(vc, s.v, s.rowDst, d.KVC)
+	s.ra.AttentionRows(s.atty, s.q, kc, vc, s.rowBase, s.rowCnt, d.NH, d.NKV, d.HS)
 }
 
 // pick samples the next token of every active sequence from its logits

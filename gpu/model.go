@@ -247,7 +247,7 @@ type acts struct {
 	q      []Buf // L x [N, QC] after RoPE
 	k      []Buf // L x [N, KVC] after RoPE
 	v      []Buf // L x [N, KVC]
-	att    []Buf // L x [B, NH, T, T] attention probabilities
+	att    []Buf // L x [B, NH, T, T] attention probabilities ([B, NH, T] log-sum-exps with FlashAttention)
 	atty   []Buf // L x [N, QC] attention output
 	resMid []Buf // L x [N, C] residual after attention
 	ln2    []Buf // L x [N, C]
@@ -274,7 +274,7 @@ type gradActs struct {
 	dq      Buf // [N, QC]
 	dk      Buf // [N, KVC]
 	dv      Buf // [N, KVC]
-	datt    Buf // [B, NH, T, T]
+	datt    Buf // [B, NH, T, T] ([B, NH, T] with FlashAttention)
 	dswi    Buf // [N, I]
 	dgate   Buf // [N, I]
 	dup     Buf // [N, I]
@@ -339,7 +339,7 @@ func trainActs(d dims, B, T int, a *arena) (acts, gradActs) {
 	ac := acts{
 		res: a.takeL(d.L+1, N*d.C), ln1: a.takeL(d.L, N*d.C), rstd1: a.takeL(d.L, N),
 		q: a.takeL(d.L, N*d.QC), k: a.takeL(d.L, N*d.KVC), v: a.takeL(d.L, N*d.KVC),
-		att: a.takeL(d.L, B*d.NH*T*T), atty: a.takeL(d.L, N*d.QC), resMid: a.takeL(d.L, N*d.C),
+		att: a.takeL(d.L, attLen(a.be, d, B, T)), atty: a.takeL(d.L, N*d.QC), resMid: a.takeL(d.L, N*d.C),
 		ln2: a.takeL(d.L, N*d.C), rstd2: a.takeL(d.L, N),
 		gate: a.takeL(d.L, N*d.I), up: a.takeL(d.L, N*d.I), swi: a.takeL(d.L, N*d.I),
 		lnf: a.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
@@ -348,7 +348,7 @@ func trainActs(d dims, B, T int, a *arena) (acts, gradActs) {
 	g := gradActs{
 		dlogits: a.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
 		dln: a.take(N * d.C), datty: a.take(N * d.QC), dq: a.take(N * d.QC), dk: a.take(N * d.KVC),
-		dv: a.take(N * d.KVC), datt: a.take(B * d.NH * T * T),
+		dv: a.take(N * d.KVC), datt: a.take(attLen(a.be, d, B, T)),
 		dswi: a.take(N * d.I), dgate: a.take(N * d.I), dup: a.take(N * d.I),
 	}
 	return ac, g
@@ -372,6 +372,10 @@ func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin
 	B, T := s.B, s.T
 	N := B * T
 	Tk := s.pos0 + T
+	fa := flashOf(be, d)
+	if s.pos0 != 0 {
+		fa = nil
+	}
 	be.EmbeddingForward(ac.res[0], p.Wte, tokens, d.C)
 	for i := range d.L {
 		w := &p.Layers[i]
@@ -385,7 +389,11 @@ func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin
 		lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
 		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
 		be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
-		be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
+		if fa != nil {
+			fa.AttentionForwardLSE(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, d.NH, d.NKV, d.HS)
+		} else {
+			be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
+		}
 		be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
 		lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
 		be.Add(ac.resMid[i], in, ac.proj, N*d.C)
@@ -446,7 +454,11 @@ func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *
 		be.Zero(ga.dq)
 		be.Zero(ga.dk)
 		be.Zero(ga.dv)
-		be.AttentionBackward(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, T, d.NH, d.NKV, d.HS)
+		if fa := flashOf(be, d); fa != nil {
+			fa.AttentionBackwardLSE(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.atty[l], ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, d.NH, d.NKV, d.HS)
+		} else {
+			be.AttentionBackward(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, T, d.NH, d.NKV, d.HS)
+		}
 		be.RoPEBackward(ga.dq, cos, sin, B, T, d.NH, d.HS, 0)
 		be.RoPEBackward(ga.dk, cos, sin, B, T, d.NKV, d.HS, 0)
 		be.Zero(ga.dln)

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# cuda-device-run.sh runs the CUDA test binary and the benchmarks on a GPU
-# machine. Build here first (scripts/ci-cuda.sh leaves gpu/cuda/cuda.test),
-# copy cuda.test and this script into a folder, and on the GPU machine run
+# cuda-device-run.sh is the one prepared GPU run: the CUDA test suite, the
+# benchmarks and a per-op profile, with their logs written to OUTDIR. Build
+# here first (scripts/ci-cuda.sh leaves gpu/cuda/cuda.test), copy cuda.test
+# and this script into a folder, and on the GPU machine run
 #
 #	bash DIR/cuda-device-run.sh DIR OUTDIR
+#
+# It takes about 3 minutes on an H100 or H200 (at most 8). Logs:
+#   gpu.txt            the card, driver and clock
+#   test.log           the suite (REQUIRE_GPU=1: a missing GPU fails)
+#   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
+#                      per head (strided, run 2), flash; side
+#                      by side), BenchmarkSample, BenchmarkSampleBatch
+#   profile.log        SWERL_CUDA_PROFILE=1 time per op of a bf16 step and
+#                      of batch-64 decoding
+# TEST_RUN narrows the tests, BENCH=0 skips the benchmarks and the profile.
 #
 # The binary links only libc and the driver's libcuda.so.1; cuBLAS is
 # dlopened, so LD_LIBRARY_PATH must name a folder with the machine's own
@@ -20,11 +31,14 @@ export LD_LIBRARY_PATH=$SWERL_CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 echo "cublas from $SWERL_CUBLAS_DIR"
 cd "$dir"
-REQUIRE_GPU=1 ./cuda.test -test.v -test.count=1 ${TEST_RUN:+-test.run "$TEST_RUN"} >"$out/test.log" 2>&1
+REQUIRE_GPU=1 timeout 240 ./cuda.test -test.v -test.count=1 ${TEST_RUN:+-test.run "$TEST_RUN"} >"$out/test.log" 2>&1
 rc=$?
-grep -E '^(=== RUN|--- FAIL|FAIL|ok|PASS)|device ' "$out/test.log" | grep -v '=== RUN' | tail -40
+grep -E '^(--- FAIL|FAIL|ok|PASS)|^    --- FAIL|device ' "$out/test.log" | tail -40
 echo "tests rc=$rc"
 if [ "${BENCH:-1}" = 1 ]; then
-	./cuda.test -test.run '^$' -test.bench "${BENCH_RE:-.}" -test.benchtime "${BENCH_TIME:-3x}" 2>&1 | tee "$out/bench.log"
+	b() { timeout "$1" ./cuda.test -test.run '^$' -test.bench "$2" -test.benchtime "${BENCH_TIME:-3x}"; }
+	b 240 'TrainStep/cuda|Sample/cuda|SampleBatch' 2>&1 | tee "$out/bench.log"
+	SWERL_CUDA_PROFILE=1 BENCH_TIME=2x b 120 'TrainStep/cuda/bf16/B=8|SampleBatch/cuda/batch=64' >"$out/profile.log" 2>&1
+	grep -A12 'time per op' "$out/profile.log"
 fi
 exit $rc

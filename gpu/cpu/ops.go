@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"math"
-
 	"swerl/gpu"
 )
 
@@ -302,12 +300,10 @@ func (be *Backend[F]) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 		be.fail(op, "step %d, want >= 1", h.Step)
 		return
 	}
-	b1, b2 := float64(h.Beta1), float64(h.Beta2)
-	c1 := F(1 - math.Pow(b1, float64(h.Step)))
-	c2 := F(1 - math.Pow(b2, float64(h.Step)))
+	c1, c2 := h.BiasCorrections()
 	lr, eps, wd, gs := F(h.LR), F(h.Eps), F(h.WeightDecay), F(h.GradScale)
-	fb1, fb2 := F(b1), F(b2)
-	be.jobs.adamwJob = adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: c1, c2: c2}
+	fb1, fb2 := F(float64(h.Beta1)), F(float64(h.Beta2))
+	be.jobs.adamwJob = adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}
 	be.pool.parallel(&be.jobs.adamwJob, n, 8192, 1)
 	be.jobs.adamwJob = adamwJob[F]{}
 }

@@ -68,18 +68,32 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	type run struct {
-		dev, mm string
-		B, T    int
+		dev, mm, attn string
+		B, T          int
 	}
-	runs := []run{{"cuda", "bf16", 8, 512}, {"cuda", "bf16", 4, 2048}, {"cuda", "tf32", 8, 512}, {"cuda", "f32", 8, 512}, {"cpu", "f32", 1, 64}}
+	runs := []run{
+		{"cuda", "bf16", "", 8, 512}, {"cuda", "bf16", "", 4, 2048},
+		{"cuda", "bf16", "strided", 8, 512}, {"cuda", "bf16", "strided", 4, 2048},
+		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
+		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
+	}
 	for _, r := range runs {
-		b.Run(fmt.Sprintf("%s/%s/B=%d,T=%d", r.dev, r.mm, r.B, r.T), func(b *testing.B) {
+		name := fmt.Sprintf("%s/%s/B=%d,T=%d", r.dev, r.mm, r.B, r.T)
+		if r.attn != "" {
+			name = fmt.Sprintf("%s/%s-%s/B=%d,T=%d", r.dev, r.mm, r.attn, r.B, r.T)
+		}
+		b.Run(name, func(b *testing.B) {
 			var be gpu.Backend
 			var g *cuda.Backend
 			if r.dev == "cuda" {
 				g = open(b)
 				if err := g.SetMatmul(r.mm); err != nil {
 					b.Fatal(err)
+				}
+				if r.attn != "" {
+					if err := g.SetAttention(r.attn); err != nil {
+						b.Fatal(err)
+					}
 				}
 				be = g
 			} else {
@@ -165,16 +179,28 @@ func BenchmarkSample(b *testing.B) {
 // distinct 64-token prompts, 64 generated tokens each, decoded together
 // (one forward step for all sequences in flight); reports generated
 // tokens/s. batch=1 is the same sampler with one sequence, so the ratio is
-// the gain from batching alone.
+// the gain from batching alone; the bf16 variants multiply on bf16 tensor
+// cores (SetMatmul), the others in exact float32.
 func BenchmarkSampleBatch(b *testing.B) {
 	cfg := config05B()
 	m, err := gpu.NewModel(cfg, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("cuda/batch=%d", n), func(b *testing.B) {
+	for _, v := range []struct {
+		mm string
+		n  int
+	}{{"f32", 1}, {"f32", 64}, {"bf16", 1}, {"bf16", 64}} {
+		n := v.n
+		name := fmt.Sprintf("cuda/batch=%d", n)
+		if v.mm != "f32" {
+			name = fmt.Sprintf("cuda/%s/batch=%d", v.mm, n)
+		}
+		b.Run(name, func(b *testing.B) {
 			g := open(b)
+			if err := g.SetMatmul(v.mm); err != nil {
+				b.Fatal(err)
+			}
 			s, err := gpu.NewBatchSampler(m, g, 256, n)
 			if err != nil {
 				b.Fatal(err)

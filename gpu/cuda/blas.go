@@ -25,6 +25,9 @@ static swerl_gemmex_fn swerl_blas_gemmex;
 typedef int (*swerl_gemmbatch_fn)(void*, int, int, int, int, int, const void*, const void*, int, int, long long,
 	const void*, int, int, long long, const void*, void*, int, int, long long, int, int, int);
 static swerl_gemmbatch_fn swerl_blas_gemmbatch;
+typedef int (*swerl_gemmptrs_fn)(void*, int, int, int, int, int, const void*, const void* const*, int, int,
+	const void* const*, int, int, const void*, void* const*, int, int, int, int, int);
+static swerl_gemmptrs_fn swerl_blas_gemmptrs;
 
 static const char* swerl_blas_open(void) {
 	const char* names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12", "libcublas.so.11", NULL};
@@ -34,8 +37,9 @@ static const char* swerl_blas_open(void) {
 	swerl_blas_mathmode = (swerl_mathmode_fn)dlsym(swerl_blas_lib, "cublasSetMathMode");
 	swerl_blas_gemmex = (swerl_gemmex_fn)dlsym(swerl_blas_lib, "cublasGemmEx");
 	swerl_blas_gemmbatch = (swerl_gemmbatch_fn)dlsym(swerl_blas_lib, "cublasGemmStridedBatchedEx");
-	if (!swerl_blas_create || !swerl_blas_mathmode || !swerl_blas_gemmex || !swerl_blas_gemmbatch)
-		return "libcublas lacks cublasCreate_v2, cublasSetMathMode, cublasGemmEx or cublasGemmStridedBatchedEx";
+	swerl_blas_gemmptrs = (swerl_gemmptrs_fn)dlsym(swerl_blas_lib, "cublasGemmBatchedEx");
+	if (!swerl_blas_create || !swerl_blas_mathmode || !swerl_blas_gemmex || !swerl_blas_gemmbatch || !swerl_blas_gemmptrs)
+		return "libcublas lacks cublasCreate_v2, cublasSetMathMode, cublasGemmEx, cublasGemmStridedBatchedEx or cublasGemmBatchedEx";
 	return NULL;
 }
 
@@ -64,6 +68,15 @@ static int swerl_gemm_batched(void* h, int ta, int tb, int m, int n, int k, floa
 	const int R32F = 0, GEMM_DEFAULT = -1;
 	return swerl_blas_gemmbatch(h, ta, tb, m, n, k, &alpha, (const void*)(uintptr_t)A, R32F, lda, sA,
 		(const void*)(uintptr_t)B, R32F, ldb, sB, &beta, (void*)(uintptr_t)C, R32F, ldc, sC, batch, compute, GEMM_DEFAULT);
+}
+
+// swerl_gemm_ptrs: batch products whose operands are listed in device
+// arrays of pointers, f32 storage.
+static int swerl_gemm_ptrs(void* h, int ta, int tb, int m, int n, int k, float alpha, uint64_t A, int lda,
+	uint64_t B, int ldb, float beta, uint64_t C, int ldc, int batch, int compute) {
+	const int R32F = 0, GEMM_DEFAULT = -1;
+	return swerl_blas_gemmptrs(h, ta, tb, m, n, k, &alpha, (const void* const*)(uintptr_t)A, R32F, lda,
+		(const void* const*)(uintptr_t)B, R32F, ldb, &beta, (void* const*)(uintptr_t)C, R32F, ldc, batch, compute, GEMM_DEFAULT);
 }
 */
 import "C"
@@ -132,6 +145,17 @@ func (b *blas) gemmBatched(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, l
 		C.uint64_t(Cp), C.int(ldc), C.longlong(sC), C.int(batch), C.int(b.compute))
 	if st != 0 {
 		return fmt.Errorf("cublasGemmStridedBatchedEx m=%d n=%d k=%d batch=%d: status %d", m, n, k, batch, int(st))
+	}
+	return nil
+}
+
+// gemmPtrs runs batch column-major products whose operand addresses are
+// the device arrays A, B and C (batch pointers each).
+func (b *blas) gemmPtrs(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc, batch int) error {
+	st := C.swerl_gemm_ptrs(b.h, C.int(ta), C.int(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc), C.int(batch), C.int(b.compute))
+	if st != 0 {
+		return fmt.Errorf("cublasGemmBatchedEx m=%d n=%d k=%d batch=%d: status %d", m, n, k, batch, int(st))
 	}
 	return nil
 }

@@ -63,10 +63,22 @@ type Backend struct {
 	toks   *buf // device copy of the last token/target ids (int32)
 	acc    *buf // 2 words: the float64 accumulator of SumSquares
 	blocks int  // grid size cap for grid-stride kernels
+	// attn is the training attention: "cublas" (the default: cuBLAS
+	// batched products on tensor cores, one call per product over every
+	// (b, head), and a softmax kernel over the [B,NH,T,T] matrix),
+	// "strided" (the same products, one strided-batched call per head),
+	// "flash" (the tiled kernels of
+	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
+	// but SIMT float32 and slower) or "naive" (one block per row);
+	// SWERL_CUDA_ATTN picks it.
+	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
-	// cuBLAS batched products (SWERL_CUDA_ATTN=naive), for comparison.
+	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
 	naiveAttn bool
-	half16    [2]alloc // bf16 operand scratch of the bf16 matmul mode
+	flashTmp  *buf                    // scratch of a flash backward asked for only one of dk, dv
+	half16    [2]alloc                // bf16 operand scratch of the bf16 matmul mode
+	ints      map[string]*intSlot     // device copies of the ragged ops' row indices
+	ptrs      map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 }
@@ -82,7 +94,13 @@ func New() (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
-	be.naiveAttn = os.Getenv("SWERL_CUDA_ATTN") == "naive"
+	be.attn = "cublas"
+	if m := os.Getenv("SWERL_CUDA_ATTN"); m != "" {
+		if err := be.SetAttention(m); err != nil {
+			be.Close()
+			return nil, err
+		}
+	}
 	if os.Getenv("SWERL_CUDA_PROFILE") == "1" {
 		be.prof = map[string]time.Duration{}
 	}
@@ -243,6 +261,18 @@ func (be *Backend) SetMatmul(mode string) error {
 		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", mode)
 	}
 	be.do(func() { be.blas.compute = c })
+	return nil
+}
+
+// SetAttention selects the training attention: "cublas" (the default),
+// "flash" or "naive"; see the attn field. SWERL_CUDA_ATTN sets it at New.
+func (be *Backend) SetAttention(mode string) error {
+	switch mode {
+	case "flash", "cublas", "strided", "naive":
+	default:
+		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash or naive", mode)
+	}
+	be.do(func() { be.attn, be.naiveAttn = mode, mode == "naive" })
 	return nil
 }
 

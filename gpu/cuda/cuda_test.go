@@ -3,6 +3,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -45,6 +46,20 @@ func TestBackendNaiveAttention(t *testing.T) {
 	gputest.TestBackend(t, open(t))
 }
 
+// TestBackendFlashAttention runs the suite with the flash kernels on (its
+// Flash section checks them; the default backend skips it).
+func TestBackendFlashAttention(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ATTN", "flash")
+	gputest.TestBackend(t, open(t))
+}
+
+// TestBackendStridedAttention runs the suite with one strided-batched
+// product per head (run 2's attention) instead of one call over all heads.
+func TestBackendStridedAttention(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ATTN", "strided")
+	gputest.TestBackend(t, open(t))
+}
+
 func tinyBatch() []gpu.Sequence {
 	return []gpu.Sequence{
 		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
@@ -55,12 +70,22 @@ func tinyBatch() []gpu.Sequence {
 
 // TestTrainerMatchesCPU trains the tiny model for a few GRPO and SFT steps
 // on the CPU and on the GPU from the same start and compares losses,
-// gradient norms and the final weights.
+// gradient norms and the final weights; "flash" is a 64-channel-head
+// variant (the flash kernels take multiples of 32) with SWERL_CUDA_ATTN=flash.
 func TestTrainerMatchesCPU(t *testing.T) {
+	t.Run("tiny", func(t *testing.T) { trainerMatchesCPU(t, gpu.TinyConfig()) })
+	t.Run("flash", func(t *testing.T) {
+		t.Setenv("SWERL_CUDA_ATTN", "flash")
+		cfg := gpu.TinyConfig()
+		cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 128, 2, 1
+		trainerMatchesCPU(t, cfg)
+	})
+}
+
+func trainerMatchesCPU(t *testing.T, cfg gpu.Config) {
 	gbe := open(t)
 	cbe := cpu.New()
 	defer cbe.Close()
-	cfg := gpu.TinyConfig()
 	mc, err := gpu.NewModel(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -157,15 +182,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(a.Tokens, b.Tokens) {
-			t.Errorf("%+v: cpu %v\ncuda %v", p, a.Tokens, b.Tokens)
-			continue
-		}
-		for i := range a.LogProbs {
-			if d := math.Abs(float64(a.LogProbs[i] - b.LogProbs[i])); d > 1e-4 {
-				t.Errorf("%+v: logprob %d cpu %v cuda %v", p, i, a.LogProbs[i], b.LogProbs[i])
-			}
-		}
+		sameCompletion(t, fmt.Sprintf("%+v", p), a, b)
 	}
 }
 
@@ -229,6 +246,40 @@ func TestMatmulBF16(t *testing.T) {
 	if err := be.SetMatmul("fp8"); err == nil {
 		t.Error(`SetMatmul("fp8") = nil, want an error`)
 	}
+	// Packed weights (bf16 mode only) give MatmulForward's bf16 product.
+	if err := be.SetMatmul("bf16"); err != nil {
+		t.Fatal(err)
+	}
+	o16, _, _ := run(be)
+	n := be.PackedLen(OC, C)
+	if n != (OC*C+1)/2 {
+		t.Fatalf("PackedLen = %d in bf16 mode, want %d", n, (OC*C+1)/2)
+	}
+	up := func(x []float32) gpu.Buf {
+		b, err := be.Alloc(len(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b
+	}
+	wp, _ := be.Alloc(n)
+	be.PackWeight(wp, up(w), OC, C)
+	ob, _ := be.Alloc(N * OC)
+	be.MatmulPacked(ob, up(inp), wp, up(bias), N, C, OC)
+	got := make([]float32, N*OC)
+	if err := be.Download(got, ob); err != nil {
+		t.Fatal(err)
+	}
+	if ok, msg := gputest.Close(got, widen(o16), 1e-6); !ok {
+		t.Errorf("packed vs plain bf16 product: %s", msg)
+	}
+	if err := be.SetMatmul("f32"); err != nil {
+		t.Fatal(err)
+	}
+	if n := be.PackedLen(OC, C); n != 0 {
+		t.Errorf("PackedLen = %d in f32 mode, want 0 (no packing)", n)
+	}
 }
 
 func widen(x []float32) []float64 {
@@ -237,4 +288,60 @@ func widen(x []float32) []float64 {
 		y[i] = float64(v)
 	}
 	return y
+}
+
+// TestBatchSamplerMatchesCPU: many sequences decoded together on the GPU
+// (one KV cache for all slots, the ragged row ops, slots reused as
+// sequences finish) give the tokens and log-probs of the CPU's sampler.
+func TestBatchSamplerMatchesCPU(t *testing.T) {
+	gbe := open(t)
+	cbe := cpu.New()
+	defer cbe.Close()
+	m, err := gpu.NewModel(gpu.TinyConfig(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts [][]int32
+	var ps []gpu.SamplingParams
+	for i := range 12 {
+		p := make([]int32, 1+(i*7)%13)
+		for j := range p {
+			p[j] = int32((i*31 + j*17) % m.Config.VocabSize)
+		}
+		sp := gpu.SamplingParams{MaxTokens: 5 + i*3}
+		if i%2 == 1 {
+			sp = gpu.SamplingParams{Temperature: 1, TopK: 20, Seed: uint64(i), MaxTokens: 40 - i}
+		}
+		prompts, ps = append(prompts, p), append(ps, sp)
+	}
+	sample := func(be gpu.Backend) []gpu.Completion {
+		s, err := gpu.NewBatchSampler(m, be, 64, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := s.SampleAll(prompts, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	want, got := sample(cbe), sample(gbe)
+	for i := range want {
+		sameCompletion(t, fmt.Sprintf("request %d %+v", i, ps[i]), want[i], got[i])
+	}
+}
+
+// sameCompletion fails unless the CUDA completion has the CPU's tokens
+// and, within 1e-4, its log-probs.
+func sameCompletion(t *testing.T, what string, cpu, cuda gpu.Completion) {
+	t.Helper()
+	if !slices.Equal(cpu.Tokens, cuda.Tokens) {
+		t.Errorf("%s: cpu %v\ncuda %v", what, cpu.Tokens, cuda.Tokens)
+		return
+	}
+	for i := range cpu.LogProbs {
+		if d := math.Abs(float64(cpu.LogProbs[i] - cuda.LogProbs[i])); d > 1e-4 {
+			t.Errorf("%s: logprob %d cpu %v cuda %v", what, i, cpu.LogProbs[i], cuda.LogProbs[i])
+		}
+	}
 }

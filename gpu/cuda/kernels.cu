@@ -360,4 +360,329 @@ __global__ void attn_softmax_bwd(float* datt, const float* att, int B, int Tq, i
         drow[j] = j <= last ? row[j] * (drow[j] - dot) * scale : 0.f;
 }
 
+
+// ---------------------------------------------------------------------------
+// Ragged decoding (gpu.RaggedAttention): rows of many sequences, each at its
+// own position over its own KV cache rows, in one launch per op.
+
+// rope_rows rotates x[N,H,HS] in place, row n at position pos[n].
+__global__ void rope_rows(float* x, const float* cs, const float* sn, const int* pos, int N, int H, int HS, float dir) {
+    int half = HS / 2;
+    long total = (long)N * H * half;
+    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
+        int i = idx % half;
+        long nh = idx / half;
+        int p = pos[nh / H];
+        float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
+        float* v = x + nh * HS;
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+// scatter_rows copies row n of src[N,W] to row idx[n] of dst.
+__global__ void scatter_rows(float* dst, const float* src, const int* idx, int N, int W) {
+    long total = (long)N * W;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x)
+        dst[(long)idx[i / W] * W + i % W] = src[i];
+}
+
+// attn_rows: one block per (row n, head h) of q[N,NH,HS]; attends to the
+// cnt[n] key rows k[start[n]..] (rows of NKV*HS, kv head h/(NH/NKV)) with
+// an online softmax over chunks of BLOCK keys: each thread scores one key
+// of the chunk, then the threads split into BLOCK/HS groups that each sum
+// a share of the chunk's p·v for every channel. HS <= BLOCK, cnt[n] >= 1.
+__global__ void attn_rows(float* out, const float* q, const float* k, const float* v,
+                          const int* start, const int* cnt, int NH, int NKV, int HS, float scale) {
+    __shared__ float qs[BLOCK];
+    __shared__ float ps[BLOCK];
+    __shared__ float part[BLOCK];
+    int n = blockIdx.x / NH, h = blockIdx.x % NH;
+    int kh = h / (NH / NKV);
+    long KVC = (long)NKV * HS;
+    const float* qn = q + ((long)n * NH + h) * HS;
+    for (int c = threadIdx.x; c < HS; c += blockDim.x) qs[c] = qn[c] * scale;
+    __syncthreads();
+    long base = start[n];
+    int len = cnt[n];
+    int groups = blockDim.x / HS;
+    int d = threadIdx.x % HS, g = threadIdx.x / HS;
+    float m = -INFINITY, l = 0.f, acc = 0.f;
+    for (int j0 = 0; j0 < len; j0 += blockDim.x) {
+        int j = j0 + threadIdx.x;
+        float s = -INFINITY;
+        if (j < len) {
+            const float* kj = k + (base + j) * KVC + (long)kh * HS;
+            s = 0.f;
+            for (int c = 0; c < HS; c++) s += qs[c] * kj[c];
+        }
+        float mn = fmaxf(m, blockMax(s));
+        float e = j < len ? __expf(s - mn) : 0.f;
+        ps[threadIdx.x] = e;
+        float corr = __expf(m - mn);
+        l = l * corr + blockSum(e);
+        acc *= corr;
+        __syncthreads();
+        int cl = min((int)blockDim.x, len - j0);
+        if (g < groups)
+            for (int jj = g; jj < cl; jj += groups) acc += ps[jj] * v[(base + j0 + jj) * KVC + (long)kh * HS + d];
+        m = mn;
+        __syncthreads();
+    }
+    part[threadIdx.x] = g < groups ? acc : 0.f;
+    __syncthreads();
+    if (threadIdx.x < HS) {
+        float s = 0.f;
+        for (int gg = 0; gg < groups; gg++) s += part[gg * HS + threadIdx.x];
+        out[((long)n * NH + h) * HS + threadIdx.x] = s / l;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Flash attention for training (gpu.FlashAttention): causal GQA attention
+// in tiles of FT query rows by FT keys without the [B,NH,T,T] matrix. A
+// block of 8 warps owns FT = 32 rows (forward, dq) or keys (dk, dv); each
+// warp 4 of them; the lanes index the other side of the tile, and a lane
+// keeps channels lane, lane+32, ... of its rows' accumulators (HS a
+// multiple of 32, at most 128). Tiles shared by the warps sit in shared
+// memory with a row stride of 129 floats, so that lanes reading a column
+// hit distinct banks.
+
+#define FT 32
+#define FMAXC 4
+#define FSTRIDE 129
+
+// FlashBlock is a flash kernel block's place: its tile of rows (or keys)
+// tile of tiles, batch b, query head h, kv head kh, and the thread's warp,
+// lane and channels per lane nc.
+struct FlashBlock {
+    int tiles, tile, b, h, kh, warp, lane, nc;
+    __device__ FlashBlock(int T, int NH, int NKV, int HS) {
+        tiles = (T + FT - 1) / FT;
+        tile = blockIdx.x % tiles;
+        int bh = blockIdx.x / tiles;
+        b = bh / NH;
+        h = bh % NH;
+        kh = h / (NH / NKV);
+        warp = threadIdx.x >> 5;
+        lane = threadIdx.x & 31;
+        nc = HS >> 5;
+    }
+    // own is row (or key) r of the warp's four, clamped to T-1 for loads.
+    __device__ int own(int r, int T) const { return min(tile * FT + warp * 4 + r, T - 1); }
+};
+
+// flashLoad copies rows first..first+FT-1 of head `head` of two
+// [B,T,heads,HS] tensors (batch bi) into the shared tiles sa and sb,
+// zeros past T; the block synchronizes before and after.
+__device__ void flashLoad(float* sa, float* sb, const float* a, const float* b, int bi, int head, int heads,
+                          int first, int T, int HS) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < FT * HS; e += blockDim.x) {
+        int j = e / HS, c = e % HS, row = first + j;
+        float x = 0.f, y = 0.f;
+        if (row < T) {
+            long o = (((long)bi * T + row) * heads + head) * HS + c;
+            x = a[o];
+            y = b[o];
+        }
+        sa[j * FSTRIDE + c] = x;
+        sb[j * FSTRIDE + c] = y;
+    }
+    __syncthreads();
+}
+
+// flash_fwd: one block per (b, h, query tile). out = softmax(q k^T scale) v
+// over keys <= the row; lse[b,h,t] = log-sum-exp of the row's scaled scores.
+__global__ void flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
+                          int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float ks[FT * FSTRIDE];
+    __shared__ float vs[FT * FSTRIDE];
+    FlashBlock fb(T, NH, NKV, HS);
+    int it = fb.tile, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
+    int rows[4];
+    float m[4], l[4], acc[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        rows[r] = fb.own(r, T);
+        m[r] = -INFINITY;
+        l[r] = 0.f;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
+    }
+    for (int jt = 0; jt <= it; jt++) {
+        flashLoad(ks, vs, k, v, b, kh, NKV, jt * FT, T, HS);
+        int key = jt * FT + lane;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float* qr = q + (((long)b * T + rows[r]) * NH + h) * HS;
+            float s = 0.f;
+            for (int c = 0; c < HS; c++) s += qr[c] * ks[lane * FSTRIDE + c];
+            bool ok = key <= rows[r];
+            s = ok ? s * scale : -INFINITY;
+            float mx = s;
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+            float mn = fmaxf(m[r], mx);
+            float p = ok ? __expf(s - mn) : 0.f;
+            float ps = p;
+            for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffff, ps, o);
+            float corr = __expf(m[r] - mn);
+            l[r] = l[r] * corr + ps;
+#pragma unroll
+            for (int t = 0; t < FMAXC; t++) acc[r][t] *= corr;
+            for (int j = 0; j < FT; j++) {
+                float pj = __shfl_sync(0xffffffff, p, j);
+#pragma unroll
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) acc[r][t] += pj * vs[j * FSTRIDE + lane + 32 * t];
+            }
+            m[r] = mn;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int row = it * FT + warp * 4 + r;
+        if (row >= T) continue;
+        float* o = out + (((long)b * T + row) * NH + h) * HS;
+        float inv = 1.f / l[r];
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) o[lane + 32 * t] = acc[r][t] * inv;
+        if (lane == 0) lse[((long)b * NH + h) * T + row] = m[r] + logf(l[r]);
+    }
+}
+
+// flash_delta: delta[b,h,t] = sum_c dout[b,t,h,c] * out[b,t,h,c]; one warp
+// per row.
+__global__ void flash_delta(float* delta, const float* dout, const float* out, int B, int T, int NH, int HS) {
+    long rows = (long)B * T * NH;
+    int lane = threadIdx.x & 31;
+    long nw = ((long)gridDim.x * blockDim.x) >> 5;
+    for (long r = (blockIdx.x * (long)blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+        float s = 0.f;
+        for (int c = lane; c < HS; c += 32) s += dout[r * HS + c] * out[r * HS + c];
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+        if (lane == 0) {
+            long b = r / ((long)T * NH), t = (r / NH) % T, h = r % NH;
+            delta[(b * NH + h) * T + t] = s;
+        }
+    }
+}
+
+// flash_bwd_dq: one block per (b, h, query tile): dq += dS k with
+// dS = P (dP - delta) scale, P = exp(s scale - lse), dP = dout v^T.
+__global__ void flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k, const float* v,
+                             const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float ks[FT * FSTRIDE];
+    __shared__ float vs[FT * FSTRIDE];
+    FlashBlock fb(T, NH, NKV, HS);
+    int it = fb.tile, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
+    int rows[4];
+    float lr[4], dr[4], acc[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        rows[r] = fb.own(r, T);
+        lr[r] = lse[((long)b * NH + h) * T + rows[r]];
+        dr[r] = delta[((long)b * NH + h) * T + rows[r]];
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) acc[r][t] = 0.f;
+    }
+    for (int jt = 0; jt <= it; jt++) {
+        flashLoad(ks, vs, k, v, b, kh, NKV, jt * FT, T, HS);
+        int key = jt * FT + lane;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const float* qr = q + (((long)b * T + rows[r]) * NH + h) * HS;
+            const float* dr_ = dout + (((long)b * T + rows[r]) * NH + h) * HS;
+            float s = 0.f, dp = 0.f;
+            for (int c = 0; c < HS; c++) {
+                s += qr[c] * ks[lane * FSTRIDE + c];
+                dp += dr_[c] * vs[lane * FSTRIDE + c];
+            }
+            bool ok = key <= rows[r];
+            float p = ok ? __expf(s * scale - lr[r]) : 0.f;
+            float ds = p * (dp - dr[r]) * scale;
+            for (int j = 0; j < FT; j++) {
+                float dsj = __shfl_sync(0xffffffff, ds, j);
+#pragma unroll
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) acc[r][t] += dsj * ks[j * FSTRIDE + lane + 32 * t];
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int row = it * FT + warp * 4 + r;
+        if (row >= T) continue;
+        float* o = dq + (((long)b * T + row) * NH + h) * HS;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) o[lane + 32 * t] += acc[r][t];
+    }
+}
+
+// flash_bwd_dkv: one block per (b, query head, key tile), looping over the
+// query tiles at or after the key tile: dv += P^T dout, dk += dS^T q for
+// the head's kv head. Warps own keys, lanes query rows. The query heads of
+// a group add into the same kv rows, so the block's sums go in with
+// atomicAdd, once per element at the end.
+__global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                              const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
+    __shared__ float qs[FT * FSTRIDE];
+    __shared__ float ds_[FT * FSTRIDE];
+    FlashBlock fb(T, NH, NKV, HS);
+    int jt = fb.tile, tiles = fb.tiles, b = fb.b, h = fb.h, kh = fb.kh, warp = fb.warp, lane = fb.lane, nc = fb.nc;
+    int keys[4];
+    float ak[4][FMAXC], av[4][FMAXC];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        keys[r] = fb.own(r, T);
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++) ak[r][t] = av[r][t] = 0.f;
+    }
+    for (int it = jt; it < tiles; it++) {
+        flashLoad(qs, ds_, q, dout, b, h, NH, it * FT, T, HS);
+        int row = it * FT + lane;
+        bool rowOK = row < T;
+        float lrow = rowOK ? lse[((long)b * NH + h) * T + row] : 0.f;
+        float drow = rowOK ? delta[((long)b * NH + h) * T + row] : 0.f;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            int key = jt * FT + warp * 4 + r;
+            const float* kr = k + (((long)b * T + keys[r]) * NKV + kh) * HS;
+            const float* vr = v + (((long)b * T + keys[r]) * NKV + kh) * HS;
+            float s = 0.f, dp = 0.f;
+            for (int c = 0; c < HS; c++) {
+                s += qs[lane * FSTRIDE + c] * kr[c];
+                dp += ds_[lane * FSTRIDE + c] * vr[c];
+            }
+            bool ok = rowOK && key < T && key <= row;
+            float p = ok ? __expf(s * scale - lrow) : 0.f;
+            float dsv = p * (dp - drow) * scale;
+            for (int j = 0; j < FT; j++) {
+                float pj = __shfl_sync(0xffffffff, p, j);
+                float sj = __shfl_sync(0xffffffff, dsv, j);
+#pragma unroll
+                for (int t = 0; t < FMAXC; t++)
+                    if (t < nc) {
+                        av[r][t] += pj * ds_[j * FSTRIDE + lane + 32 * t];
+                        ak[r][t] += sj * qs[j * FSTRIDE + lane + 32 * t];
+                    }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        int key = jt * FT + warp * 4 + r;
+        if (key >= T) continue;
+        long o = (((long)b * T + key) * NKV + kh) * HS;
+#pragma unroll
+        for (int t = 0; t < FMAXC; t++)
+            if (t < nc) {
+                atomicAdd(dk + o + lane + 32 * t, ak[r][t]);
+                atomicAdd(dv + o + lane + 32 * t, av[r][t]);
+            }
+    }
+}
 } // extern "C"

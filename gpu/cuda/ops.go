@@ -94,31 +94,31 @@ func (be *Backend) checkIDs(op, what string, ids []int32, V int) bool {
 
 // EmbeddingForward implements gpu.Backend.
 func (be *Backend) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
-	const op = "embedding forward"
-	o, w := be.get(op, out), be.get(op, wte)
-	N := len(tokens)
-	if !be.need(op, N*C, "out", o) || !be.need(op, 0, "wte", w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
-		return
-	}
-	tokens = slices.Clone(tokens) // read later on the driver thread
-	be.post(func() {
-		t := be.uploadInts(op, tokens)
-		be.launch("embedding_fwd", be.gridFor(N*C), o, w, t, N, C)
-	})
+	be.embedding("embedding forward", "embedding_fwd", "out", out, "wte", wte, tokens, C)
 }
 
 // EmbeddingBackward implements gpu.Backend.
 func (be *Backend) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) {
-	const op = "embedding backward"
-	dw, do := be.get(op, dwte), be.get(op, dout)
+	be.embedding("embedding backward", "embedding_bwd", "dout", dout, "dwte", dwte, tokens, C)
+}
+
+// embedding launches kernel(table-side and row-side buffers in the
+// kernel's order, ids, N, C): rows is [N, C], table [V, C] with the ids
+// checked against V.
+func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableName string, table gpu.Buf, tokens []int32, C int) {
+	r, w := be.get(op, rows), be.get(op, table)
 	N := len(tokens)
-	if !be.need(op, N*C, "dout", do) || !be.need(op, 0, "dwte", dw) || !be.checkIDs(op, "token", tokens, dw.n/max(C, 1)) || N*C == 0 {
+	if !be.need(op, N*C, rowsName, r) || !be.need(op, 0, tableName, w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
 		return
 	}
 	tokens = slices.Clone(tokens) // read later on the driver thread
 	be.post(func() {
 		t := be.uploadInts(op, tokens)
-		be.launch("embedding_bwd", be.gridFor(N*C), dw, do, t, N, C)
+		if kernel == "embedding_fwd" {
+			be.launch(kernel, be.gridFor(N*C), r, w, t, N, C) // out, wte
+		} else {
+			be.launch(kernel, be.gridFor(N*C), w, r, t, N, C) // dwte, dout
+		}
 	})
 }
 
@@ -261,16 +261,12 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 	be.post(func() {
 		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
 		scale := float32(1 / math.Sqrt(float64(HS)))
-		for h := range NH {
-			qh, kh, ah := s.q(qd, h), s.kv(kd, h), s.att(a, h)
-			// S^T(Tk×Tq) = K(HS×Tk)^T · Q(HS×Tq), scaled.
-			be.batched(op, opT, opN, Tk, Tq, HS, scale, kh, s.ldkv, s.skv, qh, s.ldq, s.sq, 0, ah, Tk, s.satt, B)
-		}
+		all := s.heads(NH, 1, 0)
+		// S^T(Tk×Tq) = K(HS×Tk)^T · Q(HS×Tq), scaled, for every (b, h) at once.
+		be.headProducts(op, opT, opN, Tk, Tq, HS, scale, s.kvOf(kd), s.ldkv, s.skv, s.qOf(qd), s.ldq, s.sq, 0, s.attOf(a), Tk, s.satt, B, all)
 		be.launch("attn_softmax", B*NH*Tq, a, B, Tq, Tk, NH)
-		for h := range NH {
-			// out^T(HS×Tq) = V^T(HS×Tk) · P^T(Tk×Tq).
-			be.batched(op, opN, opN, HS, Tq, Tk, 1, s.kv(vd, h), s.ldkv, s.skv, s.att(a, h), Tk, s.satt, 0, s.q(o, h), s.ldq, s.sq, B)
-		}
+		// out^T(HS×Tq) = V^T(HS×Tk) · P^T(Tk×Tq).
+		be.headProducts(op, opN, opN, HS, Tq, Tk, 1, s.kvOf(vd), s.ldkv, s.skv, s.attOf(a), Tk, s.satt, 0, s.qOf(o), s.ldq, s.sq, B, all)
 	})
 }
 
@@ -299,14 +295,92 @@ func (l attnLayout) kv(b *buf, h int) cu.DevicePtr {
 }
 func (l attnLayout) att(b *buf, h int) cu.DevicePtr { return b.ptr() + cu.DevicePtr(4*h*l.Tq*l.Tk) }
 
-// batched runs one strided-batched product on the driver thread.
-func (be *Backend) batched(op string, ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda, sA int, B cu.DevicePtr, ldb, sB int, beta float32, C cu.DevicePtr, ldc, sC, batch int) {
+// qOf, kvOf and attOf are q, kv and att of one buffer, as functions of h.
+func (l attnLayout) qOf(b *buf) func(int) cu.DevicePtr {
+	return func(h int) cu.DevicePtr { return l.q(b, h) }
+}
+func (l attnLayout) kvOf(b *buf) func(int) cu.DevicePtr {
+	return func(h int) cu.DevicePtr { return l.kv(b, h) }
+}
+func (l attnLayout) attOf(b *buf) func(int) cu.DevicePtr {
+	return func(h int) cu.DevicePtr { return l.att(b, h) }
+}
+
+// heads lists n query heads first, first+step, first+2·step, ...
+func (l attnLayout) heads(n, step, first int) []int {
+	hs := make([]int, n)
+	for i := range hs {
+		hs[i] = first + i*step
+	}
+	return hs
+}
+
+// headProducts runs, for every b < B and every head h of hs, the product
+// of the operands A(h)+b·sA, B(h)+b·sB into C(h)+b·sC, as one batched cuBLAS
+// call over device arrays of pointers (driver thread). The arrays are kept
+// by content: a layer's buffers are the same at every step, so after the
+// first step no call copies anything to the device.
+func (be *Backend) headProducts(op string, ta, tb, m, n, k int, alpha float32, A func(int) cu.DevicePtr, lda, sA int,
+	Bp func(int) cu.DevicePtr, ldb, sB int, beta float32, C func(int) cu.DevicePtr, ldc, sC int, B int, hs []int) {
 	if be.error() != nil {
 		return
 	}
-	if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch); err != nil {
+	if be.attn == "strided" {
+		// The products of run 2: one strided batch over b per head.
+		for _, h := range hs {
+			if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A(h), lda, sA, Bp(h), ldb, sB, beta, C(h), ldc, sC, B); err != nil {
+				be.fail(op, "%v", err)
+				return
+			}
+		}
+		return
+	}
+	cnt := B * len(hs)
+	ptrs := make([]uint64, 3*cnt)
+	for i, h := range hs {
+		for b := range B {
+			j := i*B + b
+			ptrs[j] = uint64(A(h)) + uint64(4*b*sA)
+			ptrs[cnt+j] = uint64(Bp(h)) + uint64(4*b*sB)
+			ptrs[2*cnt+j] = uint64(C(h)) + uint64(4*b*sC)
+		}
+	}
+	d := be.ptrArrays(op, ptrs)
+	if d == 0 {
+		return
+	}
+	if err := be.blas.gemmPtrs(ta, tb, m, n, k, alpha, d, lda, d+cu.DevicePtr(8*cnt), ldb, beta, d+cu.DevicePtr(16*cnt), ldc, cnt); err != nil {
 		be.fail(op, "%v", err)
 	}
+}
+
+// maxPtrArrays bounds the pointer arrays kept; past it they are all freed
+// and made again as needed.
+const maxPtrArrays = 4096
+
+// ptrArrays returns a device copy of ptrs, made once per distinct content
+// (driver thread); 0 after a failure.
+func (be *Backend) ptrArrays(op string, ptrs []uint64) cu.DevicePtr {
+	key := string(unsafe.Slice((*byte)(unsafe.Pointer(&ptrs[0])), 8*len(ptrs)))
+	if p, ok := be.ptrs[key]; ok {
+		return p
+	}
+	if be.ptrs == nil || len(be.ptrs) >= maxPtrArrays {
+		for _, p := range be.ptrs {
+			_ = cu.MemFree(p)
+		}
+		be.ptrs = map[string]cu.DevicePtr{}
+	}
+	p, err := cu.MemAlloc(int64(8 * len(ptrs)))
+	if err == nil {
+		err = cu.MemcpyHtoD(p, unsafe.Pointer(&ptrs[0]), int64(8*len(ptrs)))
+	}
+	if err != nil {
+		be.fail(op, "pointer arrays: %v", err)
+		return 0
+	}
+	be.ptrs[key] = p
+	return p
 }
 
 // AttentionBackward implements gpu.Backend.
@@ -333,25 +407,27 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 	}
 	be.post(func() {
 		s := attnStrides(B, Tq, Tk, NH, NKV, HS)
-		for h := range NH {
-			vh, ah, dah, doh := s.kv(vd, h), s.att(a, h), s.att(da, h), s.q(do, h)
-			// dP^T(Tk×Tq) = V(HS×Tk)^T · dO^T(HS×Tq).
-			be.batched(op, opT, opN, Tk, Tq, HS, 1, vh, s.ldkv, s.skv, doh, s.ldq, s.sq, 0, dah, Tk, s.satt, B)
-			if dv != nil {
+		all, rep := s.heads(NH, 1, 0), NH/NKV
+		// dP^T(Tk×Tq) = V(HS×Tk)^T · dO^T(HS×Tq).
+		be.headProducts(op, opT, opN, Tk, Tq, HS, 1, s.kvOf(vd), s.ldkv, s.skv, s.qOf(do), s.ldq, s.sq, 0, s.attOf(da), Tk, s.satt, B, all)
+		// The query heads of a group add into the same dK and dV rows, so
+		// those products go one group member at a time: heads r, r+rep, ...
+		// have distinct kv heads.
+		if dv != nil {
+			for r := range rep {
 				// dV^T(HS×Tk) += dO^T(HS×Tq) · P(Tq×Tk).
-				be.batched(op, opN, opT, HS, Tk, Tq, 1, doh, s.ldq, s.sq, ah, Tk, s.satt, 1, s.kv(dvd, h), s.ldkv, s.skv, B)
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 1, s.kvOf(dvd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
 			}
 		}
 		be.launch("attn_softmax_bwd", B*NH*Tq, da, a, B, Tq, Tk, NH, float32(1/math.Sqrt(float64(HS))))
-		for h := range NH {
-			qh, kh, dah := s.q(qd, h), s.kv(kd, h), s.att(da, h)
-			if dq != nil {
-				// dQ^T(HS×Tq) += K^T(HS×Tk) · dS^T(Tk×Tq).
-				be.batched(op, opN, opN, HS, Tq, Tk, 1, kh, s.ldkv, s.skv, dah, Tk, s.satt, 1, s.q(dqd, h), s.ldq, s.sq, B)
-			}
-			if dk != nil {
+		if dq != nil {
+			// dQ^T(HS×Tq) += K^T(HS×Tk) · dS^T(Tk×Tq).
+			be.headProducts(op, opN, opN, HS, Tq, Tk, 1, s.kvOf(kd), s.ldkv, s.skv, s.attOf(da), Tk, s.satt, 1, s.qOf(dqd), s.ldq, s.sq, B, all)
+		}
+		if dk != nil {
+			for r := range rep {
 				// dK^T(HS×Tk) += Q^T(HS×Tq) · dS(Tq×Tk).
-				be.batched(op, opN, opT, HS, Tk, Tq, 1, qh, s.ldq, s.sq, dah, Tk, s.satt, 1, s.kv(dkd, h), s.ldkv, s.skv, B)
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 1, s.kvOf(dkd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
 			}
 		}
 	})
@@ -419,9 +495,8 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 		be.fail(op, "step %d, want >= 1", h.Step)
 		return
 	}
-	c1 := float32(1 - math.Pow(float64(h.Beta1), float64(h.Step)))
-	c2 := float32(1 - math.Pow(float64(h.Beta2), float64(h.Step)))
+	c1, c2 := h.BiasCorrections()
 	be.post(func() {
-		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
+		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
 	})
 }

@@ -31,6 +31,12 @@ func TestBackend(t *testing.T, b gpu.Backend) {
 	run("LogProb", testLogProb)
 	run("Embedding", testEmbedding)
 	run("AdamW", testAdamW)
+	if fa, ok := b.(gpu.FlashAttention); ok {
+		run("Flash", func(s *suite) { testFlash(s, fa) })
+	}
+	if ra, ok := b.(gpu.RaggedAttention); ok {
+		run("Ragged", func(s *suite) { testRagged(s, ra) })
+	}
 	t.Run("StickyError", func(t *testing.T) { testStickyError(&suite{t: t, b: b, r: s.r}) })
 }
 
@@ -197,21 +203,31 @@ func testAttention(s *suite) {
 			s.expect("out", out, wantOut, TolForward)
 			s.expect("att", att, wantAtt, TolForward)
 
-			r := s.rand(len(wantOut))
-			f := func(xs [][]float64) []float64 {
-				o, _ := refAttention(xs[0], xs[1], xs[2], B, Tq, Tk, NH, NKV, HS)
-				return o
-			}
-			xs := [][]float64{q, k, v}
-			pq, pk, pv := s.rand(len(q)), s.rand(len(k)), s.rand(len(v))
-			dq, dk, dv := s.up(pq), s.up(pk), s.up(pv)
-			datt, _ := s.b.Alloc(B * NH * Tq * Tk)
-			s.b.AttentionBackward(dq, dk, dv, datt, s.up(r), qB, kB, vB, att, B, Tq, Tk, NH, NKV, HS)
-			s.expect("dq", dq, addTo(pq, fdGrad(f, xs, 0, r)), TolBackward)
-			s.expect("dk", dk, addTo(pk, fdGrad(f, xs, 1, r)), TolBackward)
-			s.expect("dv", dv, addTo(pv, fdGrad(f, xs, 2, r)), TolBackward)
+			s.expectAttnGrads(q, k, v, B, Tq, Tk, NH, NKV, HS, func(dq, dk, dv, dout gpu.Buf) {
+				datt, _ := s.b.Alloc(B * NH * Tq * Tk)
+				s.b.AttentionBackward(dq, dk, dv, datt, dout, qB, kB, vB, att, B, Tq, Tk, NH, NKV, HS)
+			})
 		})
 	}
+}
+
+// expectAttnGrads runs an attention backward, bwd, with dq, dk, dv holding
+// random priors and dout random weights r, and checks that each gained the
+// finite-difference gradient of sum(r * attention(q, k, v)).
+func (s *suite) expectAttnGrads(q, k, v []float64, B, Tq, Tk, NH, NKV, HS int, bwd func(dq, dk, dv, dout gpu.Buf)) {
+	s.t.Helper()
+	r := s.rand(B * Tq * NH * HS)
+	f := func(xs [][]float64) []float64 {
+		o, _ := refAttention(xs[0], xs[1], xs[2], B, Tq, Tk, NH, NKV, HS)
+		return o
+	}
+	xs := [][]float64{q, k, v}
+	pq, pk, pv := s.rand(len(q)), s.rand(len(k)), s.rand(len(v))
+	dq, dk, dv := s.up(pq), s.up(pk), s.up(pv)
+	bwd(dq, dk, dv, s.up(r))
+	s.expect("dq", dq, addTo(pq, fdGrad(f, xs, 0, r)), TolBackward)
+	s.expect("dk", dk, addTo(pk, fdGrad(f, xs, 1, r)), TolBackward)
+	s.expect("dv", dv, addTo(pv, fdGrad(f, xs, 2, r)), TolBackward)
 }
 
 func testSwiGLU(s *suite) {

@@ -1,0 +1,200 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"swerl/gpu"
+)
+
+var _ gpu.RaggedAttention = (*Backend)(nil)
+
+// intSlot is a device copy of a host []int32 that is re-sent only when it
+// changes: a decoding step passes the same row indices to every layer.
+type intSlot struct {
+	dev  *buf
+	host []int32
+}
+
+// cachedInts returns a device copy of ids in the slot named key, copying
+// only when ids differ from the last ones sent there (driver thread).
+func (be *Backend) cachedInts(op, key string, ids []int32) *buf {
+	if be.ints == nil {
+		be.ints = map[string]*intSlot{}
+	}
+	sl := be.ints[key]
+	if sl == nil {
+		sl = &intSlot{}
+		be.ints[key] = sl
+	}
+	if sl.dev != nil && slices.Equal(sl.host, ids) {
+		return sl.dev
+	}
+	if sl.dev == nil || sl.dev.n < len(ids) {
+		if sl.dev != nil {
+			_ = cu.MemFree(sl.dev.a.ptr)
+		}
+		b, err := be.alloc(max(len(ids), 1024))
+		if err != nil {
+			be.fail(op, "%v", err)
+			return nil
+		}
+		sl.dev = b
+	}
+	if len(ids) > 0 {
+		if err := cu.MemcpyHtoD(sl.dev.ptr(), unsafe.Pointer(&ids[0]), int64(4*len(ids))); err != nil {
+			be.fail(op, "upload ids: %v", err)
+			return nil
+		}
+	}
+	sl.host = append(sl.host[:0], ids...)
+	return sl.dev
+}
+
+// RoPERows implements gpu.RaggedAttention.
+func (be *Backend) RoPERows(x, cos, sin gpu.Buf, pos []int32, H, HS int) {
+	const op = "rope rows"
+	d, cs, sn := be.get(op, x), be.get(op, cos), be.get(op, sin)
+	if be.error() == nil && (HS <= 0 || HS%2 != 0 || H <= 0) {
+		be.fail(op, "head size %d is not positive and even, or %d heads", HS, H)
+	}
+	N := len(pos)
+	if !be.need(op, N*H*HS, "x", d) || !be.need(op, 0, "cos", cs, "sin", sn) || N == 0 {
+		return
+	}
+	P := cs.n / (HS / 2)
+	for n, p := range pos {
+		if p < 0 || int(p) >= P || int(p) >= sn.n/(HS/2) {
+			be.fail(op, "row %d at position %d outside the %d positions of the tables", n, p, P)
+			return
+		}
+	}
+	pos = slices.Clone(pos) // read later on the driver thread
+	be.post(func() {
+		t := be.cachedInts(op, "pos", pos)
+		be.launch("rope_rows", be.gridFor(N*H*HS/2), d, cs, sn, t, N, H, HS, float32(1))
+	})
+}
+
+// ScatterRows implements gpu.RaggedAttention.
+func (be *Backend) ScatterRows(dst, src gpu.Buf, idx []int32, W int) {
+	const op = "scatter rows"
+	d, s := be.get(op, dst), be.get(op, src)
+	N := len(idx)
+	if !be.need(op, N*W, "src", s) || !be.need(op, 0, "dst", d) || N*W == 0 {
+		return
+	}
+	rows := d.n / W
+	for n, i := range idx {
+		if i < 0 || int(i) >= rows {
+			be.fail(op, "row %d goes to row %d outside the %d rows of dst", n, i, rows)
+			return
+		}
+	}
+	idx = slices.Clone(idx)
+	be.post(func() {
+		t := be.cachedInts(op, "scatter", idx)
+		be.launch("scatter_rows", be.gridFor(N*W), d, s, t, N, W)
+	})
+}
+
+// AttentionRows implements gpu.RaggedAttention.
+func (be *Backend) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH, NKV, HS int) {
+	const op = "attention rows"
+	o, qd, kd, vd := be.get(op, out), be.get(op, q), be.get(op, k), be.get(op, v)
+	N := len(start)
+	switch {
+	case be.error() != nil:
+		return
+	case len(cnt) != N:
+		be.fail(op, "%d starts but %d counts", N, len(cnt))
+	case HS <= 0 || HS > block || NH <= 0 || NKV <= 0 || NH%NKV != 0:
+		be.fail(op, "bad shape NH=%d NKV=%d HS=%d (HS at most %d)", NH, NKV, HS, block)
+	}
+	if !be.need(op, N*NH*HS, "out", o, "q", qd) || !be.need(op, 0, "k", kd, "v", vd) || N == 0 {
+		return
+	}
+	rows := min(kd.n, vd.n) / (NKV * HS)
+	for n := range start {
+		if cnt[n] < 1 || start[n] < 0 || int(start[n])+int(cnt[n]) > rows {
+			be.fail(op, "row %d sees key rows [%d, %d) outside 1..%d rows", n, start[n], int(start[n])+int(cnt[n]), rows)
+			return
+		}
+	}
+	start, cnt = slices.Clone(start), slices.Clone(cnt)
+	scale := float32(1 / math.Sqrt(float64(HS)))
+	be.post(func() {
+		ts := be.cachedInts(op, "start", start)
+		tc := be.cachedInts(op, "count", cnt)
+		be.launch("attn_rows", N*NH, o, qd, kd, vd, ts, tc, NH, NKV, HS, scale)
+	})
+}
+
+var _ gpu.PackedMatmul = (*Backend)(nil)
+
+// PackedLen implements gpu.PackedMatmul: in the bf16 matmul mode a weight
+// is packed once as bf16 (two to a float32 element), so decoding steps
+// skip the per-product conversion of the weights; other modes do not pack.
+func (be *Backend) PackedLen(OC, C int) int {
+	if be.packs() {
+		return (OC*C + 1) / 2
+	}
+	return 0
+}
+
+// packs reports whether the present matmul mode packs weights.
+func (be *Backend) packs() bool {
+	var c int
+	be.do(func() { c = be.blas.compute })
+	return c == computeFastBF
+}
+
+// PackWeight implements gpu.PackedMatmul.
+func (be *Backend) PackWeight(dst, w gpu.Buf, OC, C int) {
+	const op = "pack weight"
+	d, s := be.get(op, dst), be.get(op, w)
+	if !be.need(op, (OC*C+1)/2, "dst", d) || !be.need(op, OC*C, "w", s) || OC*C == 0 {
+		return
+	}
+	be.post(func() {
+		if be.blas.compute != computeFastBF {
+			be.fail(op, "packing needs the bf16 matmul mode")
+			return
+		}
+		be.launch("f32_to_bf16", be.gridFor(OC*C), d, s, int64(OC*C))
+	})
+}
+
+// MatmulPacked implements gpu.PackedMatmul: MatmulForward with the bf16
+// weight from PackWeight.
+func (be *Backend) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
+	const op = "matmul packed"
+	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.get(op, wp), be.get(op, bias)
+	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, (OC*C+1)/2, "wp", wt) ||
+		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 || C == 0 {
+		return
+	}
+	be.post(func() {
+		if be.blas.compute != computeFastBF {
+			be.fail(op, "weights packed in bf16, but the matmul mode changed since (SetWeights repacks)")
+			return
+		}
+		beta := float32(0)
+		if bias != nil {
+			be.launch("bias_fill", be.gridFor(N*OC), o, bs, N, OC)
+			beta = 1
+		}
+		x16 := be.half(0, x.ptr(), N*C)
+		if be.error() != nil {
+			return
+		}
+		if err := be.blas.gemm16(opT, opN, OC, N, C, 1, wt.ptr(), C, x16, C, beta, o.ptr(), OC); err != nil {
+			be.fail(op, "%v", err)
+		}
+	})
+}
