@@ -371,13 +371,24 @@ func bindLoRA(be Backend, a *LoRA, w, g Buf) *loraRun {
 }
 
 // loraActs lays out the low-rank activations for N rows.
-func (lr *loraRun) acts(d dims, N int, a *arena) {
+// With ckpt (activation checkpointing) the layers share one set, which
+// the backward pass refills by recomputing each layer.
+func (lr *loraRun) acts(d dims, N int, a *arena, ckpt bool) {
 	lr.hs = make([][numMods]Buf, d.L)
+	var shared [numMods]Buf
 	for l := range d.L {
 		for mod := range numMods {
-			if lr.w[l][mod].A != nil {
-				lr.hs[l][mod] = a.take(N * lr.r)
+			if lr.w[l][mod].A == nil {
+				continue
 			}
+			if !ckpt {
+				lr.hs[l][mod] = a.take(N * lr.r)
+				continue
+			}
+			if shared[mod] == nil {
+				shared[mod] = a.take(N * lr.r)
+			}
+			lr.hs[l][mod] = shared[mod]
 		}
 	}
 	lr.tmp = a.take(N * max(d.QC, d.C, d.I))

@@ -305,6 +305,17 @@ func (a *arena) takeL(L, n int) []Buf {
 	return bs
 }
 
+// takeShared returns L views of one n-element window: the per-layer
+// buffers of activation checkpointing, which every layer overwrites.
+func (a *arena) takeShared(L, n int) []Buf {
+	b := a.take(n)
+	bs := make([]Buf, L)
+	for i := range bs {
+		bs[i] = b
+	}
+	return bs
+}
+
 // allocArena sizes a layout with a counting pass of fill, allocates one
 // buffer and runs fill again to slice it.
 func allocArena(be Backend, fill func(a *arena)) (Buf, int, error) {
@@ -334,14 +345,21 @@ func dimsOf(c Config) dims {
 }
 
 // trainActs lays out the activations for B*T rows.
-func trainActs(d dims, B, T int, a *arena) (acts, gradActs) {
+func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
 	N := B * T
+	// With activation checkpointing every layer but the residual stream
+	// shares one set of buffers: the backward pass recomputes a layer's
+	// activations from its input res[l] before using them.
+	layer := a.takeL
+	if ckpt {
+		layer = a.takeShared
+	}
 	ac := acts{
-		res: a.takeL(d.L+1, N*d.C), ln1: a.takeL(d.L, N*d.C), rstd1: a.takeL(d.L, N),
-		q: a.takeL(d.L, N*d.QC), k: a.takeL(d.L, N*d.KVC), v: a.takeL(d.L, N*d.KVC),
-		att: a.takeL(d.L, attLen(a.be, d, B, T)), atty: a.takeL(d.L, N*d.QC), resMid: a.takeL(d.L, N*d.C),
-		ln2: a.takeL(d.L, N*d.C), rstd2: a.takeL(d.L, N),
-		gate: a.takeL(d.L, N*d.I), up: a.takeL(d.L, N*d.I), swi: a.takeL(d.L, N*d.I),
+		res: a.takeL(d.L+1, N*d.C), ln1: layer(d.L, N*d.C), rstd1: layer(d.L, N),
+		q: layer(d.L, N*d.QC), k: layer(d.L, N*d.KVC), v: layer(d.L, N*d.KVC),
+		att: layer(d.L, attLen(a.be, d, B, T)), atty: layer(d.L, N*d.QC), resMid: layer(d.L, N*d.C),
+		ln2: layer(d.L, N*d.C), rstd2: layer(d.L, N),
+		gate: layer(d.L, N*d.I), up: layer(d.L, N*d.I), swi: layer(d.L, N*d.I),
 		lnf: a.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
 		proj: a.take(N * d.C),
 	}
@@ -369,49 +387,56 @@ type step struct {
 // its own activations for the backward pass. lo, when not nil, adds the
 // LoRA adapters' low-rank path to the adapted linear layers.
 func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin Buf, s step, tokens, targets []int32) {
-	B, T := s.B, s.T
-	N := B * T
-	Tk := s.pos0 + T
+	N := s.B * s.T
 	fa := flashOf(be, d)
 	if s.pos0 != 0 {
 		fa = nil
 	}
 	be.EmbeddingForward(ac.res[0], p.Wte, tokens, d.C)
 	for i := range d.L {
-		w := &p.Layers[i]
-		in, out := ac.res[i], ac.res[i+1]
-		be.RMSNormForward(ac.ln1[i], ac.rstd1[i], in, w.InputNorm, N, d.C, d.eps)
-		be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
-		be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
-		be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
-		lo.forward(be, i, modQ, ac.q[i], ac.ln1[i], N, d.C, d.QC)
-		lo.forward(be, i, modK, ac.k[i], ac.ln1[i], N, d.C, d.KVC)
-		lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
-		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
-		be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
-		if fa != nil {
-			fa.AttentionForwardLSE(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, d.NH, d.NKV, d.HS)
-		} else {
-			be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
-		}
-		be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
-		lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
-		be.Add(ac.resMid[i], in, ac.proj, N*d.C)
-		be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
-		be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
-		be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
-		lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)
-		lo.forward(be, i, modUp, ac.up[i], ac.ln2[i], N, d.C, d.I)
-		be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
-		be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
-		lo.forward(be, i, modDown, ac.proj, ac.swi[i], N, d.I, d.C)
-		be.Add(out, ac.resMid[i], ac.proj, N*d.C)
+		forwardLayer(be, d, p, lo, ac, cos, sin, s, fa, i)
 	}
 	be.RMSNormForward(ac.lnf, ac.rstdf, ac.res[d.L], p.Norm, N, d.C, d.eps)
 	be.MatmulForward(ac.logits, ac.lnf, p.LMHead, nil, N, d.C, d.V)
 	if targets != nil {
 		be.LogProbForward(ac.logp, ac.lse, ac.logits, targets, d.V)
 	}
+}
+
+// forwardLayer runs decoder layer i from ac.res[i] to ac.res[i+1],
+// keeping its activations in the layer's buffers of ac.
+func forwardLayer(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin Buf, s step, fa FlashAttention, i int) {
+	B, T := s.B, s.T
+	N := B * T
+	Tk := s.pos0 + T
+	w := &p.Layers[i]
+	in, out := ac.res[i], ac.res[i+1]
+	be.RMSNormForward(ac.ln1[i], ac.rstd1[i], in, w.InputNorm, N, d.C, d.eps)
+	be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
+	be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
+	be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
+	lo.forward(be, i, modQ, ac.q[i], ac.ln1[i], N, d.C, d.QC)
+	lo.forward(be, i, modK, ac.k[i], ac.ln1[i], N, d.C, d.KVC)
+	lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
+	be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
+	be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
+	if fa != nil {
+		fa.AttentionForwardLSE(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, d.NH, d.NKV, d.HS)
+	} else {
+		be.AttentionForward(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, Tk, d.NH, d.NKV, d.HS)
+	}
+	be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
+	lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
+	be.Add(ac.resMid[i], in, ac.proj, N*d.C)
+	be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
+	be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
+	be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
+	lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)
+	lo.forward(be, i, modUp, ac.up[i], ac.ln2[i], N, d.C, d.I)
+	be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
+	be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
+	lo.forward(be, i, modDown, ac.proj, ac.swi[i], N, d.I, d.C)
+	be.Add(out, ac.resMid[i], ac.proj, N*d.C)
 }
 
 // ---------------------------------------------------------------------------
@@ -423,7 +448,11 @@ func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin
 // A nil buffer of g is a frozen parameter: its gradient is skipped (LoRA
 // leaves every base parameter nil). lo, when not nil, accumulates the
 // adapters' gradients into its own buffers.
-func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *gradActs, cos, sin Buf, B, T int, tokens, targets []int32) {
+//
+// With ckpt (activation checkpointing: trainActs shares one set of layer
+// buffers) each layer's activations are recomputed from its input before
+// its backward; the last layer's are still there from the forward pass.
+func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *gradActs, cos, sin Buf, B, T int, tokens, targets []int32, ckpt bool) {
 	N := B * T
 	be.Zero(ga.dlogits)
 	be.LogProbBackward(ga.dlogits, ga.dlogp, ac.logits, ac.lse, targets, d.V)
@@ -431,7 +460,11 @@ func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *
 	be.MatmulBackward(ga.dlnf, g.LMHead, nil, ga.dlogits, ac.lnf, p.LMHead, N, d.C, d.V)
 	be.Zero(ga.dres)
 	be.RMSNormBackward(ga.dres, g.Norm, ga.dlnf, ac.res[d.L], p.Norm, ac.rstdf, N, d.C)
+	fa := flashOf(be, d)
 	for l := d.L - 1; l >= 0; l-- {
+		if ckpt && l < d.L-1 {
+			forwardLayer(be, d, p, lo, ac, cos, sin, step{B: B, T: T}, fa, l)
+		}
 		w, gw := &p.Layers[l], &g.Layers[l]
 		// out = resMid + down(swiglu(gate(ln2), up(ln2))): dres flows
 		// through unchanged and the MLP branch adds to it.
@@ -454,7 +487,7 @@ func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *
 		be.Zero(ga.dq)
 		be.Zero(ga.dk)
 		be.Zero(ga.dv)
-		if fa := flashOf(be, d); fa != nil {
+		if fa != nil {
 			fa.AttentionBackwardLSE(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.atty[l], ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, d.NH, d.NKV, d.HS)
 		} else {
 			be.AttentionBackward(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, T, d.NH, d.NKV, d.HS)

@@ -39,6 +39,11 @@ type TrainConfig struct {
 	AccumSteps int
 	// GRPO configures the RL objective of Step.
 	GRPO GRPOParams
+	// Checkpoint turns on activation checkpointing: the trainer keeps each
+	// layer's input only and recomputes the layer's activations in the
+	// backward pass, holding one layer's activations instead of all of
+	// them for one more forward pass of compute.
+	Checkpoint bool
 }
 
 func (c TrainConfig) withDefaults() TrainConfig {
@@ -247,9 +252,9 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
 	t.actBuf, _, err = allocArena(be, func(ar *arena) {
-		t.acts, t.gacts = trainActs(t.d, B, T, ar)
+		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint)
 		if t.lo != nil {
-			t.lo.acts(t.d, B*T, ar)
+			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}
 	})
 	if err != nil {
@@ -356,7 +361,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 		t.be.Zero(t.gradBuf)
 	}
 	t.be.Upload(t.gacts.dlogp, t.dlogp[:N])
-	backward(t.be, t.d, &t.params, &t.grads, t.lo, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N])
+	backward(t.be, t.d, &t.params, &t.grads, t.lo, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N], t.cfg.Checkpoint)
 	t.micro++
 	if t.micro == t.cfg.AccumSteps {
 		if err := t.update(&met); err != nil {
