@@ -38,7 +38,9 @@
 // bf16 takes 82.9 ms at B×T 8×512 (15.5% MFU, 49.4k tokens/s) and 212 ms
 // at 4×2048 (13.6%); the 35% target is not met. Decoding with the
 // BatchSampler: 198 tokens/s at batch 1, 2,763 at batch 64 (3,030 with
-// bf16 weights); the 10,000 target is not met.
+// bf16 weights); the 10,000 target is not met. A Qwen2.5-7B-shaped LoRA
+// step with activation checkpointing (gpu.TrainConfig.Checkpoint) holds
+// 54.6 GB at 4×2048.
 //
 // Measured runs on GPU machines (suite results, benchmark tables, MFU) are
 // in results/README.md with their raw logs; scripts/cuda-device-run.sh runs
