@@ -27,7 +27,7 @@ func init() {
 // trainFlags are the optimizer and learner flags shared by learn and sft.
 type trainFlags struct {
 	out, model, device, metricsAddr string
-	resume                          bool
+	resume, ckpt                    bool
 	steps, microBatch, maxSeq, keep int
 	warmup, decaySteps              int
 	lr, minLR, weightDecay, clip    float64
@@ -43,6 +43,7 @@ func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
 	fs.IntVar(&f.steps, "steps", 0, "stop after this many optimizer steps (0: until the input ends)")
 	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
 	fs.IntVar(&f.maxSeq, "max-seq", 1024, "longest prompt+completion in tokens; longer samples are skipped and counted")
+	fs.BoolVar(&f.ckpt, "checkpoint-activations", false, "keep only each layer's input and recompute the layer in the backward pass: one layer's activations in memory instead of all, for one more forward pass (a 7B LoRA step at 4×2048 fits 80 GB with it)")
 	fs.Float64Var(&f.lr, "lr", defLR, "peak learning rate")
 	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")
 	fs.IntVar(&f.warmup, "warmup", 0, "linear warm-up steps")
@@ -80,6 +81,7 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 		Train: gpu.TrainConfig{
 			MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
 			WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
+			Checkpoint: f.ckpt,
 		},
 		Log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		Progress: stderr, ProgressEvery: f.progressEvery,

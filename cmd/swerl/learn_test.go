@@ -183,3 +183,55 @@ func TestLearnKafkaFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnCheckpointActivations: --checkpoint-activations recomputes
+// activations instead of keeping them and publishes bitwise the same
+// model files.
+func TestLearnCheckpointActivations(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
+		t.Fatalf("model init: %s", se.String())
+	}
+	var samples []schemas.Sample
+	for g := range 2 {
+		for i := range 2 {
+			samples = append(samples, schemas.Sample{
+				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
+					Prompt: "fix the bug", Completion: strings.Repeat("y", 4+3*i+g), FinishReason: "stop"},
+				Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
+			})
+		}
+	}
+	file := filepath.Join(dir, "samples.parquet")
+	if err := parquetio.WriteFile(file, samples); err != nil {
+		t.Fatal(err)
+	}
+	hashes := func(out string, extra ...string) map[string]string {
+		args := append([]string{"learn", "--model", model, "--samples", file, "--out", out, "--batch-groups", "1",
+			"--max-staleness", "-1", "--metrics-addr", "", "--lr", "1e-3"}, extra...)
+		se.Reset()
+		if code := runMain(context.Background(), args, &so, &se); code != 0 {
+			t.Fatalf("learn %v: exit %d: %s", extra, code, se.String())
+		}
+		st, err := checkpoint.Open(checkpoint.Config{Dir: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := st.LatestGood()
+		if err != nil || v.Version != 2 {
+			t.Fatalf("latest %+v, %v", v, err)
+		}
+		h := map[string]string{}
+		for _, f := range v.Files {
+			h[f.Path] = f.SHA256
+		}
+		return h
+	}
+	plain := hashes(filepath.Join(dir, "plain"))
+	ckpt := hashes(filepath.Join(dir, "ckpt"), "--checkpoint-activations")
+	if len(plain) == 0 || fmt.Sprint(plain) != fmt.Sprint(ckpt) {
+		t.Errorf("files differ with --checkpoint-activations:\n%v\n%v", ckpt, plain)
+	}
+}
