@@ -101,29 +101,7 @@ func trainerMatchesCPU(t *testing.T, cfg gpu.Config) {
 		t.Fatal(err)
 	}
 	batch := tinyBatch()
-	for step := range 4 {
-		f := (*gpu.Trainer).Step
-		if step%2 == 1 {
-			f = (*gpu.Trainer).SFTStep
-		}
-		a, err := f(trc, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := f(trg, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := math.Abs(a.Loss - b.Loss); d > 1e-4*(1+math.Abs(a.Loss)) {
-			t.Errorf("step %d: loss cpu %v cuda %v", step, a.Loss, b.Loss)
-		}
-		if d := math.Abs(a.GradNorm - b.GradNorm); d > 1e-3*(1+a.GradNorm) {
-			t.Errorf("step %d: grad norm cpu %v cuda %v", step, a.GradNorm, b.GradNorm)
-		}
-	}
-	if err := trg.SyncHost(); err != nil {
-		t.Fatal(err)
-	}
+	stepBoth(t, trc, trg, batch)
 	ref := make([]float64, 0)
 	for _, tn := range mc.Tensors() {
 		for _, v := range tn.Data {
@@ -343,5 +321,35 @@ func sameCompletion(t *testing.T, what string, cpu, cuda gpu.Completion) {
 		if d := math.Abs(float64(cpu.LogProbs[i] - cuda.LogProbs[i])); d > 1e-4 {
 			t.Errorf("%s: logprob %d cpu %v cuda %v", what, i, cpu.LogProbs[i], cuda.LogProbs[i])
 		}
+	}
+}
+
+// stepBoth takes four steps (GRPO and SFT in turn) on the CPU trainer trc
+// and the CUDA trainer trg, compares losses and gradient norms, and syncs
+// trg's weights to its host model.
+func stepBoth(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence) {
+	t.Helper()
+	for step := range 4 {
+		f := (*gpu.Trainer).Step
+		if step%2 == 1 {
+			f = (*gpu.Trainer).SFTStep
+		}
+		a, err := f(trc, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f(trg, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(a.Loss - b.Loss); d > 1e-4*(1+math.Abs(a.Loss)) {
+			t.Errorf("step %d: loss cpu %v cuda %v", step, a.Loss, b.Loss)
+		}
+		if d := math.Abs(a.GradNorm - b.GradNorm); d > 1e-3*(1+a.GradNorm) {
+			t.Errorf("step %d: grad norm cpu %v cuda %v", step, a.GradNorm, b.GradNorm)
+		}
+	}
+	if err := trg.SyncHost(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,29 +45,7 @@ func TestLoRATrainerMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := tinyBatch()
-	for step := range 4 {
-		f := (*gpu.Trainer).Step
-		if step%2 == 1 {
-			f = (*gpu.Trainer).SFTStep
-		}
-		a, err := f(trc, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := f(trg, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := math.Abs(a.Loss - b.Loss); d > 1e-4*(1+math.Abs(a.Loss)) {
-			t.Errorf("step %d: loss cpu %v cuda %v", step, a.Loss, b.Loss)
-		}
-		if d := math.Abs(a.GradNorm - b.GradNorm); d > 1e-3*(1+a.GradNorm) {
-			t.Errorf("step %d: grad norm cpu %v cuda %v", step, a.GradNorm, b.GradNorm)
-		}
-	}
-	if err := trg.SyncHost(); err != nil {
-		t.Fatal(err)
-	}
+	stepBoth(t, trc, trg, batch)
 	var ref []float64
 	var got []float32
 	moved := false
