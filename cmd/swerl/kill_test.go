@@ -116,36 +116,46 @@ func TestRunSurvivesKill(t *testing.T) {
 type cli struct {
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
-	done chan error
+	done chan struct{} // closed when the child has exited; err is then its status
+	err  error
 }
 
-// startCLI starts `swerl args...` as a child process (see TestMain).
+// startCLI starts `swerl args...` as a child process (see TestMain) and
+// kills it when the test ends.
 func startCLI(t *testing.T, args ...string) *cli {
 	t.Helper()
-	c := &cli{cmd: exec.Command(os.Args[0], args...), out: &bytes.Buffer{}, done: make(chan error, 1)}
+	c, err := newCLI(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cmd.Process.Kill() }) // an error once it exited
+	return c
+}
+
+// newCLI starts `swerl args...` as a child process; the caller kills it.
+func newCLI(args ...string) (*cli, error) {
+	c := &cli{cmd: exec.Command(os.Args[0], args...), out: &bytes.Buffer{}, done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("starting swerl %s: %w", args[0], err)
 	}
-	go func() { c.done <- c.cmd.Wait() }()
-	t.Cleanup(func() { c.cmd.Process.Kill() }) // an error once it exited
-
-	return c
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	return c, nil
 }
 
 // kill sends SIGKILL and waits for the child; exited is true when it had
 // already exited (err is then its exit status).
 func (c *cli) kill() (exited bool, err error) {
 	select {
-	case err := <-c.done:
-		return true, err
+	case <-c.done:
+		return true, c.err
 	default:
 	}
 	c.cmd.Process.Signal(syscall.SIGKILL)
-	err = <-c.done
+	<-c.done
 	if c.cmd.ProcessState.Exited() { // it exited on its own before the signal
-		return true, err
+		return true, c.err
 	}
 	return false, nil
 }
@@ -161,9 +171,9 @@ func runCLI(t *testing.T, args []string, killAfter, limit time.Duration) (killed
 		timer = time.After(killAfter)
 	}
 	select {
-	case err := <-c.done:
-		if err != nil {
-			t.Fatalf("swerl %s failed: %v\n%s", args[0], err, c.out.String())
+	case <-c.done:
+		if c.err != nil {
+			t.Fatalf("swerl %s failed: %v\n%s", args[0], c.err, c.out.String())
 		}
 		return false, c.out.String()
 	case <-timer:
