@@ -144,7 +144,7 @@ func TestLearnOfflineSurvivesKill(t *testing.T) {
 	rng, cycles := killRNG(t)
 	dir := t.TempDir()
 	const G, batch = 2, 3
-	steps := max(6, 2*cycles)
+	steps := max(6, 4*cycles)
 	want := writeSamples(t, filepath.Join(dir, "samples"), rng, batch*steps, G)
 	out := filepath.Join(dir, "out")
 	args := []string{"learn", "--model", tinyModel(t, dir), "--resume", "--samples", filepath.Join(dir, "samples"), "--out", out,
