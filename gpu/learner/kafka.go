@@ -80,6 +80,11 @@ func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource
 		// member's session expires: 6 s, the least a broker accepts by
 		// default (group.min.session.timeout.ms), instead of kafka-go's 30.
 		SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second, HeartbeatInterval: time.Second,
+		// kafka-go heals consumer-group errors (lost coordinator, failed
+		// join or heartbeat) by itself and reports them nowhere else.
+		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
+			cfg.Log.Warn("learner: kafka consumer: " + fmt.Sprintf(format, args...))
+		}),
 	})
 	return s, nil
 }
@@ -88,7 +93,14 @@ func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource
 // "topic@partition:offset".
 func (s *KafkaSource) Next(ctx context.Context) (schemas.Sample, error) {
 	for {
-		m, err := s.r.FetchMessage(ctx)
+		// A broker that is down (a restart) fails the consumer group's
+		// joins; kafka-go hands the error over after three and then keeps
+		// healing, so the fetch is tried again for Kafka.Retry's budget.
+		var m kafka.Message
+		err := s.cfg.Kafka.Retry.Do(ctx, "learner: fetch from "+s.cfg.samplesTopic(), func() (err error) {
+			m, err = s.r.FetchMessage(ctx)
+			return err
+		})
 		if err != nil {
 			return schemas.Sample{}, err
 		}
