@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -217,12 +218,13 @@ func TestTrainAndLearnSurviveKill(t *testing.T) {
 		le, err = killLearner(rng, cycles, r.lout, 1+r.steps, le, r.logf)
 		errs <- err
 	}()
-	for range 2 {
-		if err := <-errs; err != nil {
-			tr.kill()
-			le.kill()
-			t.Fatal(err)
-		}
+	// Both loops end (a failed one at once, the other after its kills)
+	// before the processes are touched here.
+	err1, err2 := <-errs, <-errs
+	if err := errors.Join(err1, err2); err != nil {
+		tr.kill()
+		le.kill()
+		t.Fatal(err)
 	}
 	r.finish(tr, trainDone, le)
 }
