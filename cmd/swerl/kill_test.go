@@ -53,34 +53,7 @@ func TestRunSurvivesKill(t *testing.T) {
 		if resume {
 			a = append(append([]string(nil), args...), "--resume")
 		}
-		cmd := exec.Command(os.Args[0], a...)
-		cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
-		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		var timer <-chan time.Time
-		if killAfter > 0 {
-			timer = time.After(killAfter)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("swerl run failed: %v\n%s", err, buf.String())
-			}
-			return false, buf.String()
-		case <-timer:
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			return true, buf.String()
-		case <-time.After(5 * time.Minute):
-			cmd.Process.Kill()
-			t.Fatalf("swerl run did not finish in 5 minutes:\n%s", buf.String())
-		}
-		return false, ""
+		return runCLI(t, a, killAfter, 5*time.Minute)
 	}
 	// The first run is never killed before it has written its model and
 	// instances (a run killed earlier starts again without --resume).
@@ -137,6 +110,82 @@ func TestRunSurvivesKill(t *testing.T) {
 			t.Fatalf("round %d kept %d samples, want %d (rounds: %v)", r, n, batch*group, perRound)
 		}
 	}
+}
+
+// cli is the test binary running as `swerl ARGS` in a child process.
+type cli struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{} // closed when the child has exited; err is then its status
+	err  error
+}
+
+// startCLI starts `swerl args...` as a child process (see TestMain) and
+// kills it when the test ends.
+func startCLI(t *testing.T, args ...string) *cli {
+	t.Helper()
+	c, err := newCLI(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cmd.Process.Kill() }) // an error once it exited
+	return c
+}
+
+// newCLI starts `swerl args...` as a child process; the caller kills it.
+func newCLI(args ...string) (*cli, error) {
+	c := &cli{cmd: exec.Command(os.Args[0], args...), out: &bytes.Buffer{}, done: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting swerl %s: %w", args[0], err)
+	}
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// kill sends SIGKILL and waits for the child; exited is true when it had
+// already exited (err is then its exit status).
+func (c *cli) kill() (exited bool, err error) {
+	select {
+	case <-c.done:
+		return true, c.err
+	default:
+	}
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	<-c.done
+	if c.cmd.ProcessState.Exited() { // it exited on its own before the signal
+		return true, c.err
+	}
+	return false, nil
+}
+
+// runCLI runs `swerl args...` in a child process and, when killAfter > 0,
+// SIGKILLs it after that long unless it exited first; killed says which.
+// It fails the test when the child fails or runs past limit.
+func runCLI(t *testing.T, args []string, killAfter, limit time.Duration) (killed bool, log string) {
+	t.Helper()
+	c := startCLI(t, args...)
+	var timer <-chan time.Time
+	if killAfter > 0 {
+		timer = time.After(killAfter)
+	}
+	select {
+	case <-c.done:
+		if c.err != nil {
+			t.Fatalf("swerl %s failed: %v\n%s", args[0], c.err, c.out.String())
+		}
+		return false, c.out.String()
+	case <-timer:
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
+		return true, c.out.String()
+	case <-time.After(limit):
+		c.cmd.Process.Kill()
+		<-c.done
+		t.Fatalf("swerl %s did not finish in %s:\n%s", args[0], limit, c.out.String())
+	}
+	return false, ""
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -58,15 +58,27 @@ func TestLearnOffline(t *testing.T) {
 	if err != nil || v.Version != 3 || v.Step != 3 {
 		t.Fatalf("latest %+v, %v", v, err)
 	}
-	// Again without --resume: refused. With it: one more step.
+	// Again without --resume: refused. With it, the run goes on after the
+	// samples it trained: a group added to the file is the one more step.
 	se.Reset()
 	if code := runMain(context.Background(), args, &so, &se); code != 1 || !strings.Contains(se.String(), "--resume") {
 		t.Errorf("rerun without --resume: exit %d: %s", code, se.String())
 	}
+	for i := range 2 {
+		s := samples[i]
+		s.ID, s.GroupID = fmt.Sprintf("g3/%d", i), "g3"
+		samples = append(samples, s)
+	}
+	if err := parquetio.WriteFile(file, samples); err != nil {
+		t.Fatal(err)
+	}
 	se.Reset()
-	args = append(args[:1], append([]string{"--resume", "--steps", "1"}, args[3:]...)...)
+	args = append(args[:1], append([]string{"--resume", "--steps", "2"}, args[3:]...)...)
 	if code := runMain(context.Background(), args, &so, &se); code != 0 {
 		t.Fatalf("resume exit %d: %s", code, se.String())
+	}
+	if !strings.Contains(se.String(), "trained 1 steps (1 groups, 2 samples") {
+		t.Errorf("resumed summary, want the new group only: %s", se.String())
 	}
 	if v, err := st.LatestGood(); err != nil || v.Version != 4 || v.Step != 4 {
 		t.Fatalf("after resume latest %+v, %v", v, err)

@@ -40,9 +40,12 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 
 // KafkaSource consumes swerl.samples in a consumer group without
 // auto-commit: positions are committed through Commit, which the learner
-// calls after publishing the version that consumed them. Records below
-// the positions a resumed checkpoint recorded are skipped (they were
-// trained on before a crash that hit between publish and commit).
+// calls after publishing a version, with its commit points (the first
+// sample not yet trained in each partition). Records below the commit
+// points of the checkpoint a learner resumes from are skipped (the group's
+// commit lags them after a crash between publish and commit); records at
+// or above them that belong to groups already trained are skipped by the
+// learner (StepRecord.Finished).
 type KafkaSource struct {
 	cfg    KafkaConfig
 	r      *kafka.Reader
@@ -72,6 +75,16 @@ func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource
 		Brokers: cfg.Kafka.Brokers, GroupID: cfg.Group, Topic: cfg.samplesTopic(), Dialer: dialer,
 		StartOffset: kafka.FirstOffset, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 500 * time.Millisecond,
 		CommitInterval: 0, // synchronous commits, only through Commit
+		// One learner consumes the group. A restarted one (after a crash:
+		// the dead member never leaves) gets the partitions once the dead
+		// member's session expires: 6 s, the least a broker accepts by
+		// default (group.min.session.timeout.ms), instead of kafka-go's 30.
+		SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second, HeartbeatInterval: time.Second,
+		// kafka-go heals consumer-group errors (lost coordinator, failed
+		// join or heartbeat) by itself and reports them nowhere else.
+		ErrorLogger: kafka.LoggerFunc(func(format string, args ...any) {
+			cfg.Log.Warn("learner: kafka consumer: " + fmt.Sprintf(format, args...))
+		}),
 	})
 	return s, nil
 }
@@ -80,7 +93,14 @@ func NewKafkaSource(cfg KafkaConfig, resume []schemas.TopicOffset) (*KafkaSource
 // "topic@partition:offset".
 func (s *KafkaSource) Next(ctx context.Context) (schemas.Sample, error) {
 	for {
-		m, err := s.r.FetchMessage(ctx)
+		// A broker that is down (a restart) fails the consumer group's
+		// joins; kafka-go hands the error over after three and then keeps
+		// healing, so the fetch is tried again for Kafka.Retry's budget.
+		var m kafka.Message
+		err := s.cfg.Kafka.Retry.Do(ctx, "learner: fetch from "+s.cfg.samplesTopic(), func() (err error) {
+			m, err = s.r.FetchMessage(ctx)
+			return err
+		})
 		if err != nil {
 			return schemas.Sample{}, err
 		}

@@ -7,9 +7,12 @@
 // version+1. A checkpoint is the Hugging Face model directory plus
 // trainer_state/optimizer.safetensors (the AdamW moments, tensors
 // "exp_avg" and "exp_avg_sq" over the flat parameter arena, metadata
-// "step"), so Resume continues exactly. The index row records the
-// positions consumed ("topic@partition:offset" sources), and a Committer
-// source is committed only after the publish (and the announcement).
+// "step"), so Resume continues exactly. The index row records the commit
+// points (Learner.Offsets: per partition, the lowest position of a sample
+// not yet trained), a Committer source is committed only after the
+// publish (and the announcement), and trained/vNNNNNN.json (StepRecord)
+// records the samples each step trained on and the groups a resumed run
+// must skip when it reads them again.
 //
 // LoRA (Config.LoRA.Rank > 0): only adapters on a frozen base are
 // trained, and each version is a PEFT adapter directory
@@ -125,6 +128,7 @@ type Stats struct {
 	Skipped     int   // samples skipped (too long, bad tokens, empty)
 	Truncated   int   // samples left out of the loss as cut at the token limit (see MaskTruncated)
 	Incomplete  int   // samples of groups never completed (dropped at the end)
+	Duplicates  int   // samples read again whose group was already trained or holds them
 	Tokens      int64 // completion tokens trained on
 	Version     int64 // last published version
 	LastLoss    float64
@@ -157,6 +161,7 @@ type Learner struct {
 	live         bool // a live line is on the terminal
 	sft          bool // train runs SFTStep
 	sftNext      int  // the example SFT's next batch starts at, across calls
+	prog         progress
 }
 
 // New opens the store, loads the model (fresh or resumed) and, on a fresh
@@ -378,11 +383,36 @@ func (l *Learner) loadOptimizer(path string) error {
 // Version is the last published version.
 func (l *Learner) Version() int64 { return l.version }
 
-// Offsets are the positions consumed up to the last published version,
-// sorted: where a Kafka source resumes.
+// Offsets are the commit points, sorted: per partition, the lowest
+// position of a sample read but not yet trained (held for the next step or
+// in a group still incomplete), or past the last sample read when there is
+// none. Everything before them is trained or dropped; what a resumed run
+// reads again at or after them is skipped by group (see StepRecord). They
+// are the index row's Offsets and what a Kafka source commits.
 func (l *Learner) Offsets() []schemas.TopicOffset {
-	out := make([]schemas.TopicOffset, 0, len(l.offsets))
-	for _, o := range l.offsets {
+	at := make(map[string]schemas.TopicOffset, len(l.offsets))
+	for k, o := range l.offsets {
+		at[k] = o
+	}
+	pin := func(g *group) {
+		for _, o := range g.pos {
+			k := offKey(o)
+			if c, ok := at[k]; ok && o.Topic != "" && o.Offset < c.Offset {
+				c.Offset = o.Offset
+				at[k] = c
+			}
+		}
+	}
+	if b := l.prog.b; b != nil {
+		for _, g := range b.pending {
+			pin(g)
+		}
+	}
+	for _, g := range l.prog.held {
+		pin(g)
+	}
+	out := make([]schemas.TopicOffset, 0, len(at))
+	for _, o := range at {
 		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -411,14 +441,13 @@ func (l *Learner) Stats() Stats { s := l.stats; s.Version = l.version; return s 
 
 func offKey(o schemas.TopicOffset) string { return o.Topic + "/" + strconv.Itoa(o.Partition) }
 
-// consumed records a sample's position (kept or dropped alike).
-func (l *Learner) consumed(s *schemas.Sample) {
-	if o, ok := offsetOf(s.Source); ok {
-		o.Offset++ // the next offset to read
-		k := offKey(o)
-		if o.Offset > l.offsets[k].Offset {
-			l.offsets[k] = o
-		}
+// consumed records the position o of a sample read (kept or dropped
+// alike): the read position moves past it.
+func (l *Learner) consumed(o schemas.TopicOffset) {
+	o.Offset++ // the next offset to read
+	k := offKey(o)
+	if o.Offset > l.offsets[k].Offset {
+		l.offsets[k] = o
 	}
 }
 
@@ -471,10 +500,12 @@ func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, 
 	return nil
 }
 
-// group is the samples of one group id, in arrival order.
+// group is the samples of one group id, in arrival order, and where each
+// was read (Topic "" when its source has no positions).
 type group struct {
 	id      string
 	samples []schemas.Sample
+	pos     []schemas.TopicOffset
 }
 
 func (g *group) ready() bool {
@@ -489,10 +520,20 @@ type batcher struct {
 	last    string   // group id of the previous sample
 }
 
-// add takes one sample and returns the groups it completed: its own when
-// full, and the previous group when that one was emitted incomplete (its
-// samples say group_complete=false) and a sample of another group arrived.
-func (b *batcher) add(s schemas.Sample) []*group {
+// add takes one sample, read at pos, and returns the groups it completed:
+// its own when full, and the previous group when that one was emitted
+// incomplete (its samples say group_complete=false) and a sample of another
+// group arrived. A sample whose group already holds its id (a copy the
+// train pipeline produced again) is counted and dropped.
+func (b *batcher) add(s schemas.Sample, pos schemas.TopicOffset) []*group {
+	if g := b.pending[s.GroupID]; g != nil {
+		for i := range g.samples {
+			if g.samples[i].ID == s.ID {
+				b.l.duplicate(&s)
+				return nil
+			}
+		}
+	}
 	var out []*group
 	if b.last != "" && b.last != s.GroupID {
 		if g := b.pending[b.last]; g != nil && !g.samples[0].GroupComplete {
@@ -507,6 +548,7 @@ func (b *batcher) add(s schemas.Sample) []*group {
 		b.order = append(b.order, s.GroupID)
 	}
 	g.samples = append(g.samples, s)
+	g.pos = append(g.pos, pos)
 	if g.ready() {
 		out = append(out, b.take(s.GroupID))
 	}
@@ -516,6 +558,7 @@ func (b *batcher) add(s schemas.Sample) []*group {
 func (b *batcher) take(id string) *group {
 	g := b.pending[id]
 	delete(b.pending, id)
+	b.l.prog.taken[id] = true
 	for i, o := range b.order {
 		if o == id {
 			b.order = append(b.order[:i], b.order[i+1:]...)
@@ -537,6 +580,10 @@ func (b *batcher) flush() []*group {
 		}
 		b.l.stats.Incomplete += len(g.samples)
 		mSamples.WithLabelValues("incomplete").Add(float64(len(g.samples)))
+		for i := range g.samples {
+			b.l.prog.dropped = append(b.l.prog.dropped, g.samples[i].ID)
+		}
+		b.l.prog.finish(g, b.l.version)
 		b.l.log.Warn("learner: dropping a group that never completed", "group", g.id, "have", len(g.samples), "want", g.samples[0].GroupSize)
 	}
 	return out
@@ -545,42 +592,82 @@ func (b *batcher) flush() []*group {
 // Run consumes src and takes one optimizer step (and publishes one
 // version) per BatchGroups groups, until src ends (a last partial batch
 // is trained), ctx ends, or steps steps were taken (steps ≤ 0: no limit).
+//
+// A source that keeps positions (a named SliceSource, ParquetSource) is
+// first moved to the commit point of the version training continues from;
+// samples of groups already trained or dropped (StepRecord.Finished) are
+// skipped, so a resumed run trains every sample once.
 func (l *Learner) Run(ctx context.Context, src Source, steps int) (Stats, error) {
+	if err := l.loadProgress(); err != nil {
+		return l.Stats(), err
+	}
+	if sk, ok := src.(seeker); ok {
+		if err := sk.seek(l.Offsets()); err != nil {
+			return l.Stats(), err
+		}
+	}
 	b := &batcher{l: l, pending: map[string]*group{}}
 	var batch []*group
+	l.prog.b = b
 	start := time.Now()
-	defer func() { l.summary(time.Since(start)) }()
+	defer func() {
+		l.prog.b, l.prog.held = nil, nil
+		clear(l.prog.taken)
+		l.summary(time.Since(start))
+	}()
+	// take trains the first n groups of batch; the rest stay held.
+	take := func(n int) error {
+		l.prog.held = batch[n:]
+		if err := l.step1(ctx, src, batch[:n]); err != nil {
+			return err
+		}
+		batch = batch[n:]
+		return nil
+	}
 	for steps <= 0 || l.stats.Steps < steps {
 		s, err := src.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			batch = append(batch, b.flush()...)
 			for len(batch) > 0 && (steps <= 0 || l.stats.Steps < steps) {
-				n := min(len(batch), l.cfg.BatchGroups)
-				if err := l.step1(ctx, src, batch[:n]); err != nil {
+				if err := take(min(len(batch), l.cfg.BatchGroups)); err != nil {
 					return l.Stats(), err
 				}
-				batch = batch[n:]
 			}
 			return l.Stats(), nil
 		}
 		if err != nil {
 			return l.Stats(), err
 		}
-		l.consumed(&s)
+		pos, ok := position(src, &s)
+		if ok {
+			l.consumed(pos)
+		}
+		if _, done := l.prog.finished[s.GroupID]; done || l.prog.taken[s.GroupID] {
+			l.duplicate(&s)
+			continue
+		}
 		if l.cfg.MaxStaleness >= 0 && s.PolicyVersion >= 0 && l.version-s.PolicyVersion > int64(l.cfg.MaxStaleness) {
 			l.stats.Stale++
 			mSamples.WithLabelValues("stale").Inc()
+			l.prog.dropped = append(l.prog.dropped, s.ID)
 			continue
 		}
-		batch = append(batch, b.add(s)...)
+		batch = append(batch, b.add(s, pos)...)
 		if len(batch) >= l.cfg.BatchGroups {
-			if err := l.step1(ctx, src, batch[:l.cfg.BatchGroups]); err != nil {
+			if err := take(l.cfg.BatchGroups); err != nil {
 				return l.Stats(), err
 			}
-			batch = batch[l.cfg.BatchGroups:]
 		}
 	}
 	return l.Stats(), nil
+}
+
+// duplicate counts a sample read again: its group was trained or dropped
+// already, or is on its way to a step, or holds it.
+func (l *Learner) duplicate(s *schemas.Sample) {
+	l.stats.Duplicates++
+	mSamples.WithLabelValues("duplicate").Inc()
+	l.log.Debug("learner: skipping a sample read again", "id", s.ID, "source", s.Source)
 }
 
 // sequence turns a sample into a training sequence; ok is false (and the
@@ -666,6 +753,14 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 		l.stats.FirstReward = reward
 	}
 	mSamples.WithLabelValues("trained").Add(float64(len(seqs)))
+	// The record goes first: an indexed version always has one.
+	next := l.nextVersion()
+	for _, g := range groups {
+		l.prog.finish(g, next)
+	}
+	if err := l.writeRecord(next, groups, l.Offsets()); err != nil {
+		return err
+	}
 	if err := l.publish(ctx, met, reward, len(seqs)); err != nil {
 		return err
 	}

@@ -252,8 +252,13 @@ func TestResumeSkipsCorruptCheckpoint(t *testing.T) {
 	if !strings.Contains(logs.String(), "v000002") || !strings.Contains(logs.String(), "model.safetensors") {
 		t.Errorf("no message naming the corrupt checkpoint and file:\n%s", logs.String())
 	}
-	// The next publish is after the newest indexed version.
-	if _, err := r.Run(context.Background(), &SliceSource{Samples: syntheticSamples(1, 2, -1, "t")}, 0); err != nil {
+	// The next publish is after the newest indexed version. (A new group:
+	// g0 was trained in v1, and a resumed learner skips it as read again.)
+	more := syntheticSamples(1, 2, -1, "t")
+	for i := range more {
+		more[i].GroupID, more[i].ID = "new", fmt.Sprintf("new/%d", i)
+	}
+	if _, err := r.Run(context.Background(), &SliceSource{Samples: more}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if r.Version() != 3 {

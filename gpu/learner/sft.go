@@ -25,10 +25,14 @@ type Example struct {
 // publishes a version after each step. Examples too long for MaxSeq are
 // skipped and counted. A later call with the same examples goes on where
 // the last batch ended, so SFT in chunks of steps sees the examples as
-// evenly as one call does.
+// evenly as one call does; so does a resumed learner (each version's
+// StepRecord keeps the position).
 func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int) (Stats, error) {
 	if batch <= 0 {
 		return l.Stats(), fmt.Errorf("learner: SFT batch %d, want ≥ 1", batch)
+	}
+	if err := l.loadProgress(); err != nil {
+		return l.Stats(), err
 	}
 	var seqs []gpu.Sequence
 	for _, ex := range examples {
@@ -66,6 +70,9 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 		l.stats.Tokens += int64(met.Tokens)
 		l.stats.LastLoss = met.Loss
 		mSamples.WithLabelValues("trained").Add(float64(len(part)))
+		if err := l.writeRecord(l.nextVersion(), nil, l.Offsets()); err != nil {
+			return l.Stats(), err
+		}
 		if err := l.publish(ctx, met, 0, len(part)); err != nil {
 			return l.Stats(), err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -27,10 +28,60 @@ type Committer interface {
 	Commit(ctx context.Context, offsets []schemas.TopicOffset) error
 }
 
-// SliceSource yields the samples of a slice, then io.EOF.
+// seeker is a source that can be moved to the commit points of the
+// version training continues from (its own entry among them).
+type seeker interface {
+	seek(commit []schemas.TopicOffset) error
+}
+
+// positioner is a source that says where the sample Next returned last was
+// read; ok is false when it keeps no positions.
+type positioner interface {
+	position() (schemas.TopicOffset, bool)
+}
+
+// position is where sample s, just returned by src, was read: the source's
+// own position, else the Kafka position in s.Source.
+func position(src Source, s *schemas.Sample) (schemas.TopicOffset, bool) {
+	if p, ok := src.(positioner); ok {
+		if o, ok := p.position(); ok {
+			return o, true
+		}
+	}
+	return offsetOf(s.Source)
+}
+
+// SliceSource yields the samples of a slice, then io.EOF. With a Name it
+// keeps positions: sample i is at offset i of partition 0 of the "topic"
+// Name, the learner records how far it trained in every index row
+// (Learner.Offsets), and a resumed learner's Run starts the source there.
 type SliceSource struct {
 	Samples []schemas.Sample
+	Name    string
 	i       int
+}
+
+func (s *SliceSource) position() (schemas.TopicOffset, bool) {
+	if s.Name == "" || s.i == 0 {
+		return schemas.TopicOffset{}, false
+	}
+	return schemas.TopicOffset{Topic: s.Name, Offset: int64(s.i - 1)}, true
+}
+
+func (s *SliceSource) seek(commit []schemas.TopicOffset) error {
+	if s.Name == "" {
+		return nil
+	}
+	for _, o := range commit {
+		if o.Topic != s.Name || o.Partition != 0 {
+			continue
+		}
+		if o.Offset > int64(len(s.Samples)) {
+			return fmt.Errorf("learner: %s holds %d samples, but the checkpoint trained up to sample %d of it (were files removed?)", s.Name, len(s.Samples), o.Offset)
+		}
+		s.i = int(o.Offset)
+	}
+	return nil
 }
 
 // Next implements Source.
@@ -47,8 +98,16 @@ func (s *SliceSource) Next(ctx context.Context) (schemas.Sample, error) {
 
 // ParquetSource reads samples from a Parquet file or from every complete
 // *.parquet file of a directory, in name order. Each sample without a
-// Source gets "FILE:ROW" (row counted from 1).
+// Source gets "FILE:ROW" (row counted from 1). The source keeps positions
+// (SliceSource.Name "file:" and the absolute path): a resumed learner goes
+// on after the samples it trained on. Files added to a directory later
+// must sort after the ones read before (the train pipeline's part names
+// are ordered by time).
 func ParquetSource(path string) (Source, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("learner: samples: %w", err)
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("learner: samples: %w", err)
@@ -78,7 +137,7 @@ func ParquetSource(path string) (Source, error) {
 			return nil, fmt.Errorf("learner: samples: %w", err)
 		}
 	}
-	return &SliceSource{Samples: all}, nil
+	return &SliceSource{Samples: all, Name: "file:" + abs}, nil
 }
 
 // offsetOf parses a Kafka position "topic@partition:offset" from a

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"swerl/schemas"
@@ -90,7 +89,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 			temp = 1e-9 // the policies treat 0 as "default"; this is greedy
 		}
 		spec := scoring.Spec{Prompt: o.Prompt, GroupSize: 1, MaxTokens: o.MaxTokens, Temperature: temp}
-		g, err := spec.Prepare(in, scoring.GroupID("eval/", in.ID, strconv.Itoa(i)))
+		g, err := spec.Prepare(in, scoring.GroupID("eval/", in.ID, i))
 		if err != nil {
 			res.Unpromptable++
 			continue

@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -493,7 +492,7 @@ func Local(pol rollout.Policy, spec scoring.Spec, m advantage.Method, timeout ti
 		var out []schemas.Sample
 		for i := range instances {
 			in := &instances[i]
-			g, err := rs.Prepare(in, scoring.GroupID(RoundPrefix(round), in.ID, "local:"+strconv.Itoa(i)))
+			g, err := rs.Prepare(in, scoring.GroupID(RoundPrefix(round), in.ID, i))
 			if err != nil {
 				log.Warn("rl: instance has no prompt, skipped", "id", in.ID, "err", err)
 				continue

@@ -63,7 +63,9 @@ type Config struct {
 	// Incomplete is what happens to incomplete groups (default emit).
 	Incomplete Incomplete
 	// GroupPrefix is prepended to every group id, e.g. "round3/" when the
-	// same instances file is replayed for a new round into the same Out.
+	// same instances file is replayed for a new round into the same Out:
+	// without a new prefix a replay makes the same ids, which the sink and
+	// the learner treat as copies.
 	GroupPrefix string
 	// Out is the output root: Out/samples and Out/deadletter (default
 	// "swerl-out").

@@ -21,8 +21,13 @@
 // # Groups
 //
 // A group is the G rollouts of one instance for one input record. Its id is
-// "<instance id>@<source position>" (plus Config.GroupPrefix), so a record
-// that is read again after a restart produces the same group and sample ids.
+// scoring.GroupID: Config.GroupPrefix + "<instance id>@<request index>",
+// where the request index is the record's place in the file it came from
+// (Feed puts it in the Kafka key, see RequestKey; a record keyed by the bare
+// instance id is request 0). It does not depend on the broker offset, so a
+// record read again after a restart, or a file fed again into the topic
+// after a crash, produces the same group and sample ids (and the same
+// sampling seed).
 // The policy answers all G completions of an instance at once, so a group
 // normally leaves the reward stage as one element holding all of it, and
 // its advantages are computed right there, in the same fused stage, with no

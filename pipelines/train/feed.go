@@ -22,7 +22,9 @@ type FeedSummary struct {
 }
 
 // Feed produces the instances of a JSONL or Parquet file to the instances
-// topic of c (key: instance id; value: the instance's JSON). A line that is
+// topic of c (key: RequestKey of the instance id and the record's place in
+// the file, so that the train pipeline gives it the group id a direct read
+// of the file does; value: the instance's JSON). A line that is
 // not a valid instance is not produced: it becomes a dead-letter (stage
 // "decode", source "FILE:LINE") written to deadDir as Parquet and to the
 // dead-letter topic. Records are produced in file order by one writer, so
@@ -49,14 +51,14 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 		return nil
 	}
 	topic := c.Topic(kafkaio.Instances)
-	add := func(src string, value []byte) error {
+	add := func(src string, n int, value []byte) error {
 		in, err := DecodeRecord(Record{Source: src, Value: value})
 		if err != nil {
 			dead = append(dead, schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: "decode", Source: src,
 				Reason: err.Error(), Value: value, CreatedAt: now()})
 			return nil
 		}
-		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(in.ID), Value: value})
+		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(RequestKey(in.ID, n)), Value: value})
 		if len(msgs) >= 1000 {
 			return flush()
 		}
@@ -71,7 +73,7 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 				if err != nil {
 					return err
 				}
-				if err := add(fmt.Sprintf("%s#%d", path, row), v); err != nil {
+				if err := add(fmt.Sprintf("%s#%d", path, row), row-1, v); err != nil {
 					return err
 				}
 			}
@@ -109,8 +111,9 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 	return sum, nil
 }
 
-// scanLines calls fn with "PATH:LINE" and the bytes of every non-blank line.
-func scanLines(path string, fn func(src string, line []byte) error) error {
+// scanLines calls fn with "PATH:LINE", the line's place among the
+// non-blank lines (0-based) and the bytes of every non-blank line.
+func scanLines(path string, fn func(src string, n int, line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -118,14 +121,16 @@ func scanLines(path string, fn func(src string, line []byte) error) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	records := 0
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
-		if err := fn(fmt.Sprintf("%s:%d", path, n), append([]byte(nil), line...)); err != nil {
+		if err := fn(fmt.Sprintf("%s:%d", path, n), records, append([]byte(nil), line...)); err != nil {
 			return err
 		}
+		records++
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("train: %s: %w", path, err)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -26,6 +28,39 @@ type Record struct {
 	Source string // position: "FILE:LINE", "FILE#ROW", "topic@partition:offset"
 	Key    string
 	Value  []byte
+	// Request is the record's request index (scoring.GroupID): in a file,
+	// its place among the file's records (0-based, blank lines not
+	// counted); a Kafka record's comes from its key (RequestKey) when the
+	// key names one, else it is 0.
+	Request int
+}
+
+// RequestKey is the Kafka key Feed gives request number request of
+// instance id: "<id>#<request>". Request 0 is keyed by the bare id, as
+// `swerl mine` keys what it produces.
+func RequestKey(id string, request int) string {
+	if request == 0 {
+		return id
+	}
+	return id + "#" + strconv.Itoa(request)
+}
+
+// requestIndex is the request index of record r holding instance id: the
+// one its key names (RequestKey), else r.Request.
+func requestIndex(r *Record, id string) int {
+	if rest, ok := strings.CutPrefix(r.Key, id+"#"); ok {
+		if n, err := strconv.Atoi(rest); err == nil && n > 0 && strconv.Itoa(n) == rest {
+			return n
+		}
+	}
+	return r.Request
+}
+
+// request is where an instance was read (Source: acknowledged once its
+// group is durable, named by its dead-letters) and its request index.
+type request struct {
+	Source string
+	Index  int
 }
 
 // part is some or all of the members of one group on their way to the
@@ -78,17 +113,18 @@ func decodeDeadLetter(b []byte) (schemas.DeadLetter, error) {
 
 func init() {
 	beam.RegisterType(reflect.TypeOf(Record{}))
+	beam.RegisterType(reflect.TypeOf(request{}))
 	beam.RegisterCoder(reflect.TypeOf(schemas.Instance{}), encodeInstance, decodeInstance)
 	beam.RegisterCoder(reflect.TypeOf(part{}), encodePart, decodePart)
 	beam.RegisterCoder(reflect.TypeOf(schemas.Sample{}), encodeSample, decodeSample)
 	beam.RegisterCoder(reflect.TypeOf(schemas.DeadLetter{}), encodeDeadLetter, decodeDeadLetter)
 
-	register.DoFn5x0[context.Context, beam.EventTime, Record, func(beam.EventTime, string, schemas.Instance), func(beam.EventTime, schemas.DeadLetter)](&decodeFn{})
-	register.DoFn6x0[context.Context, beam.EventTime, string, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, Record, func(beam.EventTime, request, schemas.Instance), func(beam.EventTime, schemas.DeadLetter)](&decodeFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, request, schemas.Instance, func(beam.EventTime, part), func(beam.EventTime, schemas.DeadLetter)](&rolloutFn{})
 	register.DoFn6x0[context.Context, beam.EventTime, part, func(beam.EventTime, part), func(beam.EventTime, string, part), func(beam.EventTime, schemas.DeadLetter)](&rewardFn{})
 	register.DoFn4x0[context.Context, part, func(string, schemas.Sample), func(string)](&wholeGroupFn{})
 	register.DoFn9x0[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, string, part, func(string, schemas.Sample), func(string)](&groupFn{})
-	register.Emitter3[beam.EventTime, string, schemas.Instance]()
+	register.Emitter3[beam.EventTime, request, schemas.Instance]()
 	register.Emitter3[beam.EventTime, string, part]()
 	register.Emitter1[schemas.DeadLetter]()
 	register.Emitter2[beam.EventTime, part]()
@@ -119,16 +155,16 @@ type decodeFn struct {
 
 // decoded is the outcome of decoding one record.
 type decoded struct {
-	source string
-	in     schemas.Instance
-	dead   *schemas.DeadLetter
+	req  request
+	in   schemas.Instance
+	dead *schemas.DeadLetter
 }
 
 func (f *decodeFn) Setup() {
 	f.work = newAsync[decoded](cpuSlots(), nil)
 }
 
-func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Record, emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
+func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Record, emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
 	cRecords.Add(ctx, 1)
 	f.work.submit(ts, func() decoded {
 		in, err := DecodeRecord(r)
@@ -136,21 +172,21 @@ func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Reco
 			d := deadLetter(ctx, "decode", r.Source, r.Key, err.Error(), r.Value)
 			return decoded{dead: &d}
 		}
-		return decoded{source: r.Source, in: in}
+		return decoded{req: request{Source: r.Source, Index: requestIndex(&r, in.ID)}, in: in}
 	}, f.out(emit, dead))
 }
 
-func (f *decodeFn) FinishBundle(emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
+func (f *decodeFn) FinishBundle(emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
 	f.work.wait(f.out(emit, dead))
 }
 
-func (f *decodeFn) out(emit func(beam.EventTime, string, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, decoded) {
+func (f *decodeFn) out(emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, decoded) {
 	return func(ts beam.EventTime, d decoded) {
 		if d.dead != nil {
 			dead(ts, *d.dead)
 			return
 		}
-		emit(ts, d.source, d.in)
+		emit(ts, d.req, d.in)
 	}
 }
 
@@ -238,14 +274,8 @@ func (f *rolloutFn) Teardown() error {
 	return nil
 }
 
-// GroupID is the id of the group of the instance read at source
-// (scoring.GroupID).
-func GroupID(prefix, instanceID, source string) string {
-	return scoring.GroupID(prefix, instanceID, source)
-}
-
-func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, source string, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.submit(ts, func() rolled { return f.complete(ctx, source, &in) }, output(emit, dead))
+func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, req request, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
+	f.work.submit(ts, func() rolled { return f.complete(ctx, req, &in) }, output(emit, dead))
 }
 
 // FinishBundle waits for the bundle's requests still in flight.
@@ -266,9 +296,10 @@ func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.D
 // complete builds the prompt of one instance and asks the policy for its
 // group (scoring.Spec: the group id, seed and sample ids); bundle is the
 // context of the bundle it counts in.
-func (f *rolloutFn) complete(bundle context.Context, source string, in *schemas.Instance) rolled {
+func (f *rolloutFn) complete(bundle context.Context, req request, in *schemas.Instance) rolled {
+	source := req.Source
 	spec := scoring.Spec{Prompt: f.Prompt, GroupSize: f.GroupSize, MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
-	g, err := spec.Prepare(in, GroupID(f.GroupPrefix, in.ID, source))
+	g, err := spec.Prepare(in, scoring.GroupID(f.GroupPrefix, in.ID, req.Index))
 	if err != nil {
 		v, _ := json.Marshal(in)
 		d := deadLetter(bundle, "prompt", source, in.ID, err.Error(), v)

@@ -29,7 +29,8 @@ func fileSource(path string) source {
 }
 
 // readFileFn emits each line of a JSONL file ("PATH:LINE"), or each row of a
-// Parquet file re-encoded as JSON ("PATH#ROW"). Blank lines are skipped.
+// Parquet file re-encoded as JSON ("PATH#ROW"), with its place among the
+// file's records as its request index. Blank lines are skipped.
 type readFileFn struct{}
 
 func (*readFileFn) ProcessElement(path string, emit func(Record)) error {
@@ -42,13 +43,13 @@ func (*readFileFn) ProcessElement(path string, emit func(Record)) error {
 				if err != nil {
 					return fmt.Errorf("train: %s#%d: %w", path, row, err)
 				}
-				emit(Record{Source: fmt.Sprintf("%s#%d", path, row), Key: rows[i].ID, Value: v})
+				emit(Record{Source: fmt.Sprintf("%s#%d", path, row), Key: rows[i].ID, Value: v, Request: row - 1})
 			}
 			return nil
 		})
 	}
-	return scanLines(path, func(src string, line []byte) error {
-		emit(Record{Source: src, Value: line})
+	return scanLines(path, func(src string, n int, line []byte) error {
+		emit(Record{Source: src, Value: line, Request: n})
 		return nil
 	})
 }

@@ -118,7 +118,7 @@ func resolve(ctx context.Context, rc ReadConfig) ([]partitionSpec, error) {
 		return nil, errors.New("kafkaio: read: no topic")
 	}
 	var specs []partitionSpec
-	err := c.Retry.do(ctx, "start reading "+rc.Topic, func() (err error) {
+	err := c.Retry.Do(ctx, "start reading "+rc.Topic, func() (err error) {
 		specs, err = resolveOnce(ctx, rc)
 		return err
 	})
@@ -348,7 +348,7 @@ func (fn *readFn) drop(s partitionSpec) {
 func (fn *readFn) fetch(ctx context.Context, s partitionSpec, next int64) ([]kafka.Message, int64, error) {
 	var msgs []kafka.Message
 	var hw int64
-	err := fn.RC.Config.Retry.do(ctx, "fetch "+source(s.Topic, s.Partition, next), func() error {
+	err := fn.RC.Config.Retry.Do(ctx, "fetch "+source(s.Topic, s.Partition, next), func() error {
 		msgs = msgs[:0]
 		c, err := fn.conn(ctx, s)
 		if err != nil {

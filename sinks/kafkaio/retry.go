@@ -40,10 +40,12 @@ func (r RetryConfig) withDefaults() RetryConfig {
 	return r
 }
 
-// do calls f until it succeeds, fails with an error that waiting cannot
+// Do calls f until it succeeds, fails with an error that waiting cannot
 // fix (see retriable), ctx ends, or Budget has passed since the first
-// failure. what names the operation in the log and the error.
-func (r RetryConfig) do(ctx context.Context, what string, f func() error) error {
+// failure. what names the operation in the log and the error. Reads and
+// writes of this package use it; so does the learner's consumer-group
+// read, which kafka-go gives up after three failed joins.
+func (r RetryConfig) Do(ctx context.Context, what string, f func() error) error {
 	r = r.withDefaults()
 	var first time.Time
 	wait := firstBackoff

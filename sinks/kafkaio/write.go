@@ -130,7 +130,7 @@ func (w *Writer) Topic() string { return w.kw.Topic }
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	pending := msgs
 	var failed kafka.Message
-	err := w.retry.do(ctx, "write", func() error {
+	err := w.retry.Do(ctx, "write", func() error {
 		err := w.kw.WriteMessages(ctx, pending...)
 		var we kafka.WriteErrors
 		if errors.As(err, &we) && len(we) == len(pending) {

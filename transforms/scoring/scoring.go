@@ -4,8 +4,11 @@
 // so they share one rule for group ids, sampling seeds, sample ids and the
 // schema version written:
 //
-//   - a group's id is GroupID(prefix, instance id, source): the prefix names
-//     the round or rerun, the source the position the instance was read at;
+//   - a group's id is GroupID(prefix, instance id, request): the prefix names
+//     the round or rerun, the request index which request of that instance
+//     it answers within them (the instance's place in the round's list, or in
+//     the file it came from). It does not depend on where a broker stored
+//     the request, so a round read again after a crash makes the same ids;
 //   - its sampling seed is rollout.GroupSeed(run seed, group id), so a group
 //     draws the same completions wherever and whenever it runs;
 //   - its samples are "<group id>/<index>", 0 ≤ index < group size, written
@@ -40,9 +43,10 @@ type Spec struct {
 	Seed int64
 }
 
-// GroupID is the id of the group of the instance read at source.
-func GroupID(prefix, instanceID, source string) string {
-	return prefix + instanceID + "@" + source
+// GroupID is the id of the group answering request number request
+// (0-based) of instance instanceID under prefix: "PREFIX<id>@<request>".
+func GroupID(prefix, instanceID string, request int) string {
+	return prefix + instanceID + "@" + strconv.Itoa(request)
 }
 
 // Group is one instance's group before the policy answers: its id, the

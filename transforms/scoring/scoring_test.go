@@ -21,8 +21,8 @@ func instance() schemas.Instance {
 func TestPrepareAndSamples(t *testing.T) {
 	in := instance()
 	spec := Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 3, MaxTokens: 50, Temperature: 0.7, Seed: 11}
-	gid := GroupID("r000002/", in.ID, "swerl.instances@0:4")
-	if gid != "r000002/o/r#7@swerl.instances@0:4" {
+	gid := GroupID("r000002/", in.ID, 4)
+	if gid != "r000002/o/r#7@4" {
 		t.Fatalf("group id %q", gid)
 	}
 	g, err := spec.Prepare(&in, gid)
@@ -64,7 +64,7 @@ func TestPrepareAndSamples(t *testing.T) {
 func TestScoreIsTheReward(t *testing.T) {
 	in := instance()
 	spec := Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2}
-	g, err := spec.Prepare(&in, GroupID("", in.ID, "x"))
+	g, err := spec.Prepare(&in, GroupID("", in.ID, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
