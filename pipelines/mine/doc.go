@@ -58,8 +58,10 @@
 // (Config.Runner or Beam's --runner flag); the repositories, event files and
 // output directory must then be readable at the same paths on the workers.
 // The live progress line counts what in-process workers report (Prism's
-// loopback workers); the end summary comes from Beam's metrics on every
-// runner.
+// loopback workers); the end summary comes from the counts each bundle
+// emits as data, summed into a scratch file (exact on every runner: Prism
+// can lose metric values of bundles that end at once), or from Beam's
+// metrics when there is no such file.
 //
 // # Determinism
 //

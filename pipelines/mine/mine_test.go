@@ -614,7 +614,8 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 			return true
 		},
 		func(id string, wire []byte) { emitted = append(emitted, id) },
-		func(path string) { written = append(written, path) })
+		func(path string) { written = append(written, path) },
+		func(int, countRow) {})
 	if err != nil {
 		t.Fatal(err)
 	}

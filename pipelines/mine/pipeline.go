@@ -28,18 +28,22 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*Rejected)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*RepoTask)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*stagedRow)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*countRow)(nil)).Elem())
 	register.Function1x2(keyRepo)
 	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
-	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
-	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), error](&buildFn{})
+	register.DoFn7x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), func(int, countRow), error](&scanFn{})
+	register.DoFn6x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), func(int, countRow), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), error](&finalizeFn{})
+	register.DoFn7x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), func(int, countRow), error](&finalizeFn{})
 	register.Function2x0(oneKey)
 	register.Function2x0(discardFiles)
 	register.Emitter2[string, stagedRow]()
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
-	register.DoFn2x0[context.Context, Rejected](&countFn{})
+	register.DoFn3x0[context.Context, Rejected, func(int, countRow)](&countFn{})
+	register.DoFn2x1[int, func(*countRow) bool, error](&writeCountsFn{})
+	register.Emitter2[int, countRow]()
+	register.Iter1[countRow]()
 	register.Function2x0(deadKey)
 	register.DoFn3x1[int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
 	register.Emitter1[Candidate]()
@@ -111,18 +115,20 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		files = []string{}
 	}
 	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
-	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: filepath.Join(p.Out, cloneDir)}, beam.CoGroupByKey(s, repoKV, evKV))
+	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: filepath.Join(p.Out, cloneDir)}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := filepath.Join(p.Out, "instances")
-	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	kept, written := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	kept, written, finalN := outs[0], outs[1], outs[2]
 	// Prism busy-waits (a select on a closed channel) through every bundle
 	// of a stage with no output to the runner, which on a small machine took
 	// a core from the other finalize bundles for the whole stage: the
 	// written files go through a GroupByKey so finalize has an output.
 	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
-	beam.ParDo0(s, &countFn{}, rejected)
+	rejN := beam.ParDo(s, &countFn{}, rejected)
+	beam.ParDo0(s, &writeCountsFn{Path: countsPath(p.Out)}, beam.GroupByKey(s, beam.Flatten(s, scanN, buildN, finalN, rejN)))
 	dead := beam.ParDo(s, deadKey, rejected)
 	beam.ParDo(s, &writeDeadFn{Dir: filepath.Join(p.Out, "deadletter")}, beam.GroupByKey(s, dead))
 	return kept
@@ -168,9 +174,11 @@ type scanFn struct {
 	Refs     []string
 	Exclude  *mining.Exclude
 	CloneDir string
+
+	counts tally
 }
 
-func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*string) bool, evs func(*[]byte) bool, emit func(Candidate), rej func(Rejected)) error {
+func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*string) bool, evs func(*[]byte) bool, emit func(Candidate), rej func(Rejected), _ func(int, countRow)) error {
 	var recs []ghevents.Record
 	var b []byte
 	for evs(&b) {
@@ -181,11 +189,13 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	}
 	var dir string
 	for dirs(&dir) {
-		cRepos.Add(ctx, 1)
-		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir}, func(c Candidate) {
-			cCandidates.Add(ctx, 1)
+		f.counts.add(ctx, cRepos, nRepos, 1)
+		cfg := scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir,
+			Read: func() { f.counts.add(ctx, cCommits, nCommits, 1) }}
+		if err := scanRepo(ctx, dir, recs, cfg, func(c Candidate) {
+			f.counts.add(ctx, cCandidates, nCandidates, 1)
 			if c.Number > 0 {
-				cPRs.Add(ctx, 1)
+				f.counts.add(ctx, cPRs, nPRs, 1)
 			}
 			emit(c)
 		}, rej); err != nil {
@@ -193,6 +203,11 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 		}
 	}
 	return nil
+}
+
+// FinishBundle emits the bundle's counts.
+func (f *scanFn) FinishBundle(_ func(Candidate), _ func(Rejected), counts func(int, countRow)) {
+	f.counts.flush(counts)
 }
 
 // cloneDir (under the output directory) holds the clones of repositories
@@ -227,6 +242,7 @@ type buildFn struct {
 	mu        sync.Mutex
 	cats      map[string][]*gitio.CatFile // by repository directory
 	next      int
+	counts    tally
 }
 
 const buildBatch = 64
@@ -280,7 +296,7 @@ func catFiles() int { return max(1, runtime.NumCPU()/2) }
 // cat-file processes (entries are kept by repository).
 var trees = gitio.NewTreeCache(16 << 20)
 
-func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
+func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected), _ func(int, countRow)) error {
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
 		f.build(ctx, rej)
@@ -289,9 +305,10 @@ func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(stri
 	return nil
 }
 
-func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
+func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected), counts func(int, countRow)) error {
 	f.build(ctx, rej)
 	err := f.stage(ref, row)
+	f.counts.flush(counts)
 	// Groups do not span bundles: a retried bundle starts its own.
 	f.group, f.groupRows = "", 0
 	return err
@@ -316,7 +333,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 			defer wg.Done()
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
-				cBuilt.Add(ctx, 1)
+				f.counts.add(ctx, cBuilt, nBuilt, 1)
 				if r != nil {
 					out[i].rej = r
 					continue
@@ -430,6 +447,8 @@ func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(
 type finalizeFn struct {
 	Dir  string
 	Emit bool
+
+	counts tally
 }
 
 // rowGroupBytes bounds the (uncompressed) records in one row group of an
@@ -466,7 +485,7 @@ type emitted struct {
 	wire []byte
 }
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string)) error {
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string), _ func(int, countRow)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
@@ -540,8 +559,13 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			return fmt.Errorf("mine: remove staging file: %w", err)
 		}
 	}
-	cKept.Add(ctx, int64(len(rows)))
+	f.counts.add(ctx, cKept, nKept, int64(len(rows)))
 	return nil
+}
+
+// FinishBundle emits the bundle's counts.
+func (f *finalizeFn) FinishBundle(_ func(string, []byte), _ func(string), counts func(int, countRow)) {
+	f.counts.flush(counts)
 }
 
 // writeInstances streams the staged rows into the instance file out, and,
@@ -590,10 +614,17 @@ func oneKey(path string, emit func(int, string)) { emit(0, path) }
 func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
-type countFn struct{}
+type countFn struct {
+	counts tally
+}
 
-func (countFn) ProcessElement(ctx context.Context, r Rejected) {
-	cRejected.With(r.Reason).Add(ctx, 1)
+func (f *countFn) ProcessElement(ctx context.Context, r Rejected, _ func(int, countRow)) {
+	f.counts.add(ctx, cRejected.With(r.Reason), nRejected+r.Reason, 1)
+}
+
+// FinishBundle emits the bundle's counts.
+func (f *countFn) FinishBundle(counts func(int, countRow)) {
+	f.counts.flush(counts)
 }
 
 // deadReasons are the rejections that are input or repository faults (dead

@@ -248,7 +248,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
-	fillSummary(&sum, res, since)
+	if ok, err := readCounts(countsPath(cfg.Out), &sum); err != nil {
+		return sum, err
+	} else if !ok {
+		fillSummary(&sum, res, since)
+	}
 	os.RemoveAll(filepath.Join(instDir, stagingDir))
 	if sum.Files, err = parquetio.Files(instDir); err != nil {
 		return sum, err
@@ -284,6 +288,12 @@ func progressLine(since metrics.Baseline, repos int, elapsed time.Duration) stri
 	b := since.Since(cBuilt)
 	return fmt.Sprintf("mine: repos %d/%d, commits %d, PRs %d, candidates %d, built %d (%.0f/s), rejected %d, kept %d, %s",
 		since.Since(cRepos), repos, since.Since(cCommits), since.Since(cPRs), since.Since(cCandidates), b, float64(b)/secs, rej, since.Since(cKept), elapsed.Round(time.Second))
+}
+
+// countsPath is the file the pipeline writes its counts to (see tally.go):
+// scratch, in the staging directory.
+func countsPath(out string) string {
+	return filepath.Join(out, "instances", stagingDir, "counts.json")
 }
 
 // fillSummary reads the counts from the pipeline result's Beam metrics, or,

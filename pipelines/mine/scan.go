@@ -74,6 +74,8 @@ type scanConfig struct {
 	Refs []string
 	// CloneDir is where repositories given by URL are cloned.
 	CloneDir string
+	// Read, when set, is called for every commit read.
+	Read func()
 }
 
 // prMerge is the commit that merged a PR number, and when.
@@ -156,7 +158,9 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		if !ok {
 			break
 		}
-		cCommits.Add(ctx, 1)
+		if cfg.Read != nil {
+			cfg.Read()
+		}
 		kind, n := recognise(c, merged)
 		if n > 0 {
 			if keep := first[n]; keep.hash != c.Hash {
