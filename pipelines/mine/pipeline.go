@@ -18,6 +18,7 @@ import (
 
 	"swerl/internal/gitio"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
 	"swerl/transforms/mining/ghevents"
@@ -30,7 +31,7 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*stagedRow)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*countRow)(nil)).Elem())
 	register.Function1x2(keyRepo)
-	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
+	register.DoFn4x1[context.Context, string, func(string, []byte), func(Rejected), error](&readEventsFn{})
 	register.DoFn7x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), func(int, countRow), error](&scanFn{})
 	register.DoFn6x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), func(int, countRow), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
@@ -41,11 +42,11 @@ func init() {
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
 	register.DoFn3x0[context.Context, Rejected, func(int, countRow)](&countFn{})
-	register.DoFn2x1[int, func(*countRow) bool, error](&writeCountsFn{})
+	register.DoFn3x1[context.Context, int, func(*countRow) bool, error](&writeCountsFn{})
 	register.Emitter2[int, countRow]()
 	register.Iter1[countRow]()
 	register.Function2x0(deadKey)
-	register.DoFn3x1[int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
+	register.DoFn4x1[context.Context, int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
 	register.Emitter1[Candidate]()
 	register.Emitter1[Rejected]()
 	register.Emitter1[string]()
@@ -69,12 +70,15 @@ func keyRepo(t RepoTask) (string, string) { return strings.ToLower(t.Name), t.Di
 type Params struct {
 	Repos      []RepoTask
 	EventFiles []string
-	Out        string // DIR: instances go to DIR/instances, dead letters to DIR/deadletter
-	Commits    bool
-	Refs       []string // mined besides HEAD (Config.Refs)
-	Limits     mining.Limits
-	Relevant   mining.RelevantConfig
-	Exclude    *mining.Exclude
+	Out        string // DIR (a local path, gs:// or s3://): instances go to DIR/instances, dead letters to DIR/deadletter
+	// CloneDir is where repositories given by URL are cloned: a local
+	// directory (default DIR/.clones when DIR is local).
+	CloneDir string
+	Commits  bool
+	Refs     []string // mined besides HEAD (Config.Refs)
+	Limits   mining.Limits
+	Relevant mining.RelevantConfig
+	Exclude  *mining.Exclude
 	// RowsPerFile caps the rows of one instance file; default 500. Memory
 	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
@@ -110,14 +114,17 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		names[i] = strings.ToLower(r.Name)
 	}
 	repoKV := beam.ParDo(s, keyRepo, beam.CreateList(s, p.Repos))
-	files := p.EventFiles
-	if files == nil {
-		files = []string{}
+	events := p.EventFiles
+	if events == nil {
+		events = []string{}
 	}
-	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
-	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: filepath.Join(p.Out, cloneDir)}, beam.CoGroupByKey(s, repoKV, evKV))
-	instDir := filepath.Join(p.Out, "instances")
-	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, events))
+	if p.CloneDir == "" {
+		p.CloneDir = filepath.Join(p.Out, cloneDir)
+	}
+	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir}, beam.CoGroupByKey(s, repoKV, evKV))
+	instDir := files.Join(p.Out, "instances")
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
 	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
 	kept, written, finalN := outs[0], outs[1], outs[2]
@@ -130,7 +137,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	rejN := beam.ParDo(s, &countFn{}, rejected)
 	beam.ParDo0(s, &writeCountsFn{Path: countsPath(p.Out)}, beam.GroupByKey(s, beam.Flatten(s, scanN, buildN, finalN, rejN)))
 	dead := beam.ParDo(s, deadKey, rejected)
-	beam.ParDo(s, &writeDeadFn{Dir: filepath.Join(p.Out, "deadletter")}, beam.GroupByKey(s, dead))
+	beam.ParDo(s, &writeDeadFn{Dir: files.Join(p.Out, "deadletter")}, beam.GroupByKey(s, dead))
 	return kept
 }
 
@@ -141,14 +148,22 @@ type readEventsFn struct {
 	Repos []string
 }
 
-func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), rej func(Rejected)) error {
+func (f *readEventsFn) ProcessElement(ctx context.Context, path string, emit func(string, []byte), rej func(Rejected)) error {
 	want := map[string]bool{}
 	for _, r := range f.Repos {
 		want[r] = true
 	}
-	err := ghevents.ReadFile(path, func(r ghevents.Record, bad *ghevents.LineError) error {
+	local, done, err := files.Local(ctx, path, "")
+	if err != nil {
+		// A file that cannot be fetched is a fault of the store or the
+		// job (credentials, network): the bundle fails and is retried.
+		return err
+	}
+	defer done()
+	err = ghevents.ReadFile(local, func(r ghevents.Record, bad *ghevents.LineError) error {
 		if bad != nil {
-			rej(Rejected{Repo: path, ID: fmt.Sprintf("%s:%d", bad.File, bad.Line), Reason: string(mining.BadRecord), Detail: bad.Error()})
+			// Named by the file as given, not its local copy.
+			rej(Rejected{Repo: path, ID: fmt.Sprintf("%s:%d", path, bad.Line), Reason: string(mining.BadRecord), Detail: strings.ReplaceAll(bad.Error(), local, path)})
 			return nil
 		}
 		key := strings.ToLower(r.Repo)
@@ -163,7 +178,7 @@ func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), re
 		return nil
 	})
 	if err != nil {
-		rej(Rejected{Repo: path, ID: path, Reason: string(mining.BadRecord), Detail: err.Error()})
+		rej(Rejected{Repo: path, ID: path, Reason: string(mining.BadRecord), Detail: strings.ReplaceAll(err.Error(), local, path)})
 	}
 	return nil
 }
@@ -300,14 +315,14 @@ func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(stri
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
 		f.build(ctx, rej)
-		return f.stage(ref, row)
+		return f.stage(ctx, ref, row)
 	}
 	return nil
 }
 
 func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected), counts func(int, countRow)) error {
 	f.build(ctx, rej)
-	err := f.stage(ref, row)
+	err := f.stage(ctx, ref, row)
 	f.counts.flush(counts)
 	// Groups do not span bundles: a retried bundle starts its own.
 	f.group, f.groupRows = "", 0
@@ -371,19 +386,19 @@ func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
 
 // stage writes the encoded records to staging files, none of them across
 // two groups, and emits the references.
-func (f *buildFn) stage(ref func(string, string), row func(string, stagedRow)) error {
+func (f *buildFn) stage(ctx context.Context, ref func(string, string), row func(string, stagedRow)) error {
 	per := max(1, f.RowsPerFile)
 	for len(f.recs) > 0 {
 		if f.group == "" || f.groupRows >= per {
 			f.group, f.groupRows = "", 0
 		}
 		n := min(len(f.recs), per-f.groupRows)
-		rows, err := writeStaging(f.Staging, f.recs[:n])
+		rows, err := writeStaging(ctx, f.Staging, f.recs[:n])
 		if err != nil {
 			return err
 		}
 		if f.group == "" {
-			f.group = filepath.Base(rows[0].File)
+			f.group = files.Base(rows[0].File)
 		}
 		f.groupRows += n
 		for i, r := range rows {
@@ -492,10 +507,10 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 		dropped[id] = true
 	}
 	var rows []stagedRow
-	files := map[string]bool{}
+	staging := map[string]bool{}
 	var r stagedRow
 	for staged(&r) {
-		files[r.File] = true
+		staging[r.File] = true
 		if !dropped[r.ID] {
 			rows = append(rows, r)
 		}
@@ -508,13 +523,17 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 		for j := range run {
 			ids[j] = run[j].ID
 		}
-		outs[i] = filepath.Join(f.Dir, idsName("part", ".parquet", ids))
+		outs[i] = files.Join(f.Dir, idsName("part", ".parquet", ids))
 	}
-	for file := range files {
-		if _, err := os.Stat(file); os.IsNotExist(err) {
+	for file := range staging {
+		ok, err := files.Exists(ctx, file)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			done := true
 			for _, out := range outs {
-				if _, err := os.Stat(out); err != nil {
+				if ok, err := files.Exists(ctx, out); err != nil || !ok {
 					done = false
 				}
 			}
@@ -536,7 +555,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			defer wg.Done()
 			writers <- struct{}{}
 			defer func() { <-writers }()
-			errs[i] = writeInstances(outs[i], run, ch)
+			errs[i] = writeInstances(ctx, outs[i], run, ch)
 		}()
 	}
 	if ch != nil {
@@ -554,8 +573,8 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 	for _, out := range outs {
 		written(out)
 	}
-	for file := range files {
-		if err := os.Remove(file); err != nil {
+	for file := range staging {
+		if err := files.Remove(ctx, file); err != nil {
 			return fmt.Errorf("mine: remove staging file: %w", err)
 		}
 	}
@@ -569,9 +588,14 @@ func (f *finalizeFn) FinishBundle(_ func(string, []byte), _ func(string), counts
 }
 
 // writeInstances streams the staged rows into the instance file out, and,
-// when ch is not nil, sends each instance's wire form to ch.
-func writeInstances(out string, rows []stagedRow, ch chan<- emitted) error {
-	var rd stagingReader
+// when ch is not nil, sends each instance's wire form to ch. An object
+// store's file is written locally first and uploaded whole.
+func writeInstances(ctx context.Context, out string, rows []stagedRow, ch chan<- emitted) error {
+	return files.Via(ctx, out, func(local string) error { return writeInstancesTo(ctx, local, rows, ch) })
+}
+
+func writeInstancesTo(ctx context.Context, out string, rows []stagedRow, ch chan<- emitted) error {
+	rd := stagingReader{ctx: ctx}
 	defer rd.close()
 	w, err := parquetio.Create[schemas.Instance](out)
 	if err != nil {
@@ -646,7 +670,7 @@ type writeDeadFn struct {
 	Dir string
 }
 
-func (f *writeDeadFn) ProcessElement(_ int, vals func(*Rejected) bool, emit func(string)) error {
+func (f *writeDeadFn) ProcessElement(ctx context.Context, _ int, vals func(*Rejected) bool, emit func(string)) error {
 	var rows []schemas.DeadLetter
 	var r Rejected
 	for vals(&r) {
@@ -658,8 +682,8 @@ func (f *writeDeadFn) ProcessElement(_ int, vals func(*Rejected) bool, emit func
 		}
 		return rows[i].Reason < rows[j].Reason
 	})
-	path := filepath.Join(f.Dir, "mine.parquet")
-	if err := parquetio.WriteFile(path, rows); err != nil {
+	path := files.Join(f.Dir, "mine.parquet")
+	if err := files.Via(ctx, path, func(local string) error { return parquetio.WriteFile(local, rows) }); err != nil {
 		return err
 	}
 	emit(path)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 
-	"swerl/internal/atomicfile"
+	"swerl/sinks/files"
 	"swerl/sinks/metrics"
 )
 
@@ -83,7 +81,7 @@ type writeCountsFn struct {
 	Path string
 }
 
-func (f *writeCountsFn) ProcessElement(_ int, rows func(*countRow) bool) error {
+func (f *writeCountsFn) ProcessElement(ctx context.Context, _ int, rows func(*countRow) bool) error {
 	sum := map[string]int64{}
 	var r countRow
 	for rows(&r) {
@@ -93,19 +91,16 @@ func (f *writeCountsFn) ProcessElement(_ int, rows func(*countRow) bool) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
-		return fmt.Errorf("mine: counts: %w", err)
-	}
-	return atomicfile.WriteFile(f.Path, b)
+	return files.WriteFile(ctx, f.Path, b)
 }
 
 // readCounts reads the counts file into sum; ok is false when there is
 // none (a run whose pipeline counted nothing).
-func readCounts(path string, sum *Summary) (ok bool, err error) {
-	m, err := readCountsFile(path)
-	if os.IsNotExist(err) {
-		return false, nil
+func readCounts(ctx context.Context, path string, sum *Summary) (ok bool, err error) {
+	if ok, err := files.Exists(ctx, path); err != nil || !ok {
+		return false, err
 	}
+	m, err := readCountsFile(ctx, path)
 	if err != nil {
 		return false, err
 	}
@@ -121,8 +116,8 @@ func readCounts(path string, sum *Summary) (ok bool, err error) {
 }
 
 // readCountsFile reads what writeCountsFn wrote.
-func readCountsFile(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
+func readCountsFile(ctx context.Context, path string) (map[string]int64, error) {
+	b, err := files.ReadFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}

@@ -82,7 +82,7 @@ func TestCountsSurviveBundlesEndingAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := readCountsFile(path)
+		m, err := readCountsFile(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -388,3 +388,23 @@ func ResetClients() {
 		return true
 	})
 }
+
+// Via writes dst with a function that writes local paths (a Parquet
+// writer, a library's file output): write gets dst itself when dst is
+// local, else a temporary local file that is uploaded to dst and
+// removed. write must leave nothing at its path on error.
+func Via(ctx context.Context, dst string, write func(local string) error) error {
+	if !IsRemote(dst) {
+		return write(dst)
+	}
+	dir, err := os.MkdirTemp("", "swerl-upload-*")
+	if err != nil {
+		return fmt.Errorf("files: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	local := filepath.Join(dir, Base(dst))
+	if err := write(local); err != nil {
+		return err
+	}
+	return Upload(ctx, local, dst)
+}
