@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"sort"
@@ -121,6 +122,12 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 	gitFault := func(err error) {
 		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
 	}
+	if remote := partialClone(ctx, repo.Dir); remote != "" {
+		// Every build would fail on a missing blob: say why once, for the
+		// repository, instead of once a candidate.
+		gitFault(fmt.Errorf("%s: a partial clone (promisor remote %q): mining reads the blobs of every change, which swerl does not fetch lazily (GIT_NO_LAZY_FETCH); clone it without --filter", repo.Name, remote))
+		return nil
+	}
 	ix := ghevents.NewIndex(recs)
 	merged := ix.MergedByCommit()
 	tips, missing, err := repo.ResolveRefs(ctx, append([]string{"HEAD"}, cfg.Refs...))
@@ -187,6 +194,29 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		gitFault(err)
 	}
 	return ctx.Err()
+}
+
+// partialClone returns the promisor remote of a partial clone (git clone
+// --filter=…) in dir, or "" for a complete repository.
+// Git marks one by extensions.partialClone (older versions) or
+// remote.<name>.promisor (newer ones).
+func partialClone(ctx context.Context, dir string) string {
+	cmd := exec.CommandContext(ctx, "git", "config", "--get-regexp", `^(extensions\.partialclone|remote\..*\.promisor)$`)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "" // exit status 1: neither is set
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		key, val, _ := strings.Cut(l, " ")
+		if key == "extensions.partialclone" {
+			return val
+		}
+		if val == "true" {
+			return strings.TrimSuffix(strings.TrimPrefix(key, "remote."), ".promisor")
+		}
+	}
+	return ""
 }
 
 // cloneName is the directory a repository URL is cloned to: the name it
