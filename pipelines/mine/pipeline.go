@@ -538,7 +538,10 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 				}
 			}
 			if done {
-				return nil // a retry after the group was finalized
+				// A retry after the group was finalized: the failed
+				// attempt's counts were dropped with its outputs.
+				f.counts.add(ctx, cKept, nKept, int64(len(rows)))
+				return nil
 			}
 			return fmt.Errorf("mine: staging file %s is gone and the instance files were not all written", file)
 		}
