@@ -19,7 +19,7 @@ import (
 var cHeld = metrics.NewCounter("swerl.mine.test", "held", prometheus.CounterOpts{})
 
 // heldFn counts its elements, then holds its bundle at FinishBundle until
-// three more bundles are there (or a second passes), so that the bundles
+// three more bundles are there (or 200 ms pass), so that the bundles
 // end at once, as they can on a loaded machine.
 type heldFn struct {
 	counts tally
@@ -47,7 +47,7 @@ func (f *heldFn) FinishBundle(counts func(int, countRow)) {
 	heldMu.Unlock()
 	select {
 	case <-release:
-	case <-time.After(time.Second):
+	case <-time.After(200 * time.Millisecond):
 	}
 	f.counts.flush(counts)
 }
