@@ -19,8 +19,14 @@ import (
 
 // TestMain lets the test binary run as the swerl command, so kill tests
 // can SIGKILL a real child process: with SWERL_TEST_AS_CLI=1 it runs
-// runMain on its arguments and exits.
+// runMain on its arguments and exits. Started by a Beam worker pool as a
+// staged worker binary (--worker=true …), it is a Beam worker, as swerl's
+// main is.
 func TestMain(m *testing.M) {
+	if isBeamWorker(os.Args[1:]) {
+		runBeamWorker(os.Args[1:])
+		return
+	}
 	if os.Getenv("SWERL_TEST_AS_CLI") == "1" {
 		os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

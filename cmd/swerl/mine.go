@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"swerl/internal/gcpace"
 	"swerl/pipelines/mine"
+	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 )
@@ -37,10 +37,10 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("mine", "[--repo PATH]… [--events PATH]… [--out DIR] [flags]", stderr)
 	var repos, events, refs listFlag
 	fs.Var(&repos, "repo", "git repository to mine: a local path (bare or not) or a URL (https://, ssh://, file://, git@host:owner/repo), cloned into DIR/.clones for the run (repeatable; default: the current directory)")
-	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped); a URL that cannot be cloned is a dead letter")
-	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them (repeatable)")
+	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped; the file may be gs:// or s3://); a URL that cannot be cloned is a dead letter")
+	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them, local or gs:// / s3:// (repeatable)")
 	fs.Var(&refs, "refs", "also mine what these refs reach besides HEAD: a branch, tag or commit, or a pattern such as 'refs/heads/*' (repeatable); every merged PR reachable is found, whichever branch it was merged into")
-	out := fs.String("out", "swerl-out", "output directory: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")
+	out := fs.String("out", "swerl-out", "output directory, local or gs://bucket/… / s3://bucket/…: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")
 	commits := fs.Bool("commits", false, "also mine every non-merge commit on the first-parent line of HEAD (and --refs) that is not a PR (id owner/repo@<sha12>, problem statement = message)")
 	maxFiles := fs.Int("max-files", 50, "drop changes touching more files (negative: no cap)")
 	maxLines := fs.Int("max-lines", 5000, "drop changes with more added+deleted lines (negative: no cap)")
@@ -64,7 +64,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *reposFile != "" {
-		more, err := readRepoList(*reposFile)
+		more, err := readRepoList(ctx, *reposFile)
 		if err != nil {
 			return err
 		}
@@ -117,8 +117,8 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // readRepoList reads a --repos file: one repository path or URL a line;
 // blank lines and lines starting with "#" are skipped. A relative path is
 // relative to the working directory, as on the command line.
-func readRepoList(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+func readRepoList(ctx context.Context, path string) ([]string, error) {
+	b, err := files.ReadFile(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("mine: --repos: %w", err)
 	}

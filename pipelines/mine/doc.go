@@ -55,11 +55,19 @@
 // # Runners
 //
 // The pipeline runs on Prism by default and unchanged on Flink or Dataflow
-// (Config.Runner or Beam's --runner flag); the repositories, event files and
-// output directory must then be readable at the same paths on the workers.
+// (Config.Runner or Beam's --runner flag). The output directory and the
+// event files may be local paths or in object storage (gs://, s3://:
+// package sinks/files, Beam's filesystem API), where every worker reaches
+// them; staging files then go to the bucket too (written locally, uploaded
+// whole; finalize downloads each one it reads). Local repositories, and
+// the clones of repositories given by URL (made in a local temporary
+// directory when the output is remote), must be readable at the same
+// paths on every worker.
 // The live progress line counts what in-process workers report (Prism's
-// loopback workers); the end summary comes from Beam's metrics on every
-// runner.
+// loopback workers); the end summary comes from the counts each bundle
+// emits as data, summed into a scratch file (exact on every runner: Prism
+// can lose metric values of bundles that end at once), or from Beam's
+// metrics when there is no such file.
 //
 // # Determinism
 //

@@ -433,7 +433,7 @@ func TestStagingRoundTrip(t *testing.T) {
 		recs = append(recs, r)
 	}
 	dir := t.TempDir()
-	rows, err := writeStaging(dir, recs)
+	rows, err := writeStaging(context.Background(), dir, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 			inst := schemas.Instance{SchemaVersion: schemas.Version, ID: fmt.Sprintf("acme/w#%d", i+1), Repo: "acme/w", PRNumber: i + 1, OraclePatch: fmt.Sprint("patch ", i)}
 			recs = append(recs, encodeRecord(&inst))
 		}
-		rs, err := writeStaging(staging, recs)
+		rs, err := writeStaging(context.Background(), staging, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,7 +614,8 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 			return true
 		},
 		func(id string, wire []byte) { emitted = append(emitted, id) },
-		func(path string) { written = append(written, path) })
+		func(path string) { written = append(written, path) },
+		func(int, countRow) {})
 	if err != nil {
 		t.Fatal(err)
 	}

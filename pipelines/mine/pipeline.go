@@ -18,6 +18,7 @@ import (
 
 	"swerl/internal/gitio"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
 	"swerl/transforms/mining/ghevents"
@@ -28,20 +29,24 @@ func init() {
 	beam.RegisterType(reflect.TypeOf((*Rejected)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*RepoTask)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*stagedRow)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*countRow)(nil)).Elem())
 	register.Function1x2(keyRepo)
-	register.DoFn3x1[string, func(string, []byte), func(Rejected), error](&readEventsFn{})
-	register.DoFn6x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), error](&scanFn{})
-	register.DoFn5x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), error](&buildFn{})
+	register.DoFn4x1[context.Context, string, func(string, []byte), func(Rejected), error](&readEventsFn{})
+	register.DoFn7x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), func(int, countRow), error](&scanFn{})
+	register.DoFn6x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), func(int, countRow), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), error](&finalizeFn{})
+	register.DoFn7x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), func(int, countRow), error](&finalizeFn{})
 	register.Function2x0(oneKey)
 	register.Function2x0(discardFiles)
 	register.Emitter2[string, stagedRow]()
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
-	register.DoFn2x0[context.Context, Rejected](&countFn{})
+	register.DoFn3x0[context.Context, Rejected, func(int, countRow)](&countFn{})
+	register.DoFn3x1[context.Context, int, func(*countRow) bool, error](&writeCountsFn{})
+	register.Emitter2[int, countRow]()
+	register.Iter1[countRow]()
 	register.Function2x0(deadKey)
-	register.DoFn3x1[int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
+	register.DoFn4x1[context.Context, int, func(*Rejected) bool, func(string), error](&writeDeadFn{})
 	register.Emitter1[Candidate]()
 	register.Emitter1[Rejected]()
 	register.Emitter1[string]()
@@ -65,12 +70,15 @@ func keyRepo(t RepoTask) (string, string) { return strings.ToLower(t.Name), t.Di
 type Params struct {
 	Repos      []RepoTask
 	EventFiles []string
-	Out        string // DIR: instances go to DIR/instances, dead letters to DIR/deadletter
-	Commits    bool
-	Refs       []string // mined besides HEAD (Config.Refs)
-	Limits     mining.Limits
-	Relevant   mining.RelevantConfig
-	Exclude    *mining.Exclude
+	Out        string // DIR (a local path, gs:// or s3://): instances go to DIR/instances, dead letters to DIR/deadletter
+	// CloneDir is where repositories given by URL are cloned: a local
+	// directory (default DIR/.clones when DIR is local).
+	CloneDir string
+	Commits  bool
+	Refs     []string // mined besides HEAD (Config.Refs)
+	Limits   mining.Limits
+	Relevant mining.RelevantConfig
+	Exclude  *mining.Exclude
 	// RowsPerFile caps the rows of one instance file; default 500. Memory
 	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
@@ -106,25 +114,30 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		names[i] = strings.ToLower(r.Name)
 	}
 	repoKV := beam.ParDo(s, keyRepo, beam.CreateList(s, p.Repos))
-	files := p.EventFiles
-	if files == nil {
-		files = []string{}
+	events := p.EventFiles
+	if events == nil {
+		events = []string{}
 	}
-	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, files))
-	cands, scanRej := beam.ParDo2(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: filepath.Join(p.Out, cloneDir)}, beam.CoGroupByKey(s, repoKV, evKV))
-	instDir := filepath.Join(p.Out, "instances")
-	refs, staged, buildRej := beam.ParDo3(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: filepath.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	evKV, evRej := beam.ParDo2(s, &readEventsFn{Repos: names}, beam.CreateList(s, events))
+	if p.CloneDir == "" {
+		p.CloneDir = filepath.Join(p.Out, cloneDir)
+	}
+	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir}, beam.CoGroupByKey(s, repoKV, evKV))
+	instDir := files.Join(p.Out, "instances")
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	kept, written := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
+	kept, written, finalN := outs[0], outs[1], outs[2]
 	// Prism busy-waits (a select on a closed channel) through every bundle
 	// of a stage with no output to the runner, which on a small machine took
 	// a core from the other finalize bundles for the whole stage: the
 	// written files go through a GroupByKey so finalize has an output.
 	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
-	beam.ParDo0(s, &countFn{}, rejected)
+	rejN := beam.ParDo(s, &countFn{}, rejected)
+	beam.ParDo0(s, &writeCountsFn{Path: countsPath(p.Out)}, beam.GroupByKey(s, beam.Flatten(s, scanN, buildN, finalN, rejN)))
 	dead := beam.ParDo(s, deadKey, rejected)
-	beam.ParDo(s, &writeDeadFn{Dir: filepath.Join(p.Out, "deadletter")}, beam.GroupByKey(s, dead))
+	beam.ParDo(s, &writeDeadFn{Dir: files.Join(p.Out, "deadletter")}, beam.GroupByKey(s, dead))
 	return kept
 }
 
@@ -135,14 +148,22 @@ type readEventsFn struct {
 	Repos []string
 }
 
-func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), rej func(Rejected)) error {
+func (f *readEventsFn) ProcessElement(ctx context.Context, path string, emit func(string, []byte), rej func(Rejected)) error {
 	want := map[string]bool{}
 	for _, r := range f.Repos {
 		want[r] = true
 	}
-	err := ghevents.ReadFile(path, func(r ghevents.Record, bad *ghevents.LineError) error {
+	local, done, err := files.Local(ctx, path, "")
+	if err != nil {
+		// A file that cannot be fetched is a fault of the store or the
+		// job (credentials, network): the bundle fails and is retried.
+		return err
+	}
+	defer done()
+	err = ghevents.ReadFile(local, func(r ghevents.Record, bad *ghevents.LineError) error {
 		if bad != nil {
-			rej(Rejected{Repo: path, ID: fmt.Sprintf("%s:%d", bad.File, bad.Line), Reason: string(mining.BadRecord), Detail: bad.Error()})
+			// Named by the file as given, not its local copy.
+			rej(Rejected{Repo: path, ID: fmt.Sprintf("%s:%d", path, bad.Line), Reason: string(mining.BadRecord), Detail: strings.ReplaceAll(bad.Error(), local, path)})
 			return nil
 		}
 		key := strings.ToLower(r.Repo)
@@ -157,7 +178,7 @@ func (f *readEventsFn) ProcessElement(path string, emit func(string, []byte), re
 		return nil
 	})
 	if err != nil {
-		rej(Rejected{Repo: path, ID: path, Reason: string(mining.BadRecord), Detail: err.Error()})
+		rej(Rejected{Repo: path, ID: path, Reason: string(mining.BadRecord), Detail: strings.ReplaceAll(err.Error(), local, path)})
 	}
 	return nil
 }
@@ -168,9 +189,11 @@ type scanFn struct {
 	Refs     []string
 	Exclude  *mining.Exclude
 	CloneDir string
+
+	counts tally
 }
 
-func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*string) bool, evs func(*[]byte) bool, emit func(Candidate), rej func(Rejected)) error {
+func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*string) bool, evs func(*[]byte) bool, emit func(Candidate), rej func(Rejected), _ func(int, countRow)) error {
 	var recs []ghevents.Record
 	var b []byte
 	for evs(&b) {
@@ -181,11 +204,13 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 	}
 	var dir string
 	for dirs(&dir) {
-		cRepos.Add(ctx, 1)
-		if err := scanRepo(ctx, dir, recs, scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir}, func(c Candidate) {
-			cCandidates.Add(ctx, 1)
+		f.counts.add(ctx, cRepos, nRepos, 1)
+		cfg := scanConfig{Commits: f.Commits, Refs: f.Refs, Exclude: f.Exclude, CloneDir: f.CloneDir,
+			Read: func() { f.counts.add(ctx, cCommits, nCommits, 1) }}
+		if err := scanRepo(ctx, dir, recs, cfg, func(c Candidate) {
+			f.counts.add(ctx, cCandidates, nCandidates, 1)
 			if c.Number > 0 {
-				cPRs.Add(ctx, 1)
+				f.counts.add(ctx, cPRs, nPRs, 1)
 			}
 			emit(c)
 		}, rej); err != nil {
@@ -193,6 +218,11 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 		}
 	}
 	return nil
+}
+
+// FinishBundle emits the bundle's counts.
+func (f *scanFn) FinishBundle(_ func(Candidate), _ func(Rejected), counts func(int, countRow)) {
+	f.counts.flush(counts)
 }
 
 // cloneDir (under the output directory) holds the clones of repositories
@@ -227,6 +257,7 @@ type buildFn struct {
 	mu        sync.Mutex
 	cats      map[string][]*gitio.CatFile // by repository directory
 	next      int
+	counts    tally
 }
 
 const buildBatch = 64
@@ -280,18 +311,19 @@ func catFiles() int { return max(1, runtime.NumCPU()/2) }
 // cat-file processes (entries are kept by repository).
 var trees = gitio.NewTreeCache(16 << 20)
 
-func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
+func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected), _ func(int, countRow)) error {
 	f.pending = append(f.pending, c)
 	if len(f.pending) >= buildBatch {
 		f.build(ctx, rej)
-		return f.stage(ref, row)
+		return f.stage(ctx, ref, row)
 	}
 	return nil
 }
 
-func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected)) error {
+func (f *buildFn) FinishBundle(ctx context.Context, ref func(string, string), row func(string, stagedRow), rej func(Rejected), counts func(int, countRow)) error {
 	f.build(ctx, rej)
-	err := f.stage(ref, row)
+	err := f.stage(ctx, ref, row)
+	f.counts.flush(counts)
 	// Groups do not span bundles: a retried bundle starts its own.
 	f.group, f.groupRows = "", 0
 	return err
@@ -316,7 +348,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 			defer wg.Done()
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
-				cBuilt.Add(ctx, 1)
+				f.counts.add(ctx, cBuilt, nBuilt, 1)
 				if r != nil {
 					out[i].rej = r
 					continue
@@ -354,19 +386,19 @@ func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
 
 // stage writes the encoded records to staging files, none of them across
 // two groups, and emits the references.
-func (f *buildFn) stage(ref func(string, string), row func(string, stagedRow)) error {
+func (f *buildFn) stage(ctx context.Context, ref func(string, string), row func(string, stagedRow)) error {
 	per := max(1, f.RowsPerFile)
 	for len(f.recs) > 0 {
 		if f.group == "" || f.groupRows >= per {
 			f.group, f.groupRows = "", 0
 		}
 		n := min(len(f.recs), per-f.groupRows)
-		rows, err := writeStaging(f.Staging, f.recs[:n])
+		rows, err := writeStaging(ctx, f.Staging, f.recs[:n])
 		if err != nil {
 			return err
 		}
 		if f.group == "" {
-			f.group = filepath.Base(rows[0].File)
+			f.group = files.Base(rows[0].File)
 		}
 		f.groupRows += n
 		for i, r := range rows {
@@ -430,6 +462,8 @@ func (f *dedupFn) ProcessElement(key string, refs func(*string) bool, drop func(
 type finalizeFn struct {
 	Dir  string
 	Emit bool
+
+	counts tally
 }
 
 // rowGroupBytes bounds the (uncompressed) records in one row group of an
@@ -466,17 +500,17 @@ type emitted struct {
 	wire []byte
 }
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string)) error {
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string), _ func(int, countRow)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
 		dropped[id] = true
 	}
 	var rows []stagedRow
-	files := map[string]bool{}
+	staging := map[string]bool{}
 	var r stagedRow
 	for staged(&r) {
-		files[r.File] = true
+		staging[r.File] = true
 		if !dropped[r.ID] {
 			rows = append(rows, r)
 		}
@@ -489,18 +523,25 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 		for j := range run {
 			ids[j] = run[j].ID
 		}
-		outs[i] = filepath.Join(f.Dir, idsName("part", ".parquet", ids))
+		outs[i] = files.Join(f.Dir, idsName("part", ".parquet", ids))
 	}
-	for file := range files {
-		if _, err := os.Stat(file); os.IsNotExist(err) {
+	for file := range staging {
+		ok, err := files.Exists(ctx, file)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			done := true
 			for _, out := range outs {
-				if _, err := os.Stat(out); err != nil {
+				if ok, err := files.Exists(ctx, out); err != nil || !ok {
 					done = false
 				}
 			}
 			if done {
-				return nil // a retry after the group was finalized
+				// A retry after the group was finalized: the failed
+				// attempt's counts were dropped with its outputs.
+				f.counts.add(ctx, cKept, nKept, int64(len(rows)))
+				return nil
 			}
 			return fmt.Errorf("mine: staging file %s is gone and the instance files were not all written", file)
 		}
@@ -517,7 +558,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			defer wg.Done()
 			writers <- struct{}{}
 			defer func() { <-writers }()
-			errs[i] = writeInstances(outs[i], run, ch)
+			errs[i] = writeInstances(ctx, outs[i], run, ch)
 		}()
 	}
 	if ch != nil {
@@ -535,19 +576,29 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 	for _, out := range outs {
 		written(out)
 	}
-	for file := range files {
-		if err := os.Remove(file); err != nil {
+	for file := range staging {
+		if err := files.Remove(ctx, file); err != nil {
 			return fmt.Errorf("mine: remove staging file: %w", err)
 		}
 	}
-	cKept.Add(ctx, int64(len(rows)))
+	f.counts.add(ctx, cKept, nKept, int64(len(rows)))
 	return nil
 }
 
+// FinishBundle emits the bundle's counts.
+func (f *finalizeFn) FinishBundle(_ func(string, []byte), _ func(string), counts func(int, countRow)) {
+	f.counts.flush(counts)
+}
+
 // writeInstances streams the staged rows into the instance file out, and,
-// when ch is not nil, sends each instance's wire form to ch.
-func writeInstances(out string, rows []stagedRow, ch chan<- emitted) error {
-	var rd stagingReader
+// when ch is not nil, sends each instance's wire form to ch. An object
+// store's file is written locally first and uploaded whole.
+func writeInstances(ctx context.Context, out string, rows []stagedRow, ch chan<- emitted) error {
+	return files.Via(ctx, out, func(local string) error { return writeInstancesTo(ctx, local, rows, ch) })
+}
+
+func writeInstancesTo(ctx context.Context, out string, rows []stagedRow, ch chan<- emitted) error {
+	rd := stagingReader{ctx: ctx}
 	defer rd.close()
 	w, err := parquetio.Create[schemas.Instance](out)
 	if err != nil {
@@ -590,10 +641,17 @@ func oneKey(path string, emit func(int, string)) { emit(0, path) }
 func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
-type countFn struct{}
+type countFn struct {
+	counts tally
+}
 
-func (countFn) ProcessElement(ctx context.Context, r Rejected) {
-	cRejected.With(r.Reason).Add(ctx, 1)
+func (f *countFn) ProcessElement(ctx context.Context, r Rejected, _ func(int, countRow)) {
+	f.counts.add(ctx, cRejected.With(r.Reason), nRejected+r.Reason, 1)
+}
+
+// FinishBundle emits the bundle's counts.
+func (f *countFn) FinishBundle(counts func(int, countRow)) {
+	f.counts.flush(counts)
 }
 
 // deadReasons are the rejections that are input or repository faults (dead
@@ -615,7 +673,7 @@ type writeDeadFn struct {
 	Dir string
 }
 
-func (f *writeDeadFn) ProcessElement(_ int, vals func(*Rejected) bool, emit func(string)) error {
+func (f *writeDeadFn) ProcessElement(ctx context.Context, _ int, vals func(*Rejected) bool, emit func(string)) error {
 	var rows []schemas.DeadLetter
 	var r Rejected
 	for vals(&r) {
@@ -627,8 +685,8 @@ func (f *writeDeadFn) ProcessElement(_ int, vals func(*Rejected) bool, emit func
 		}
 		return rows[i].Reason < rows[j].Reason
 	})
-	path := filepath.Join(f.Dir, "mine.parquet")
-	if err := parquetio.WriteFile(path, rows); err != nil {
+	path := files.Join(f.Dir, "mine.parquet")
+	if err := files.Via(ctx, path, func(local string) error { return parquetio.WriteFile(local, rows) }); err != nil {
 		return err
 	}
 	emit(path)

@@ -240,3 +240,31 @@ func TestMineRepositoryURLs(t *testing.T) {
 		t.Errorf("clones left behind: %v", err)
 	}
 }
+
+// TestMinePartialCloneIsOneDeadLetter mines a blob:none partial clone:
+// every change's blobs are missing and swerl does not fetch them lazily,
+// so the repository is one dead letter saying so, not one git error a
+// candidate, and the run goes on with the other repositories.
+func TestMinePartialCloneIsOneDeadLetter(t *testing.T) {
+	r := mergeStyles(t)
+	r.Git("config", "uploadpack.allowFilter", "true")
+	partial := filepath.Join(t.TempDir(), "partial.git")
+	r.Git("clone", "-q", "--bare", "--filter=blob:none", "file://"+r.Dir, partial)
+	other := gittest.New(t)
+	other.Git("remote", "add", "origin", "https://github.com/acme/other.git")
+	other.Commit("init", map[string]string{"a.go": "package a\n\nvar A = 1\n"})
+	other.Git("checkout", "-q", "-b", "fix")
+	other.Commit("fix", map[string]string{"a.go": "package a\n\nvar A = 2\n"})
+	other.MergePR(1, "fix", "Set A to 2")
+	sum, err := Run(context.Background(), Config{Repos: []string{partial, other.Dir}, Out: t.TempDir(), Runner: "prism", RelevantFiles: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := parquetio.ReadFile[schemas.DeadLetter](sum.DeadLetters)
+	if err != nil || len(dead) != 1 || !strings.Contains(dead[0].Reason, "partial clone") {
+		t.Fatalf("dead letters %+v %v", dead, err)
+	}
+	if sum.Instances != 1 || sum.Repos != 2 || sum.Rejected[string(mining.GitError)] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+}

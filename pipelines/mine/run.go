@@ -12,10 +12,10 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"swerl/internal/atomicfile"
 	"swerl/internal/gitio"
 	"swerl/pipelines/beamrun"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/metrics"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
@@ -31,9 +31,12 @@ type Config struct {
 	// and removed at the end of the run; one that cannot be cloned is a
 	// dead letter, not a failed run.
 	Repos []string
-	// Events are GH Archive files or folders of hourly .json/.json.gz files.
+	// Events are GH Archive files or folders of hourly .json/.json.gz
+	// files, local or in object storage (gs://, s3://).
 	Events []string
-	// Out is the output directory; default "swerl-out".
+	// Out is the output directory, local or in object storage (gs://bucket/…,
+	// s3://bucket/…: package files); default "swerl-out". Repositories
+	// given by URL are then cloned to a local temporary directory.
 	Out string
 	// Refs are mined besides HEAD: branches, tags, commits or for-each-ref
 	// patterns ("refs/heads/*"). Every commit reachable from them is read,
@@ -181,24 +184,40 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		tasks = append(tasks, RepoTask{Dir: r.Dir, Name: r.Name})
 	}
-	events, err := ghevents.Files(cfg.Events)
+	events, err := eventFiles(ctx, cfg.Events)
 	if err != nil {
 		return sum, fmt.Errorf("mine: events: %w", err)
 	}
-	instDir := filepath.Join(cfg.Out, "instances")
-	if err := os.MkdirAll(instDir, 0o755); err != nil {
+	instDir := files.Join(cfg.Out, "instances")
+	if !files.IsRemote(instDir) {
+		if err := os.MkdirAll(instDir, 0o755); err != nil {
+			return sum, fmt.Errorf("mine: %w", err)
+		}
+	}
+	old, err := files.List(ctx, files.Join(instDir, "part-*.parquet"))
+	if err != nil {
 		return sum, fmt.Errorf("mine: %w", err)
 	}
-	old, _ := filepath.Glob(filepath.Join(instDir, "part-*.parquet"))
 	for _, f := range old {
-		if err := os.Remove(f); err != nil {
+		if err := files.Remove(ctx, f); err != nil {
 			return sum, fmt.Errorf("mine: remove earlier output: %w", err)
 		}
 	}
-	os.Remove(filepath.Join(cfg.Out, "deadletter", "mine.parquet"))
-	os.RemoveAll(filepath.Join(instDir, stagingDir))
-	os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
-	defer os.RemoveAll(filepath.Join(cfg.Out, cloneDir))
+	deadPath := files.Join(cfg.Out, "deadletter", "mine.parquet")
+	if err := files.Remove(ctx, deadPath); err != nil {
+		return sum, fmt.Errorf("mine: remove earlier output: %w", err)
+	}
+	if err := files.RemoveAll(ctx, files.Join(instDir, stagingDir)); err != nil {
+		return sum, fmt.Errorf("mine: %w", err)
+	}
+	clones := filepath.Join(cfg.Out, cloneDir)
+	if files.IsRemote(cfg.Out) {
+		if clones, err = os.MkdirTemp("", "swerl-clones-*"); err != nil {
+			return sum, fmt.Errorf("mine: %w", err)
+		}
+	}
+	os.RemoveAll(clones)
+	defer os.RemoveAll(clones)
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
@@ -210,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	kept := Build(s, Params{
-		Repos: tasks, EventFiles: events, Out: cfg.Out, Commits: cfg.Commits, Refs: cfg.Refs,
+		Repos: tasks, EventFiles: events, Out: cfg.Out, CloneDir: clones, Commits: cfg.Commits, Refs: cfg.Refs,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
 		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,
@@ -248,20 +267,28 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
-	fillSummary(&sum, res, since)
-	os.RemoveAll(filepath.Join(instDir, stagingDir))
-	if sum.Files, err = parquetio.Files(instDir); err != nil {
+	if ok, err := readCounts(ctx, countsPath(cfg.Out), &sum); err != nil {
+		return sum, err
+	} else if !ok {
+		fillSummary(&sum, res, since)
+	}
+	if err := files.RemoveAll(ctx, files.Join(instDir, stagingDir)); err != nil {
+		return sum, fmt.Errorf("mine: %w", err)
+	}
+	if sum.Files, err = files.List(ctx, files.Join(instDir, "part-*.parquet")); err != nil {
 		return sum, err
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Out, "deadletter", "mine.parquet")); err == nil {
-		sum.DeadLetters = filepath.Join(cfg.Out, "deadletter", "mine.parquet")
+	if ok, err := files.Exists(ctx, deadPath); err != nil {
+		return sum, err
+	} else if ok {
+		sum.DeadLetters = deadPath
 	}
 	if cfg.JSONL {
 		path := cfg.JSONLPath
 		if path == "" {
-			path = filepath.Join(cfg.Out, "instances.jsonl")
+			path = files.Join(cfg.Out, "instances.jsonl")
 		}
-		if err := writeJSONL(path, sum.Files); err != nil {
+		if err := writeJSONL(ctx, path, sum.Files); err != nil {
 			return sum, err
 		}
 		sum.JSONL = path
@@ -286,6 +313,52 @@ func progressLine(since metrics.Baseline, repos int, elapsed time.Duration) stri
 		since.Since(cRepos), repos, since.Since(cCommits), since.Since(cPRs), since.Since(cCandidates), b, float64(b)/secs, rej, since.Since(cKept), elapsed.Round(time.Second))
 }
 
+// countsPath is the file the pipeline writes its counts to (see tally.go):
+// scratch, in the staging directory.
+func countsPath(out string) string {
+	return files.Join(out, "instances", stagingDir, "counts.json")
+}
+
+// eventFiles expands the --events arguments: local files and folders as
+// ghevents.Files does; in object storage, a name ending in .json or
+// .json.gz (or holding a glob) is taken as is, anything else as a folder
+// of such files.
+func eventFiles(ctx context.Context, args []string) ([]string, error) {
+	var local, out []string
+	for _, a := range args {
+		if !files.IsRemote(a) {
+			local = append(local, a)
+			continue
+		}
+		if strings.HasSuffix(a, ".json") || strings.HasSuffix(a, ".json.gz") || strings.ContainsAny(files.Base(a), "*?[") {
+			got, err := files.List(ctx, a)
+			if err != nil {
+				return nil, err
+			}
+			if len(got) == 0 {
+				return nil, fmt.Errorf("%s: no such file", a)
+			}
+			out = append(out, got...)
+			continue
+		}
+		for _, pat := range []string{"*.json", "*.json.gz"} {
+			got, err := files.List(ctx, files.Join(a, pat))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
+		}
+	}
+	if len(local) > 0 || len(out) == 0 {
+		got, err := ghevents.Files(local)
+		if err != nil {
+			return nil, err
+		}
+		out = append(got, out...)
+	}
+	return out, nil
+}
+
 // fillSummary reads the counts from the pipeline result's Beam metrics, or,
 // when the runner reports none, from what this process counted since the
 // baseline.
@@ -302,11 +375,16 @@ func fillSummary(sum *Summary, res beam.PipelineResult, since metrics.Baseline) 
 	sum.Rejected = r.Counts(cRejected)
 }
 
-// writeJSONL writes the instances of files as JSON lines sorted by id.
-func writeJSONL(path string, files []string) error {
+// writeJSONL writes the instances of parts as JSON lines sorted by id.
+func writeJSONL(ctx context.Context, path string, parts []string) error {
 	var all []schemas.Instance
-	for _, f := range files {
-		rows, err := parquetio.ReadFile[schemas.Instance](f)
+	for _, f := range parts {
+		local, done, err := files.Local(ctx, f, "")
+		if err != nil {
+			return err
+		}
+		rows, err := parquetio.ReadFile[schemas.Instance](local)
+		done()
 		if err != nil {
 			return err
 		}
@@ -322,8 +400,5 @@ func writeJSONL(path string, files []string) error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("mine: jsonl: %w", err)
-	}
-	return atomicfile.WriteFile(path, []byte(buf.String()))
+	return files.WriteFile(ctx, path, []byte(buf.String()))
 }

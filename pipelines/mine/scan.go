@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"sort"
@@ -74,6 +75,8 @@ type scanConfig struct {
 	Refs []string
 	// CloneDir is where repositories given by URL are cloned.
 	CloneDir string
+	// Read, when set, is called for every commit read.
+	Read func()
 }
 
 // prMerge is the commit that merged a PR number, and when.
@@ -119,6 +122,12 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 	gitFault := func(err error) {
 		rej(Rejected{Repo: repo.Name, ID: repo.Name, Reason: string(mining.GitError), Detail: err.Error()})
 	}
+	if remote := partialClone(ctx, repo.Dir); remote != "" {
+		// Every build would fail on a missing blob: say why once, for the
+		// repository, instead of once a candidate.
+		gitFault(fmt.Errorf("%s: a partial clone (promisor remote %q): mining reads the blobs of every change, which swerl does not fetch lazily (GIT_NO_LAZY_FETCH); clone it without --filter", repo.Name, remote))
+		return nil
+	}
 	ix := ghevents.NewIndex(recs)
 	merged := ix.MergedByCommit()
 	tips, missing, err := repo.ResolveRefs(ctx, append([]string{"HEAD"}, cfg.Refs...))
@@ -156,7 +165,9 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		if !ok {
 			break
 		}
-		cCommits.Add(ctx, 1)
+		if cfg.Read != nil {
+			cfg.Read()
+		}
 		kind, n := recognise(c, merged)
 		if n > 0 {
 			if keep := first[n]; keep.hash != c.Hash {
@@ -183,6 +194,29 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 		gitFault(err)
 	}
 	return ctx.Err()
+}
+
+// partialClone returns the promisor remote of a partial clone (git clone
+// --filter=…) in dir, or "" for a complete repository.
+// Git marks one by extensions.partialClone (older versions) or
+// remote.<name>.promisor (newer ones).
+func partialClone(ctx context.Context, dir string) string {
+	cmd := exec.CommandContext(ctx, "git", "config", "--get-regexp", `^(extensions\.partialclone|remote\..*\.promisor)$`)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "" // exit status 1: neither is set
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		key, val, _ := strings.Cut(l, " ")
+		if key == "extensions.partialclone" {
+			return val
+		}
+		if val == "true" {
+			return strings.TrimSuffix(strings.TrimPrefix(key, "remote."), ".promisor")
+		}
+	}
+	return ""
 }
 
 // cloneName is the directory a repository URL is cloned to: the name it

@@ -1,10 +1,10 @@
 package mine
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
@@ -12,6 +12,7 @@ import (
 
 	"swerl/internal/bincode"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/transforms/mining"
 )
 
@@ -125,17 +126,23 @@ func idsName(prefix, ext string, ids []string) string {
 // writeStaging writes recs to one staging file in dir, named by a hash of
 // their ids (a retried bundle rewrites the same file), and returns where
 // each record is, in the order of recs. Staging files are scratch: they
-// are renamed into place complete but not synced; Run clears them.
-func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
+// are renamed into place complete but not synced; Run clears them. In an
+// object store (dir gs:// or s3://, where the finalize workers of a
+// distributed runner can read them) a staging file is written locally and
+// uploaded whole.
+func writeStaging(ctx context.Context, dir string, recs []stagedRecord) ([]stagedRow, error) {
 	ids := make([]string, len(recs))
 	for i := range recs {
 		ids[i] = recs[i].ID
 	}
-	path := filepath.Join(dir, idsName("batch", ".s2", ids))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	path := files.Join(dir, idsName("batch", ".s2", ids))
+	local := dir
+	if files.IsRemote(dir) {
+		local = ""
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("mine: staging: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
+	f, err := os.CreateTemp(local, ".tmp-*")
 	if err != nil {
 		return nil, fmt.Errorf("mine: staging: %w", err)
 	}
@@ -152,7 +159,12 @@ func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		if files.IsRemote(path) {
+			err = files.Upload(ctx, f.Name(), path)
+			os.Remove(f.Name())
+		} else {
+			err = os.Rename(f.Name(), path)
+		}
 	}
 	if err != nil {
 		os.Remove(f.Name())
@@ -161,9 +173,13 @@ func writeStaging(dir string, recs []stagedRecord) ([]stagedRow, error) {
 	return rows, nil
 }
 
-// stagingReader reads records from staging files, keeping each file open.
+// stagingReader reads records from staging files, keeping each file open;
+// a staging file in an object store is downloaded to a local temporary
+// file first (close removes it), so records are read at their offsets.
 type stagingReader struct {
+	ctx   context.Context
 	files map[string]*os.File
+	done  []func()
 	raw   []byte
 	buf   []byte
 }
@@ -172,8 +188,16 @@ type stagingReader struct {
 func (s *stagingReader) read(r stagedRow, inst *schemas.Instance) error {
 	f, ok := s.files[r.File]
 	if !ok {
-		var err error
-		if f, err = os.Open(r.File); err != nil {
+		ctx := s.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		local, done, err := files.Local(ctx, r.File, "")
+		if err != nil {
+			return err
+		}
+		s.done = append(s.done, done)
+		if f, err = os.Open(local); err != nil {
 			return err
 		}
 		if s.files == nil {
@@ -199,5 +223,8 @@ func (s *stagingReader) close() {
 	for _, f := range s.files {
 		f.Close()
 	}
-	s.files = nil
+	for _, done := range s.done {
+		done()
+	}
+	s.files, s.done = nil, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"swerl/internal/gitio"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/mining"
 )
@@ -65,7 +66,7 @@ func ImportSWEBench(ctx context.Context, cfg ImportConfig) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("mine: import: %w", err)
 	}
-	rows, bad, err := readSWEBench(cfg.File)
+	rows, bad, err := readSWEBench(ctx, cfg.File)
 	if err != nil {
 		return sum, err
 	}
@@ -119,16 +120,16 @@ func ImportSWEBench(ctx context.Context, cfg ImportConfig) (Summary, error) {
 		sum.Candidates++
 	}
 	sort.Slice(insts, func(i, j int) bool { return mining.IDLess(insts[i].ID, insts[j].ID) })
-	path := filepath.Join(cfg.Out, "instances", "swebench.parquet")
-	if err := parquetio.WriteFile(path, insts); err != nil {
+	path := files.Join(cfg.Out, "instances", "swebench.parquet")
+	if err := files.Via(ctx, path, func(local string) error { return parquetio.WriteFile(local, insts) }); err != nil {
 		return sum, err
 	}
 	sum.Files = []string{path}
 	sum.Instances = int64(len(insts))
 	sum.PRs = int64(len(rows))
 	if len(dead) > 0 {
-		sum.DeadLetters = filepath.Join(cfg.Out, "deadletter", "import.parquet")
-		if err := parquetio.WriteFile(sum.DeadLetters, dead); err != nil {
+		sum.DeadLetters = files.Join(cfg.Out, "deadletter", "import.parquet")
+		if err := files.Via(ctx, sum.DeadLetters, func(local string) error { return parquetio.WriteFile(local, dead) }); err != nil {
 			return sum, err
 		}
 	}
@@ -136,16 +137,22 @@ func ImportSWEBench(ctx context.Context, cfg ImportConfig) (Summary, error) {
 	return sum, nil
 }
 
-// readSWEBench reads rows; bad holds (key, error) for unusable lines.
-func readSWEBench(file string) (rows []SWEBenchRow, bad [][2]string, err error) {
+// readSWEBench reads rows (a local file, or one in object storage);
+// bad holds (key, error) for unusable lines.
+func readSWEBench(ctx context.Context, file string) (rows []SWEBenchRow, bad [][2]string, err error) {
 	if strings.HasSuffix(file, ".parquet") {
-		rows, err := parquetio.ReadFile[SWEBenchRow](file)
+		local, done, err := files.Local(ctx, file, "")
 		if err != nil {
 			return nil, nil, fmt.Errorf("mine: import: %w", err)
 		}
+		defer done()
+		rows, err := parquetio.ReadFile[SWEBenchRow](local)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mine: import: %s: %w", file, err)
+		}
 		return rows, nil, nil
 	}
-	f, err := os.Open(file)
+	f, err := files.Open(ctx, file)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mine: import: %w", err)
 	}

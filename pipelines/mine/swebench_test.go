@@ -3,6 +3,7 @@ package mine
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
+	"swerl/sinks/files"
+	"swerl/sinks/files/filestest"
 	"swerl/sinks/parquetio"
 )
 
@@ -80,6 +83,30 @@ func TestImportSWEBench(t *testing.T) {
 	}
 	if again := readInstances(t, sum2.Files); len(again) != 1 || !reflect.DeepEqual(again[0], inst) {
 		t.Errorf("parquet import differs")
+	}
+	// Rows read from, and instances written to, an S3 bucket (a server on
+	// loopback) give the same instance and dead letters.
+	bucket := filestest.S3(t, "imports")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := files.WriteFile(context.Background(), bucket+"/rows.jsonl", b); err != nil {
+		t.Fatal(err)
+	}
+	sum3, err := ImportSWEBench(context.Background(), ImportConfig{File: bucket + "/rows.jsonl", Repo: r.Dir, Out: bucket + "/out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum3.Files) != 1 || sum3.Files[0] != bucket+"/out/instances/swebench.parquet" || sum3.DeadLetters != bucket+"/out/deadletter/import.parquet" {
+		t.Fatalf("wrote %v and %s", sum3.Files, sum3.DeadLetters)
+	}
+	if again := readInstances(t, fetchAll(t, sum3.Files)); len(again) != 1 || !reflect.DeepEqual(again[0], inst) {
+		t.Errorf("import from and to the bucket differs")
+	}
+	dead3, err := parquetio.ReadFile[schemas.DeadLetter](fetchAll(t, []string{sum3.DeadLetters})[0])
+	if err != nil || len(dead3) != 4 || dead3[0].Source != bucket+"/rows.jsonl" {
+		t.Errorf("dead letters from the bucket %+v %v", dead3, err)
 	}
 }
 
