@@ -64,7 +64,7 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	// Mine.
 	mine := func(extra ...string) (string, []schemas.Instance) {
 		out := filepath.Join(t.TempDir(), "out")
-		so := cli(t, append([]string{"mine", "--repo", repo, "--out", out, "--exclude-swebench=false", "--metrics-addr", ""}, extra...)...)
+		so := cliOutput(t, append([]string{"mine", "--repo", repo, "--out", out, "--exclude-swebench=false", "--metrics-addr", ""}, extra...)...)
 		rows, err := parquetio.ReadDir[schemas.Instance](filepath.Join(out, "instances"))
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,7 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	}
 	train := func(extra ...string) (string, []schemas.Sample) {
 		out := filepath.Join(t.TempDir(), "out")
-		se := cli(t, append([]string{"train", "--instances", set.InstancesPath, "--policy", "file:" + set.CompletionsPath, "--group-size", "4", "--out", out, "--metrics-addr", ""}, extra...)...)
+		se := cliOutput(t, append([]string{"train", "--instances", set.InstancesPath, "--policy", "file:" + set.CompletionsPath, "--group-size", "4", "--out", out, "--metrics-addr", ""}, extra...)...)
 		rows, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
 		if err != nil {
 			t.Fatal(err)
@@ -115,8 +115,8 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	}
 }
 
-// cli runs the test binary as the swerl command and returns its output.
-func cli(t *testing.T, args ...string) string {
+// cliOutput runs the test binary as the swerl command and returns its output.
+func cliOutput(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
