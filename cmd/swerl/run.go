@@ -58,7 +58,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sftSteps := fs.Int("sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
-	lr := fs.Float64("lr", 1e-3, "RL learning rate (with --lora-rank on the built-in model: 2e-3; 1e-2 collapsed it, see docs/experiments.md)")
+	lr := fs.Float64("lr", 1e-3, "RL learning rate (also with --lora-rank on the built-in model, where 1e-2 collapsed it: docs/experiments.md)")
 	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
