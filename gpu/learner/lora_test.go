@@ -162,7 +162,12 @@ func TestLoRAAfterFullFineTuning(t *testing.T) {
 	if !slices.Equal(weights(l.Model()), weights(full.Model())) {
 		t.Fatal("the LoRA phase's base is not the full phase's last version")
 	}
-	if _, err := l.Run(context.Background(), &SliceSource{Samples: syntheticSamples(4, 4, -1, "t")}, 0); err != nil {
+	// New groups: a resumed learner skips groups it has trained (g0, g1).
+	more := syntheticSamples(4, 4, -1, "t")
+	for i := range more {
+		more[i].GroupID, more[i].ID = "lora-"+more[i].GroupID, "lora-"+more[i].ID
+	}
+	if _, err := l.Run(context.Background(), &SliceSource{Samples: more}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if l.Version() != 5 {
@@ -185,7 +190,11 @@ func TestLoRAAfterFullFineTuning(t *testing.T) {
 	}
 	// Full fine-tuning can continue from the merged adapters.
 	f2 := newLearner(t, Config{Out: out, Resume: true, BatchGroups: 1, MaxStaleness: -1, Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3}})
-	if _, err := f2.Run(context.Background(), &SliceSource{Samples: syntheticSamples(1, 4, -1, "t")}, 0); err != nil {
+	last := syntheticSamples(1, 4, -1, "t")
+	for i := range last {
+		last[i].GroupID, last[i].ID = "full-"+last[i].GroupID, "full-"+last[i].ID
+	}
+	if _, err := f2.Run(context.Background(), &SliceSource{Samples: last}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(st.Path(6), "config.json")); err != nil {
