@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
+	"swerl/pipelines/rl"
+	"swerl/schemas"
+	"swerl/sinks/engine"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 )
@@ -140,6 +144,10 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	lf := addLoRAFlags(fs)
+	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
+	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
+	enginePath := fs.String("engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
+	engineRetries := fs.Int("engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -173,12 +181,64 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	var engineSync func(context.Context, int64) error
+	if *engines != "" {
+		es, err := engine.ParseEngines(*engines, engine.Kind(*engineKind))
+		if err != nil {
+			return usagef("--engine: %v", err)
+		}
+		if *engineRetries < 0 {
+			return usagef("--engine-retries %d, want ≥ 0", *engineRetries)
+		}
+		retries := *engineRetries
+		if retries == 0 {
+			retries = -1 // engine.Config: 0 is the default, negative none
+		}
+		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engine.APIKey(), Retries: retries, Log: cfg.Log})
+		if err != nil {
+			return usagef("--engine-path-map: %v", err)
+		}
+		// The engines get absolute paths: they run in other processes.
+		out, err := filepath.Abs(cfg.Out)
+		if err != nil {
+			return err
+		}
+		engineSync = rl.EngineSync(s, out, cfg.Log)
+	} else if *enginePath != "" {
+		return usagef("--engine-path-map without --engine")
+	}
+	// newLearner opens the learner with the engine sync chained after
+	// announce (the Kafka announcer, or nil): each published version is
+	// pushed to the engines, the start version too, and a refusal is
+	// logged, not fatal (rl.EngineSync).
+	newLearner := func(announce func(context.Context, schemas.WeightVersion) error) (*learner.Learner, error) {
+		cfg.Announce = announce
+		pushed := false
+		if engineSync != nil {
+			cfg.Announce = func(ctx context.Context, v schemas.WeightVersion) error {
+				if announce != nil {
+					if err := announce(ctx, v); err != nil {
+						return err
+					}
+				}
+				pushed = true
+				return engineSync(ctx, v.Version)
+			}
+		}
+		l, err := learner.New(cfg)
+		if err != nil || engineSync == nil || pushed {
+			return l, err
+		}
+		// A resumed learner publishes nothing at start: push the version
+		// it starts from (engines that hold it already are skipped).
+		return l, engineSync(ctx, l.Version())
+	}
 	if *samples != "" {
 		src, err := learner.ParquetSource(*samples)
 		if err != nil {
 			return err
 		}
-		l, err := learner.New(cfg)
+		l, err := newLearner(nil)
 		if err != nil {
 			return err
 		}
@@ -196,8 +256,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ann.Close()
-	cfg.Announce = ann.Announce
-	l, err := learner.New(cfg)
+	l, err := newLearner(ann.Announce)
 	if err != nil {
 		return err
 	}

@@ -44,8 +44,8 @@ type Engine struct {
 // ("http://h:8000/v1?model=m&engine=sglang"): its server root, and the
 // kind its engine parameter gives (default vLLM).
 func FromSpec(spec string) (Engine, error) {
-	u, err := url.Parse(spec)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, ok := httpURL(spec)
+	if !ok {
 		return Engine{}, fmt.Errorf("engine: %q is not an http(s) policy URL", spec)
 	}
 	e := Engine{URL: rollout.BaseURL(spec), Kind: VLLM}
@@ -70,10 +70,7 @@ func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
 	}
 	u, _ := url.Parse(spec)
 	q := u.Query()
-	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: os.Getenv("SWERL_API_KEY")}
-	if cfg.APIKey == "" {
-		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
-	}
+	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: APIKey()}
 	if v := q.Get("keep_adapters"); v != "" {
 		if cfg.Keep, err = strconv.Atoi(v); err != nil || cfg.Keep < 1 {
 			return cfg, false, fmt.Errorf("engine: %q: keep_adapters=%q, want an integer ≥ 1", spec, v)
@@ -535,4 +532,43 @@ func clip(s string) string {
 		s = strings.ToValidUTF8(s[:300], "") + "…"
 	}
 	return s
+}
+
+// ParseEngines returns the engines of a comma-separated list of server
+// URLs ("http://a:8000/v1,http://b:8000"), all speaking kind's API, as
+// swerl learn --engine names them. Each must be an http(s) URL with a host.
+func ParseEngines(list string, kind Kind) ([]Engine, error) {
+	if kind != VLLM && kind != SGLang {
+		return nil, fmt.Errorf("engine: kind %q, want vllm or sglang", kind)
+	}
+	var es []Engine
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if _, ok := httpURL(s); !ok {
+			return nil, fmt.Errorf("engine: %q is not an http(s) server URL", s)
+		}
+		es = append(es, Engine{URL: s, Kind: kind})
+	}
+	if len(es) == 0 {
+		return nil, fmt.Errorf("engine: no server URL in %q", list)
+	}
+	return es, nil
+}
+
+// httpURL parses s and reports whether it is an http(s) URL with a host.
+func httpURL(s string) (*url.URL, bool) {
+	u, err := url.Parse(s)
+	return u, err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// APIKey is the key the engines are called with: $SWERL_API_KEY, else
+// $OPENAI_API_KEY, as for the HTTP rollout policy.
+func APIKey() string {
+	if k := os.Getenv("SWERL_API_KEY"); k != "" {
+		return k
+	}
+	return os.Getenv("OPENAI_API_KEY")
 }

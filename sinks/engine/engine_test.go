@@ -568,3 +568,24 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 		t.Fatalf("loaded %v", srv.loaded)
 	}
 }
+
+func TestParseEngines(t *testing.T) {
+	es, err := ParseEngines(" http://a:8000/v1, https://b:9000 ,", SGLang)
+	if err != nil || len(es) != 2 || es[0].URL != "http://a:8000/v1" || es[1].URL != "https://b:9000" || es[1].Kind != SGLang {
+		t.Fatalf("%+v, %v", es, err)
+	}
+	for _, tc := range []struct {
+		list string
+		kind Kind
+		want string
+	}{
+		{"http://a:8000", "tgi", `kind "tgi"`},
+		{"a:8000", VLLM, `"a:8000" is not`},
+		{"http://a:8000,ftp://b", VLLM, `"ftp://b" is not`},
+		{" , ", VLLM, "no server URL"},
+	} {
+		if _, err := ParseEngines(tc.list, tc.kind); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %q: %v, want %q", tc.list, tc.kind, err, tc.want)
+		}
+	}
+}
