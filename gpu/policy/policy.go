@@ -170,7 +170,24 @@ type state struct {
 	mu      sync.Mutex // guards sampler, owner and driving
 	sampler *gpu.BatchSampler
 	owner   map[*gpu.Seq]chan<- finished // where each pending completion is reported
+	watch   map[*gpu.Seq]*watcher        // the pending completions whose tokens are reported as sampled
 	driving bool                         // a drive goroutine is stepping the sampler
+}
+
+// watcher reports the tokens of one completion as they are sampled
+// (Params.OnToken).
+type watcher struct {
+	fn    func(Token)
+	index int // the completion's index in its request
+	sent  int // tokens reported so far
+}
+
+// Token is one sampled token, reported by Params.OnToken.
+type Token struct {
+	Version    int64 // the version sampling it
+	Completion int   // the completion's index in the request (0…N-1)
+	ID         int32
+	LogProb    float32
 }
 
 // finished reports one completion of a request, or the error that ended it.
@@ -244,7 +261,7 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 		return nil, fmt.Errorf("policy: %s: %w", mp.Dir, err)
 	}
 	return &state{version: mp.Version, dir: mp.Dir, model: mp.Model, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq,
-		owner: make(map[*gpu.Seq]chan<- finished)}, nil
+		owner: make(map[*gpu.Seq]chan<- finished), watch: make(map[*gpu.Seq]*watcher)}, nil
 }
 
 // Reload loads the newest good version when it is newer than the one
@@ -338,6 +355,12 @@ type Params struct {
 	TopK int
 	// Stop are extra stop token ids (the model's eos tokens always stop).
 	Stop []int32
+	// OnToken, when set, is called with each token as soon as the step
+	// that sampled it ends, in order within each completion, and before
+	// the call returns. It runs on the decoding goroutine with the batch
+	// held: it must not block (swerl serve queues the tokens for its
+	// streaming writer).
+	OnToken func(Token)
 }
 
 // Complete samples req.N completions of the chat prompt (system + user
@@ -410,6 +433,9 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 		}
 		seqs[i], index[q] = q, i
 		st.owner[q] = done
+		if extra.OnToken != nil {
+			st.watch[q] = &watcher{fn: extra.OnToken, index: i}
+		}
 	}
 	if !st.driving {
 		st.driving = true
@@ -461,6 +487,7 @@ func (st *state) cancel(seqs []*gpu.Seq) {
 			st.sampler.Cancel(q)
 			delete(st.owner, q)
 		}
+		delete(st.watch, q)
 	}
 }
 
@@ -478,6 +505,7 @@ func (p *Policy) drive(st *state) {
 			return
 		}
 		done, err := st.sampler.Step()
+		st.report()
 		for _, q := range done {
 			st.owner[q] <- finished{seq: q}
 			delete(st.owner, q)
@@ -487,10 +515,30 @@ func (p *Policy) drive(st *state) {
 				ch <- finished{seq: q, err: err}
 				st.sampler.Cancel(q)
 				delete(st.owner, q)
+				delete(st.watch, q)
 			}
 		}
 		st.mu.Unlock()
 		p.run.Unlock()
+	}
+}
+
+// report calls the OnToken of every watched completion with the tokens
+// sampled since the last report, and forgets the finished ones; st.mu is
+// held.
+func (st *state) report() {
+	for q, w := range st.watch {
+		c := q.Completion()
+		for ; w.sent < len(c.Tokens); w.sent++ {
+			t := Token{Version: st.version, Completion: w.index, ID: c.Tokens[w.sent]}
+			if w.sent < len(c.LogProbs) {
+				t.LogProb = c.LogProbs[w.sent]
+			}
+			w.fn(t)
+		}
+		if q.Done() {
+			delete(st.watch, q)
+		}
 	}
 }
 

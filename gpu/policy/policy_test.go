@@ -320,3 +320,50 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 		t.Fatalf("after a cancelled request: %v", err)
 	}
 }
+
+// OnToken reports every token of every completion, in order, with its
+// log-probability and version, as the steps sample them: the first one
+// long before the request returns.
+func TestOnTokenReportsEachToken(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Open(dir, Options{MaxSeq: 256, MaxTokens: 64, Batch: 4, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	var got [2][]Token
+	var first time.Time
+	t0 := time.Now()
+	resp, err := pol.CompleteWith(context.Background(), rollout.Request{InstanceID: "x", Prompt: "fix the bug", N: 2, Seed: 9, Temperature: 1},
+		Params{OnToken: func(tk Token) {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			got[tk.Completion] = append(got[tk.Completion], tk)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := time.Since(t0)
+	for i, c := range resp.Completions {
+		if len(got[i]) != len(c.Tokens) {
+			t.Fatalf("completion %d: %d tokens reported, %d sampled", i, len(got[i]), len(c.Tokens))
+		}
+		for j, tk := range got[i] {
+			if tk.ID != c.Tokens[j] || tk.LogProb != c.LogProbs[j] || tk.Version != resp.PolicyVersion {
+				t.Fatalf("completion %d token %d: reported %+v, sampled %d (%g) of v%d", i, j, tk, c.Tokens[j], c.LogProbs[j], resp.PolicyVersion)
+			}
+		}
+	}
+	n := max(len(got[0]), len(got[1]))
+	if ttf := first.Sub(t0); n >= 8 && ttf > total/2 {
+		t.Errorf("first token reported after %v of %v (%d tokens)", ttf, total, n)
+	}
+	// A request without OnToken leaves nothing watched.
+	if len(pol.cur.Load().watch) != 0 {
+		t.Errorf("%d completions still watched", len(pol.cur.Load().watch))
+	}
+}
