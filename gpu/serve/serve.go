@@ -288,7 +288,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 func (req *ChatRequest) modelName() string { return req.Model }
 
 func (req *ChatRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
-	resp, raw, stops, err := s.complete(ctx, t, *req)
+	if req.Stream && (req.N == nil || *req.N == 1) && !req.Logprobs && !req.ReturnTokenIDs {
+		return nil, "", func(w http.ResponseWriter) { s.streamChatLive(ctx, w, t, *req) }, nil
+	}
+	resp, raw, stops, err := s.complete(ctx, t, *req, nil)
 	if err != nil || !req.Stream {
 		return resp, resp.SystemFingerprint, nil, err
 	}
@@ -417,7 +420,7 @@ func (s *Server) Complete(ctx context.Context, req ChatRequest) (ChatResponse, e
 	if err != nil {
 		return ChatResponse{}, err
 	}
-	resp, _, _, err := s.complete(ctx, t, req)
+	resp, _, _, err := s.complete(ctx, t, req, nil)
 	return resp, err
 }
 
@@ -482,7 +485,7 @@ func (s *Server) request(p sampling) (rollout.Request, policy.Params, []string, 
 
 // complete answers a chat request with the target's policy; it also
 // returns the completions and stop strings the answer was made of.
-func (s *Server) complete(ctx context.Context, t target, req ChatRequest) (out ChatResponse, raw []rollout.Completion, stops []string, err error) {
+func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToken func(policy.Token)) (out ChatResponse, raw []rollout.Completion, stops []string, err error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
@@ -499,6 +502,7 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest) (out C
 	p := sampling{N: req.N, MaxTokens: req.MaxTokens, MaxCompletionTokens: req.MaxCompletionTokens,
 		Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed, Stop: req.Stop}
 	resp, stops, usage, err := s.sample(p, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		extra.OnToken = onToken
 		return t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
 	})
 	if err != nil {

@@ -65,7 +65,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 func (req *CompletionRequest) modelName() string { return req.Model }
 
 func (req *CompletionRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
-	resp, raw, stops, err := s.completeText(ctx, t, *req)
+	if req.Stream && (req.N == nil || *req.N == 1) && req.Logprobs == nil && !req.ReturnTokenIDs {
+		return nil, "", func(w http.ResponseWriter) { s.streamTextLive(ctx, w, t, *req) }, nil
+	}
+	resp, raw, stops, err := s.completeText(ctx, t, *req, nil)
 	if err != nil || !req.Stream {
 		return resp, resp.SystemFingerprint, nil, err
 	}
@@ -73,7 +76,7 @@ func (req *CompletionRequest) answer(ctx context.Context, s *Server, t target) (
 }
 
 // completeText answers a completions request.
-func (s *Server) completeText(ctx context.Context, t target, req CompletionRequest) (out CompletionResponse, raw []rollout.Completion, stops []string, err error) {
+func (s *Server) completeText(ctx context.Context, t target, req CompletionRequest, onToken func(policy.Token)) (out CompletionResponse, raw []rollout.Completion, stops []string, err error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
@@ -95,6 +98,7 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 		return out, nil, nil, badRequest("logprobs", "logprobs %d outside 0..5", *req.Logprobs)
 	}
 	resp, stops, usage, err := s.sample(req.sampling, "prompt", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+		extra.OnToken = onToken
 		return t.pol.CompleteTokens(ctx, rr, t.tok.Encode(prompt), extra)
 	})
 	if err != nil {
@@ -199,6 +203,13 @@ func (e *sse) event(v any) bool {
 	fmt.Fprintf(e.w, "data: %s\n\n", b)
 	e.rc.Flush()
 	return true
+}
+
+// error ends the stream with an error event.
+func (e *sse) error(err error) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": err.Error(), "type": "server_error"}})
+	fmt.Fprintf(e.w, "data: %s\n\n", b)
+	e.rc.Flush()
 }
 
 func (e *sse) done() {
