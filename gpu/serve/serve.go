@@ -29,10 +29,12 @@
 // return_token_ids (prompt_token_ids on the response, token_ids on each
 // choice), and stream with stream_options.include_usage: server-sent
 // events in OpenAI's chunk format ("data: {…}\n\n", then "data:
-// [DONE]"), the usage in a last chunk with no choices when asked. The
-// completion is generated whole and then sent in chunks of whole UTF-8
-// characters (a token's bytes may split one), so streaming changes how an
-// answer arrives, not when it is ready. Log-probabilities are those of the
+// [DONE]"), the usage in a last chunk with no choices when asked. A
+// stream of one choice without logprobs or token ids goes out token by
+// token as the policy samples it (live.go), holding back only the text a
+// stop string could still cut and an incomplete UTF-8 character; other
+// streams are generated whole and then sent in chunks of whole UTF-8
+// characters (a token's bytes may split one). Log-probabilities are those of the
 // model's raw distribution (temperature 1, untruncated), the quantity a
 // GRPO learner needs.
 //
