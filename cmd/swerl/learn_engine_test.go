@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +72,21 @@ func TestLearnPushesToEngines(t *testing.T) {
 				models := servedModels(t, url)
 				if len(models) < 2 || models[len(models)-1] != rollout.AdapterName(3) {
 					t.Fatalf("served models %v, want the base and %s last", models, rollout.AdapterName(3))
+				}
+				// A resumed learner (nothing new to train) pushes the
+				// version it starts from; the engine, which holds it from
+				// the first process, keeps serving it.
+				stderr.Reset()
+				resumed := append([]string{"learn", "--resume"}, args[3:]...) // without --model
+				resumed[slices.Index(resumed, "--engine")+1] = url            // the live engine only
+				if code := runMain(context.Background(), resumed, &bytes.Buffer{}, &stderr); code != 0 {
+					t.Fatalf("resumed learn exit %d:\n%s", code, stderr.String())
+				}
+				if strings.Contains(stderr.String(), "did not load") {
+					t.Errorf("the resumed learner's push failed:\n%s", stderr.String())
+				}
+				if models := servedModels(t, url); models[len(models)-1] != rollout.AdapterName(3) {
+					t.Fatalf("after the resumed learner: served models %v", models)
 				}
 				return
 			}
