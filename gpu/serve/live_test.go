@@ -174,3 +174,26 @@ func TestSafeText(t *testing.T) {
 		}
 	}
 }
+
+// A client that goes away in the middle of a live stream frees its slot:
+// the generation is cancelled and the next request is answered.
+func TestLiveStreamClientGone(t *testing.T) {
+	srv, _, _ := startAdapters(t) // 2 compute slots: a leaked one shows by the 3rd stream
+	client := &http.Client{Timeout: 20 * time.Second}
+	b, _ := json.Marshal(map[string]any{"prompt": "func main() {", "max_tokens": 200, "seed": 1, "stream": true})
+	for range 3 {
+		resp, err := client.Post(srv.URL+"/v1/completions", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("first line %q, %v", line, err)
+		}
+		resp.Body.Close()
+	}
+	code, body := postJSON(t, srv.URL+"/v1/completions", map[string]any{"prompt": "x", "max_tokens": 2})
+	if code != 200 {
+		t.Fatalf("after clients left: %d %s", code, body)
+	}
+}
