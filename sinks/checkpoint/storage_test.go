@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"swerl/schemas"
 	"swerl/sinks/files"
 	"swerl/sinks/files/filestest"
+	"swerl/sinks/parquetio"
 )
 
 // TestObjectStore publishes the same versions to a local store and to one
@@ -118,5 +120,31 @@ func TestObjectStore(t *testing.T) {
 	}
 	if _, err := fresh.Publish(schemas.WeightVersion{Version: 9}, writeModel(9)); err == nil {
 		t.Error("a read-only store published")
+	}
+}
+
+// TestFetchRefusesPathsOutsideTheCheckpoint: the index is outside bytes;
+// a file path in it that climbs out of the version folder is an error
+// naming the path, and nothing is written outside the download folder.
+func TestFetchRefusesPathsOutsideTheCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	bucket := filestest.S3(t, "ckpt")
+	s, err := Open(Config{Dir: bucket + "/run", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := publish(t, s, 0)
+	row.Files = append(row.Files, schemas.FileHash{Path: "../escaped", SHA256: "00", Bytes: 1})
+	if err := files.Via(ctx, bucket+"/run/"+IndexFile, func(local string) error {
+		return parquetio.WriteFile(local, []schemas.WeightVersion{row})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	if _, _, err := s.Fetch(0, parent); err == nil || !strings.Contains(err.Error(), "../escaped") {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 0 {
+		t.Fatalf("left %v in the download folder (%v)", ents, err)
 	}
 }
