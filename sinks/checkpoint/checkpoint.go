@@ -450,6 +450,63 @@ func (s *Store) Fetch(version int64, dir string) (local string, done func(), err
 	return local, done, nil
 }
 
+// CopyFrom publishes version of src into s, with the index row's step,
+// metrics and offsets: a mirror of a learner's local store in a bucket
+// (or back). The files copied are those of src's index row, verified
+// first, so a damaged source is not mirrored.
+// As with Publish, version must be newer than every version of s.
+func (s *Store) CopyFrom(src *Store, version int64) (schemas.WeightVersion, error) {
+	row, err := src.Get(version)
+	if err != nil {
+		return row, err
+	}
+	if !src.remote { // Fetch checks the copy it downloads from a bucket
+		if err := src.Verify(row); err != nil {
+			return row, err
+		}
+	}
+	from, done, err := src.Fetch(version, "")
+	if err != nil {
+		return row, err
+	}
+	defer done()
+	meta := row
+	meta.URI, meta.Files, meta.CreatedAt = "", nil, ""
+	return s.Publish(meta, func(dir string) error {
+		for _, f := range row.Files {
+			rel := filepath.FromSlash(f.Path)
+			if !filepath.IsLocal(rel) {
+				return fmt.Errorf("index path %q leaves the checkpoint", f.Path)
+			}
+			dst := filepath.Join(dir, rel)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := copyFile(filepath.Join(from, rel), dst); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func copyFile(src, dst string) error {
+	r, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(w, r)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // download streams the object src to the new local file dst.
 func download(ctx context.Context, src, dst string) error {
 	r, err := files.Open(ctx, src)

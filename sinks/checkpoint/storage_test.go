@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -146,5 +147,58 @@ func TestFetchRefusesPathsOutsideTheCheckpoint(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 0 {
 		t.Fatalf("left %v in the download folder (%v)", ents, err)
+	}
+}
+
+// TestCopyFrom mirrors a local store into a bucket version by version, as
+// a learner with a local --out would after each publish, refuses to mirror
+// a damaged version, and copies the bucket's newest version back into a
+// fresh local store that the model loader reads.
+func TestCopyFrom(t *testing.T) {
+	bucket := filestest.S3(t, "ckpt")
+	discard := slog.New(slog.DiscardHandler)
+	local, err := Open(Config{Dir: t.TempDir(), Log: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := Open(Config{Dir: bucket + "/run", Log: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(0); v < 3; v++ {
+		want := publish(t, local, v)
+		got, err := remote.CopyFrom(local, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.URI, got.CreatedAt, want.URI, want.CreatedAt = "", "", "", ""
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("v%d: mirrored row %+v, local %+v", v, got, want)
+		}
+	}
+	// A damaged local v3 is not mirrored.
+	row := publish(t, local, 3)
+	if err := os.WriteFile(filepath.Join(local.Path(3), row.Files[0].Path), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.CopyFrom(local, 3); err == nil || !strings.Contains(err.Error(), row.Files[0].Path) {
+		t.Fatalf("mirroring a damaged version: %v", err)
+	}
+	if newest, _, err := remote.Newest(); err != nil || newest.Version != 2 {
+		t.Fatalf("bucket's newest v%d, %v; want v2", newest.Version, err)
+	}
+	back, err := Open(Config{Dir: t.TempDir(), Log: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := back.CopyFrom(remote, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Verify(got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hf.Load(back.Path(2)); err != nil {
+		t.Fatalf("the copy back does not load: %v", err)
 	}
 }
