@@ -36,7 +36,7 @@ type trainFlags struct {
 
 func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
 	f := &trainFlags{}
-	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet")
+	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet (learn: may be gs:// or s3://, each version is copied there from a local temporary store)")
 	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
 	fs.StringVar(&f.device, "device", "cpu", "compute device: "+deviceNames())
@@ -178,6 +178,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		done, err := bucketOut(&cfg)
+		if err != nil {
+			return err
+		}
+		defer done()
 		l, err := learner.New(cfg)
 		if err != nil {
 			return err
@@ -197,6 +202,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer ann.Close()
 	cfg.Announce = ann.Announce
+	bdone, err := bucketOut(&cfg)
+	if err != nil {
+		return err
+	}
+	defer bdone()
 	l, err := learner.New(cfg)
 	if err != nil {
 		return err
