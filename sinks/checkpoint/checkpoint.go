@@ -423,21 +423,9 @@ func (s *Store) Fetch(version int64, dir string) (local string, done func(), err
 		return "", func() {}, fmt.Errorf("checkpoint: %w", err)
 	}
 	done = func() { os.RemoveAll(local) }
-	ctx := context.Background()
-	for _, f := range v.Files {
-		dst := filepath.Join(local, filepath.FromSlash(f.Path))
-		if !filepath.IsLocal(filepath.FromSlash(f.Path)) {
-			done()
-			return "", func() {}, fmt.Errorf("checkpoint %s: index path %q leaves the checkpoint", name, f.Path)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			done()
-			return "", func() {}, fmt.Errorf("checkpoint: %w", err)
-		}
-		if err := download(ctx, files.Join(s.Path(version), f.Path), dst); err != nil {
-			done()
-			return "", func() {}, fmt.Errorf("checkpoint %s: fetch %s: %w", name, f.Path, err)
-		}
+	if err := copyFiles(context.Background(), v.Files, s.Path(version), local); err != nil {
+		done()
+		return "", func() {}, fmt.Errorf("checkpoint %s: %w", name, err)
 	}
 	got, err := hashDir(local, false)
 	if err == nil && !slices.Equal(got, v.Files) {
@@ -473,41 +461,32 @@ func (s *Store) CopyFrom(src *Store, version int64) (schemas.WeightVersion, erro
 	meta := row
 	meta.URI, meta.Files, meta.CreatedAt = "", nil, ""
 	return s.Publish(meta, func(dir string) error {
-		for _, f := range row.Files {
-			rel := filepath.FromSlash(f.Path)
-			if !filepath.IsLocal(rel) {
-				return fmt.Errorf("index path %q leaves the checkpoint", f.Path)
-			}
-			dst := filepath.Join(dir, rel)
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return err
-			}
-			if err := copyFile(filepath.Join(from, rel), dst); err != nil {
-				return err
-			}
-		}
-		return nil
+		return copyFiles(context.Background(), row.Files, from, dir)
 	})
 }
 
-func copyFile(src, dst string) error {
-	r, err := os.Open(src)
-	if err != nil {
-		return err
+// copyFiles copies the files of an index row from the folder or object
+// prefix from into the local folder to. The paths come from the index,
+// which is outside bytes: one that leaves the folder is an error.
+func copyFiles(ctx context.Context, hashes []schemas.FileHash, from, to string) error {
+	for _, f := range hashes {
+		rel := filepath.FromSlash(f.Path)
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("index path %q leaves the checkpoint", f.Path)
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := download(ctx, files.Join(from, f.Path), dst); err != nil {
+			return fmt.Errorf("copy %s: %w", f.Path, err)
+		}
 	}
-	defer r.Close()
-	w, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(w, r)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
 
-// download streams the object src to the new local file dst.
+// download streams src (an object or a local file) to the new local file
+// dst.
 func download(ctx context.Context, src, dst string) error {
 	r, err := files.Open(ctx, src)
 	if err != nil {
