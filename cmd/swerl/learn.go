@@ -40,7 +40,7 @@ type trainFlags struct {
 
 func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
 	f := &trainFlags{}
-	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet")
+	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet (learn: may be gs:// or s3://, each version is copied there from a local temporary store)")
 	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
 	fs.StringVar(&f.device, "device", "cpu", "compute device: "+deviceNames())
@@ -211,7 +211,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// announce (the Kafka announcer, or nil): each published version is
 	// pushed to the engines, the start version too, and a refusal is
 	// logged, not fatal (rl.EngineSync).
-	newLearner := func(announce func(context.Context, schemas.WeightVersion) error) (*learner.Learner, error) {
+	newLearner := func(announce func(context.Context, schemas.WeightVersion) error) (*learner.Learner, func(), error) {
 		cfg.Announce = announce
 		pushed := false
 		if engineSync != nil {
@@ -225,23 +225,39 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return engineSync(ctx, v.Version)
 			}
 		}
+		// A bucket --out: the learner works in a local store and each
+		// version is copied to the bucket before it is announced (and
+		// pushed to the engines).
+		done, err := bucketOut(&cfg)
+		if err != nil {
+			return nil, nil, err
+		}
 		l, err := learner.New(cfg)
-		if err != nil || engineSync == nil || pushed {
-			return l, err
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		if engineSync == nil || pushed {
+			return l, done, nil
 		}
 		// A resumed learner publishes nothing at start: push the version
 		// it starts from (engines that hold it already are skipped).
-		return l, engineSync(ctx, l.Version())
+		if err := engineSync(ctx, l.Version()); err != nil {
+			done()
+			return nil, nil, err
+		}
+		return l, done, nil
 	}
 	if *samples != "" {
 		src, err := learner.ParquetSource(*samples)
 		if err != nil {
 			return err
 		}
-		l, err := newLearner(nil)
+		l, done, err := newLearner(nil)
 		if err != nil {
 			return err
 		}
+		defer done()
 		_, err = l.Run(ctx, src, tf.steps)
 		return err
 	}
@@ -256,10 +272,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ann.Close()
-	l, err := newLearner(ann.Announce)
+	l, bdone, err := newLearner(ann.Announce)
 	if err != nil {
 		return err
 	}
+	defer bdone()
 	src, err := learner.NewKafkaSource(kc, l.Offsets())
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
@@ -68,7 +69,8 @@ type Config struct {
 	// the learner treat as copies.
 	GroupPrefix string
 	// Out is the output root: Out/samples and Out/deadletter (default
-	// "swerl-out").
+	// "swerl-out"), a local path or gs:// or s3:// (sinks/files); with
+	// Kafka input it must be local, for Out/positions.
 	Out string
 	// SamplesDir, when set, receives the sample files instead of
 	// Out/samples (swerl run stages each round's samples until its step
@@ -153,6 +155,11 @@ func (c *Config) defaults() error {
 		if _, err := os.Stat(c.Instances); err != nil {
 			return fmt.Errorf("train: instances: %w", err)
 		}
+	}
+	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") {
+		// kafkaio keeps the acknowledged positions in local files under
+		// Out/positions, which an object store cannot hold.
+		return fmt.Errorf("train: out %s is object storage, but reading the instances topic keeps its positions in local files under out: give a local out, or read the instances file without the topic", c.Out)
 	}
 	if len(c.Kafka.Brokers) > 0 {
 		if err := c.Kafka.Validate(); err != nil {

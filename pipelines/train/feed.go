@@ -89,7 +89,7 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 		return sum, err
 	}
 	if len(dead) > 0 {
-		if err := parquetio.WriteFile(partName(deadDir, "deadletter"), dead); err != nil {
+		if err := writeParquet(ctx, partName(deadDir, "deadletter"), dead); err != nil {
 			return sum, err
 		}
 		var dm []kafka.Message

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"swerl/pipelines/beamrun"
+	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	useKafka := len(cfg.Kafka.Brokers) > 0
 	switch {
 	case cfg.FeedInstances:
-		fs, err := Feed(ctx, cfg.Kafka, cfg.Instances, filepath.Join(cfg.Out, "deadletter"))
+		fs, err := Feed(ctx, cfg.Kafka, cfg.Instances, files.Join(cfg.Out, "deadletter"))
 		if err != nil {
 			return Summary{}, err
 		}
@@ -150,7 +150,7 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 	// dead-letter's record is acknowledged by its group.
 	for i, d := range []beam.PCollection{dead1, dead2, dead3} {
 		sd := s.Scope(fmt.Sprintf("DeadLetters%d", i+1))
-		out := beam.ParDo(sd, &deadSinkFn{RunID: id, Dir: filepath.Join(cfg.Out, "deadletter"), AckInput: ack && i < 2}, d)
+		out := beam.ParDo(sd, &deadSinkFn{RunID: id, Dir: files.Join(cfg.Out, "deadletter"), AckInput: ack && i < 2}, d)
 		if useKafka {
 			acked := kafkaio.WriteAcked(sd, kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.DeadLetter)}, out)
 			if ack && i < 2 {
@@ -167,7 +167,7 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 func sinkSamples(s beam.Scope, id string, cfg Config, useKafka, ack bool, samples, dropped beam.PCollection) {
 	dir := cfg.SamplesDir
 	if dir == "" {
-		dir = filepath.Join(cfg.Out, "samples")
+		dir = files.Join(cfg.Out, "samples")
 	}
 	written := beam.ParDo(s.Scope("WriteSamples"), &sampleSinkFn{RunID: id, Dir: dir,
 		RowsPerFile: cfg.RowsPerFile, AckInput: ack}, samples)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 )
@@ -47,25 +48,29 @@ var (
 	fileSeq   atomic.Int64
 )
 
-// writtenIn returns the id set of dir, reading the sample ids of its
-// complete Parquet files the first time.
-func writtenIn(dir string) (*written, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
+// writtenIn returns the id set of dir (a local path, gs:// or s3://),
+// reading the sample ids of its complete Parquet files the first time.
+func writtenIn(ctx context.Context, dir string) (*written, error) {
+	key := dir
+	if !files.IsRemote(dir) {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		key = abs
 	}
 	writtenMu.Lock()
 	defer writtenMu.Unlock()
-	if w := writtenBy[abs]; w != nil {
+	if w := writtenBy[key]; w != nil {
 		return w, nil
 	}
 	w := &written{ids: map[uint64]struct{}{}}
-	files, err := parquetio.Files(abs)
+	parts, err := partFiles(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		err := parquetio.Scan(f, func(rows []sampleID) error {
+	for _, f := range parts {
+		err := scanParquet(ctx, f, func(rows []sampleID) error {
 			for _, r := range rows {
 				w.add(r.ID)
 			}
@@ -75,8 +80,37 @@ func writtenIn(dir string) (*written, error) {
 			return nil, fmt.Errorf("train: reading sample ids: %w", err)
 		}
 	}
-	writtenBy[abs] = w
+	writtenBy[key] = w
 	return w, nil
+}
+
+// partFiles lists the complete *.parquet files in dir, in name order. A
+// local dir may hold temporary files of interrupted writes, which are
+// skipped; an object store holds only committed objects (a part is
+// uploaded whole, files.Via).
+func partFiles(ctx context.Context, dir string) ([]string, error) {
+	if !files.IsRemote(dir) {
+		return parquetio.Files(dir)
+	}
+	return files.List(ctx, files.Join(dir, "*.parquet"))
+}
+
+// scanParquet reads the rows of one Parquet file, local or remote; a
+// remote one is downloaded to a temporary file first (Parquet is read
+// from its footer, which needs random access).
+func scanParquet[T any](ctx context.Context, path string, fn func(rows []T) error) error {
+	local, done, err := files.Local(ctx, path, "")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return parquetio.Scan(local, fn)
+}
+
+// writeParquet writes rows as the one Parquet file path, local (atomically)
+// or remote (uploaded whole once written).
+func writeParquet[T any](ctx context.Context, path string, rows []T) error {
+	return files.Via(ctx, path, func(local string) error { return parquetio.WriteFile(local, rows) })
 }
 
 // sampleID reads only the id column of a samples file.
@@ -87,11 +121,12 @@ type sampleID struct {
 // partName names a new part file: unique within the process and across
 // restarts, and ordered by time.
 func partName(dir, prefix string) string {
-	return filepath.Join(dir, fmt.Sprintf("%s-%d-%06d.parquet", prefix, time.Now().UnixNano(), fileSeq.Add(1)))
+	return files.Join(dir, fmt.Sprintf("%s-%d-%06d.parquet", prefix, time.Now().UnixNano(), fileSeq.Add(1)))
 }
 
 // sampleSinkFn writes the samples of a bundle to Out/samples as one or more
-// Parquet files (temporary name, then rename), skipping ids already written.
+// Parquet files (each complete or absent, files.Via), skipping ids already
+// written.
 // Once a file is complete it emits every sample of it (and every duplicate
 // it skipped, which a crash may have kept from Kafka) as a Kafka message
 // keyed by group id, with the input's position as Origin when AckInput.
@@ -118,8 +153,8 @@ type flushed struct {
 	err  error
 }
 
-func (f *sampleSinkFn) Setup() error {
-	w, err := writtenIn(f.Dir)
+func (f *sampleSinkFn) Setup(ctx context.Context) error {
+	w, err := writtenIn(ctx, f.Dir)
 	f.seen = w
 	return err
 }
@@ -209,7 +244,7 @@ func (f *sampleSinkFn) write(ctx context.Context, pending []schemas.Sample, orig
 	if len(rows) == 0 {
 		return msgs, nil
 	}
-	if err := parquetio.WriteFile(partName(f.Dir, "samples"), rows); err != nil {
+	if err := writeParquet(ctx, partName(f.Dir, "samples"), rows); err != nil {
 		return nil, err
 	}
 	var rewards int64
@@ -243,7 +278,7 @@ func (f *deadSinkFn) FinishBundle(ctx context.Context, emit func(kafkaio.Message
 	if len(f.pending) == 0 {
 		return nil
 	}
-	if err := parquetio.WriteFile(partName(f.Dir, "deadletter"), f.pending); err != nil {
+	if err := writeParquet(ctx, partName(f.Dir, "deadletter"), f.pending); err != nil {
 		return err
 	}
 	cFiles.Add(ctx, 1)

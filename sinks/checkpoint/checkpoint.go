@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	"swerl/internal/atomicfile"
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/parquetio"
 )
 
@@ -48,8 +50,8 @@ func VersionDir(version int64) string { return fmt.Sprintf("v%06d", version) }
 
 // Config configures a Store. The zero value is valid.
 type Config struct {
-	// Dir is the store root holding index.parquet and checkpoints/.
-	// Default "swerl-out".
+	// Dir is the store root holding index.parquet and checkpoints/: a
+	// local path, or gs:// or s3:// (sinks/files). Default "swerl-out".
 	Dir string
 	// Now returns the publication time. Default time.Now.
 	Now func() time.Time
@@ -95,17 +97,24 @@ func (c Config) log() *slog.Logger {
 }
 
 // Store is a versioned checkpoint store on a local (or mounted) file
-// system. Methods are safe for concurrent use within one process; at most
-// one process may publish to a directory at a time.
+// system or in an object store. Methods are safe for concurrent use within
+// one process; at most one process may publish to a directory at a time.
 type Store struct {
-	cfg  Config
-	root string // absolute
-	mu   sync.Mutex
+	cfg    Config
+	root   string // absolute, or a gs:// or s3:// URL
+	remote bool
+	mu     sync.Mutex
 }
 
 // Open opens (creating if needed) the store at cfg.Dir. Temporary
 // directories left by an interrupted Publish are removed, with a warning.
+//
+// In an object store there are no temporary directories: Publish writes
+// the version's files in a local temporary directory and uploads them.
 func Open(cfg Config) (*Store, error) {
+	if files.IsRemote(cfg.dir()) {
+		return &Store{cfg: cfg, root: strings.TrimSuffix(cfg.dir(), "/"), remote: true}, nil
+	}
 	root, err := filepath.Abs(cfg.dir())
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -133,22 +142,31 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Dir returns the absolute store root.
+// Dir returns the absolute store root (a URL for an object store).
 func (s *Store) Dir() string { return s.root }
 
-// Path returns the directory of a version.
+// Path returns the directory of a version (a URL prefix for an object
+// store: Fetch copies it to a local directory).
 func (s *Store) Path(version int64) string {
-	return filepath.Join(s.root, CheckpointsDir, VersionDir(version))
+	return files.Join(s.root, CheckpointsDir, VersionDir(version))
 }
 
 // Versions returns the rows of index.parquet in version order; an absent
 // index is an empty store.
 func (s *Store) Versions() ([]schemas.WeightVersion, error) {
-	p := filepath.Join(s.root, IndexFile)
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+	ctx := context.Background()
+	p := files.Join(s.root, IndexFile)
+	if ok, err := files.Exists(ctx, p); err != nil {
+		return nil, fmt.Errorf("checkpoint: read index: %w", err)
+	} else if !ok {
 		return nil, nil
 	}
-	rows, err := parquetio.ReadFile[schemas.WeightVersion](p)
+	local, done, err := files.Local(ctx, p, "")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read index: %w", err)
+	}
+	defer done()
+	rows, err := parquetio.ReadFile[schemas.WeightVersion](local)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: read index: %w", err)
 	}
@@ -180,6 +198,12 @@ func (s *Store) Newest() (row schemas.WeightVersion, ok bool, err error) {
 // first). Publish sets SchemaVersion, Parent (the previous version, or -1),
 // URI (file:// URL of the directory), Files and CreatedAt, and returns the
 // row as written.
+//
+// In an object store the directory is written and hashed locally, its
+// files are uploaded under checkpoints/vNNNNNN (after removing any
+// unindexed leftovers there), and the index object is replaced whole; the
+// URI is the directory's URL. An object is visible only once complete, so
+// the same guarantee holds: the index names only fully uploaded versions.
 func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error) (schemas.WeightVersion, error) {
 	if s.cfg.ReadOnly {
 		return meta, fmt.Errorf("checkpoint: publish version %d: the store %s is open read-only", meta.Version, s.root)
@@ -203,7 +227,11 @@ func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error
 	}
 	name := VersionDir(meta.Version)
 	cpDir := filepath.Join(s.root, CheckpointsDir)
-	tmp, err := os.MkdirTemp(cpDir, ".tmp-"+name+"-")
+	tmpIn := cpDir
+	if s.remote {
+		tmpIn = "" // the system's temporary directory
+	}
+	tmp, err := os.MkdirTemp(tmpIn, ".tmp-"+name+"-")
 	if err != nil {
 		return meta, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -211,31 +239,40 @@ func (s *Store) Publish(meta schemas.WeightVersion, write func(dir string) error
 	if err := write(tmp); err != nil {
 		return meta, fmt.Errorf("checkpoint: write %s: %w", name, err)
 	}
-	files, err := hashDir(tmp, true)
+	hashes, err := hashDir(tmp, true)
 	if err != nil {
 		return meta, fmt.Errorf("checkpoint: %s: %w", name, err)
 	}
-	if len(files) == 0 {
+	if len(hashes) == 0 {
 		return meta, fmt.Errorf("checkpoint: write %s: no files written", name)
 	}
-	final := filepath.Join(cpDir, name)
-	// A directory without an index row is the leftover of a publish that
-	// crashed before the index was renamed: it was never announced.
-	if err := os.RemoveAll(final); err != nil {
-		return meta, fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return meta, fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := atomicfile.SyncDir(cpDir); err != nil {
-		return meta, err
+	final := s.Path(meta.Version)
+	if s.remote {
+		if err := s.upload(tmp, final, hashes); err != nil {
+			return meta, fmt.Errorf("checkpoint: publish %s: %w", name, err)
+		}
+		meta.URI = final
+	} else {
+		// A directory without an index row is the leftover of a publish
+		// that crashed before the index was renamed: it was never
+		// announced.
+		if err := os.RemoveAll(final); err != nil {
+			return meta, fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			return meta, fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := atomicfile.SyncDir(cpDir); err != nil {
+			return meta, err
+		}
+		meta.URI = "file://" + filepath.ToSlash(final)
 	}
 	meta.SchemaVersion = schemas.Version
-	meta.URI = "file://" + filepath.ToSlash(final)
-	meta.Files = files
+	meta.Files = hashes
 	meta.CreatedAt = s.cfg.now().UTC().Format(time.RFC3339)
 	rows = append(rows, meta)
-	if err := parquetio.WriteFile(filepath.Join(s.root, IndexFile), rows); err != nil {
+	err = files.Via(context.Background(), files.Join(s.root, IndexFile), func(local string) error { return parquetio.WriteFile(local, rows) })
+	if err != nil {
 		return meta, fmt.Errorf("checkpoint: append to index: %w", err)
 	}
 	return meta, s.prune(rows)
@@ -252,7 +289,7 @@ func (s *Store) prune(rows []schemas.WeightVersion) error {
 		if slices.Contains(s.cfg.Pin, rows[i].Version) {
 			continue
 		}
-		if err := os.RemoveAll(s.Path(rows[i].Version)); err != nil {
+		if err := files.RemoveAll(context.Background(), s.Path(rows[i].Version)); err != nil {
 			return fmt.Errorf("checkpoint: prune version %d: %w", rows[i].Version, err)
 		}
 	}
@@ -318,6 +355,155 @@ func hashFile(p string, sync bool) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
+// upload copies the files of the local directory dir (hashed, relative
+// paths) under the object prefix final, first removing whatever an
+// interrupted publish of the same version left there.
+func (s *Store) upload(dir, final string, hashes []schemas.FileHash) error {
+	ctx := context.Background()
+	if err := files.RemoveAll(ctx, final); err != nil {
+		return err
+	}
+	for _, f := range hashes {
+		if err := files.Upload(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), files.Join(final, f.Path)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxDepth is how deep under a version's prefix hashRemote looks for
+// objects (an object store lists one "directory" level at a time); model
+// directories are flat.
+const maxDepth = 4
+
+// hashRemote is hashDir of an object prefix: the sha256 and size of every
+// object under dir (up to maxDepth levels), read as a stream.
+func hashRemote(dir string, _ bool) ([]schemas.FileHash, error) {
+	ctx := context.Background()
+	var out []schemas.FileHash
+	for depth := 1; depth <= maxDepth; depth++ {
+		got, err := files.List(ctx, dir+strings.Repeat("/*", depth))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range got {
+			r, err := files.Open(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, r)
+			r.Close()
+			if err != nil {
+				return nil, fmt.Errorf("hash %s: %w", p, err)
+			}
+			out = append(out, schemas.FileHash{Path: strings.TrimPrefix(p, dir+"/"), SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// Fetch returns a local directory holding the files of version: its own
+// directory in a local store; for an object store, a copy downloaded into
+// a new directory under dir ("" for the system's temporary directory),
+// which done removes. The copy is checked against the index row's hashes.
+// done is never nil.
+func (s *Store) Fetch(version int64, dir string) (local string, done func(), err error) {
+	if !s.remote {
+		return s.Path(version), func() {}, nil
+	}
+	v, err := s.Get(version)
+	if err != nil {
+		return "", func() {}, err
+	}
+	name := VersionDir(version)
+	local, err = os.MkdirTemp(dir, "swerl-"+name+"-")
+	if err != nil {
+		return "", func() {}, fmt.Errorf("checkpoint: %w", err)
+	}
+	done = func() { os.RemoveAll(local) }
+	if err := copyFiles(context.Background(), v.Files, s.Path(version), local); err != nil {
+		done()
+		return "", func() {}, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	got, err := hashDir(local, false)
+	if err == nil && !slices.Equal(got, v.Files) {
+		err = fmt.Errorf("the downloaded files do not match the index row")
+	}
+	if err != nil {
+		done()
+		return "", func() {}, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	return local, done, nil
+}
+
+// CopyFrom publishes version of src into s, with the index row's step,
+// metrics and offsets: a mirror of a learner's local store in a bucket
+// (or back). The files copied are those of src's index row, verified
+// first, so a damaged source is not mirrored.
+// As with Publish, version must be newer than every version of s.
+func (s *Store) CopyFrom(src *Store, version int64) (schemas.WeightVersion, error) {
+	row, err := src.Get(version)
+	if err != nil {
+		return row, err
+	}
+	if !src.remote { // Fetch checks the copy it downloads from a bucket
+		if err := src.Verify(row); err != nil {
+			return row, err
+		}
+	}
+	from, done, err := src.Fetch(version, "")
+	if err != nil {
+		return row, err
+	}
+	defer done()
+	meta := row
+	meta.URI, meta.Files, meta.CreatedAt = "", nil, ""
+	return s.Publish(meta, func(dir string) error {
+		return copyFiles(context.Background(), row.Files, from, dir)
+	})
+}
+
+// copyFiles copies the files of an index row from the folder or object
+// prefix from into the local folder to. The paths come from the index,
+// which is outside bytes: one that leaves the folder is an error.
+func copyFiles(ctx context.Context, hashes []schemas.FileHash, from, to string) error {
+	for _, f := range hashes {
+		rel := filepath.FromSlash(f.Path)
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("index path %q leaves the checkpoint", f.Path)
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := download(ctx, files.Join(from, f.Path), dst); err != nil {
+			return fmt.Errorf("copy %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// download streams src (an object or a local file) to the new local file
+// dst.
+func download(ctx context.Context, src, dst string) error {
+	r, err := files.Open(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // Verify checks that the directory of v holds exactly the files of its
 // index row with their sizes and hashes. The error names the version and
 // the first bad file.
@@ -327,7 +513,11 @@ func (s *Store) Verify(v schemas.WeightVersion) error {
 	if len(v.Files) == 0 {
 		return fmt.Errorf("checkpoint %s: index row lists no files", name)
 	}
-	got, err := hashDir(dir, false)
+	hashTree := hashDir
+	if s.remote {
+		hashTree = hashRemote
+	}
+	got, err := hashTree(dir, false)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", name, err)
 	}
@@ -382,5 +572,5 @@ func (s *Store) Get(version int64) (schemas.WeightVersion, error) {
 			return r, nil
 		}
 	}
-	return schemas.WeightVersion{}, fmt.Errorf("checkpoint: version %s is not in %s", strconv.FormatInt(version, 10), filepath.Join(s.root, IndexFile))
+	return schemas.WeightVersion{}, fmt.Errorf("checkpoint: version %s is not in %s", strconv.FormatInt(version, 10), files.Join(s.root, IndexFile))
 }

@@ -12,6 +12,13 @@
 // row was never announced and is replaced by the next publish of its
 // version; temporary directories are removed by Open.
 //
+// The root may be gs:// or s3:// (through sinks/files): Publish then
+// writes and hashes the directory locally, uploads its files, and replaces
+// the index object whole. Objects appear only once complete, so the index
+// still names only fully uploaded versions; an unindexed version prefix is
+// cleared by the next publish of that version. Fetch downloads a version
+// (checked against its hashes) for a reader that needs local files.
+//
 // # Behavior
 //
 // LatestGood, for --resume, walks the index from the newest version down,
