@@ -50,7 +50,7 @@ func TestRunSurvivesKill(t *testing.T) {
 	repo := runRepo(t)
 	out := filepath.Join(t.TempDir(), "out")
 	const sft, batch, group = 4, 2, 2
-	steps := max(6, cycles) // enough steps that most kills land in a run
+	steps := max(6, 3*cycles) // enough steps that most kills land in a run
 	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", strconv.Itoa(sft), "--sft-until", "0", "--steps", strconv.Itoa(steps),
 		"--batch", strconv.Itoa(batch), "--group-size", strconv.Itoa(group), "--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
 	run := func(resume bool, killAfter time.Duration) (killed bool, log string) {
