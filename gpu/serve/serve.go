@@ -198,20 +198,13 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 
 // ChatRequest is the accepted subset of an OpenAI chat-completions request.
 type ChatRequest struct {
-	Model               string              `json:"model"`
-	Messages            []tokenizer.Message `json:"messages"`
-	N                   *int                `json:"n"`
-	MaxTokens           *int                `json:"max_tokens"`
-	MaxCompletionTokens *int                `json:"max_completion_tokens"`
-	Temperature         *float64            `json:"temperature"`
-	TopP                *float64            `json:"top_p"`
-	TopK                *int                `json:"top_k"`
-	Seed                *int64              `json:"seed"`
-	Stop                json.RawMessage     `json:"stop"`
-	Logprobs            bool                `json:"logprobs"`
-	ReturnTokenIDs      bool                `json:"return_token_ids"`
-	Stream              bool                `json:"stream"`
-	StreamOptions       *StreamOptions      `json:"stream_options"`
+	Model    string              `json:"model"`
+	Messages []tokenizer.Message `json:"messages"`
+	sampling
+	Logprobs       bool           `json:"logprobs"`
+	ReturnTokenIDs bool           `json:"return_token_ids"`
+	Stream         bool           `json:"stream"`
+	StreamOptions  *StreamOptions `json:"stream_options"`
 }
 
 // StreamOptions is OpenAI's stream_options.
@@ -501,9 +494,7 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToke
 			return out, nil, nil, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
 		}
 	}
-	p := sampling{N: req.N, MaxTokens: req.MaxTokens, MaxCompletionTokens: req.MaxCompletionTokens,
-		Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Seed: req.Seed, Stop: req.Stop}
-	resp, stops, usage, err := s.sample(p, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+	resp, stops, usage, err := s.sample(req.sampling, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
 		extra.OnToken = onToken
 		return t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
 	})
