@@ -115,21 +115,7 @@ func trainerMatchesCPU(t *testing.T, cfg gpu.Config) {
 	if ok, msg := gputest.Close(got, ref, 1e-4); !ok {
 		t.Errorf("weights after 4 steps: %s", msg)
 	}
-	lpc, err := trc.LogProbs(batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lpg, err := trg.LogProbs(batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range lpc {
-		for j := range lpc[i] {
-			if d := math.Abs(float64(lpc[i][j] - lpg[i][j])); d > 1e-4 {
-				t.Errorf("logprob [%d][%d]: cpu %v cuda %v", i, j, lpc[i][j], lpg[i][j])
-			}
-		}
-	}
+	sameLogProbs(t, trc, trg, batch, 1e-4)
 }
 
 // TestSamplerMatchesCPU: greedy and seeded sampling give the CPU's tokens
@@ -351,5 +337,26 @@ func stepBoth(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence) {
 	}
 	if err := trg.SyncHost(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sameLogProbs fails unless the CPU trainer trc and the CUDA trainer trg
+// give batch's log-probabilities within tol.
+func sameLogProbs(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence, tol float64) {
+	t.Helper()
+	lpc, err := trc.LogProbs(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpg, err := trg.LogProbs(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lpc {
+		for j := range lpc[i] {
+			if d := math.Abs(float64(lpc[i][j] - lpg[i][j])); d > tol {
+				t.Errorf("sequence %d token %d: log-prob cpu %v cuda %v", i, j, lpc[i][j], lpg[i][j])
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -65,21 +64,7 @@ func TestLoRATrainerMatchesCPU(t *testing.T) {
 	if !slices.Equal(weights(mc), base) || !slices.Equal(weights(mg), base) {
 		t.Error("LoRA training changed the base weights")
 	}
-	lpc, err := trc.LogProbs(batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lpg, err := trg.LogProbs(batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range lpc {
-		for j := range lpc[i] {
-			if d := math.Abs(float64(lpc[i][j] - lpg[i][j])); d > 1e-3 {
-				t.Errorf("sequence %d token %d: log-prob cpu %v cuda %v", i, j, lpc[i][j], lpg[i][j])
-			}
-		}
-	}
+	sameLogProbs(t, trc, trg, batch, 1e-3)
 }
 
 func weights(m *gpu.Model) []float32 {
