@@ -12,9 +12,11 @@
 #   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
 #                      per head (strided, run 2), flash; side
 #                      by side), BenchmarkSample, BenchmarkSampleBatch
-#   profile.log        SWERL_CUDA_PROFILE=1 time per op of a bf16 step and
-#                      of batch-64 decoding
-# TEST_RUN narrows the tests, BENCH=0 skips the benchmarks and the profile.
+#   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
+#                      cuBLAS shape (CUDA events, steady state after the
+#                      warm-up) of bf16 steps and of batch-64 decoding
+# TEST_RUN narrows the tests, BENCH_PAT the benchmarks (-test.bench), BENCH=0
+# skips the benchmarks and the profile.
 #
 # The binary links only libc and the driver's libcuda.so.1; cuBLAS is
 # dlopened, so LD_LIBRARY_PATH must name a folder with the machine's own
@@ -37,8 +39,11 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|^    --- FAIL|device ' "$out/test.log" | tail 
 echo "tests rc=$rc"
 if [ "${BENCH:-1}" = 1 ]; then
 	b() { timeout "$1" ./cuda.test -test.run '^$' -test.bench "$2" -test.benchtime "${BENCH_TIME:-3x}"; }
-	b 240 'TrainStep/cuda|Sample/cuda|SampleBatch' 2>&1 | tee "$out/bench.log"
-	SWERL_CUDA_PROFILE=1 BENCH_TIME=2x b 120 'TrainStep/cuda/bf16/B=8|SampleBatch/cuda/batch=64' >"$out/profile.log" 2>&1
-	grep -A12 'time per op' "$out/profile.log"
+	b 240 "${BENCH_PAT:-TrainStep/cuda|Sample/cuda|SampleBatch}" 2>&1 | tee "$out/bench.log"
+	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
+	b 100 'TrainStep/cuda/^bf16$' >"$out/profile.log" 2>&1
+	b 60 'SampleBatch/cuda/bf16/batch=64' >>"$out/profile.log" 2>&1
+	unset SWERL_CUDA_PROFILE
+	grep -A14 'GPU time per kernel' "$out/profile.log"
 fi
 exit $rc

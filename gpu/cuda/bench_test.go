@@ -22,6 +22,9 @@ func printProfile(b *testing.B, g *cuda.Backend) {
 	if p := g.Profile(); p != "" {
 		fmt.Fprintf(os.Stderr, "%s: time per op (synchronized):\n%s", b.Name(), p)
 	}
+	if p := g.KernelProfile(b.N); p != "" {
+		fmt.Fprintf(os.Stderr, "%s: GPU time per kernel (events), %s", b.Name(), p)
+	}
 }
 
 // config05B is Qwen2.5-0.5B's shape (494M parameters, tied embeddings).
@@ -110,6 +113,9 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
+			if g != nil {
+				g.ResetProfile()
+			}
 			for b.Loop() {
 				if _, err := tr.Step(batch); err != nil {
 					b.Fatal(err)
@@ -160,6 +166,9 @@ func BenchmarkSample(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
+			if g != nil {
+				g.ResetProfile()
+			}
 			start := time.Now()
 			gen := 0
 			for b.Loop() {
@@ -216,6 +225,9 @@ func BenchmarkSampleBatch(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
+			if g != nil {
+				g.ResetProfile()
+			}
 			start := time.Now()
 			gen := 0
 			for b.Loop() {

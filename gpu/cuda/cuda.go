@@ -81,6 +81,8 @@ type Backend struct {
 	ptrs      map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
+	// kprof times each kernel on the GPU when SWERL_CUDA_PROFILE=kernels.
+	kprof *kernelProf
 }
 
 var _ gpu.Backend = (*Backend)(nil)
@@ -101,8 +103,11 @@ func New() (*Backend, error) {
 			return nil, err
 		}
 	}
-	if os.Getenv("SWERL_CUDA_PROFILE") == "1" {
+	switch os.Getenv("SWERL_CUDA_PROFILE") {
+	case "1":
 		be.prof = map[string]time.Duration{}
+	case "kernels":
+		be.kprof = newKernelProf()
 	}
 	if m := os.Getenv("SWERL_CUDA_MATMUL"); m != "" {
 		if err := be.SetMatmul(m); err != nil {
@@ -310,9 +315,13 @@ func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, aN, lda 
 		if be.error() != nil {
 			return
 		}
+		t := be.begin()
 		err = be.blas.gemm16(ta, tb, m, n, k, 1, a16, lda, b16, ldb, beta, Cp, ldc)
+		be.endGemm(t, "gemm bf16", ta, tb, m, n, k, 1)
 	} else {
+		t := be.begin()
 		err = be.blas.gemm(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
+		be.endGemm(t, "gemm f32", ta, tb, m, n, k, 1)
 	}
 	if err != nil {
 		be.fail(op, "%v", err)
@@ -431,9 +440,11 @@ func (be *Backend) Upload(dst gpu.Buf, src []float32) {
 		return
 	}
 	be.do(func() {
+		t := be.begin()
 		if err := cu.MemcpyHtoD(d.ptr(), unsafe.Pointer(&src[0]), int64(4*len(src))); err != nil {
 			be.fail("upload", "%v", err)
 		}
+		be.end(t, "memcpy HtoD", 0)
 	})
 }
 
@@ -449,9 +460,11 @@ func (be *Backend) Download(dst []float32, src gpu.Buf) error {
 			return
 		}
 		if len(dst) > 0 {
+			t := be.begin()
 			if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), s.ptr(), int64(4*len(dst))); err != nil {
 				be.fail("download", "%v", err)
 			}
+			be.end(t, "memcpy DtoH", 0)
 		}
 	})
 	return be.error()
@@ -529,9 +542,11 @@ func (be *Backend) launchGrid(name string, gx, gy int, args ...any) {
 		}
 		ps[i] = unsafe.Pointer(&vals[i])
 	}
+	t := be.begin()
 	if err := fn.Launch(gx, gy, 1, block, 1, 1, 0, cu.Stream{}, ps); err != nil {
 		be.fail(name, "launch: %v", err)
 	}
+	be.end(t, name, 0)
 }
 
 // gridFor is the grid of a grid-stride kernel over n elements.

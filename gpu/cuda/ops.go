@@ -19,9 +19,11 @@ func (be *Backend) Zero(x gpu.Buf) {
 		return
 	}
 	be.post(func() {
+		t := be.begin()
 		if err := cu.MemsetD32(d.ptr(), 0, int64(d.n)); err != nil {
 			be.fail("zero", "%v", err)
 		}
+		be.end(t, "memset", 0)
 	})
 }
 
@@ -32,9 +34,11 @@ func (be *Backend) Copy(dst, src gpu.Buf) {
 		return
 	}
 	be.post(func() {
+		t := be.begin()
 		if err := cu.MemcpyDtoD(d.ptr(), s.ptr(), int64(4*s.n)); err != nil {
 			be.fail("copy", "%v", err)
 		}
+		be.end(t, "memcpy DtoD", 0)
 	})
 }
 
@@ -328,10 +332,12 @@ func (be *Backend) headProducts(op string, ta, tb, m, n, k int, alpha float32, A
 	if be.attn == "strided" {
 		// The products of run 2: one strided batch over b per head.
 		for _, h := range hs {
+			t := be.begin()
 			if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A(h), lda, sA, Bp(h), ldb, sB, beta, C(h), ldc, sC, B); err != nil {
 				be.fail(op, "%v", err)
 				return
 			}
+			be.endGemm(t, "gemm strided-batched", ta, tb, m, n, k, B)
 		}
 		return
 	}
@@ -349,9 +355,11 @@ func (be *Backend) headProducts(op string, ta, tb, m, n, k int, alpha float32, A
 	if d == 0 {
 		return
 	}
+	t := be.begin()
 	if err := be.blas.gemmPtrs(ta, tb, m, n, k, alpha, d, lda, d+cu.DevicePtr(8*cnt), ldb, beta, d+cu.DevicePtr(16*cnt), ldc, cnt); err != nil {
 		be.fail(op, "%v", err)
 	}
+	be.endGemm(t, "gemm batched", ta, tb, m, n, k, cnt)
 }
 
 // maxPtrArrays bounds the pointer arrays kept; past it they are all freed

@@ -193,7 +193,10 @@ func (be *Backend) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 		if be.error() != nil {
 			return
 		}
-		if err := be.blas.gemm16(opT, opN, OC, N, C, 1, wt.ptr(), C, x16, C, beta, o.ptr(), OC); err != nil {
+		t := be.begin()
+		err := be.blas.gemm16(opT, opN, OC, N, C, 1, wt.ptr(), C, x16, C, beta, o.ptr(), OC)
+		be.endGemm(t, "gemm bf16 packed", opT, opN, OC, N, C, 1)
+		if err != nil {
 			be.fail(op, "%v", err)
 		}
 	})
