@@ -150,3 +150,24 @@ type HostBacked interface {
 	Wrap(data []float32) Buf
 	Host(b Buf) []float32
 }
+
+// BF16Weights is implemented by backends whose bf16 matrix products can
+// read a weight buffer from a bf16 copy kept beside it, instead of
+// converting the weights at every product. The Trainer asks for one over
+// its weights; the backend keeps the copy equal to the float32 values
+// through its own writes (AdamW updates both), so callers see no
+// difference. A backend not in a bf16 mode ignores it.
+type BF16Weights interface {
+	KeepBF16(weights Buf) error
+}
+
+// GreedyPicker is implemented by backends that pick greedy tokens where
+// the logits are: for each of the first rows rows of logits [rows, V], the
+// id of the first largest logit (as the CPU picker chooses, ties to the
+// lowest id) into tok and its log-probability (log-softmax at temperature
+// 1, the sum in float64, equal to the CPU picker's to rounding) into
+// logp. A decoding step then moves two numbers a row off the device
+// instead of V.
+type GreedyPicker interface {
+	PickGreedy(logits Buf, rows, V int, tok []int32, logp []float32) error
+}

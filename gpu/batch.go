@@ -111,6 +111,11 @@ type BatchSampler struct {
 	tokens     []int32   // this step's input tokens
 	hostLogits []float32 // [slots, V]
 	pickers    []picker  // one per sampling goroutine
+	// onDevice: this step's rows were picked by the backend (every active
+	// sequence greedy, backend a GreedyPicker) into devTok and devLogp.
+	onDevice bool
+	devTok   []int32
+	devLogp  []float32
 
 	// noCache recomputes each sequence's whole prefix at every step
 	// (Sampler.NoCache, for tests and benchmarks).
@@ -494,7 +499,7 @@ func (s *BatchSampler) forward() error {
 	}
 	be.RMSNormForward(s.lastLn, s.lastRstd, s.last, s.params.Norm, B, d.C, d.eps)
 	s.matmul(s.logits, s.lastLn, s.params.LMHead, s.packed.LMHead, nil, B, d.C, d.V)
-	if err := be.Download(s.hostLogits[:B*d.V], s.logits); err != nil {
+	if err := s.fetchLogits(B); err != nil {
 		return err
 	}
 	for _, q := range s.active {
@@ -515,6 +520,22 @@ func (s *BatchSampler) forward() error {
 		q.lead = nil
 	}
 	return be.Err()
+}
+
+// fetchLogits brings this step's B rows of next-token logits to the
+// pickers: the greedy picks alone when every active sequence is greedy and
+// the backend picks on the device (two numbers a row instead of V), else
+// the whole rows into hostLogits.
+func (s *BatchSampler) fetchLogits(B int) error {
+	gp, ok := s.be.(GreedyPicker)
+	s.onDevice = ok && !slices.ContainsFunc(s.active, func(q *Seq) bool { return q.p.Temperature != 0 })
+	if !s.onDevice {
+		return s.be.Download(s.hostLogits[:B*s.d.V], s.logits)
+	}
+	if len(s.devTok) < B {
+		s.devTok, s.devLogp = make([]int32, B), make([]float32, B)
+	}
+	return gp.PickGreedy(s.logits, B, s.d.V, s.devTok, s.devLogp)
 }
 
 // raggedRows fills this step's per-row indices for the RaggedAttention
@@ -554,7 +575,13 @@ func (s *BatchSampler) raggedAttention(l int) {
 func (s *BatchSampler) pick() {
 	V := s.d.V
 	one := func(pk *picker, q *Seq) {
-		tok, lp := pk.pick(s.hostLogits[q.row*V:(q.row+1)*V], q.p, q.rng)
+		var tok int32
+		var lp float32
+		if s.onDevice {
+			tok, lp = s.devTok[q.row], s.devLogp[q.row]
+		} else {
+			tok, lp = pk.pick(s.hostLogits[q.row*V:(q.row+1)*V], q.p, q.rng)
+		}
 		q.toks = append(q.toks, tok)
 		q.out.Tokens = append(q.out.Tokens, tok)
 		q.out.LogProbs = append(q.out.LogProbs, lp)

@@ -221,6 +221,11 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		return nil, err
 	}
 	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
+	if kb, ok := be.(BF16Weights); ok {
+		if err := kb.KeepBF16(t.paramBuf); err != nil {
+			return nil, err
+		}
+	}
 	if a == nil {
 		t.host, t.trainBuf, t.trainView = m.arena, t.paramBuf, t.hostView
 		for _, s := range m.specs {

@@ -12,6 +12,10 @@
 #   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
 #                      per head (strided, run 2), flash; side
 #                      by side), BenchmarkSample, BenchmarkSampleBatch
+#   bench-base.log     with base.test beside cuda.test (a build of the
+#                      baseline), the same benchmarks (BASE_PAT narrows
+#                      them) with it, then again with cuda.test
+#                      (bench-again.log)
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps and of batch-64 decoding
@@ -38,8 +42,15 @@ rc=$?
 grep -E '^(--- FAIL|FAIL|ok|PASS)|^    --- FAIL|device ' "$out/test.log" | tail -40
 echo "tests rc=$rc"
 if [ "${BENCH:-1}" = 1 ]; then
-	b() { timeout "$1" ./cuda.test -test.run '^$' -test.bench "$2" -test.benchtime "${BENCH_TIME:-3x}"; }
-	b 240 "${BENCH_PAT:-TrainStep/cuda|Sample/cuda|SampleBatch}" 2>&1 | tee "$out/bench.log"
+	b() { timeout "$1" ./${BIN:-cuda.test} -test.run '^$' -test.bench "$2" -test.benchtime "${BENCH_TIME:-3x}"; }
+	pat=${BENCH_PAT:-TrainStep/cuda|Sample/cuda|SampleBatch}
+	b 240 "$pat" 2>&1 | tee "$out/bench.log"
+	if [ -x base.test ]; then
+		# The baseline binary beside this one, then this one again: each
+		# ratio is measured side by side on one card.
+		BIN=base.test b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-base.log"
+		b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
+	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
 	b 100 'TrainStep/cuda/^bf16$' >"$out/profile.log" 2>&1
 	b 60 'SampleBatch/cuda/bf16/batch=64' >>"$out/profile.log" 2>&1

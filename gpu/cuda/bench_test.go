@@ -197,20 +197,28 @@ func BenchmarkSampleBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, v := range []struct {
-		mm string
-		n  int
-	}{{"f32", 1}, {"f32", 64}, {"bf16", 1}, {"bf16", 64}} {
+		mm   string
+		n    int
+		host bool // greedy picks on the host (logits downloaded), as before gpu.GreedyPicker
+	}{{"f32", 1, false}, {"f32", 64, false}, {"bf16", 1, false}, {"bf16", 64, false}, {"bf16", 64, true}} {
 		n := v.n
 		name := fmt.Sprintf("cuda/batch=%d", n)
 		if v.mm != "f32" {
 			name = fmt.Sprintf("cuda/%s/batch=%d", v.mm, n)
+		}
+		if v.host {
+			name += "/hostpick"
 		}
 		b.Run(name, func(b *testing.B) {
 			g := open(b)
 			if err := g.SetMatmul(v.mm); err != nil {
 				b.Fatal(err)
 			}
-			s, err := gpu.NewBatchSampler(m, g, 256, n)
+			var be gpu.Backend = g
+			if v.host {
+				be = hostPick{g, g, g}
+			}
+			s, err := gpu.NewBatchSampler(m, be, 256, n)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -243,4 +251,12 @@ func BenchmarkSampleBatch(b *testing.B) {
 			printProfile(b, g)
 		})
 	}
+}
+
+// hostPick is the CUDA backend without gpu.GreedyPicker: the sampler
+// downloads every row of logits and picks on the host.
+type hostPick struct {
+	gpu.Backend
+	gpu.PackedMatmul
+	gpu.RaggedAttention
 }

@@ -33,6 +33,12 @@ type alloc struct {
 	ptr   cu.DevicePtr
 	n     int
 	freed bool
+	// keep16 marks weights with a bf16 copy for the bf16 matmuls
+	// (KeepBF16): half holds it once made, halfOK while it equals the
+	// float32 values. Driver thread only.
+	keep16 bool
+	half   cu.DevicePtr
+	halfOK bool
 }
 
 // buf is a Buf of this package: a window [off, off+n) of an allocation.
@@ -76,6 +82,8 @@ type Backend struct {
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
 	naiveAttn bool
 	flashTmp  *buf                    // scratch of a flash backward asked for only one of dk, dv
+	gqaTmp    *buf                    // per-query-head dK or dV of the cuBLAS attention backward
+	pickBuf   *buf                    // PickGreedy's tokens and log-probs
 	half16    [2]alloc                // bf16 operand scratch of the bf16 matmul mode
 	ints      map[string]*intSlot     // device copies of the ragged ops' row indices
 	ptrs      map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
@@ -309,20 +317,28 @@ func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, aN, lda 
 	if be.error() != nil {
 		return
 	}
-	var err error
 	if be.blas.compute == computeFastBF {
 		a16, b16 := be.half(0, A, aN), be.half(1, B, bN)
-		if be.error() != nil {
-			return
-		}
-		t := be.begin()
-		err = be.blas.gemm16(ta, tb, m, n, k, 1, a16, lda, b16, ldb, beta, Cp, ldc)
-		be.endGemm(t, "gemm bf16", ta, tb, m, n, k, 1)
-	} else {
-		t := be.begin()
-		err = be.blas.gemm(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
-		be.endGemm(t, "gemm f32", ta, tb, m, n, k, 1)
+		be.gemm16(op, ta, tb, m, n, k, a16, lda, b16, ldb, beta, Cp, ldc)
+		return
 	}
+	t := be.begin()
+	err := be.blas.gemm(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
+	be.endGemm(t, "gemm f32", ta, tb, m, n, k, 1)
+	if err != nil {
+		be.fail(op, "%v", err)
+	}
+}
+
+// gemm16 is one column-major product of bf16 operands into float32 C
+// (driver thread); a zero operand means its conversion failed.
+func (be *Backend) gemm16(op string, ta, tb, m, n, k int, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int) {
+	if be.error() != nil || A == 0 || B == 0 {
+		return
+	}
+	t := be.begin()
+	err := be.blas.gemm16(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
+	be.endGemm(t, "gemm bf16", ta, tb, m, n, k, 1)
 	if err != nil {
 		be.fail(op, "%v", err)
 	}
@@ -430,7 +446,12 @@ func (be *Backend) Free(x gpu.Buf) {
 		return
 	}
 	b.a.freed = true
-	be.do(func() { _ = cu.MemFree(b.a.ptr) })
+	be.do(func() {
+		_ = cu.MemFree(b.a.ptr)
+		if b.a.half != 0 {
+			_ = cu.MemFree(b.a.half)
+		}
+	})
 }
 
 // Upload implements gpu.Backend.
@@ -440,6 +461,7 @@ func (be *Backend) Upload(dst gpu.Buf, src []float32) {
 		return
 	}
 	be.do(func() {
+		be.wrote(d)
 		t := be.begin()
 		if err := cu.MemcpyHtoD(d.ptr(), unsafe.Pointer(&src[0]), int64(4*len(src))); err != nil {
 			be.fail("upload", "%v", err)

@@ -278,7 +278,7 @@ func TestBatchSamplerMatchesCPU(t *testing.T) {
 		}
 		prompts, ps = append(prompts, p), append(ps, sp)
 	}
-	sample := func(be gpu.Backend) []gpu.Completion {
+	sample := func(be gpu.Backend, ps []gpu.SamplingParams) []gpu.Completion {
 		s, err := gpu.NewBatchSampler(m, be, 64, 5)
 		if err != nil {
 			t.Fatal(err)
@@ -289,9 +289,162 @@ func TestBatchSamplerMatchesCPU(t *testing.T) {
 		}
 		return cs
 	}
-	want, got := sample(cbe), sample(gbe)
-	for i := range want {
-		sameCompletion(t, fmt.Sprintf("request %d %+v", i, ps[i]), want[i], got[i])
+	// Mixed: the logits come to the CPU pickers. All greedy: the CUDA
+	// backend picks on the device (gpu.GreedyPicker).
+	greedy := make([]gpu.SamplingParams, len(ps))
+	for i := range greedy {
+		greedy[i] = gpu.SamplingParams{MaxTokens: ps[i].MaxTokens}
+	}
+	for _, ps := range [][]gpu.SamplingParams{ps, greedy} {
+		want, got := sample(cbe, ps), sample(gbe, ps)
+		for i := range want {
+			sameCompletion(t, fmt.Sprintf("request %d %+v", i, ps[i]), want[i], got[i])
+		}
+	}
+}
+
+// TestPickGreedy checks the device's greedy picks against a float64 scan:
+// the first largest logit (ties to the lowest id, NaN never) and its
+// log-softmax, on rows of the 0.5B model's vocabulary.
+func TestPickGreedy(t *testing.T) {
+	be := open(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, V = 7, 151936
+	l := make([]float32, rows*V)
+	for i := range l {
+		l[i] = float32(4 * r.NormFloat64())
+	}
+	l[1*V+100], l[1*V+90000] = 40, 40 // a tie: id 100
+	l[2*V+5] = float32(math.NaN())
+	l[2*V+6] = 3e38 // past NaN: a large finite logit wins
+	for j := range V {
+		if j%3 != 0 {
+			l[3*V+j] = float32(math.Inf(-1))
+		}
+	}
+	l[4*V+V-1] = 1000 // the last id
+	lb, err := be.Alloc(len(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Upload(lb, l)
+	tok, logp := make([]int32, rows), make([]float32, rows)
+	if err := be.PickGreedy(lb, rows, V, tok, logp); err != nil {
+		t.Fatal(err)
+	}
+	for n := range rows {
+		row := l[n*V : (n+1)*V]
+		best, mx := 0, math.Inf(-1)
+		for i, v := range row {
+			if float64(v) > mx {
+				best, mx = i, float64(v)
+			}
+		}
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - mx)
+		}
+		want := float32(float64(row[best]) - (mx + math.Log(z)))
+		if int(tok[n]) != best {
+			t.Errorf("row %d: token %d, want %d", n, tok[n], best)
+		}
+		if d := math.Abs(float64(logp[n] - want)); d > 1e-6 || math.IsNaN(float64(logp[n])) != math.IsNaN(float64(want)) {
+			t.Errorf("row %d: log-prob %v, want %v", n, logp[n], want)
+		}
+	}
+	if err := be.PickGreedy(lb, rows+1, V, make([]int32, rows+1), make([]float32, rows+1)); err == nil {
+		t.Error("PickGreedy over more rows than the logits hold: no error")
+	}
+}
+
+// TestKeepBF16 checks that products reading weights from the kept bf16
+// copy equal those converting the same float32 weights at every product,
+// bitwise, after AdamW updates the copy and after Upload, Copy, Axpy and
+// Zero leave it stale; at an aligned and an unaligned window.
+func TestKeepBF16(t *testing.T) {
+	be := open(t)
+	if err := be.SetMatmul("bf16"); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	const N, C, OC = 33, 64, 40
+	vals := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	up := func(x []float32) gpu.Buf {
+		b, err := be.Alloc(len(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b
+	}
+	w := vals(3 + 2*OC*C)
+	kept, plain := up(w), up(w) // the same weights, one of them kept in bf16
+	if err := be.KeepBF16(be.Slice(kept, 0, 5)); err == nil {
+		t.Error("KeepBF16 of a window: no error")
+	}
+	if err := be.KeepBF16(kept); err != nil {
+		t.Fatal(err)
+	}
+	x, dout := up(vals(N*C)), up(vals(N*OC))
+	g, m1, v1, m2, v2 := up(vals(len(w))), up(make([]float32, len(w))), up(make([]float32, len(w))), up(make([]float32, len(w))), up(make([]float32, len(w)))
+	check := func(stage string) {
+		t.Helper()
+		for _, off := range []int{3, 3 + OC*C} { // 3: unaligned
+			res := [2][]float32{}
+			for i, wb := range []gpu.Buf{kept, plain} {
+				ob, _ := be.Alloc(N * OC)
+				dib, _ := be.Alloc(N * C)
+				ww := be.Slice(wb, off, OC*C)
+				be.MatmulForward(ob, x, ww, nil, N, C, OC)
+				be.MatmulBackward(dib, nil, nil, dout, x, ww, N, C, OC)
+				res[i] = make([]float32, N*OC+N*C)
+				if err := be.Download(res[i][:N*OC], ob); err != nil {
+					t.Fatal(err)
+				}
+				if err := be.Download(res[i][N*OC:], dib); err != nil {
+					t.Fatal(err)
+				}
+				be.Free(ob)
+				be.Free(dib)
+			}
+			if !slices.Equal(res[0], res[1]) {
+				t.Errorf("%s, window at %d: products with the kept bf16 copy differ from converting the weights", stage, off)
+			}
+		}
+	}
+	check("fresh")
+	for _, p := range []struct{ w, m, v gpu.Buf }{{kept, m1, v1}, {plain, m2, v2}} {
+		for _, win := range [][2]int{{0, 3}, {3, OC * C}, {3 + OC*C, OC * C}} {
+			sl := func(b gpu.Buf) gpu.Buf { return be.Slice(b, win[0], win[1]) }
+			be.AdamW(sl(p.w), sl(g), sl(p.m), sl(p.v), win[1], gpu.AdamWParams{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, GradScale: 1, Step: 1})
+		}
+	}
+	check("after AdamW")
+	nw := vals(len(w))
+	be.Upload(kept, nw)
+	be.Upload(plain, nw)
+	check("after Upload")
+	src := up(vals(OC * C))
+	for _, b := range []gpu.Buf{kept, plain} {
+		be.Copy(be.Slice(b, 3, OC*C), src)
+	}
+	check("after Copy")
+	for _, b := range []gpu.Buf{kept, plain} {
+		be.Axpy(be.Slice(b, 3+OC*C, OC*C), src, 0.5, OC*C)
+	}
+	check("after Axpy")
+	for _, b := range []gpu.Buf{kept, plain} {
+		be.Zero(be.Slice(b, 3, OC*C))
+	}
+	check("after Zero")
+	if err := be.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -112,10 +112,84 @@ __global__ void col_sum(float* dst, const float* a, const float* b, const float*
     }
 }
 
-// f32_to_bf16 converts n elements (matmul operands in bf16 mode).
+// f32_to_bf16 converts n elements (matmul operands in bf16 mode), four at
+// a time (16-byte loads, 8-byte stores) where both pointers allow it.
 __global__ void f32_to_bf16(__nv_bfloat16* out, const float* in, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16(in[i]);
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if (((unsigned long)in & 15) == 0 && ((unsigned long)out & 7) == 0) {
+        long n4 = n / 4;
+        for (long i = t; i < n4; i += stride) {
+            float4 v = ((const float4*)in)[i];
+            __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+            uint2 u;
+            u.x = *(const unsigned*)&a;
+            u.y = *(const unsigned*)&b;
+            ((uint2*)out)[i] = u;
+        }
+        i0 = 4 * n4;
+    }
+    for (long i = i0 + t; i < n; i += stride) out[i] = __float2bfloat16(in[i]);
+}
+
+// head_group_sum adds the query heads of each kv group: dst[b,t,g,:] +=
+// sum over r < NH/NKV of src[b,t,g*rep+r,:], src [B,T,NH,HS], dst
+// [B,T,NKV,HS] (GQA's dK and dV from per-query-head products).
+__global__ void head_group_sum(float* dst, const float* src, long BT, int NH, int NKV, int HS) {
+    long total = BT * NKV * HS;
+    int rep = NH / NKV;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        long bt = i / ((long)NKV * HS);
+        int j = i % ((long)NKV * HS); // g*HS + d
+        int g = j / HS, d = j % HS;
+        const float* s = src + (bt * NH + (long)g * rep) * HS + d;
+        float acc = 0;
+        for (int r = 0; r < rep; r++) acc += s[(long)r * HS];
+        dst[i] += acc;
+    }
+}
+
+// pick_greedy: one block per row of logits[N,V]: the row's first largest
+// logit and its log-probability, lse computed in double as gpu's CPU
+// picker does (max, then the sum of exp(v - max)); tok and logp get one
+// value per row.
+__global__ void pick_greedy(int* tok, float* logp, const float* logits, int N, int V) {
+    __shared__ float shv[32];
+    __shared__ int shi[32];
+    __shared__ double shs[32];
+    const float* row = logits + (long)blockIdx.x * V;
+    float mx = -INFINITY;
+    int best = 0x7fffffff;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float x = row[v];
+        if (x > mx || (x == mx && v < best)) mx = x, best = v;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float x = __shfl_xor_sync(0xffffffff, mx, o);
+        int b = __shfl_xor_sync(0xffffffff, best, o);
+        if (x > mx || (x == mx && b < best)) mx = x, best = b;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    if (lane == 0) shv[warp] = mx, shi[warp] = best;
+    __syncthreads();
+    mx = lane < nw ? shv[lane] : -INFINITY;
+    best = lane < nw ? shi[lane] : 0x7fffffff;
+    for (int o = 16; o > 0; o >>= 1) {
+        float x = __shfl_xor_sync(0xffffffff, mx, o);
+        int b = __shfl_xor_sync(0xffffffff, best, o);
+        if (x > mx || (x == mx && b < best)) mx = x, best = b;
+    }
+    double m = mx, s = 0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += exp((double)row[v] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    __syncthreads();
+    if (lane == 0) shs[warp] = s;
+    __syncthreads();
+    s = lane < nw ? shs[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    if (threadIdx.x == 0) {
+        tok[blockIdx.x] = best;
+        logp[blockIdx.x] = (float)((double)row[best] - (m + log(s)));
+    }
 }
 
 // rmsnorm_fwd: one block per row.
@@ -314,15 +388,47 @@ __global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* log
     }
 }
 
-__global__ void adamw(float* p, const float* g, float* m, float* v, long n, float lr, float b1, float b2,
+// adamw updates p, m and v; where p16 is not null it also writes the
+// updated weights to p16 in bf16 (the weight copy the bf16 matmuls read).
+// Four elements at a time where every pointer allows 16-byte access.
+__device__ __forceinline__ float adamw1(float& p, float g, float& m, float& v, float lr, float b1, float b2,
+                                        float eps, float wd, float gs, float c1, float c2) {
+    float grad = g * gs;
+    float mi = b1 * m + (1.f - b1) * grad;
+    float vi = b2 * v + (1.f - b2) * grad * grad;
+    m = mi;
+    v = vi;
+    p -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p);
+    return p;
+}
+
+__global__ void adamw(float* p, const float* g, float* m, float* v, __nv_bfloat16* p16, long n, float lr, float b1, float b2,
                       float eps, float wd, float gs, float c1, float c2) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        float grad = g[i] * gs;
-        float mi = b1 * m[i] + (1.f - b1) * grad;
-        float vi = b2 * v[i] + (1.f - b2) * grad * grad;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p[i]);
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if ((((unsigned long)p | (unsigned long)g | (unsigned long)m | (unsigned long)v) & 15) == 0 && ((unsigned long)p16 & 7) == 0) {
+        long n4 = n / 4;
+        for (long i = t; i < n4; i += stride) {
+            float4 P = ((float4*)p)[i], G = ((const float4*)g)[i], M = ((float4*)m)[i], V = ((float4*)v)[i];
+            adamw1(P.x, G.x, M.x, V.x, lr, b1, b2, eps, wd, gs, c1, c2);
+            adamw1(P.y, G.y, M.y, V.y, lr, b1, b2, eps, wd, gs, c1, c2);
+            adamw1(P.z, G.z, M.z, V.z, lr, b1, b2, eps, wd, gs, c1, c2);
+            adamw1(P.w, G.w, M.w, V.w, lr, b1, b2, eps, wd, gs, c1, c2);
+            ((float4*)p)[i] = P;
+            ((float4*)m)[i] = M;
+            ((float4*)v)[i] = V;
+            if (p16) {
+                __nv_bfloat162 a = __floats2bfloat162_rn(P.x, P.y), b = __floats2bfloat162_rn(P.z, P.w);
+                uint2 u;
+                u.x = *(const unsigned*)&a;
+                u.y = *(const unsigned*)&b;
+                ((uint2*)p16)[i] = u;
+            }
+        }
+        i0 = 4 * n4;
+    }
+    for (long i = i0 + t; i < n; i += stride) {
+        float w = adamw1(p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, gs, c1, c2);
+        if (p16) p16[i] = __float2bfloat16(w);
     }
 }
 

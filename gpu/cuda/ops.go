@@ -19,6 +19,7 @@ func (be *Backend) Zero(x gpu.Buf) {
 		return
 	}
 	be.post(func() {
+		be.wrote(d)
 		t := be.begin()
 		if err := cu.MemsetD32(d.ptr(), 0, int64(d.n)); err != nil {
 			be.fail("zero", "%v", err)
@@ -34,6 +35,7 @@ func (be *Backend) Copy(dst, src gpu.Buf) {
 		return
 	}
 	be.post(func() {
+		be.wrote(d)
 		t := be.begin()
 		if err := cu.MemcpyDtoD(d.ptr(), s.ptr(), int64(4*s.n)); err != nil {
 			be.fail("copy", "%v", err)
@@ -59,7 +61,10 @@ func (be *Backend) Axpy(y, x gpu.Buf, alpha float32, n int) {
 	if !be.need(op, n, "y", yd, "x", xd) {
 		return
 	}
-	be.post(func() { be.launch("axpy_f32", be.gridFor(n), yd, xd, alpha, int64(n)) })
+	be.post(func() {
+		be.wrote(yd)
+		be.launch("axpy_f32", be.gridFor(n), yd, xd, alpha, int64(n))
+	})
 }
 
 // SumSquares implements gpu.Backend.
@@ -150,6 +155,10 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			}
 			return
 		}
+		if be.blas.compute == computeFastBF {
+			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.half(1, x.ptr(), N*C), C, beta, o.ptr(), OC)
+			return
+		}
 		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), OC*C, C, x.ptr(), N*C, C, beta, o.ptr(), OC)
 	})
 }
@@ -169,6 +178,20 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 		return
 	}
 	be.post(func() {
+		if be.blas.compute == computeFastBF {
+			// dout is converted once for both products.
+			do16 := be.half(1, do.ptr(), N*OC)
+			if dinp != nil {
+				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, 1, di.ptr(), C)
+			}
+			if dw != nil {
+				be.gemm16(op+" dw", opN, opT, C, OC, N, be.half(0, x.ptr(), N*C), C, do16, OC, 1, dwt.ptr(), C)
+			}
+			if dbias != nil {
+				be.colSum(db, do, nil, nil, N, OC)
+			}
+			return
+		}
 		if dinp != nil {
 			be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), OC*C, C, do.ptr(), N*OC, OC, 1, di.ptr(), C)
 		}
@@ -422,9 +445,16 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 		// those products go one group member at a time: heads r, r+rep, ...
 		// have distinct kv heads.
 		if dv != nil {
-			for r := range rep {
-				// dV^T(HS×Tk) += dO^T(HS×Tq) · P(Tq×Tk).
-				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 1, s.kvOf(dvd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
+			if tmp := be.groupTmp(op, rep, B*Tk*NH*HS); tmp != nil {
+				// dV_h^T(HS×Tk) = dO_h^T(HS×Tq) · P_h(Tq×Tk) for every query
+				// head at once, then each group's heads summed into dV.
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 0, tmpOf(tmp, HS), NH*HS, Tk*NH*HS, B, all)
+				be.launch("head_group_sum", be.gridFor(B*Tk*NKV*HS), dvd, tmp, int64(B*Tk), NH, NKV, HS)
+			} else {
+				for r := range rep {
+					// dV^T(HS×Tk) += dO^T(HS×Tq) · P(Tq×Tk).
+					be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 1, s.kvOf(dvd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
+				}
 			}
 		}
 		be.launch("attn_softmax_bwd", B*NH*Tq, da, a, B, Tq, Tk, NH, float32(1/math.Sqrt(float64(HS))))
@@ -433,9 +463,14 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 			be.headProducts(op, opN, opN, HS, Tq, Tk, 1, s.kvOf(kd), s.ldkv, s.skv, s.attOf(da), Tk, s.satt, 1, s.qOf(dqd), s.ldq, s.sq, B, all)
 		}
 		if dk != nil {
-			for r := range rep {
-				// dK^T(HS×Tk) += Q^T(HS×Tq) · dS(Tq×Tk).
-				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 1, s.kvOf(dkd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
+			if tmp := be.groupTmp(op, rep, B*Tk*NH*HS); tmp != nil {
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 0, tmpOf(tmp, HS), NH*HS, Tk*NH*HS, B, all)
+				be.launch("head_group_sum", be.gridFor(B*Tk*NKV*HS), dkd, tmp, int64(B*Tk), NH, NKV, HS)
+			} else {
+				for r := range rep {
+					// dK^T(HS×Tk) += Q^T(HS×Tq) · dS(Tq×Tk).
+					be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 1, s.kvOf(dkd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
+				}
 			}
 		}
 	})
@@ -505,6 +540,33 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	}
 	c1, c2 := h.BiasCorrections()
 	be.post(func() {
-		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
+		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, fresh16(pd), int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
 	})
+}
+
+// groupTmp returns scratch of n floats for GQA's per-query-head dK and dV
+// products (driver thread): nil without grouping (rep 1), in the strided
+// mode (run 2's products, kept as they were), or when it cannot be
+// allocated, and then the products add one group member at a time.
+func (be *Backend) groupTmp(op string, rep, n int) *buf {
+	if rep == 1 || be.attn != "cublas" {
+		return nil
+	}
+	if be.gqaTmp == nil || be.gqaTmp.n < n {
+		if be.gqaTmp != nil {
+			_ = cu.MemFree(be.gqaTmp.a.ptr)
+			be.gqaTmp = nil
+		}
+		b, err := be.alloc(n)
+		if err != nil {
+			return nil
+		}
+		be.gqaTmp = b
+	}
+	return be.gqaTmp
+}
+
+// tmpOf is query head h of a [B,Tk,NH,HS] scratch buffer at b = 0.
+func tmpOf(b *buf, HS int) func(int) cu.DevicePtr {
+	return func(h int) cu.DevicePtr { return b.ptr() + cu.DevicePtr(4*h*HS) }
 }

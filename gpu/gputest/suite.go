@@ -190,6 +190,7 @@ func testRoPE(s *suite) {
 func testAttention(s *suite) {
 	for _, sh := range []struct{ B, Tq, Tk, NH, NKV, HS int }{
 		{1, 1, 1, 1, 1, 2}, {2, 5, 5, 4, 2, 3}, {1, 3, 7, 2, 1, 4}, {1, 1, 6, 4, 4, 2}, {2, 4, 4, 3, 3, 5}, {1, 9, 9, 6, 2, 8},
+		{2, 6, 9, 4, 2, 4}, // Tq < Tk with grouped kv heads on the batched-product path
 	} {
 		s.t.Run(fmt.Sprintf("B=%d,Tq=%d,Tk=%d,NH=%d,NKV=%d,HS=%d", sh.B, sh.Tq, sh.Tk, sh.NH, sh.NKV, sh.HS), func(t *testing.T) {
 			s := &suite{t: t, b: s.b, r: s.r}

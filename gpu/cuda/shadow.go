@@ -1,0 +1,129 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"swerl/gpu"
+)
+
+var _ gpu.BF16Weights = (*Backend)(nil)
+
+// KeepBF16 implements gpu.BF16Weights: in the bf16 matmul mode the
+// products read x's weights from a bf16 copy of the whole allocation,
+// made at first use, instead of converting them at every product. AdamW
+// writes the copy as it updates the weights; Upload, Copy, Axpy and Zero
+// into the allocation mark it stale, and the next product converts it
+// again. x must be a whole allocation (not a Slice).
+func (be *Backend) KeepBF16(x gpu.Buf) error {
+	const op = "keep bf16"
+	b := be.get(op, x)
+	if b == nil || be.error() != nil {
+		return be.error()
+	}
+	if b.off != 0 || b.n != b.a.n {
+		// A hint refused, not a failed op: the backend stays usable.
+		return fmt.Errorf("cuda: %s: want a whole allocation, got a window of %d of %d elements", op, b.n, b.a.n)
+	}
+	be.do(func() { b.a.keep16 = true })
+	return be.error()
+}
+
+// wrote marks the bf16 copy of b's allocation stale (driver thread): an op
+// other than AdamW wrote into it.
+func (be *Backend) wrote(b *buf) {
+	if b != nil && b.a.half != 0 {
+		b.a.halfOK = false
+	}
+}
+
+// weight16 returns the bf16 form of the n elements of weight operand w
+// (driver thread): a window of its allocation's bf16 copy when the
+// allocation keeps one, else a conversion into scratch slot. 0 after a
+// failure.
+func (be *Backend) weight16(slot int, w *buf, n int) cu.DevicePtr {
+	a := w.a
+	if !a.keep16 {
+		return be.half(slot, w.ptr(), n)
+	}
+	if a.half == 0 {
+		p, err := cu.MemAlloc(int64(2 * max(a.n, 1)))
+		if err != nil {
+			// Out of memory for the copy: convert at every use, as
+			// without KeepBF16.
+			a.keep16 = false
+			return be.half(slot, w.ptr(), n)
+		}
+		a.half = p
+	}
+	if !a.halfOK {
+		be.launch("f32_to_bf16", be.gridFor(a.n), a.half, a.ptr, int64(a.n))
+		a.halfOK = be.error() == nil
+	}
+	return a.half + cu.DevicePtr(2*w.off)
+}
+
+// fresh16 is the bf16 copy of p's window for AdamW to write (driver
+// thread): 0 when p's allocation keeps none or it is stale (then the next
+// product converts it whole).
+func fresh16(p *buf) cu.DevicePtr {
+	if p.a.half == 0 || !p.a.halfOK {
+		return 0
+	}
+	return p.a.half + cu.DevicePtr(2*p.off)
+}
+
+var _ gpu.GreedyPicker = (*Backend)(nil)
+
+// PickGreedy implements gpu.GreedyPicker with the pick_greedy kernel, one
+// block per row, then one download of 2·rows words.
+func (be *Backend) PickGreedy(logits gpu.Buf, rows, V int, tok []int32, logp []float32) error {
+	const op = "pick greedy"
+	lg := be.get(op, logits)
+	if !be.need(op, rows*V, "logits", lg) {
+		return be.error()
+	}
+	if rows < 0 || V <= 0 || len(tok) < rows || len(logp) < rows {
+		be.fail(op, "rows %d, V %d with room for %d tokens and %d log-probs", rows, V, len(tok), len(logp))
+		return be.error()
+	}
+	if rows == 0 {
+		return nil
+	}
+	be.do(func() {
+		if be.pickBuf == nil || be.pickBuf.n < 2*rows {
+			if be.pickBuf != nil {
+				_ = cu.MemFree(be.pickBuf.a.ptr)
+				be.pickBuf = nil
+			}
+			b, err := be.alloc(2 * rows)
+			if err != nil {
+				be.fail(op, "%v", err)
+				return
+			}
+			be.pickBuf = b
+		}
+		out := be.pickBuf.ptr()
+		be.launch("pick_greedy", rows, out, out+cu.DevicePtr(4*rows), lg, rows, V)
+		if be.error() != nil {
+			return
+		}
+		if err := cu.Synchronize(); err != nil {
+			be.fail(op, "kernel failure: %v", err)
+			return
+		}
+		t := be.begin()
+		err1 := cu.MemcpyDtoH(unsafe.Pointer(&tok[0]), out, int64(4*rows))
+		err2 := cu.MemcpyDtoH(unsafe.Pointer(&logp[0]), out+cu.DevicePtr(4*rows), int64(4*rows))
+		be.end(t, "memcpy DtoH", 0)
+		if err := errors.Join(err1, err2); err != nil {
+			be.fail(op, "%v", err)
+		}
+	})
+	return be.error()
+}
