@@ -19,8 +19,9 @@
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps and of batch-64 decoding
-# TEST_RUN narrows the tests, BENCH_PAT the benchmarks (-test.bench), BENCH=0
-# skips the benchmarks and the profile.
+# TEST_RUN narrows the tests, BENCH_PAT the benchmarks (-test.bench),
+# PROF_PAT and PROF_PAT2 the two profiled benchmarks; BENCH=0 skips the
+# benchmarks and the profile.
 #
 # The binary links only libc and the driver's libcuda.so.1; cuBLAS is
 # dlopened, so LD_LIBRARY_PATH must name a folder with the machine's own
@@ -52,8 +53,8 @@ if [ "${BENCH:-1}" = 1 ]; then
 		b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
-	b 100 'TrainStep/cuda/^bf16$' >"$out/profile.log" 2>&1
-	b 60 'SampleBatch/cuda/bf16/batch=64' >>"$out/profile.log" 2>&1
+	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16$}" >"$out/profile.log" 2>&1
+	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"
 fi

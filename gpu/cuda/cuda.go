@@ -75,7 +75,8 @@ type Backend struct {
 	// "strided" (the same products, one strided-batched call per head),
 	// "flash" (the tiled kernels of
 	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
-	// but SIMT float32 and slower) or "naive" (one block per row);
+	// but SIMT float32 and slower), "tc" (the same tiling with the tile
+	// products on bf16 tensor cores) or "naive" (one block per row);
 	// SWERL_CUDA_ATTN picks it.
 	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
@@ -278,12 +279,13 @@ func (be *Backend) SetMatmul(mode string) error {
 }
 
 // SetAttention selects the training attention: "cublas" (the default),
-// "flash" or "naive"; see the attn field. SWERL_CUDA_ATTN sets it at New.
+// "strided", "flash", "tc" or "naive"; see the attn field.
+// SWERL_CUDA_ATTN sets it at New.
 func (be *Backend) SetAttention(mode string) error {
 	switch mode {
-	case "flash", "cublas", "strided", "naive":
+	case "flash", "tc", "cublas", "strided", "naive":
 	default:
-		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash or naive", mode)
+		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc or naive", mode)
 	}
 	be.do(func() { be.attn, be.naiveAttn = mode, mode == "naive" })
 	return nil
@@ -534,6 +536,11 @@ func (be *Backend) launch(name string, grid int, args ...any) {
 
 // launchGrid is launch over a gx×gy grid.
 func (be *Backend) launchGrid(name string, gx, gy int, args ...any) {
+	be.launchDims(name, gx, gy, block, args...)
+}
+
+// launchDims is launch over a gx×gy grid of blocks of threads threads.
+func (be *Backend) launchDims(name string, gx, gy, threads int, args ...any) {
 	if be.error() != nil || gx <= 0 || gy <= 0 {
 		return
 	}
@@ -565,7 +572,7 @@ func (be *Backend) launchGrid(name string, gx, gy int, args ...any) {
 		ps[i] = unsafe.Pointer(&vals[i])
 	}
 	t := be.begin()
-	if err := fn.Launch(gx, gy, 1, block, 1, 1, 0, cu.Stream{}, ps); err != nil {
+	if err := fn.Launch(gx, gy, 1, threads, 1, 1, 0, cu.Stream{}, ps); err != nil {
 		be.fail(name, "launch: %v", err)
 	}
 	be.end(t, name, 0)

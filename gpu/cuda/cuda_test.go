@@ -358,16 +358,17 @@ func TestPickGreedy(t *testing.T) {
 }
 
 // TestKeepBF16 checks that products reading weights from the kept bf16
-// copy equal those converting the same float32 weights at every product,
-// bitwise, after AdamW updates the copy and after Upload, Copy, Axpy and
-// Zero leave it stale; at an aligned and an unaligned window.
+// copy equal those converting the same float32 weights at every product
+// after AdamW updates the copy and after Upload, Copy, Axpy and Zero leave
+// it stale: bitwise at windows aligned as the Trainer's tensors are (cuBLAS
+// picks its kernels by alignment too), to rounding at an unaligned one.
 func TestKeepBF16(t *testing.T) {
 	be := open(t)
 	if err := be.SetMatmul("bf16"); err != nil {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(7, 8))
-	const N, C, OC = 33, 64, 40
+	const N, C, OC, pad = 33, 64, 40, 128
 	vals := func(n int) []float32 {
 		x := make([]float32, n)
 		for i := range x {
@@ -383,7 +384,7 @@ func TestKeepBF16(t *testing.T) {
 		be.Upload(b, x)
 		return b
 	}
-	w := vals(3 + 2*OC*C)
+	w := vals(pad + 2*OC*C)
 	kept, plain := up(w), up(w) // the same weights, one of them kept in bf16
 	if err := be.KeepBF16(be.Slice(kept, 0, 5)); err == nil {
 		t.Error("KeepBF16 of a window: no error")
@@ -395,7 +396,7 @@ func TestKeepBF16(t *testing.T) {
 	g, m1, v1, m2, v2 := up(vals(len(w))), up(make([]float32, len(w))), up(make([]float32, len(w))), up(make([]float32, len(w))), up(make([]float32, len(w)))
 	check := func(stage string) {
 		t.Helper()
-		for _, off := range []int{3, 3 + OC*C} { // 3: unaligned
+		for _, off := range []int{pad, pad + OC*C, 3} {
 			res := [2][]float32{}
 			for i, wb := range []gpu.Buf{kept, plain} {
 				ob, _ := be.Alloc(N * OC)
@@ -413,14 +414,18 @@ func TestKeepBF16(t *testing.T) {
 				be.Free(ob)
 				be.Free(dib)
 			}
-			if !slices.Equal(res[0], res[1]) {
-				t.Errorf("%s, window at %d: products with the kept bf16 copy differ from converting the weights", stage, off)
+			if off%pad == 0 {
+				if !slices.Equal(res[0], res[1]) {
+					t.Errorf("%s, window at %d: products with the kept bf16 copy differ from converting the weights", stage, off)
+				}
+			} else if ok, msg := gputest.Close(res[0], widen(res[1]), 1e-5); !ok {
+				t.Errorf("%s, window at %d: kept bf16 copy vs converting: %s", stage, off, msg)
 			}
 		}
 	}
 	check("fresh")
 	for _, p := range []struct{ w, m, v gpu.Buf }{{kept, m1, v1}, {plain, m2, v2}} {
-		for _, win := range [][2]int{{0, 3}, {3, OC * C}, {3 + OC*C, OC * C}} {
+		for _, win := range [][2]int{{0, 3}, {3, pad - 3}, {pad, OC * C}, {pad + OC*C, OC * C}} {
 			sl := func(b gpu.Buf) gpu.Buf { return be.Slice(b, win[0], win[1]) }
 			be.AdamW(sl(p.w), sl(g), sl(p.m), sl(p.v), win[1], gpu.AdamWParams{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, GradScale: 1, Step: 1})
 		}
@@ -432,15 +437,15 @@ func TestKeepBF16(t *testing.T) {
 	check("after Upload")
 	src := up(vals(OC * C))
 	for _, b := range []gpu.Buf{kept, plain} {
-		be.Copy(be.Slice(b, 3, OC*C), src)
+		be.Copy(be.Slice(b, pad, OC*C), src)
 	}
 	check("after Copy")
 	for _, b := range []gpu.Buf{kept, plain} {
-		be.Axpy(be.Slice(b, 3+OC*C, OC*C), src, 0.5, OC*C)
+		be.Axpy(be.Slice(b, pad+OC*C, OC*C), src, 0.5, OC*C)
 	}
 	check("after Axpy")
 	for _, b := range []gpu.Buf{kept, plain} {
-		be.Zero(be.Slice(b, 3, OC*C))
+		be.Zero(be.Slice(b, pad, OC*C))
 	}
 	check("after Zero")
 	if err := be.Err(); err != nil {
@@ -511,5 +516,191 @@ func sameLogProbs(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence, tol
 				t.Errorf("sequence %d token %d: log-prob cpu %v cuda %v", i, j, lpc[i][j], lpg[i][j])
 			}
 		}
+	}
+}
+
+// TestFlashTC checks the tensor-core flash attention (SWERL_CUDA_ATTN=tc)
+// against a float64 forward (out and lse) and the float32 cuBLAS backward
+// (dq, dk, dv), within bf16's precision: partial tiles, GQA, every
+// supported head size class, and dv alone (dk to scratch).
+func TestFlashTC(t *testing.T) {
+	be := open(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	const tol = 3e-2
+	up := func(x []float32) gpu.Buf {
+		b, err := be.Alloc(max(len(x), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b
+	}
+	vals := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	down := func(b gpu.Buf, n int) []float32 {
+		x := make([]float32, n)
+		if err := be.Download(x, b); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	expect := func(t *testing.T, name string, got []float32, want []float64) {
+		t.Helper()
+		if ok, msg := gputest.Close(got, want, tol); !ok {
+			t.Errorf("%s: %s", name, msg)
+		}
+	}
+	for _, sh := range []struct{ B, T, NH, NKV, HS int }{
+		{1, 5, 2, 1, 32}, {1, 35, 2, 1, 32}, {2, 70, 4, 2, 64}, {1, 9, 4, 2, 16}, {1, 130, 14, 2, 64}, {1, 100, 4, 2, 128}, {1, 64, 3, 1, 96},
+	} {
+		B, T, NH, NKV, HS := sh.B, sh.T, sh.NH, sh.NKV, sh.HS
+		t.Run(fmt.Sprintf("B=%d,T=%d,NH=%d,NKV=%d,HS=%d", B, T, NH, NKV, HS), func(t *testing.T) {
+			nq, nkv := B*T*NH*HS, B*T*NKV*HS
+			q, k, v, dout := vals(nq), vals(nkv), vals(nkv), vals(nq)
+			qB, kB, vB, dB := up(q), up(k), up(v), up(dout)
+			// float64 reference forward.
+			scale := 1 / math.Sqrt(float64(HS))
+			wantOut, wantLSE := make([]float64, nq), make([]float64, B*NH*T)
+			for b := range B {
+				for h := range NH {
+					kh := h / (NH / NKV)
+					for i := range T {
+						s := make([]float64, i+1)
+						mx := math.Inf(-1)
+						for j := range s {
+							for c := range HS {
+								s[j] += float64(q[((b*T+i)*NH+h)*HS+c]) * float64(k[((b*T+j)*NKV+kh)*HS+c])
+							}
+							s[j] *= scale
+							mx = max(mx, s[j])
+						}
+						var z float64
+						for j := range s {
+							s[j] = math.Exp(s[j] - mx)
+							z += s[j]
+						}
+						wantLSE[(b*NH+h)*T+i] = mx + math.Log(z)
+						for j := range s {
+							for c := range HS {
+								wantOut[((b*T+i)*NH+h)*HS+c] += s[j] / z * float64(v[((b*T+j)*NKV+kh)*HS+c])
+							}
+						}
+					}
+				}
+			}
+			// The float32 cuBLAS backward.
+			if err := be.SetMatmul("f32"); err != nil {
+				t.Fatal(err)
+			}
+			if err := be.SetAttention("cublas"); err != nil {
+				t.Fatal(err)
+			}
+			out, att, datt := up(make([]float32, nq)), up(make([]float32, B*NH*T*T)), up(make([]float32, B*NH*T*T))
+			be.AttentionForward(out, att, qB, kB, vB, B, T, T, NH, NKV, HS)
+			dq, dk, dv := up(make([]float32, nq)), up(make([]float32, nkv)), up(make([]float32, nkv))
+			be.AttentionBackward(dq, dk, dv, datt, dB, qB, kB, vB, att, B, T, T, NH, NKV, HS)
+			widen := func(b gpu.Buf, n int) []float64 { return widen(down(b, n)) }
+			wdq, wdk, wdv := widen(dq, nq), widen(dk, nkv), widen(dv, nkv)
+
+			if err := be.SetAttention("tc"); err != nil {
+				t.Fatal(err)
+			}
+			if !be.FlashSupported(NH, NKV, HS) {
+				t.Fatalf("FlashSupported(%d, %d, %d) = false in tc mode", NH, NKV, HS)
+			}
+			fout, lse, delta := up(vals(nq)), up(vals(B*NH*T)), up(make([]float32, B*NH*T)) // garbage in: overwritten
+			be.AttentionForwardLSE(fout, lse, qB, kB, vB, B, T, NH, NKV, HS)
+			expect(t, "out", down(fout, nq), wantOut)
+			expect(t, "lse", down(lse, B*NH*T), wantLSE)
+			fdq, fdk, fdv := up(vals(nq)), up(vals(nkv)), up(vals(nkv))
+			base := [3][]float32{down(fdq, nq), down(fdk, nkv), down(fdv, nkv)} // backward adds to what is there
+			be.AttentionBackwardLSE(fdq, fdk, fdv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
+			for i, c := range []struct {
+				name string
+				got  gpu.Buf
+				want []float64
+			}{{"dq", fdq, wdq}, {"dk", fdk, wdk}, {"dv", fdv, wdv}} {
+				got := down(c.got, len(c.want))
+				for j := range got {
+					got[j] -= base[i][j]
+				}
+				expect(t, c.name, got, c.want)
+			}
+			odv := up(make([]float32, nkv))
+			be.AttentionBackwardLSE(nil, nil, odv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
+			expect(t, "dv alone", down(odv, nkv), wdv)
+			if err := be.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if be.FlashSupported(4, 2, 40) {
+		t.Error("tc mode accepts head size 40 (not a multiple of 16)")
+	}
+}
+
+// TestTrainerBF16 trains the tiny model on bf16 tensor cores (weights read
+// from the bf16 copy AdamW keeps), with the cuBLAS and the tensor-core
+// flash attention, beside the CPU's float32: losses, log-probs and weights
+// agree within bf16's precision after four steps.
+func TestTrainerBF16(t *testing.T) {
+	for _, attn := range []string{"cublas", "tc"} {
+		t.Run(attn, func(t *testing.T) {
+			t.Setenv("SWERL_CUDA_ATTN", attn)
+			t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+			cfg := gpu.TinyConfig()
+			cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 128, 2, 1
+			gbe := open(t)
+			cbe := cpu.New()
+			defer cbe.Close()
+			mc, err := gpu.NewModel(cfg, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mg, _ := gpu.NewModel(cfg, 3)
+			tc := gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-3}
+			trc, err := gpu.NewTrainer(mc, cbe, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trg, err := gpu.NewTrainer(mg, gbe, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := tinyBatch()
+			for step := range 4 {
+				a, err := trc.Step(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := trg.Step(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := math.Abs(a.Loss - b.Loss); d > 2e-2*(1+math.Abs(a.Loss)) {
+					t.Errorf("step %d: loss cpu %v cuda bf16 %v", step, a.Loss, b.Loss)
+				}
+			}
+			if err := trg.SyncHost(); err != nil {
+				t.Fatal(err)
+			}
+			var ref []float64
+			for _, tn := range mc.Tensors() {
+				ref = append(ref, widen(tn.Data)...)
+			}
+			var got []float32
+			for _, tn := range mg.Tensors() {
+				got = append(got, tn.Data...)
+			}
+			if ok, msg := gputest.Close(got, ref, 1e-2); !ok {
+				t.Errorf("weights after 4 steps: %s", msg)
+			}
+			sameLogProbs(t, trc, trg, batch, 5e-2)
+		})
 	}
 }

@@ -17,10 +17,16 @@ const flashTile = 32
 
 // FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=flash,
 // head sizes that are a multiple of 32, up to 128 (a lane keeps at most
-// four channels).
+// four channels); with SWERL_CUDA_ATTN=tc, multiples of 16 (the tensor
+// cores' tile) up to 128.
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
-	return be.attn == "flash" && HS > 0 && HS%32 == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
+	step := map[string]int{"flash": 32, "tc": 16}[be.attn]
+	return step > 0 && HS > 0 && HS%step == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
 }
+
+// tcThreads is a tensor-core flash block (TCW warps in kernels.cu); each
+// block owns 64 rows or keys.
+const tcThreads = 128
 
 func (be *Backend) flashShapes(op string, B, T, NH, NKV, HS int) bool {
 	if be.error() == nil && (B < 0 || T < 0 || !be.FlashSupported(NH, NKV, HS)) {
@@ -40,6 +46,12 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	}
 	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
+	if be.attn == "tc" {
+		be.post(func() {
+			be.launchDims("flash_tc_fwd", B*NH*((T+63)/64), 1, tcThreads, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale)
+		})
+		return
+	}
 	be.post(func() { be.launch("flash_fwd", B*NH*tiles, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale) })
 }
 
@@ -62,24 +74,40 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	be.post(func() {
 		be.launch("flash_delta", be.gridFor(B*T*NH*32), dl, do, o, B, T, NH, HS)
+		if be.attn == "tc" {
+			tiles := B * NH * ((T + 63) / 64)
+			if dq != nil {
+				be.launchDims("flash_tc_dq", tiles, 1, tcThreads, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+			}
+			if dk != nil || dv != nil {
+				dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
+				be.launchDims("flash_tc_dkv", tiles, 1, tcThreads, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+			}
+			return
+		}
 		if dq != nil {
 			be.launch("flash_bwd_dq", B*NH*tiles, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 		}
 		if dk != nil || dv != nil {
-			// The kernel writes both; a missing one goes to scratch.
-			dkp, dvp := dkd, dvd
-			if dkp == nil || dvp == nil {
-				s := be.flashScratch(op, B*T*NKV*HS)
-				if dkp == nil {
-					dkp = s
-				}
-				if dvp == nil {
-					dvp = s
-				}
-			}
+			dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
 			be.launch("flash_bwd_dkv", B*NH*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 		}
 	})
+}
+
+// flashOutputs returns dk and dv for a kernel that writes both, a
+// missing one replaced by scratch of n floats (driver thread).
+func (be *Backend) flashOutputs(op string, dk, dv *buf, n int) (*buf, *buf) {
+	if dk == nil || dv == nil {
+		s := be.flashScratch(op, n)
+		if dk == nil {
+			dk = s
+		}
+		if dv == nil {
+			dv = s
+		}
+	}
+	return dk, dv
 }
 
 // flashScratch returns a device buffer of at least n floats (driver thread).

@@ -3,6 +3,7 @@
 // extern "C" so that its name survives into the PTX. Shapes and semantics are
 // those of gpu.Backend (gpu/backend.go): backward kernels accumulate (+=).
 #include <cuda_bf16.h>
+#include <mma.h>
 
 #define BLOCK 256
 
@@ -339,15 +340,51 @@ __global__ void attn_bwd_qk(float* dq, float* dk, const float* datt, const float
     }
 }
 
+// aligned16 reports whether every pointer given (null ones pass) allows
+// float4 access.
+__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d = 0, const void* e = 0) {
+    return (((unsigned long)a | (unsigned long)b | (unsigned long)c | (unsigned long)d | (unsigned long)e) & 15) == 0;
+}
+
+__device__ __forceinline__ float swiglu1(float x, float u) { return x / (1.f + expf(-x)) * u; }
+
+// swiglu_fwd: out = silu(gate) * up, four elements at a time where aligned.
 __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-        float x = gate[i];
-        out[i] = x / (1.f + expf(-x)) * up[i];
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if (aligned16(out, gate, up)) {
+        for (long i = t; i < n / 4; i += stride) {
+            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            ((float4*)out)[i] = make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
+        }
+        i0 = n / 4 * 4;
     }
+    for (long i = i0 + t; i < n; i += stride) out[i] = swiglu1(gate[i], up[i]);
+}
+
+// swiglu_bwd1 adds element i's gradients: dup += dout silu(x), dgate +=
+// dout up silu'(x).
+__device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float x, float u) {
+    float sig = 1.f / (1.f + expf(-x));
+    du += d * x * sig;
+    dg += d * u * sig * (1.f + x * (1.f - sig));
 }
 
 __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if (dgate && dup && aligned16(dgate, dup, dout, gate, up)) {
+        for (long i = t; i < n / 4; i += stride) {
+            float4 dg = ((float4*)dgate)[i], du = ((float4*)dup)[i], d = ((const float4*)dout)[i];
+            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            swiglu_bwd1(dg.x, du.x, d.x, g.x, u.x);
+            swiglu_bwd1(dg.y, du.y, d.y, g.y, u.y);
+            swiglu_bwd1(dg.z, du.z, d.z, g.z, u.z);
+            swiglu_bwd1(dg.w, du.w, d.w, g.w, u.w);
+            ((float4*)dgate)[i] = dg;
+            ((float4*)dup)[i] = du;
+        }
+        i0 = n / 4 * 4;
+    }
+    for (long i = i0 + t; i < n; i += stride) {
         float x = gate[i];
         float sig = 1.f / (1.f + expf(-x));
         if (dup) dup[i] += dout[i] * x * sig;
@@ -356,15 +393,41 @@ __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const fl
 }
 
 // logprob_fwd: one block per row.
+// lseAdd adds exp(x) to the running sum s, kept relative to the running
+// max m; -inf adds nothing and NaN makes the sum NaN (as the two-pass sum
+// did).
+__device__ __forceinline__ void lseAdd(float& m, float& s, float x) {
+    if (x > m) {
+        s = s * expf(m - x) + 1.f;
+        m = x;
+    } else if (x != x) {
+        s = x;
+    } else if (x > -INFINITY) {
+        s += expf(x - m);
+    }
+}
+
+// logprob_fwd: one block per row, one pass over it: each thread keeps a
+// running max and its sum of exponentials (rescaled as the max grows),
+// then the block combines them.
 __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const int* targets, int N, int V) {
     int n = blockIdx.x;
     const float* row = logits + (long)n * V;
-    float mx = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, row[v]);
-    mx = blockMax(mx);
-    float s = 0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(row[v] - mx);
-    s = blockSum(s);
+    float m = -INFINITY, s = 0.f;
+    int v0 = 0;
+    if ((((unsigned long)row) & 15) == 0) {
+        for (int v = threadIdx.x; v < V / 4; v += blockDim.x) {
+            float4 x = ((const float4*)row)[v];
+            lseAdd(m, s, x.x);
+            lseAdd(m, s, x.y);
+            lseAdd(m, s, x.z);
+            lseAdd(m, s, x.w);
+        }
+        v0 = V / 4 * 4;
+    }
+    for (int v = v0 + threadIdx.x; v < V; v += blockDim.x) lseAdd(m, s, row[v]);
+    float mx = blockMax(m);
+    s = blockSum(m == -INFINITY ? 0.f : s * expf(m - mx));
     if (threadIdx.x == 0) {
         float l = mx + logf(s);
         lse[n] = l;
@@ -790,5 +853,357 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
                 atomicAdd(dv + o + lane + 32 * t, av[r][t]);
             }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Tensor-core flash attention (SWERL_CUDA_ATTN=tc): the kernels above, with
+// the tile products on bf16 tensor cores (WMMA 16x16x16, float32
+// accumulation) instead of float32 lanes. A block is TCW warps; a warp owns
+// 16 query rows (forward, dq) or 16 keys (dk, dv) of the block's 64 and
+// walks tiles of TCK keys (or query rows) staged in shared memory as bf16.
+// Scores, probabilities and softmax statistics stay float32; P and dS are
+// rounded to bf16 for their products, as FlashAttention-2 does. HS is a
+// multiple of 16, at most 128. The fragments' element layout is opaque, so
+// per-row work goes through a per-warp float32 tile in shared memory.
+
+#define TCW 4
+#define TCK 32
+#define TCMAXF 8
+
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcA;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcB;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> TcBt; // X^T of a row-major X
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> TcC;
+
+// tcLoad copies rows first..first+rows-1 of head `head` of a [B,T,heads,HS]
+// float32 tensor (batch bi) into dst as bf16 rows of stride ld, zeros past
+// T; threads tid of n share the work.
+__device__ void tcLoad(__nv_bfloat16* dst, int ld, const float* src, int bi, int head, int heads, int first, int rows,
+                       int T, int HS, int tid, int n) {
+    for (int e = tid; e < rows * HS; e += n) {
+        int j = e / HS, c = e % HS, row = first + j;
+        float x = row < T ? src[(((long)bi * T + row) * heads + head) * HS + c] : 0.f;
+        dst[j * ld + c] = __float2bfloat16(x);
+    }
+}
+
+// tcTile is a block's place: 64-row tile `tile` of (b, h), kv head kh, the
+// warp's first row r0 and the lane's row (r0 + lane/2) and half (lane&1:
+// which 16 of a TCK-wide row the lane handles).
+struct TcTile {
+    int tile, b, h, kh, warp, lane, r0, row, myr, half, nf, ld;
+    __device__ TcTile(int T, int NH, int NKV, int HS) {
+        int tiles = (T + 63) / 64;
+        tile = blockIdx.x % tiles;
+        int bh = blockIdx.x / tiles;
+        b = bh / NH;
+        h = bh % NH;
+        kh = h / (NH / NKV);
+        warp = threadIdx.x >> 5;
+        lane = threadIdx.x & 31;
+        r0 = tile * 64 + warp * 16;
+        myr = lane >> 1;
+        half = lane & 1;
+        row = r0 + myr;
+        nf = HS / 16;
+        ld = HS + 8; // bf16 elements: a 16-row step is 32*ld bytes, 32-byte aligned
+    }
+};
+
+// tcStore writes (add=false) or adds (add=true) the warp's 16 x HS
+// accumulators into rows r0.. of head `head` of a [B,T,heads,HS] tensor,
+// through the warp's float32 tile st (16x16); rows at or past T are
+// skipped. atomic adds with atomicAdd (other blocks add to the same rows).
+__device__ __forceinline__ void tcStore(float* dst, TcC (&acc)[TCMAXF], float* st, const TcTile& t, int heads, int head,
+                                        int T, int HS, float div, bool add, bool atomic) {
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++) {
+        if (f >= t.nf) break;
+        __syncwarp();
+        nvcuda::wmma::store_matrix_sync(st, acc[f], 16, nvcuda::wmma::mem_row_major);
+        __syncwarp();
+        if (t.row < T) {
+            float* o = dst + (((long)t.b * T + t.row) * heads + head) * HS + f * 16 + t.half * 8;
+            const float* x = st + t.myr * 16 + t.half * 8;
+            for (int j = 0; j < 8; j++) {
+                float y = x[j] / div;
+                if (atomic) atomicAdd(o + j, y);
+                else if (add) o[j] += y;
+                else o[j] = y;
+            }
+        }
+    }
+}
+
+// flash_tc_fwd: one block per (b, h, 64 query rows).
+__global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse, const float* q, const float* k,
+                                                          const float* v, int B, int T, int NH, int NKV, int HS, float scale) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 kv[2 * TCK * (128 + 8)]; // K, V tiles; first the Q tile (64 rows)
+    __shared__ __align__(32) float sc[TCW][16 * TCK];                // the warp's scores; O staging
+    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * TCK];        // the warp's probabilities
+    TcTile t(T, NH, NKV, HS);
+    int ld = t.ld, q0 = t.tile * 64;
+    tcLoad(kv, ld, q, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+    TcA qf[TCMAXF];
+    TcC acc[TCMAXF];
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) {
+            wmma::load_matrix_sync(qf[f], kv + t.warp * 16 * ld + f * 16, ld);
+            wmma::fill_fragment(acc[f], 0.f);
+        }
+    float m = -INFINITY, l = 0.f;
+    __nv_bfloat16 *ks = kv, *vs = kv + TCK * ld;
+    float* st = sc[t.warp];
+    int ktiles = min(q0 + 63, T - 1) / TCK + 1;
+    for (int jt = 0; jt < ktiles; jt++) {
+        int k0 = jt * TCK;
+        __syncthreads();
+        tcLoad(ks, ld, k, t.b, t.kh, NKV, k0, TCK, T, HS, threadIdx.x, blockDim.x);
+        tcLoad(vs, ld, v, t.b, t.kh, NKV, k0, TCK, T, HS, threadIdx.x, blockDim.x);
+        __syncthreads();
+        if (k0 > t.r0 + 15 || t.r0 >= T) continue; // every key after the warp's rows
+#pragma unroll
+        for (int n = 0; n < TCK / 16; n++) {
+            TcC s;
+            wmma::fill_fragment(s, 0.f);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcBt kf;
+                    wmma::load_matrix_sync(kf, ks + n * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(s, qf[f], kf, s);
+                }
+            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
+        }
+        __syncwarp();
+        // Online softmax over the lane's 16 keys; the lane pair shares a row.
+        float sv[16], mx = -INFINITY;
+        const float* srow = st + t.myr * TCK + t.half * 16;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int key = k0 + t.half * 16 + j;
+            sv[j] = key <= t.row && t.row < T ? srow[j] * scale : -INFINITY;
+            mx = fmaxf(mx, sv[j]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        float mn = fmaxf(m, mx);
+        float corr = mn == -INFINITY ? 1.f : __expf(m - mn);
+        float ps = 0.f;
+        __nv_bfloat16* prow = pb[t.warp] + t.myr * TCK + t.half * 16;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float p = sv[j] == -INFINITY ? 0.f : __expf(sv[j] - mn);
+            ps += p;
+            prow[j] = __float2bfloat16(p);
+        }
+        ps += __shfl_xor_sync(0xffffffff, ps, 1);
+        l = l * corr + ps;
+        m = mn;
+        __syncwarp();
+        if (!__all_sync(0xffffffff, corr == 1.f)) {
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    wmma::store_matrix_sync(st, acc[f], 16, wmma::mem_row_major);
+                    __syncwarp();
+                    for (int j = 0; j < 8; j++) st[t.myr * 16 + t.half * 8 + j] *= corr;
+                    __syncwarp();
+                    wmma::load_matrix_sync(acc[f], st, 16, wmma::mem_row_major);
+                    __syncwarp();
+                }
+        }
+#pragma unroll
+        for (int kk = 0; kk < TCK / 16; kk++) {
+            TcA pf;
+            wmma::load_matrix_sync(pf, pb[t.warp] + kk * 16, TCK);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcB vf;
+                    wmma::load_matrix_sync(vf, vs + kk * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(acc[f], pf, vf, acc[f]);
+                }
+        }
+    }
+    tcStore(out, acc, st, t, NH, t.h, T, HS, l, false, false);
+    if (t.row < T && t.half == 0) lse[((long)t.b * NH + t.h) * T + t.row] = m + logf(l);
+}
+
+// flash_tc_dq: one block per (b, h, 64 query rows): dq += dS k with
+// dS = P (dP - delta) scale, P = exp(s scale - lse), dP = dout v^T.
+__global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* dout, const float* q, const float* k,
+                                                         const float* v, const float* lse, const float* delta, int B, int T,
+                                                         int NH, int NKV, int HS, float scale) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 kv[2 * TCK * (128 + 8)];
+    __shared__ __align__(32) float sc[TCW][16 * TCK];
+    __shared__ __align__(32) float sd[TCW][16 * TCK];
+    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * TCK];
+    TcTile t(T, NH, NKV, HS);
+    int ld = t.ld, q0 = t.tile * 64;
+    TcA qf[TCMAXF], of[TCMAXF];
+    TcC acc[TCMAXF];
+    tcLoad(kv, ld, q, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) {
+            wmma::load_matrix_sync(qf[f], kv + t.warp * 16 * ld + f * 16, ld);
+            wmma::fill_fragment(acc[f], 0.f);
+        }
+    __syncthreads();
+    tcLoad(kv, ld, dout, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) wmma::load_matrix_sync(of[f], kv + t.warp * 16 * ld + f * 16, ld);
+    long rl = ((long)t.b * NH + t.h) * T + t.row;
+    float lrow = t.row < T ? lse[rl] : 0.f, drow = t.row < T ? delta[rl] : 0.f;
+    __nv_bfloat16 *ks = kv, *vs = kv + TCK * ld;
+    float *st = sc[t.warp], *sdp = sd[t.warp];
+    int ktiles = min(q0 + 63, T - 1) / TCK + 1;
+    for (int jt = 0; jt < ktiles; jt++) {
+        int k0 = jt * TCK;
+        __syncthreads();
+        tcLoad(ks, ld, k, t.b, t.kh, NKV, k0, TCK, T, HS, threadIdx.x, blockDim.x);
+        tcLoad(vs, ld, v, t.b, t.kh, NKV, k0, TCK, T, HS, threadIdx.x, blockDim.x);
+        __syncthreads();
+        if (k0 > t.r0 + 15 || t.r0 >= T) continue;
+#pragma unroll
+        for (int n = 0; n < TCK / 16; n++) {
+            TcC s, dp;
+            wmma::fill_fragment(s, 0.f);
+            wmma::fill_fragment(dp, 0.f);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcBt kf, vf;
+                    wmma::load_matrix_sync(kf, ks + n * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(s, qf[f], kf, s);
+                    wmma::load_matrix_sync(vf, vs + n * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(dp, of[f], vf, dp);
+                }
+            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
+            wmma::store_matrix_sync(sdp + n * 16, dp, TCK, wmma::mem_row_major);
+        }
+        __syncwarp();
+        __nv_bfloat16* prow = pb[t.warp] + t.myr * TCK + t.half * 16;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int key = k0 + t.half * 16 + j, e = t.myr * TCK + t.half * 16 + j;
+            float p = key <= t.row && t.row < T ? __expf(st[e] * scale - lrow) : 0.f;
+            prow[j] = __float2bfloat16(p * (sdp[e] - drow) * scale);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int kk = 0; kk < TCK / 16; kk++) {
+            TcA df;
+            wmma::load_matrix_sync(df, pb[t.warp] + kk * 16, TCK);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcB kf;
+                    wmma::load_matrix_sync(kf, ks + kk * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(acc[f], df, kf, acc[f]);
+                }
+        }
+    }
+    tcStore(dq, acc, st, t, NH, t.h, T, HS, 1.f, true, false);
+}
+
+// flash_tc_dkv: one block per (b, query head h, 64 keys), looping over the
+// query tiles that can see them: dv += P^T dout, dk += dS^T q for h's kv
+// head. The query heads of a group add into the same rows, so the block's
+// sums go in with atomicAdd at the end.
+__global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, const float* dout, const float* q,
+                                                          const float* k, const float* v, const float* lse, const float* delta,
+                                                          int B, int T, int NH, int NKV, int HS, float scale) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 qd[2 * TCK * (128 + 8)]; // q, dout tiles; first the K, V tiles (64 rows)
+    __shared__ __align__(32) float sc[TCW][16 * TCK];
+    __shared__ __align__(32) float sd[TCW][16 * TCK];
+    __shared__ __align__(32) __nv_bfloat16 pt[TCW][16 * TCK];
+    __shared__ __align__(32) __nv_bfloat16 dt[TCW][16 * TCK];
+    __shared__ float lrow[TCK], drow[TCK];
+    TcTile t(T, NH, NKV, HS); // rows are keys here
+    int ld = t.ld, k0 = t.tile * 64, key = t.row;
+    TcA kf[TCMAXF], vf[TCMAXF];
+    TcC ak[TCMAXF], av[TCMAXF];
+    tcLoad(qd, ld, k, t.b, t.kh, NKV, k0, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) {
+            wmma::load_matrix_sync(kf[f], qd + t.warp * 16 * ld + f * 16, ld);
+            wmma::fill_fragment(ak[f], 0.f);
+            wmma::fill_fragment(av[f], 0.f);
+        }
+    __syncthreads();
+    tcLoad(qd, ld, v, t.b, t.kh, NKV, k0, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) wmma::load_matrix_sync(vf[f], qd + t.warp * 16 * ld + f * 16, ld);
+    __nv_bfloat16 *qs = qd, *os = qd + TCK * ld;
+    float *st = sc[t.warp], *sdp = sd[t.warp];
+    for (int i0 = k0; i0 < T; i0 += TCK) {
+        __syncthreads();
+        tcLoad(qs, ld, q, t.b, t.h, NH, i0, TCK, T, HS, threadIdx.x, blockDim.x);
+        tcLoad(os, ld, dout, t.b, t.h, NH, i0, TCK, T, HS, threadIdx.x, blockDim.x);
+        if (threadIdx.x < TCK) {
+            int r = i0 + threadIdx.x;
+            long o = ((long)t.b * NH + t.h) * T + r;
+            lrow[threadIdx.x] = r < T ? lse[o] : 0.f;
+            drow[threadIdx.x] = r < T ? delta[o] : 0.f;
+        }
+        __syncthreads();
+        if (i0 + TCK - 1 < t.r0 || t.r0 >= T) continue; // every row of the tile before the warp's keys
+#pragma unroll
+        for (int n = 0; n < TCK / 16; n++) {
+            TcC s, dp;
+            wmma::fill_fragment(s, 0.f);
+            wmma::fill_fragment(dp, 0.f);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcBt qf, of;
+                    wmma::load_matrix_sync(qf, qs + n * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(s, kf[f], qf, s);
+                    wmma::load_matrix_sync(of, os + n * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(dp, vf[f], of, dp);
+                }
+            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
+            wmma::store_matrix_sync(sdp + n * 16, dp, TCK, wmma::mem_row_major);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int c = t.half * 16 + j, r = i0 + c, e = t.myr * TCK + c;
+            float p = key < T && r < T && key <= r ? __expf(st[e] * scale - lrow[c]) : 0.f;
+            pt[t.warp][e] = __float2bfloat16(p);
+            dt[t.warp][e] = __float2bfloat16(p * (sdp[e] - drow[c]) * scale);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int kk = 0; kk < TCK / 16; kk++) {
+            TcA pf, df;
+            wmma::load_matrix_sync(pf, pt[t.warp] + kk * 16, TCK);
+            wmma::load_matrix_sync(df, dt[t.warp] + kk * 16, TCK);
+#pragma unroll
+            for (int f = 0; f < TCMAXF; f++)
+                if (f < t.nf) {
+                    TcB of, qf;
+                    wmma::load_matrix_sync(of, os + kk * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(av[f], pf, of, av[f]);
+                    wmma::load_matrix_sync(qf, qs + kk * 16 * ld + f * 16, ld);
+                    wmma::mma_sync(ak[f], df, qf, ak[f]);
+                }
+        }
+    }
+    tcStore(dv, av, st, t, NKV, t.kh, T, HS, 1.f, true, true);
+    tcStore(dk, ak, st, t, NKV, t.kh, T, HS, 1.f, true, true);
 }
 } // extern "C"
