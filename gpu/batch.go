@@ -491,13 +491,27 @@ func (s *BatchSampler) forward() error {
 	// the LM head over those rows only.
 	B := 0
 	for _, q := range s.active {
+		if s.fresh(q) > 0 {
+			B++
+		}
+	}
+	last, inPlace := s.last, B == N
+	if inPlace {
+		// A decoding step (one fresh row a sequence): the rows are
+		// already in place, in order.
+		last = rows(s.x, 0, N, d.C)
+	}
+	B = 0
+	for _, q := range s.active {
 		if T := s.fresh(q); T > 0 {
-			be.Copy(rows(s.last, B, 1, d.C), rows(s.x, q.row+T-1, 1, d.C))
+			if !inPlace {
+				be.Copy(rows(s.last, B, 1, d.C), rows(s.x, q.row+T-1, 1, d.C))
+			}
 			q.row = B
 			B++
 		}
 	}
-	be.RMSNormForward(s.lastLn, s.lastRstd, s.last, s.params.Norm, B, d.C, d.eps)
+	be.RMSNormForward(s.lastLn, s.lastRstd, last, s.params.Norm, B, d.C, d.eps)
 	s.matmul(s.logits, s.lastLn, s.params.LMHead, s.packed.LMHead, nil, B, d.C, d.V)
 	if err := s.fetchLogits(B); err != nil {
 		return err

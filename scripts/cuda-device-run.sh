@@ -15,7 +15,7 @@
 #   bench-base.log     with base.test beside cuda.test (a build of the
 #                      baseline), the same benchmarks (BASE_PAT narrows
 #                      them) with it, then again with cuda.test
-#                      (bench-again.log)
+#                      (bench-again.log; AGAIN=0 skips it)
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps and of batch-64 decoding
@@ -50,7 +50,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 		# The baseline binary beside this one, then this one again: each
 		# ratio is measured side by side on one card.
 		BIN=base.test b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-base.log"
-		b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
+		[ "${AGAIN:-1}" = 1 ] && b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
 	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16$}" >"$out/profile.log" 2>&1

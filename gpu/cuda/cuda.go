@@ -82,12 +82,19 @@ type Backend struct {
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
 	naiveAttn bool
-	flashTmp  *buf                    // scratch of a flash backward asked for only one of dk, dv
-	gqaTmp    *buf                    // per-query-head dK or dV of the cuBLAS attention backward
-	pickBuf   *buf                    // PickGreedy's tokens and log-probs
-	half16    [2]alloc                // bf16 operand scratch of the bf16 matmul mode
-	ints      map[string]*intSlot     // device copies of the ragged ops' row indices
-	ptrs      map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
+	flashTmp  *buf     // scratch of a flash backward asked for only one of dk, dv
+	gqaTmp    *buf     // per-query-head dK or dV of the cuBLAS attention backward
+	pickBuf   *buf     // PickGreedy's tokens and log-probs
+	half16    [2]alloc // bf16 operand scratch of the bf16 matmul mode
+	// ops counts the ops run on the driver thread; halfOf records what
+	// each bf16 scratch slot holds and mm the last matrix product op's
+	// outputs, so that consecutive products of one input (q, k and v of
+	// a layer; gate and up) convert it once (see half).
+	ops    uint64
+	halfOf [2]halfMemo
+	mm     mmOutputs
+	ints   map[string]*intSlot     // device copies of the ragged ops' row indices
+	ptrs   map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 	// kprof times each kernel on the GPU when SWERL_CUDA_PROFILE=kernels.
@@ -202,7 +209,7 @@ func (be *Backend) post(f func()) {
 		be.timed(f)
 		return
 	}
-	be.q <- f
+	be.q <- func() { be.ops++; f() }
 }
 
 // do runs f on the driver thread and waits for it (and everything queued
@@ -213,7 +220,7 @@ func (be *Backend) do(f func()) {
 		return
 	}
 	ch := make(chan struct{})
-	be.q <- func() { f(); close(ch) }
+	be.q <- func() { be.ops++; f(); close(ch) }
 	<-ch
 }
 
@@ -225,7 +232,7 @@ func (be *Backend) timed(f func()) {
 	name := runtime.FuncForPC(pc).Name()
 	name = name[strings.LastIndex(name, ".")+1:]
 	start := time.Now()
-	be.q <- func() { f(); _ = cu.Synchronize(); close(ch) }
+	be.q <- func() { be.ops++; f(); _ = cu.Synchronize(); close(ch) }
 	<-ch
 	be.prof[name] += time.Since(start)
 }
@@ -291,11 +298,53 @@ func (be *Backend) SetAttention(mode string) error {
 	return nil
 }
 
+// halfMemo is what a bf16 scratch slot holds: n floats of src as the
+// driver thread's op number op converted them (or last used them).
+type halfMemo struct {
+	src cu.DevicePtr
+	n   int
+	op  uint64
+}
+
+// mmOutputs are the device ranges [lo, hi) a matrix product op wrote, and
+// the op's number.
+type mmOutputs struct {
+	op     uint64
+	ranges [3][2]cu.DevicePtr
+}
+
+// wroteProducts records, at the end of a matrix product op, the buffers
+// it wrote (nil ones skipped), for half's reuse check (driver thread).
+func (be *Backend) wroteProducts(outs ...*buf) {
+	be.mm = mmOutputs{op: be.ops}
+	for i, o := range outs {
+		if o != nil && i < len(be.mm.ranges) {
+			be.mm.ranges[i] = [2]cu.DevicePtr{o.ptr(), o.ptr() + cu.DevicePtr(4*o.n)}
+		}
+	}
+}
+
 // half converts n floats at src into bf16 scratch slot (0 or 1), growing
-// it, and returns its address (driver thread).
+// it, and returns its address (driver thread). The conversion is skipped
+// when the slot already holds them: converted (or reused) by the op just
+// before this one, which was a matrix product that wrote nothing in
+// [src, src+4n).
 func (be *Backend) half(slot int, src cu.DevicePtr, n int) cu.DevicePtr {
 	if be.error() != nil {
 		return 0
+	}
+	m := &be.halfOf[slot]
+	if m.src == src && m.n == n && m.op+1 == be.ops && be.mm.op == m.op && be.half16[slot].n >= n {
+		fresh := true
+		for _, r := range be.mm.ranges {
+			if r[0] < src+cu.DevicePtr(4*n) && src < r[1] {
+				fresh = false
+			}
+		}
+		if fresh {
+			m.op = be.ops
+			return be.half16[slot].ptr
+		}
 	}
 	if be.half16[slot].n < n {
 		if be.half16[slot].ptr != 0 {
@@ -310,6 +359,7 @@ func (be *Backend) half(slot int, src cu.DevicePtr, n int) cu.DevicePtr {
 		be.half16[slot] = alloc{ptr: p, n: n}
 	}
 	be.launch("f32_to_bf16", be.gridFor(n), be.half16[slot].ptr, src, int64(n))
+	*m = halfMemo{src: src, n: n, op: be.ops}
 	return be.half16[slot].ptr
 }
 

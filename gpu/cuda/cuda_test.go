@@ -704,3 +704,145 @@ func TestTrainerBF16(t *testing.T) {
 		})
 	}
 }
+
+// TestHalfReuse: consecutive bf16 products of one input convert it once;
+// the products equal those with the chain broken by another op between
+// them (each converting anew), bitwise, and an input changed between two
+// products is converted again.
+func TestHalfReuse(t *testing.T) {
+	be := open(t)
+	if err := be.SetMatmul("bf16"); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	const N, C, OC = 19, 48, 32
+	up := func(n int) gpu.Buf {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		b, err := be.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b
+	}
+	x, w1, w2, w3, other, dout := up(N*C), up(OC*C), up(OC*C), up(OC*C), up(8), up(N*OC)
+	get := func(b gpu.Buf, n int) []float32 {
+		y := make([]float32, n)
+		if err := be.Download(y, b); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	run := func(broken bool) [][]float32 {
+		var outs [][]float32
+		gap := func() {
+			if broken {
+				be.Zero(other)
+			}
+		}
+		// Alloc is an op too: every buffer first.
+		o, dx, dw := make([]gpu.Buf, 3), make([]gpu.Buf, 3), make([]gpu.Buf, 3)
+		for i := range 3 {
+			o[i], _ = be.Alloc(N * OC)
+			dx[i], _ = be.Alloc(N * C)
+			dw[i], _ = be.Alloc(OC * C)
+		}
+		for i, w := range []gpu.Buf{w1, w2, w3} {
+			gap()
+			be.MatmulForward(o[i], x, w, nil, N, C, OC)
+		}
+		for i, w := range []gpu.Buf{w1, w2, w3} {
+			gap()
+			be.MatmulBackward(dx[i], dw[i], nil, dout, x, w, N, C, OC)
+		}
+		for i := range 3 {
+			outs = append(outs, get(o[i], N*OC), get(dx[i], N*C), get(dw[i], OC*C))
+		}
+		return outs
+	}
+	chained, broken := run(false), run(true)
+	for i := range chained {
+		if !slices.Equal(chained[i], broken[i]) {
+			t.Errorf("result %d: consecutive products differ from products converting anew", i)
+		}
+	}
+	// An input changed between two products is converted again.
+	o1, _ := be.Alloc(N * OC)
+	o2, _ := be.Alloc(N * OC)
+	be.MatmulForward(o1, x, w1, nil, N, C, OC)
+	be.Zero(x)
+	be.MatmulForward(o2, x, w1, nil, N, C, OC)
+	for i, v := range get(o2, N*OC) {
+		if v != 0 {
+			t.Fatalf("product of a zeroed input: element %d = %v, want 0 (a stale conversion reused)", i, v)
+		}
+	}
+}
+
+// TestAttentionBF16 checks the cuBLAS attention with bf16 operands (the
+// bf16 matmul mode) against the same ops in float32, within bf16's
+// precision: GQA and not, Tq < Tk, and the probabilities it keeps.
+func TestAttentionBF16(t *testing.T) {
+	be := open(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	up := func(n int) (gpu.Buf, []float32) {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		b, err := be.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.Upload(b, x)
+		return b, x
+	}
+	get := func(b gpu.Buf, n int) []float32 {
+		y := make([]float32, n)
+		if err := be.Download(y, b); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	for _, sh := range []struct{ B, Tq, Tk, NH, NKV, HS int }{
+		{2, 37, 37, 14, 2, 64}, {1, 9, 21, 4, 4, 32}, {3, 16, 16, 6, 3, 16}, {1, 130, 130, 4, 1, 128},
+	} {
+		B, Tq, Tk, NH, NKV, HS := sh.B, sh.Tq, sh.Tk, sh.NH, sh.NKV, sh.HS
+		t.Run(fmt.Sprintf("B=%d,Tq=%d,Tk=%d,NH=%d,NKV=%d,HS=%d", B, Tq, Tk, NH, NKV, HS), func(t *testing.T) {
+			nq, nkv, na := B*Tq*NH*HS, B*Tk*NKV*HS, B*NH*Tq*Tk
+			q, _ := up(nq)
+			k, _ := up(nkv)
+			v, _ := up(nkv)
+			dout, _ := up(nq)
+			run := func(mode string) [][]float32 {
+				if err := be.SetMatmul(mode); err != nil {
+					t.Fatal(err)
+				}
+				out, _ := up(nq)
+				att, _ := up(na)
+				datt, _ := up(na)
+				dq, dq0 := up(nq)
+				dk, dk0 := up(nkv)
+				dv, dv0 := up(nkv)
+				be.AttentionForward(out, att, q, k, v, B, Tq, Tk, NH, NKV, HS)
+				be.AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att, B, Tq, Tk, NH, NKV, HS)
+				res := [][]float32{get(out, nq), get(att, na), get(dq, nq), get(dk, nkv), get(dv, nkv)}
+				for i, base := range [][]float32{dq0, dk0, dv0} { // the backward adds
+					for j := range base {
+						res[2+i][j] -= base[j]
+					}
+				}
+				return res
+			}
+			want, got := run("f32"), run("bf16")
+			for i, name := range []string{"out", "att", "dq", "dk", "dv"} {
+				if ok, msg := gputest.Close(got[i], widen(want[i]), 2e-2); !ok {
+					t.Errorf("%s: %s", name, msg)
+				}
+			}
+		})
+	}
+}

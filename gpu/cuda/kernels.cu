@@ -869,6 +869,8 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
 #define TCW 4
 #define TCK 32
 #define TCMAXF 8
+#define STS (TCK + 4) // row stride of the float32 score tiles: 4-way, not 16-way, bank conflicts
+#define PTS (TCK + 8) // row stride of the bf16 probability tiles
 
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcA;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcB;
@@ -880,6 +882,30 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> TcC
 // T; threads tid of n share the work.
 __device__ void tcLoad(__nv_bfloat16* dst, int ld, const float* src, int bi, int head, int heads, int first, int rows,
                        int T, int HS, int tid, int n) {
+    if (((unsigned long)src & 15) == 0) {
+        // Four channels a load (rows start 16-byte aligned: HS % 16 ==
+        // 0), four loads in flight before their stores.
+        int q4 = HS / 4, total = rows * q4;
+        for (int e0 = tid; e0 < total; e0 += 4 * n) {
+            float4 x[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int e = e0 + u * n, j = e / q4, row = first + j;
+                x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (e < total && row < T) x[u] = *(const float4*)(src + (((long)bi * T + row) * heads + head) * HS + (e - j * q4) * 4);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int e = e0 + u * n, j = e / q4;
+                if (e < total) {
+                    __nv_bfloat162* d = (__nv_bfloat162*)(dst + j * ld + (e - j * q4) * 4);
+                    d[0] = __floats2bfloat162_rn(x[u].x, x[u].y);
+                    d[1] = __floats2bfloat162_rn(x[u].z, x[u].w);
+                }
+            }
+        }
+        return;
+    }
     for (int e = tid; e < rows * HS; e += n) {
         int j = e / HS, c = e % HS, row = first + j;
         float x = row < T ? src[(((long)bi * T + row) * heads + head) * HS + c] : 0.f;
@@ -940,8 +966,8 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse,
                                                           const float* v, int B, int T, int NH, int NKV, int HS, float scale) {
     using namespace nvcuda;
     __shared__ __align__(32) __nv_bfloat16 kv[2 * TCK * (128 + 8)]; // K, V tiles; first the Q tile (64 rows)
-    __shared__ __align__(32) float sc[TCW][16 * TCK];                // the warp's scores; O staging
-    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * TCK];        // the warp's probabilities
+    __shared__ __align__(32) float sc[TCW][16 * STS];                // the warp's scores; O staging
+    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * PTS];        // the warp's probabilities
     TcTile t(T, NH, NKV, HS);
     int ld = t.ld, q0 = t.tile * 64;
     tcLoad(kv, ld, q, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
@@ -976,12 +1002,12 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse,
                     wmma::load_matrix_sync(kf, ks + n * 16 * ld + f * 16, ld);
                     wmma::mma_sync(s, qf[f], kf, s);
                 }
-            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
+            wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
         }
         __syncwarp();
         // Online softmax over the lane's 16 keys; the lane pair shares a row.
         float sv[16], mx = -INFINITY;
-        const float* srow = st + t.myr * TCK + t.half * 16;
+        const float* srow = st + t.myr * STS + t.half * 16;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             int key = k0 + t.half * 16 + j;
@@ -992,7 +1018,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse,
         float mn = fmaxf(m, mx);
         float corr = mn == -INFINITY ? 1.f : __expf(m - mn);
         float ps = 0.f;
-        __nv_bfloat16* prow = pb[t.warp] + t.myr * TCK + t.half * 16;
+        __nv_bfloat16* prow = pb[t.warp] + t.myr * PTS + t.half * 16;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             float p = sv[j] == -INFINITY ? 0.f : __expf(sv[j] - mn);
@@ -1018,7 +1044,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse,
 #pragma unroll
         for (int kk = 0; kk < TCK / 16; kk++) {
             TcA pf;
-            wmma::load_matrix_sync(pf, pb[t.warp] + kk * 16, TCK);
+            wmma::load_matrix_sync(pf, pb[t.warp] + kk * 16, PTS);
 #pragma unroll
             for (int f = 0; f < TCMAXF; f++)
                 if (f < t.nf) {
@@ -1039,9 +1065,9 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
                                                          int NH, int NKV, int HS, float scale) {
     using namespace nvcuda;
     __shared__ __align__(32) __nv_bfloat16 kv[2 * TCK * (128 + 8)];
-    __shared__ __align__(32) float sc[TCW][16 * TCK];
-    __shared__ __align__(32) float sd[TCW][16 * TCK];
-    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * TCK];
+    __shared__ __align__(32) float sc[TCW][16 * STS];
+    __shared__ __align__(32) float sd[TCW][16 * STS];
+    __shared__ __align__(32) __nv_bfloat16 pb[TCW][16 * PTS];
     TcTile t(T, NH, NKV, HS);
     int ld = t.ld, q0 = t.tile * 64;
     TcA qf[TCMAXF], of[TCMAXF];
@@ -1086,14 +1112,14 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
                     wmma::load_matrix_sync(vf, vs + n * 16 * ld + f * 16, ld);
                     wmma::mma_sync(dp, of[f], vf, dp);
                 }
-            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
-            wmma::store_matrix_sync(sdp + n * 16, dp, TCK, wmma::mem_row_major);
+            wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
+            wmma::store_matrix_sync(sdp + n * 16, dp, STS, wmma::mem_row_major);
         }
         __syncwarp();
-        __nv_bfloat16* prow = pb[t.warp] + t.myr * TCK + t.half * 16;
+        __nv_bfloat16* prow = pb[t.warp] + t.myr * PTS + t.half * 16;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            int key = k0 + t.half * 16 + j, e = t.myr * TCK + t.half * 16 + j;
+            int key = k0 + t.half * 16 + j, e = t.myr * STS + t.half * 16 + j;
             float p = key <= t.row && t.row < T ? __expf(st[e] * scale - lrow) : 0.f;
             prow[j] = __float2bfloat16(p * (sdp[e] - drow) * scale);
         }
@@ -1101,7 +1127,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
 #pragma unroll
         for (int kk = 0; kk < TCK / 16; kk++) {
             TcA df;
-            wmma::load_matrix_sync(df, pb[t.warp] + kk * 16, TCK);
+            wmma::load_matrix_sync(df, pb[t.warp] + kk * 16, PTS);
 #pragma unroll
             for (int f = 0; f < TCMAXF; f++)
                 if (f < t.nf) {
@@ -1123,10 +1149,10 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
                                                           int B, int T, int NH, int NKV, int HS, float scale) {
     using namespace nvcuda;
     __shared__ __align__(32) __nv_bfloat16 qd[2 * TCK * (128 + 8)]; // q, dout tiles; first the K, V tiles (64 rows)
-    __shared__ __align__(32) float sc[TCW][16 * TCK];
-    __shared__ __align__(32) float sd[TCW][16 * TCK];
-    __shared__ __align__(32) __nv_bfloat16 pt[TCW][16 * TCK];
-    __shared__ __align__(32) __nv_bfloat16 dt[TCW][16 * TCK];
+    __shared__ __align__(32) float sc[TCW][16 * STS];
+    __shared__ __align__(32) float sd[TCW][16 * STS];
+    __shared__ __align__(32) __nv_bfloat16 pt[TCW][16 * PTS];
+    __shared__ __align__(32) __nv_bfloat16 dt[TCW][16 * PTS];
     __shared__ float lrow[TCK], drow[TCK];
     TcTile t(T, NH, NKV, HS); // rows are keys here
     int ld = t.ld, k0 = t.tile * 64, key = t.row;
@@ -1175,23 +1201,23 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
                     wmma::load_matrix_sync(of, os + n * 16 * ld + f * 16, ld);
                     wmma::mma_sync(dp, vf[f], of, dp);
                 }
-            wmma::store_matrix_sync(st + n * 16, s, TCK, wmma::mem_row_major);
-            wmma::store_matrix_sync(sdp + n * 16, dp, TCK, wmma::mem_row_major);
+            wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
+            wmma::store_matrix_sync(sdp + n * 16, dp, STS, wmma::mem_row_major);
         }
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            int c = t.half * 16 + j, r = i0 + c, e = t.myr * TCK + c;
+            int c = t.half * 16 + j, r = i0 + c, e = t.myr * STS + c, o = t.myr * PTS + c;
             float p = key < T && r < T && key <= r ? __expf(st[e] * scale - lrow[c]) : 0.f;
-            pt[t.warp][e] = __float2bfloat16(p);
-            dt[t.warp][e] = __float2bfloat16(p * (sdp[e] - drow[c]) * scale);
+            pt[t.warp][o] = __float2bfloat16(p);
+            dt[t.warp][o] = __float2bfloat16(p * (sdp[e] - drow[c]) * scale);
         }
         __syncwarp();
 #pragma unroll
         for (int kk = 0; kk < TCK / 16; kk++) {
             TcA pf, df;
-            wmma::load_matrix_sync(pf, pt[t.warp] + kk * 16, TCK);
-            wmma::load_matrix_sync(df, dt[t.warp] + kk * 16, TCK);
+            wmma::load_matrix_sync(pf, pt[t.warp] + kk * 16, PTS);
+            wmma::load_matrix_sync(df, dt[t.warp] + kk * 16, PTS);
 #pragma unroll
             for (int f = 0; f < TCMAXF; f++)
                 if (f < t.nf) {

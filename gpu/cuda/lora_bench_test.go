@@ -20,8 +20,9 @@ func config7B() gpu.Config {
 
 // BenchmarkLoRAStep7B times one LoRA GRPO step (rank 16, every linear
 // module) of a Qwen2.5-7B-shaped model (zero weights: the time and the
-// memory do not depend on the values) with flash attention, with and
-// without activation checkpointing (ckpt), and reports tokens/s and the
+// memory do not depend on the values), with and without activation
+// checkpointing (ckpt), with the tensor-core (tc) or the float32 (flash)
+// flash kernels, and reports tokens/s and the
 // device memory in use after the step (the trainer allocates its buffers
 // up front, so this is its peak, cuBLAS workspace aside) in GB.
 func BenchmarkLoRAStep7B(b *testing.B) {
@@ -33,8 +34,9 @@ func BenchmarkLoRAStep7B(b *testing.B) {
 	for _, sh := range []struct {
 		B, T int
 		ckpt bool
-	}{{1, 2048, false}, {4, 2048, false}, {4, 2048, true}, {8, 2048, true}} {
-		name := fmt.Sprintf("B=%d,T=%d", sh.B, sh.T)
+		attn string
+	}{{4, 2048, true, "tc"}, {4, 2048, true, "flash"}, {8, 2048, true, "tc"}, {1, 2048, false, "tc"}, {4, 2048, false, "tc"}} {
+		name := fmt.Sprintf("%s/B=%d,T=%d", sh.attn, sh.B, sh.T)
 		if sh.ckpt {
 			name += ",ckpt"
 		}
@@ -43,7 +45,7 @@ func BenchmarkLoRAStep7B(b *testing.B) {
 			if err := g.SetMatmul("bf16"); err != nil {
 				b.Fatal(err)
 			}
-			if err := g.SetAttention("flash"); err != nil {
+			if err := g.SetAttention(sh.attn); err != nil {
 				b.Fatal(err)
 			}
 			a, err := gpu.NewLoRA(cfg, gpu.LoRAConfig{Rank: 16, Alpha: 32, Seed: 1})

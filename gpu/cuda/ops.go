@@ -155,6 +155,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			}
 			return
 		}
+		defer be.wroteProducts(o)
 		if be.blas.compute == computeFastBF {
 			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.half(1, x.ptr(), N*C), C, beta, o.ptr(), OC)
 			return
@@ -178,6 +179,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 		return
 	}
 	be.post(func() {
+		defer be.wroteProducts(di, dwt, db)
 		if be.blas.compute == computeFastBF {
 			// dout is converted once for both products.
 			do16 := be.half(1, do.ptr(), N*OC)

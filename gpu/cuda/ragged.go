@@ -180,6 +180,7 @@ func (be *Backend) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 		return
 	}
 	be.post(func() {
+		defer be.wroteProducts(o)
 		if be.blas.compute != computeFastBF {
 			be.fail(op, "weights packed in bf16, but the matmul mode changed since (SetWeights repacks)")
 			return
