@@ -13,34 +13,50 @@
 // Kernels are in kernels.cu, compiled by `go generate -tags cuda` (which
 // runs scripts/cuda-ptx.sh: nvcc from Debian's CUDA 11.8, see
 // scripts/cuda-env.sh) to one compute_80 PTX file, kernels.ptx, and
-// embedded; the driver JIT-compiles the PTX for the card at load. Matrix products go through cuBLAS (cublasGemmEx),
+// embedded; the driver JIT-compiles the PTX for the card at load. Matrix
+// products go through cuBLAS (cublasGemmEx),
 // loaded with dlopen at run time so that the binary asks for no particular
 // libcublas.so.N and runs against the machine's CUDA 12 or 13 libraries.
 //
 // Precision: buffers, master weights and AdamW state are float32. Matrix
 // products are exact float32 by default (which the gputest suite's
-// tolerances need); SWERL_CUDA_MATMUL=bf16 (or SetMatmul) converts the
-// linear layers' operands to bf16 and multiplies them on tensor cores with
-// float32 accumulation (a decoding sampler's weights are converted once,
-// through gpu.PackedMatmul), tf32 likewise. bf16 storage of activations
-// and of a frozen LoRA base is not done yet.
+// tolerances need); SWERL_CUDA_MATMUL=bf16 (or SetMatmul) multiplies the
+// linear layers on bf16 tensor cores with float32 accumulation, tf32
+// likewise. In bf16 the Trainer's weights are read from a bf16 copy that
+// AdamW writes as it updates them (gpu.BF16Weights), an input shared by
+// consecutive products (q, k, v; gate, up) is converted once, and a
+// decoding sampler's weights are packed once (gpu.PackedMatmul).
+// Activations stay float32, and a frozen LoRA base is held in float32
+// with its bf16 copy beside it (6 bytes a parameter, not 2).
 //
 // Attention: training uses cuBLAS batched products over every (batch,
 // head) in one call each and a softmax kernel over the [B,NH,T,T]
-// probabilities (SWERL_CUDA_ATTN=cublas, the default); =flash selects the
-// tiled kernels of gpu.FlashAttention, which keep only a log-sum-exp per
-// row (the memory of long sequences) but run on SIMT float32 and are
-// slower; =strided and =naive are the earlier paths, for comparison.
-// Decoding many sequences uses gpu.RaggedAttention: RoPE, the KV cache
-// write and attention for every row of a step in one launch each.
+// probabilities (SWERL_CUDA_ATTN=cublas, the default); =tc selects the
+// tensor-core flash kernels of gpu.FlashAttention (WMMA bf16 tiles, float32
+// softmax statistics, a log-sum-exp per row instead of the [B,NH,T,T]
+// matrices: the memory of long sequences, at the cuBLAS path's speed);
+// =flash the same tiling in SIMT float32 (exact, slower); =strided and
+// =naive are earlier paths, for comparison. Decoding many sequences uses
+// gpu.RaggedAttention (RoPE, the KV cache write and attention for every
+// row of a step in one launch each), and greedy steps pick on the device
+// (gpu.GreedyPicker: two numbers a row leave the GPU instead of the
+// vocabulary's logits).
 //
-// Measured (H200, runs 2-4 in results/): a GRPO step of the 0.5B shape in
-// bf16 takes 82.9 ms at B×T 8×512 (15.5% MFU, 49.4k tokens/s) and 212 ms
-// at 4×2048 (13.6%); the 35% target is not met. Decoding with the
-// BatchSampler: 198 tokens/s at batch 1, 2,763 at batch 64 (3,030 with
-// bf16 weights); the 10,000 target is not met. A Qwen2.5-7B-shaped LoRA
-// step with activation checkpointing (gpu.TrainConfig.Checkpoint) holds
-// 54.6 GB at 4×2048.
+// SWERL_CUDA_PROFILE=kernels times every kernel, cuBLAS call (named by
+// shape, with its TFLOP/s) and memory operation on the GPU's clock with
+// CUDA events, without synchronizing between ops; KernelProfile prints
+// the table and the GPU's busy share of the wall clock (=1 times each op
+// synchronized instead).
+//
+// Measured (H200, runs 7-10 in results/, each against the previous
+// binary in the same run): a GRPO step of the 0.5B shape in bf16 takes
+// 64.5 ms at B×T 8×512 (19.9% MFU, 63.5k tokens/s; 82.6 ms in run 7)
+// and 184.5 ms at 4×2048 (15.7%); the 35% target is not met. Greedy
+// decoding of 64 sequences with the BatchSampler in bf16: 12,942 tokens/s
+// (3,116 in run 8's baseline), over the 10,000 target. A
+// Qwen2.5-7B-shaped LoRA step with activation checkpointing
+// (gpu.TrainConfig.Checkpoint) and tc attention holds 69.1 GB at 4×2048
+// (7,011 tokens/s) and 91.2 GB at 8×2048.
 //
 // Measured runs on GPU machines (suite results, benchmark tables, MFU) are
 // in results/README.md with their raw logs; scripts/cuda-device-run.sh runs
