@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"swerl/gpu/learner"
+	"swerl/gpu/learner/learnertest"
 	"swerl/gpu/modeldir"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
@@ -88,11 +89,11 @@ func checkTrained(t *testing.T, out string, want []string, versions int) {
 	}
 }
 
-// writeSamples writes groups groups of G samples (interleavedSamples) as
+// writeSamples writes groups groups of G samples (learnertest.Interleaved) as
 // three Parquet files under dir and returns the ids.
 func writeSamples(t *testing.T, dir string, rng *rand.Rand, groups, G int) []string {
 	t.Helper()
-	rows, ids := interleavedSamples(rng, groups, G)
+	rows, ids := learnertest.Interleaved(rng, groups, G, 3*G, 5)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -104,36 +105,6 @@ func writeSamples(t *testing.T, dir string, rng *rand.Rand, groups, G int) []str
 		n = end
 	}
 	return ids
-}
-
-// interleavedSamples returns groups groups of G samples, the members of a
-// group spread over the next groups and some rows twice (the train
-// pipeline's output after its own crash), and the distinct ids.
-func interleavedSamples(rng *rand.Rand, groups, G int) (rows []schemas.Sample, ids []string) {
-	type member struct{ g, i int }
-	var order []member
-	for g := range groups {
-		for i := range G {
-			order = append(order, member{g, i})
-		}
-	}
-	for i := range order {
-		j := min(len(order)-1, i+rng.IntN(3*G))
-		order[i], order[j] = order[j], order[i]
-	}
-	for k, m := range order {
-		gid := fmt.Sprintf("r/o/r#%d@0", m.g)
-		s := schemas.Sample{Rollout: schemas.Rollout{SchemaVersion: schemas.Version, ID: fmt.Sprintf("%s/%d", gid, m.i),
-			InstanceID: fmt.Sprintf("o/r#%d", m.g), GroupID: gid, GroupSize: G, Index: m.i, PolicyVersion: -1,
-			Prompt: "fix it", Completion: fmt.Sprint("edit ", m.i), FinishReason: "stop"},
-			Reward: float64(m.i), Advantage: float64(m.i) - float64(G-1)/2, GroupComplete: true}
-		rows = append(rows, s)
-		ids = append(ids, s.ID)
-		if k%5 == 2 {
-			rows = append(rows, s)
-		}
-	}
-	return rows, ids
 }
 
 // TestLearnOfflineSurvivesKill kills `swerl learn --samples` with SIGKILL
@@ -289,7 +260,7 @@ func TestLearnKafkaSurvivesKill(t *testing.T) {
 	rng, cycles := killRNG(t)
 	const G, batch = 2, 3
 	steps := max(6, 2*cycles)
-	rows, want := interleavedSamples(rng, batch*steps, G)
+	rows, want := learnertest.Interleaved(rng, batch*steps, G, 3*G, 5)
 	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
 	if err != nil {
 		t.Fatal(err)

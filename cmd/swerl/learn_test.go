@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"swerl/gpu/learner/learnertest"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
@@ -154,24 +155,7 @@ func TestLearnKafka(t *testing.T) {
 		t.Fatalf("latest %+v, %v; want version 2", v, err)
 	}
 	// Versions 0..2 were announced on t9.weights.
-	seen := map[int64]bool{}
-	for p := range 2 {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "t9.weights", Partition: p, MaxWait: 100 * time.Millisecond})
-		for {
-			rctx, rc := context.WithTimeout(ctx, 500*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rc()
-			if err != nil {
-				break
-			}
-			var wv schemas.WeightVersion
-			if err := schemas.Decode(m.Value, &wv); err != nil {
-				t.Fatal(err)
-			}
-			seen[wv.Version] = true
-		}
-		r.Close()
-	}
+	seen := learnertest.Announced(t, ctx, brokers, "t9.weights", 2)
 	if len(seen) != 3 {
 		t.Errorf("announced versions %v on t9.weights, want 0..2", seen)
 	}

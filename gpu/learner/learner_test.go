@@ -15,6 +15,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/learner/learnertest"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/schemas"
@@ -407,15 +408,10 @@ func TestKeepCheckpointsPublishesOn(t *testing.T) {
 	if st.Version != 6 {
 		t.Fatalf("newest version v%d, want v6", st.Version)
 	}
-	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dirs []string
-	for _, e := range ents {
-		dirs = append(dirs, e.Name())
-		if _, err := modeldir.Load(filepath.Join(out, "checkpoints", e.Name())); err != nil {
-			t.Errorf("%s does not load: %v", e.Name(), err)
+	dirs := learnertest.CheckpointDirs(t, out)
+	for _, d := range dirs {
+		if _, err := modeldir.Load(filepath.Join(out, "checkpoints", d)); err != nil {
+			t.Errorf("%s does not load: %v", d, err)
 		}
 	}
 	if want := []string{"v000000", "v000005", "v000006"}; !slices.Equal(dirs, want) {
