@@ -89,6 +89,34 @@ func postJSON(t *testing.T, url string, body any) (int, string) {
 	return resp.StatusCode, string(raw)
 }
 
+// answer is what the tests read from a chat or completions answer.
+type answer struct {
+	Choices []answerChoice
+	Usage   Usage
+}
+
+type answerChoice struct {
+	Text         string
+	Message      struct{ Content string }
+	FinishReason string  `json:"finish_reason"`
+	TokenIDs     []int32 `json:"token_ids"`
+}
+
+// content is a chat choice's message or a completions choice's text.
+func (c answerChoice) content() string { return c.Message.Content + c.Text }
+
+// postWhole posts body to url and decodes the answer; a status other than
+// 200 or a body that is no answer fails the test.
+func postWhole(t *testing.T, url string, body any) answer {
+	t.Helper()
+	code, raw := postJSON(t, url, body)
+	var a answer
+	if err := json.Unmarshal([]byte(raw), &a); code != 200 || err != nil || len(a.Choices) == 0 {
+		t.Fatalf("%s: %d %s (%v)", url, code, raw, err)
+	}
+	return a
+}
+
 func logprobsOf(cr ChatResponse) []float64 {
 	var out []float64
 	for _, lp := range cr.Choices[0].Logprobs.Content {
@@ -294,19 +322,7 @@ func TestStreaming(t *testing.T) {
 		} else {
 			path, req["prompt"], req["logprobs"] = "/v1/completions", "func main() {", 0
 		}
-		code, plain := postJSON(t, srv.URL+path, req)
-		if code != 200 {
-			t.Fatalf("%s: %d %s", api, code, plain)
-		}
-		var whole struct {
-			Choices []struct {
-				Text     string
-				Message  struct{ Content string }
-				TokenIDs []int32 `json:"token_ids"`
-			}
-			Usage Usage
-		}
-		json.Unmarshal([]byte(plain), &whole)
+		whole := postWhole(t, srv.URL+path, req)
 		req["stream"] = true
 		req["stream_options"] = map[string]bool{"include_usage": true}
 		b, _ := json.Marshal(req)
@@ -364,7 +380,7 @@ func TestStreaming(t *testing.T) {
 			}
 		}
 		for i, ch := range whole.Choices {
-			got := ch.Message.Content + ch.Text
+			got := ch.content()
 			if text[i] != got || !slices.Equal(ids[i], ch.TokenIDs) {
 				t.Errorf("%s choice %d: streamed %q %v, whole %q %v", api, i, text[i], ids[i], got, ch.TokenIDs)
 			}
