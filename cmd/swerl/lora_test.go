@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,25 +24,12 @@ import (
 // weights as a plain model directory that swerl serve loads.
 func TestLearnLoRAThenMerge(t *testing.T) {
 	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
+	model := tinyModel(t, dir)
 	out := filepath.Join(dir, "out")
 	var so bytes.Buffer
 	se := new(lockedBuffer)
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
-	var samples []schemas.Sample
-	for g := range 2 {
-		for i := range 2 {
-			samples = append(samples, schemas.Sample{
-				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
-					PolicyVersion: 0, Prompt: "fix the bug", Completion: strings.Repeat("x", 3+i), FinishReason: "stop"},
-				Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
-			})
-		}
-	}
 	file := filepath.Join(dir, "samples.parquet")
-	if err := parquetio.WriteFile(file, samples); err != nil {
+	if err := parquetio.WriteFile(file, pairGroups(2)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"learn", "--model", model, "--samples", file, "--out", out, "--batch-groups", "1", "--max-staleness", "-1",

@@ -44,12 +44,8 @@ func (l *lockedBuffer) String() string {
 // the test unless it exits 0 within 20 seconds.
 func serveModel(t *testing.T, flags ...string) (addr string, stderr *lockedBuffer, stop func()) {
 	t.Helper()
-	model := filepath.Join(t.TempDir(), "m")
-	var so bytes.Buffer
+	model := tinyModel(t, t.TempDir())
 	se := new(lockedBuffer)
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, se); code != 0 {
-		t.Fatal(se.String())
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a test that fails before stop
 	done := make(chan int, 1)
