@@ -14,6 +14,7 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
+	"swerl/internal/syncbuf"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio"
@@ -27,7 +28,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 	model := tinyModel(t, dir)
 	out := filepath.Join(dir, "out")
 	var so bytes.Buffer
-	se := new(lockedBuffer)
+	se := new(syncbuf.Buffer)
 	file := filepath.Join(dir, "samples.parquet")
 	if err := parquetio.WriteFile(file, pairGroups(2)); err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 	// swerl serve loads the merged directory.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sse := new(lockedBuffer)
+	sse := new(syncbuf.Buffer)
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(ctx, []string{"serve", "--model", merged, "--addr", "127.0.0.1:0", "--max-seq", "128", "--metrics-addr", ""}, &bytes.Buffer{}, sse)

@@ -13,39 +13,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe to read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveModel writes a fresh model directory, starts `swerl serve` on it on
 // a loopback port with the extra flags, and returns the announced
 // host:port, the command's stderr, and stop, which cancels it and fails
 // the test unless it exits 0 within 20 seconds.
-func serveModel(t *testing.T, flags ...string) (addr string, stderr *lockedBuffer, stop func()) {
+func serveModel(t *testing.T, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
 	t.Helper()
 	model := tinyModel(t, t.TempDir())
-	se := new(lockedBuffer)
+	se := new(syncbuf.Buffer)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a test that fails before stop
 	done := make(chan int, 1)

@@ -22,6 +22,7 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/syncbuf"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio/parquettest"
@@ -353,24 +354,6 @@ func TestUnencodableResponseIs500(t *testing.T) {
 	}
 }
 
-// lockedLog collects slog output safely while the watcher writes it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The reload poll compares the index's newest row before verifying
 // anything: with the served checkpoint's files altered after loading,
 // polls that see the same newest row hash nothing (no corrupt-checkpoint
@@ -388,7 +371,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedLog
+	var logs syncbuf.Buffer
 	pol, err := policy.Open(root, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: 10 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
