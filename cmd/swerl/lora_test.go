@@ -6,11 +6,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
@@ -91,22 +89,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 		t.Errorf("merge onto an adapter: exit %d, want 2", code)
 	}
 	// swerl serve loads the merged directory.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sse := new(syncbuf.Buffer)
-	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, []string{"serve", "--model", merged, "--addr", "127.0.0.1:0", "--max-seq", "128", "--metrics-addr", ""}, &bytes.Buffer{}, sse)
-	}()
-	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	var addr string
-	for deadline := time.Now().Add(20 * time.Second); addr == ""; time.Sleep(5 * time.Millisecond) {
-		if m := re.FindStringSubmatch(sse.String()); m != nil {
-			addr = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve announced no address: %s", sse.String())
-		}
-	}
+	addr, _, stop := startServe(t, merged, "--max-seq", "128", "--metrics-addr", "")
 	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":7}`))
 	if err != nil {
@@ -116,10 +99,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("chat completion on the merged model: %s", resp.Status)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("serve exit %d: %s", code, sse.String())
-	}
+	stop()
 	if code := runMain(context.Background(), []string{"learn", "--model", model, "--samples", file, "--out", filepath.Join(dir, "o2"), "--metrics-addr", "", "--lora-rank", "2", "--lora-targets", "lm_head"}, &so, se); code != 2 {
 		t.Errorf("--lora-targets lm_head: exit %d, want 2", code)
 	}

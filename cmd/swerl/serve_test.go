@@ -20,13 +20,18 @@ import (
 	"swerl/internal/testenv"
 )
 
-// serveModel writes a fresh model directory, starts `swerl serve` on it on
-// a loopback port with the extra flags, and returns the announced
-// host:port, the command's stderr, and stop, which cancels it and fails
-// the test unless it exits 0 within 20 seconds.
+// serveModel writes a fresh model directory and serves it (startServe).
 func serveModel(t *testing.T, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
 	t.Helper()
-	model := tinyModel(t, t.TempDir())
+	return startServe(t, tinyModel(t, t.TempDir()), flags...)
+}
+
+// startServe starts `swerl serve` on model on a loopback port with the
+// extra flags, and returns the announced host:port, the command's stderr,
+// and stop, which cancels it and fails the test unless it exits 0 within
+// 20 seconds.
+func startServe(t *testing.T, model string, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
+	t.Helper()
 	se := new(syncbuf.Buffer)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a test that fails before stop
