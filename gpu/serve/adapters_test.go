@@ -61,19 +61,12 @@ func adapterDir(t *testing.T, scale string) string {
 // startAdapters serves a fresh tiny model with the test loader.
 func startAdapters(t *testing.T) (*httptest.Server, *Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 9); err != nil {
-		t.Fatal(err)
-	}
 	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Poll: -1, Log: quiet()}
-	pol, err := policy.Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol, dir := tinyPolicy(t, 9, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts
 	srv := httptest.NewServer(sv.Handler())
-	t.Cleanup(func() { srv.Close(); pol.Close() })
+	t.Cleanup(srv.Close)
 	return srv, sv, dir
 }
 
@@ -432,16 +425,8 @@ func TestPieces(t *testing.T) {
 // FuzzWeightEndpoints: any body sent to the adapter and weight endpoints
 // gets a JSON or text answer with a 2xx or 4xx status, never a panic.
 func FuzzWeightEndpoints(f *testing.F) {
-	dir := f.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 1); err != nil {
-		f.Fatal(err)
-	}
 	opts := policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()}
-	pol, err := policy.Open(dir, opts)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer pol.Close()
+	pol, _ := tinyPolicy(f, 1, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts
 	h := sv.Handler()
