@@ -40,13 +40,20 @@ func killRNG(t *testing.T) (*rand.Rand, int) {
 	return rand.New(rand.NewPCG(seed, 2)), cycles
 }
 
+// tinyModel writes the built-in tiny model to dir/model (tinyModelAt).
 func tinyModel(t *testing.T, dir string) string {
 	t.Helper()
-	m := filepath.Join(dir, "model")
-	if _, err := modeldir.Init(m, "tiny", 1); err != nil {
+	return tinyModelAt(t, filepath.Join(dir, "model"))
+}
+
+// tinyModelAt writes the built-in tiny model with seed 1, what `swerl
+// model init` writes by default, to path and returns path.
+func tinyModelAt(t *testing.T, path string) string {
+	t.Helper()
+	if _, err := modeldir.Init(path, "tiny", 1); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return path
 }
 
 // checkTrained checks the learner's output root after its last run: the
