@@ -28,8 +28,10 @@ import (
 
 // killRNG returns the random source of a kill test and its number of kills:
 // SWERL_KILL_CYCLES (default 3; the documented long run is 20) and
-// SWERL_KILL_SEED, both logged so a failure can be replayed.
-func killRNG(t *testing.T) (*rand.Rand, int) {
+// SWERL_KILL_SEED, both logged so a failure can be replayed. stream keeps
+// the tests' random points apart for one seed. A -short run skips the
+// test.
+func killRNG(t *testing.T, stream uint64) (*rand.Rand, int) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("kill test: seconds of child processes")
@@ -37,7 +39,7 @@ func killRNG(t *testing.T) (*rand.Rand, int) {
 	cycles := envInt(t, "SWERL_KILL_CYCLES", 3)
 	seed := uint64(envInt(t, "SWERL_KILL_SEED", int(time.Now().UnixNano()%1e6)))
 	t.Logf("SWERL_KILL_CYCLES=%d SWERL_KILL_SEED=%d", cycles, seed)
-	return rand.New(rand.NewPCG(seed, 2)), cycles
+	return rand.New(rand.NewPCG(seed, stream)), cycles
 }
 
 // tinyModel writes the built-in tiny model to dir/model (tinyModelAt).
@@ -120,7 +122,7 @@ func writeSamples(t *testing.T, dir string, rng *rand.Rand, groups, G int) []str
 // contiguous, and a resumed run goes on after what it trained instead of
 // starting the files again.
 func TestLearnOfflineSurvivesKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	dir := t.TempDir()
 	const G, batch = 2, 3
 	steps := max(6, 4*cycles)
@@ -164,7 +166,7 @@ func TestLearnOfflineSurvivesKill(t *testing.T) {
 // between producing a sample and acknowledging its instance, produces it
 // to Kafka again; the learner trains 3 groups a step).
 func TestTrainAndLearnSurviveKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	trainRNG := rand.New(rand.NewPCG(rng.Uint64(), 3))
 	r := newTrainLearnRig(t, max(6, 2*cycles), kafkaio.BrokerOptions{Partitions: 2})
 	tr, le := startCLI(t, r.trainArgs...), startCLI(t, r.learnArgs...)
@@ -264,7 +266,7 @@ func killLearner(rng *rand.Rand, cycles int, out string, all int, le *cli, logf 
 // or incomplete ones; the pace spreads the samples over about 7 s a kill.
 // Every sample is trained exactly once and the index is contiguous.
 func TestLearnKafkaSurvivesKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	const G, batch = 2, 3
 	steps := max(6, 2*cycles)
 	rows, want := learnertest.Interleaved(rng, batch*steps, G, 3*G, 5)
