@@ -213,16 +213,21 @@ func loadOp(s *Server, req adapterRequest) *apiError { return s.loadAdapter(req.
 
 func unloadOp(s *Server, req adapterRequest) *apiError { return s.unloadAdapter(req.LoraName) }
 
+// applyAdapterOp decodes the request of an adapter endpoint and applies op.
+func (s *Server) applyAdapterOp(w http.ResponseWriter, r *http.Request, op adapterOp) (adapterRequest, *apiError) {
+	var req adapterRequest
+	if e := s.admin(w, r, &req); e != nil {
+		return req, e
+	}
+	return req, op(s, req)
+}
+
 // vllmAdapter is vLLM's load or unload endpoint: op applied to the
 // decoded request, answered with vLLM's plain-text success message
 // ("Success: LoRA adapter 'NAME' <done> successfully.") or an error.
 func (s *Server) vllmAdapter(op adapterOp, done string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req adapterRequest
-		e := s.admin(w, r, &req)
-		if e == nil {
-			e = op(s, req)
-		}
+		req, e := s.applyAdapterOp(w, r, op)
 		if e != nil {
 			writeError(w, e)
 			return
@@ -255,11 +260,7 @@ func (s *Server) sglangAnswer(w http.ResponseWriter, e *apiError) {
 // decoded request, answered as sglangAnswer.
 func (s *Server) sglangAdapter(op adapterOp) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req adapterRequest
-		e := s.admin(w, r, &req)
-		if e == nil {
-			e = op(s, req)
-		}
+		_, e := s.applyAdapterOp(w, r, op)
 		s.sglangAnswer(w, e)
 	}
 }
