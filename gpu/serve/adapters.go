@@ -209,7 +209,9 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, v any) *apiError 
 // adapterOp is what a load or unload endpoint does with its request.
 type adapterOp func(s *Server, req adapterRequest) *apiError
 
-func loadOp(s *Server, req adapterRequest) *apiError { return s.loadAdapter(req.LoraName, req.LoraPath) }
+func loadOp(s *Server, req adapterRequest) *apiError {
+	return s.loadAdapter(req.LoraName, req.LoraPath)
+}
 
 func unloadOp(s *Server, req adapterRequest) *apiError { return s.unloadAdapter(req.LoraName) }
 
