@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"swerl/internal/testenv"
 	"sync"
 	"testing"
 
@@ -40,22 +41,6 @@ func deployDir(t *testing.T) string {
 		t.Fatalf("deploy folder not found from %s: %v", wd, err)
 	}
 	return wd
-}
-
-// repoRoot walks up from the deploy folder to the directory holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir := deployDir(t)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the deploy folder")
-		}
-		dir = parent
-	}
 }
 
 // filesWithExt lists the files under the deploy folder with one of exts.
@@ -1083,7 +1068,7 @@ func TestFlinkDeployment(t *testing.T) {
 // beamVersion is the Beam Go SDK version go.mod requires, without the v.
 func beamVersion(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "go.mod"))
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1120,7 +1105,7 @@ func TestImagesMatchBeamVersion(t *testing.T) {
 func beamFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/apache/beam/sdks/v2")
-	cmd.Dir = repoRoot(t)
+	cmd.Dir = testenv.RepoRoot(t)
 	out, err := cmd.Output()
 	dir := strings.TrimSpace(string(out))
 	if err != nil || dir == "" {
@@ -1206,7 +1191,7 @@ func parseHelpFlags(out string) map[string]bool {
 // subcommands and their flags.
 func swerlCLI(t *testing.T) swerlHelp {
 	t.Helper()
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	cliOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "swerl-deploy-test-")
 		if err != nil {
@@ -1486,7 +1471,7 @@ func TestSwerlInvocationFlags(t *testing.T) {
 // Dockerfile
 
 func TestDockerfile(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	path := filepath.Join(deployDir(t), "Dockerfile")
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -68,24 +68,7 @@ func (v *Instance) ReadBincode(d *bincode.Decoder) {
 
 // BincodeSize estimates the length of v's AppendBincode, to size a buffer.
 func (v *Instance) BincodeSize() int {
-	return 155 +
-		len(v.ID) +
-		len(v.Repo) +
-		len(v.BaseCommit) +
-		len(v.MergeCommit) +
-		len(v.CreatedAt) +
-		len(v.ProblemStatement) +
-		len(v.PRTitle) +
-		len(v.PRBody) +
-		len(v.PRUser) +
-		len(v.HeadCommit) +
-		10*len(v.LinkedIssues) +
-		bincode.MapLen(v.CodeContext) +
-		bincode.MapLen(v.OracleNewContent) +
-		len(v.OraclePatch) +
-		16*len(v.RelevantFiles) +
-		len(v.Language) +
-		len(v.Source)
+	return 155 + v.fieldLens().bincodeSize()
 }
 
 // AppendBincode appends v in package bincode's binary form, every field in
@@ -152,20 +135,5 @@ func (v *Sample) ReadBincode(d *bincode.Decoder) {
 
 // BincodeSize estimates the length of v's AppendBincode, to size a buffer.
 func (v *Sample) BincodeSize() int {
-	return 158 +
-		len(v.Rollout.ID) +
-		len(v.Rollout.InstanceID) +
-		len(v.Rollout.GroupID) +
-		len(v.Rollout.System) +
-		len(v.Rollout.Prompt) +
-		5*len(v.Rollout.PromptTokens) +
-		len(v.Rollout.Completion) +
-		5*len(v.Rollout.CompletionTokens) +
-		4*len(v.Rollout.LogProbs) +
-		len(v.Rollout.FinishReason) +
-		len(v.Rollout.CreatedAt) +
-		len(v.FormatError) +
-		24*len(v.Similarities) +
-		len(v.Repo) +
-		len(v.Source)
+	return 158 + v.fieldLens().bincodeSize()
 }

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"reflect"
+	"swerl/internal/jsonscan/jsonscantest"
 	"testing"
 )
 
@@ -10,18 +11,8 @@ import (
 // and gives the same Instance.
 func checkFastInstance(t *testing.T, b []byte) bool {
 	t.Helper()
-	got, ok := fastInstance(b, Instance{})
-	if !ok {
-		return false
-	}
-	var want Instance
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatalf("%q: fast decoder accepted what encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q: fast decoder gave\n%+v\nencoding/json\n%+v", b, got, want)
-	}
-	return true
+	fast := func(b []byte) (Instance, bool) { return fastInstance(b, Instance{}) }
+	return jsonscantest.Agrees(t, b, fast, jsonscantest.Unmarshal[Instance])
 }
 
 func fullInstance() Instance {

@@ -164,22 +164,7 @@ func readChangeStatsJSON(p *jsonscan.Scanner, v *ChangeStats) bool {
 // appendJSON appends v's JSON to dst, as json.Marshal writes it; it fails,
 // naming the record and the field, on a NaN or infinite number.
 func (e *SampleEncoder) appendJSON(dst []byte, v *Sample) ([]byte, error) {
-	b := slices.Grow(dst, 512+
-		len(v.Rollout.ID)+
-		len(v.Rollout.InstanceID)+
-		len(v.Rollout.GroupID)+
-		len(v.Rollout.System)+
-		len(v.Rollout.Prompt)+
-		12*len(v.Rollout.PromptTokens)+
-		len(v.Rollout.Completion)+
-		12*len(v.Rollout.CompletionTokens)+
-		12*len(v.Rollout.LogProbs)+
-		len(v.Rollout.FinishReason)+
-		len(v.Rollout.CreatedAt)+
-		len(v.FormatError)+
-		64*len(v.Similarities)+
-		len(v.Repo)+
-		len(v.Source))
+	b := slices.Grow(dst, 512+v.fieldLens().jsonSize())
 	var err error
 	b = append(b, `{"schema_version":`...)
 	b = strconv.AppendInt(b, int64(v.Rollout.SchemaVersion), 10)

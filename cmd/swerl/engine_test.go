@@ -107,11 +107,7 @@ func writeAdapter(t *testing.T, cfg gpu.Config, base, dir string, seed uint64) {
 // the samples carry exactly that version, read from the response.
 func TestEngineSyncToServeProcess(t *testing.T) {
 	root := t.TempDir()
-	base := filepath.Join(root, "base")
-	var so, se bytes.Buffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", base}, &so, &se); code != 0 {
-		t.Fatal(se.String())
-	}
+	base := tinyModelAt(t, filepath.Join(root, "base"))
 	mp, err := modeldir.Load(base)
 	if err != nil {
 		t.Fatal(err)
@@ -207,11 +203,7 @@ func TestRunClosesTheLoopThroughServe(t *testing.T) {
 				t.Skip("swerl run has no --lora-rank in this build")
 			}
 			root := t.TempDir()
-			base := filepath.Join(root, "base")
-			var so, se bytes.Buffer
-			if code := runMain(context.Background(), []string{"model", "init", "--out", base}, &so, &se); code != 0 {
-				t.Fatal(se.String())
-			}
+			base := tinyModelAt(t, filepath.Join(root, "base"))
 			addr := serveProcess(t, "--model", base, "--max-seq", "1024")
 			out := filepath.Join(root, "out")
 			spec := "http://" + addr + "/v1" + tc.query

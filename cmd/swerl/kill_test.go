@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,13 +39,7 @@ func TestMain(m *testing.M) {
 // RL steps, each once. SWERL_KILL_CYCLES sets the number of kills (default
 // 3; the documented long run is 20), SWERL_KILL_SEED the random points.
 func TestRunSurvivesKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kill test: seconds of child processes")
-	}
-	cycles := envInt(t, "SWERL_KILL_CYCLES", 3)
-	seed := uint64(envInt(t, "SWERL_KILL_SEED", int(time.Now().UnixNano()%1e6)))
-	t.Logf("SWERL_KILL_CYCLES=%d SWERL_KILL_SEED=%d", cycles, seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng, cycles := killRNG(t, 1)
 	repo := runRepo(t)
 	out := filepath.Join(t.TempDir(), "out")
 	const sft, batch, group = 4, 2, 2

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"swerl/schemas"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/rollout"
 )
@@ -36,23 +34,9 @@ func TestLearnPushesToEngines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			base := filepath.Join(root, "base")
-			var so, se bytes.Buffer
-			if code := runMain(context.Background(), []string{"model", "init", "--out", base}, &so, &se); code != 0 {
-				t.Fatal(se.String())
-			}
-			var samples []schemas.Sample
-			for g := range 3 {
-				for i := range 2 {
-					samples = append(samples, schemas.Sample{
-						Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
-							Prompt: "fix the bug", Completion: strings.Repeat("y", 2+i+g), FinishReason: "stop"},
-						Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
-					})
-				}
-			}
+			base := tinyModelAt(t, filepath.Join(root, "base"))
 			file := filepath.Join(root, "samples.parquet")
-			if err := parquetio.WriteFile(file, samples); err != nil {
+			if err := parquetio.WriteFile(file, pairGroups(3)); err != nil {
 				t.Fatal(err)
 			}
 			addr := serveProcess(t, "--model", base, "--max-seq", "256", "--max-tokens", "4")

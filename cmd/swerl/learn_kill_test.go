@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"swerl/gpu/learner"
+	"swerl/gpu/learner/learnertest"
 	"swerl/gpu/modeldir"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
@@ -27,8 +28,10 @@ import (
 
 // killRNG returns the random source of a kill test and its number of kills:
 // SWERL_KILL_CYCLES (default 3; the documented long run is 20) and
-// SWERL_KILL_SEED, both logged so a failure can be replayed.
-func killRNG(t *testing.T) (*rand.Rand, int) {
+// SWERL_KILL_SEED, both logged so a failure can be replayed. stream keeps
+// the tests' random points apart for one seed. A -short run skips the
+// test.
+func killRNG(t *testing.T, stream uint64) (*rand.Rand, int) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("kill test: seconds of child processes")
@@ -36,16 +39,23 @@ func killRNG(t *testing.T) (*rand.Rand, int) {
 	cycles := envInt(t, "SWERL_KILL_CYCLES", 3)
 	seed := uint64(envInt(t, "SWERL_KILL_SEED", int(time.Now().UnixNano()%1e6)))
 	t.Logf("SWERL_KILL_CYCLES=%d SWERL_KILL_SEED=%d", cycles, seed)
-	return rand.New(rand.NewPCG(seed, 2)), cycles
+	return rand.New(rand.NewPCG(seed, stream)), cycles
 }
 
+// tinyModel writes the built-in tiny model to dir/model (tinyModelAt).
 func tinyModel(t *testing.T, dir string) string {
 	t.Helper()
-	m := filepath.Join(dir, "model")
-	if _, err := modeldir.Init(m, "tiny", 1); err != nil {
+	return tinyModelAt(t, filepath.Join(dir, "model"))
+}
+
+// tinyModelAt writes the built-in tiny model with seed 1, what `swerl
+// model init` writes by default, to path and returns path.
+func tinyModelAt(t *testing.T, path string) string {
+	t.Helper()
+	if _, err := modeldir.Init(path, "tiny", 1); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return path
 }
 
 // checkTrained checks the learner's output root after its last run: the
@@ -88,11 +98,11 @@ func checkTrained(t *testing.T, out string, want []string, versions int) {
 	}
 }
 
-// writeSamples writes groups groups of G samples (interleavedSamples) as
+// writeSamples writes groups groups of G samples (learnertest.Interleaved) as
 // three Parquet files under dir and returns the ids.
 func writeSamples(t *testing.T, dir string, rng *rand.Rand, groups, G int) []string {
 	t.Helper()
-	rows, ids := interleavedSamples(rng, groups, G)
+	rows, ids := learnertest.Interleaved(rng, groups, G, 3*G, 5)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -106,43 +116,13 @@ func writeSamples(t *testing.T, dir string, rng *rand.Rand, groups, G int) []str
 	return ids
 }
 
-// interleavedSamples returns groups groups of G samples, the members of a
-// group spread over the next groups and some rows twice (the train
-// pipeline's output after its own crash), and the distinct ids.
-func interleavedSamples(rng *rand.Rand, groups, G int) (rows []schemas.Sample, ids []string) {
-	type member struct{ g, i int }
-	var order []member
-	for g := range groups {
-		for i := range G {
-			order = append(order, member{g, i})
-		}
-	}
-	for i := range order {
-		j := min(len(order)-1, i+rng.IntN(3*G))
-		order[i], order[j] = order[j], order[i]
-	}
-	for k, m := range order {
-		gid := fmt.Sprintf("r/o/r#%d@0", m.g)
-		s := schemas.Sample{Rollout: schemas.Rollout{SchemaVersion: schemas.Version, ID: fmt.Sprintf("%s/%d", gid, m.i),
-			InstanceID: fmt.Sprintf("o/r#%d", m.g), GroupID: gid, GroupSize: G, Index: m.i, PolicyVersion: -1,
-			Prompt: "fix it", Completion: fmt.Sprint("edit ", m.i), FinishReason: "stop"},
-			Reward: float64(m.i), Advantage: float64(m.i) - float64(G-1)/2, GroupComplete: true}
-		rows = append(rows, s)
-		ids = append(ids, s.ID)
-		if k%5 == 2 {
-			rows = append(rows, s)
-		}
-	}
-	return rows, ids
-}
-
 // TestLearnOfflineSurvivesKill kills `swerl learn --samples` with SIGKILL
 // at random points and resumes it until it finishes: every sample is
 // trained exactly once (the records of the index's versions), the index is
 // contiguous, and a resumed run goes on after what it trained instead of
 // starting the files again.
 func TestLearnOfflineSurvivesKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	dir := t.TempDir()
 	const G, batch = 2, 3
 	steps := max(6, 4*cycles)
@@ -186,7 +166,7 @@ func TestLearnOfflineSurvivesKill(t *testing.T) {
 // between producing a sample and acknowledging its instance, produces it
 // to Kafka again; the learner trains 3 groups a step).
 func TestTrainAndLearnSurviveKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	trainRNG := rand.New(rand.NewPCG(rng.Uint64(), 3))
 	r := newTrainLearnRig(t, max(6, 2*cycles), kafkaio.BrokerOptions{Partitions: 2})
 	tr, le := startCLI(t, r.trainArgs...), startCLI(t, r.learnArgs...)
@@ -286,10 +266,10 @@ func killLearner(rng *rand.Rand, cycles int, out string, all int, le *cli, logf 
 // or incomplete ones; the pace spreads the samples over about 7 s a kill.
 // Every sample is trained exactly once and the index is contiguous.
 func TestLearnKafkaSurvivesKill(t *testing.T) {
-	rng, cycles := killRNG(t)
+	rng, cycles := killRNG(t, 2)
 	const G, batch = 2, 3
 	steps := max(6, 2*cycles)
-	rows, want := interleavedSamples(rng, batch*steps, G)
+	rows, want := learnertest.Interleaved(rng, batch*steps, G, 3*G, 5)
 	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
 	if err != nil {
 		t.Fatal(err)

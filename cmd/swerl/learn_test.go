@@ -11,22 +11,18 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"swerl/gpu/learner/learnertest"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 )
 
-func TestLearnOffline(t *testing.T) {
-	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
-	out := filepath.Join(dir, "out")
-	var so, se bytes.Buffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
+// pairGroups returns n complete groups "g0".."g<n-1>" of two samples of
+// policy version 0: rewards 0 and 1, advantages -1 and +1.
+func pairGroups(n int) []schemas.Sample {
 	var samples []schemas.Sample
-	for g := range 3 {
+	for g := range n {
 		for i := range 2 {
 			samples = append(samples, schemas.Sample{
 				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
@@ -35,6 +31,15 @@ func TestLearnOffline(t *testing.T) {
 			})
 		}
 	}
+	return samples
+}
+
+func TestLearnOffline(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t, dir)
+	out := filepath.Join(dir, "out")
+	var so, se bytes.Buffer
+	samples := pairGroups(3)
 	// One sample too long for --max-seq: skipped and counted, not fatal.
 	samples[5].Completion = strings.Repeat("long ", 100)
 	file := filepath.Join(dir, "samples.parquet")
@@ -43,7 +48,6 @@ func TestLearnOffline(t *testing.T) {
 	}
 	args := []string{"learn", "--model", model, "--samples", file, "--out", out, "--batch-groups", "1",
 		"--max-staleness", "-1", "--max-seq", "128", "--metrics-addr", "", "--lr", "1e-3"}
-	se.Reset()
 	if code := runMain(context.Background(), args, &so, &se); code != 0 {
 		t.Fatalf("learn exit %d: %s", code, se.String())
 	}
@@ -107,11 +111,8 @@ func TestLearnKafka(t *testing.T) {
 	defer cancel()
 
 	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
+	model := tinyModel(t, dir)
 	var so, se bytes.Buffer
-	if code := runMain(ctx, []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
 	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kafkaio.Config{Brokers: brokers}, Topic: "t9.samples", BatchTimeout: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -154,24 +155,7 @@ func TestLearnKafka(t *testing.T) {
 		t.Fatalf("latest %+v, %v; want version 2", v, err)
 	}
 	// Versions 0..2 were announced on t9.weights.
-	seen := map[int64]bool{}
-	for p := range 2 {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "t9.weights", Partition: p, MaxWait: 100 * time.Millisecond})
-		for {
-			rctx, rc := context.WithTimeout(ctx, 500*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rc()
-			if err != nil {
-				break
-			}
-			var wv schemas.WeightVersion
-			if err := schemas.Decode(m.Value, &wv); err != nil {
-				t.Fatal(err)
-			}
-			seen[wv.Version] = true
-		}
-		r.Close()
-	}
+	seen := learnertest.Announced(t, ctx, brokers, "t9.weights", 2)
 	if len(seen) != 3 {
 		t.Errorf("announced versions %v on t9.weights, want 0..2", seen)
 	}
@@ -201,11 +185,8 @@ func TestLearnKafkaFlagErrors(t *testing.T) {
 // model files.
 func TestLearnCheckpointActivations(t *testing.T) {
 	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
+	model := tinyModel(t, dir)
 	var so, se bytes.Buffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
 	var samples []schemas.Sample
 	for g := range 2 {
 		for i := range 2 {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"swerl/gpu/hf"
-	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/files"
 	"swerl/sinks/files/filestest"
@@ -27,21 +26,9 @@ func TestLearnToObjectStorage(t *testing.T) {
 	dir := t.TempDir()
 	bucket := filestest.S3(t, "swerl")
 	out := bucket + "/learn"
-	model := filepath.Join(dir, "model")
+	model := tinyModel(t, dir)
 	var so, se bytes.Buffer
-	if code := runMain(ctx, []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
-	var samples []schemas.Sample
-	for g := range 4 {
-		for i := range 2 {
-			samples = append(samples, schemas.Sample{
-				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
-					Prompt: "fix the bug", Completion: strings.Repeat("x", 3+i), FinishReason: "stop"},
-				Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
-			})
-		}
-	}
+	samples := pairGroups(4)
 	file := filepath.Join(dir, "samples.parquet")
 	if err := parquetio.WriteFile(file, samples[:6]); err != nil {
 		t.Fatal(err)

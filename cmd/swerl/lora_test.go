@@ -3,18 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
+	"swerl/internal/syncbuf"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio"
@@ -25,25 +23,12 @@ import (
 // weights as a plain model directory that swerl serve loads.
 func TestLearnLoRAThenMerge(t *testing.T) {
 	dir := t.TempDir()
-	model := filepath.Join(dir, "model")
+	model := tinyModel(t, dir)
 	out := filepath.Join(dir, "out")
 	var so bytes.Buffer
-	se := new(lockedBuffer)
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, se); code != 0 {
-		t.Fatalf("model init: %s", se.String())
-	}
-	var samples []schemas.Sample
-	for g := range 2 {
-		for i := range 2 {
-			samples = append(samples, schemas.Sample{
-				Rollout: schemas.Rollout{SchemaVersion: 1, ID: fmt.Sprintf("g%d/%d", g, i), GroupID: fmt.Sprintf("g%d", g), GroupSize: 2, Index: i,
-					PolicyVersion: 0, Prompt: "fix the bug", Completion: strings.Repeat("x", 3+i), FinishReason: "stop"},
-				Reward: float64(i), Advantage: float64(2*i - 1), GroupComplete: true,
-			})
-		}
-	}
+	se := new(syncbuf.Buffer)
 	file := filepath.Join(dir, "samples.parquet")
-	if err := parquetio.WriteFile(file, samples); err != nil {
+	if err := parquetio.WriteFile(file, pairGroups(2)); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"learn", "--model", model, "--samples", file, "--out", out, "--batch-groups", "1", "--max-staleness", "-1",
@@ -104,22 +89,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 		t.Errorf("merge onto an adapter: exit %d, want 2", code)
 	}
 	// swerl serve loads the merged directory.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sse := new(lockedBuffer)
-	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, []string{"serve", "--model", merged, "--addr", "127.0.0.1:0", "--max-seq", "128", "--metrics-addr", ""}, &bytes.Buffer{}, sse)
-	}()
-	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	var addr string
-	for deadline := time.Now().Add(20 * time.Second); addr == ""; time.Sleep(5 * time.Millisecond) {
-		if m := re.FindStringSubmatch(sse.String()); m != nil {
-			addr = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve announced no address: %s", sse.String())
-		}
-	}
+	addr, _, stop := startServe(t, merged, "--max-seq", "128", "--metrics-addr", "")
 	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":7}`))
 	if err != nil {
@@ -129,10 +99,7 @@ func TestLearnLoRAThenMerge(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("chat completion on the merged model: %s", resp.Status)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("serve exit %d: %s", code, sse.String())
-	}
+	stop()
 	if code := runMain(context.Background(), []string{"learn", "--model", model, "--samples", file, "--out", filepath.Join(dir, "o2"), "--metrics-addr", "", "--lora-rank", "2", "--lora-targets", "lm_head"}, &so, se); code != 2 {
 		t.Errorf("--lora-targets lm_head: exit %d, want 2", code)
 	}

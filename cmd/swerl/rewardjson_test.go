@@ -1,8 +1,7 @@
 package main
 
 import (
-	"encoding/json"
-	"reflect"
+	"swerl/internal/jsonscan/jsonscantest"
 	"testing"
 )
 
@@ -10,18 +9,7 @@ import (
 // and gives the same rewardWire.
 func checkFastWire(t *testing.T, b []byte) bool {
 	t.Helper()
-	got, ok := fastRewardWire(b)
-	if !ok {
-		return false
-	}
-	var want rewardWire
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatalf("%q: fast decoder accepted what encoding/json rejects: %v", b, err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q: fast decoder gave %+v, encoding/json %+v", b, got, want)
-	}
-	return true
+	return jsonscantest.Agrees(t, b, fastRewardWire, jsonscantest.Unmarshal[rewardWire])
 }
 
 func TestFastRewardWire(t *testing.T) {

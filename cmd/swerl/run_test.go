@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/gpu/learner/learnertest"
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -104,14 +105,7 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	// --keep-checkpoints 2: the index keeps every version, the disk only
 	// version 0, the KL reference v2 and the newest two (the resume above
 	// started from one and reloaded the reference).
-	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dirs []string
-	for _, e := range ents {
-		dirs = append(dirs, e.Name())
-	}
+	dirs := learnertest.CheckpointDirs(t, out)
 	if want := []string{"v000000", "v000002", "v000004", "v000005"}; !slices.Equal(dirs, want) {
 		t.Fatalf("checkpoint directories %v, want %v", dirs, want)
 	}

@@ -13,43 +13,26 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
 )
 
-// lockedBuffer is a bytes.Buffer safe to read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// serveModel writes a fresh model directory, starts `swerl serve` on it on
-// a loopback port with the extra flags, and returns the announced
-// host:port, the command's stderr, and stop, which cancels it and fails
-// the test unless it exits 0 within 20 seconds.
-func serveModel(t *testing.T, flags ...string) (addr string, stderr *lockedBuffer, stop func()) {
+// serveModel writes a fresh model directory and serves it (startServe).
+func serveModel(t *testing.T, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
 	t.Helper()
-	model := filepath.Join(t.TempDir(), "m")
-	var so bytes.Buffer
-	se := new(lockedBuffer)
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, se); code != 0 {
-		t.Fatal(se.String())
-	}
+	return startServe(t, tinyModel(t, t.TempDir()), flags...)
+}
+
+// startServe starts `swerl serve` on model on a loopback port with the
+// extra flags, and returns the announced host:port, the command's stderr,
+// and stop, which cancels it and fails the test unless it exits 0 within
+// 20 seconds.
+func startServe(t *testing.T, model string, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
+	t.Helper()
+	se := new(syncbuf.Buffer)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a test that fails before stop
 	done := make(chan int, 1)

@@ -13,11 +13,8 @@ import (
 
 func TestSFTCommand(t *testing.T) {
 	dir := t.TempDir()
-	model, out := filepath.Join(dir, "m"), filepath.Join(dir, "out")
+	model, out := tinyModel(t, dir), filepath.Join(dir, "out")
 	var so, se bytes.Buffer
-	if code := runMain(context.Background(), []string{"model", "init", "--out", model}, &so, &se); code != 0 {
-		t.Fatal(se.String())
-	}
 	pairs := filepath.Join(dir, "pairs.jsonl")
 	os.WriteFile(pairs, []byte(`{"id":"a","prompt":"say hi","answer":"hello"}`+"\n"+`{"prompt":"say bye","answer":"bye","system":"s"}`+"\n"), 0o644)
 	args := []string{"sft", "--model", model, "--pairs", pairs, "--out", out, "--steps", "3", "--batch", "2", "--max-seq", "64", "--metrics-addr", ""}

@@ -100,22 +100,20 @@ func TestReadReferenceFile(t *testing.T) {
 	}
 }
 
-func testTensors() []Tensor {
-	mk := func(name string, shape []int, f func(i int) float32) Tensor {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		d := make([]float32, n)
-		for i := range d {
-			d[i] = f(i)
-		}
-		return Tensor{Name: name, Shape: shape, Data: d}
+// filled is the tensor name of shape whose element i is f(i).
+func filled(name string, shape []int, f func(i int) float32) Tensor {
+	d := make([]float32, arch.Numel(shape))
+	for i := range d {
+		d[i] = f(i)
 	}
+	return Tensor{Name: name, Shape: shape, Data: d}
+}
+
+func testTensors() []Tensor {
 	return []Tensor{
-		mk("w", []int{3, 5}, func(i int) float32 { return float32(i)*0.25 - 1 }),
-		mk("v", []int{7}, func(i int) float32 { return float32(math.Sin(float64(i))) }),
-		mk("empty", []int{0, 4}, nil),
+		filled("w", []int{3, 5}, func(i int) float32 { return float32(i)*0.25 - 1 }),
+		filled("v", []int{7}, func(i int) float32 { return float32(math.Sin(float64(i))) }),
+		filled("empty", []int{0, 4}, nil),
 	}
 }
 
@@ -261,15 +259,7 @@ func tinyArch() arch.Config {
 func archTensors(a arch.Config) []Tensor {
 	var out []Tensor
 	for i, s := range a.Tensors() {
-		n := 1
-		for _, d := range s.Shape {
-			n *= d
-		}
-		d := make([]float32, n)
-		for j := range d {
-			d[j] = float32(i) + float32(j)/64
-		}
-		out = append(out, Tensor{Name: s.Name, Shape: s.Shape, Data: d})
+		out = append(out, filled(s.Name, s.Shape, func(j int) float32 { return float32(i) + float32(j)/64 }))
 	}
 	return out
 }

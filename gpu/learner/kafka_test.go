@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"swerl/gpu"
+	"swerl/gpu/learner/learnertest"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
@@ -86,26 +87,7 @@ func TestKafkaLearner(t *testing.T) {
 		t.Errorf("index offsets %v cover fewer than the 6 samples trained", v3.Offsets)
 	}
 	// Every version, v0 included, was announced.
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "swerl.weights", Partition: 0, MaxWait: 100 * time.Millisecond})
-	seen := map[int64]bool{}
-	for p := range 2 {
-		r.Close()
-		r = kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "swerl.weights", Partition: p, MaxWait: 100 * time.Millisecond})
-		for {
-			rctx, rc := context.WithTimeout(ctx, 500*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rc()
-			if err != nil {
-				break
-			}
-			var wv schemas.WeightVersion
-			if err := schemas.Decode(m.Value, &wv); err != nil {
-				t.Fatal(err)
-			}
-			seen[wv.Version] = true
-		}
-	}
-	r.Close()
+	seen := learnertest.Announced(t, ctx, brokers, "swerl.weights", 2)
 	if len(seen) != 4 {
 		t.Errorf("announced versions %v, want 0..3", seen)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/learner/learnertest"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/schemas"
@@ -188,35 +189,55 @@ func (c *commitRecorder) Commit(ctx context.Context, offs []schemas.TopicOffset)
 	return nil
 }
 
-// Resuming from a checkpoint continues exactly: 2+2 steps equal 4 steps.
-func TestResumeContinuesExactly(t *testing.T) {
-	model := initModel(t)
+// straightAndResumed trains the learner cfg(out, false) gives on 8 groups
+// of 4 samples straight through (a), and another that stops after 2
+// steps and whose resume, cfg(outB, true), trains the rest (b2).
+func straightAndResumed(t *testing.T, cfg func(out string, resume bool) Config) (a, b2 *Learner, outB string) {
+	t.Helper()
 	samples := syntheticSamples(8, 4, -1, "swerl.samples")
-	train := gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3}
-
-	a := newLearner(t, Config{Out: t.TempDir(), Model: model, BatchGroups: 2, MaxStaleness: -1, Train: train})
+	a = newLearner(t, cfg(t.TempDir(), false))
 	if _, err := a.Run(context.Background(), &SliceSource{Samples: samples}, 0); err != nil {
 		t.Fatal(err)
 	}
-	outB := t.TempDir()
-	b := newLearner(t, Config{Out: outB, Model: model, BatchGroups: 2, MaxStaleness: -1, Train: train})
+	outB = t.TempDir()
+	b := newLearner(t, cfg(outB, false))
 	src := &SliceSource{Samples: samples}
 	if st, err := b.Run(context.Background(), src, 2); err != nil || st.Steps != 2 {
 		t.Fatalf("%+v %v", st, err)
 	}
-	b2 := newLearner(t, Config{Out: outB, Resume: true, BatchGroups: 2, MaxStaleness: -1, Train: train})
+	b2 = newLearner(t, cfg(outB, true))
 	if b2.Version() != 2 {
 		t.Fatalf("resumed at v%d, want v2", b2.Version())
 	}
 	if _, err := b2.Run(context.Background(), src, 0); err != nil {
 		t.Fatal(err)
 	}
-	wa, wb := weights(a.Model()), weights(b2.Model())
-	for i := range wa {
-		if d := math.Abs(float64(wa[i] - wb[i])); d > 1e-6 {
-			t.Fatalf("parameter %d: straight run %v, resumed run %v", i, wa[i], wb[i])
+	return a, b2, outB
+}
+
+// sameParams fails the test unless the straight run's parameters equal
+// the resumed run's within 1e-6.
+func sameParams(t *testing.T, what string, straight, resumed []float32) {
+	t.Helper()
+	for i := range straight {
+		if d := math.Abs(float64(straight[i] - resumed[i])); d > 1e-6 {
+			t.Fatalf("%s %d: straight run %v, resumed run %v", what, i, straight[i], resumed[i])
 		}
 	}
+}
+
+// Resuming from a checkpoint continues exactly: 2+2 steps equal 4 steps.
+func TestResumeContinuesExactly(t *testing.T) {
+	model := initModel(t)
+	train := gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3}
+	a, b2, outB := straightAndResumed(t, func(out string, resume bool) Config {
+		c := Config{Out: out, Model: model, Resume: resume, BatchGroups: 2, MaxStaleness: -1, Train: train}
+		if resume {
+			c.Model = ""
+		}
+		return c
+	})
+	sameParams(t, "parameter", weights(a.Model()), weights(b2.Model()))
 	if !slices.Equal(a.Offsets(), b2.Offsets()) || len(a.Offsets()) != 2 {
 		t.Errorf("offsets %v vs %v", a.Offsets(), b2.Offsets())
 	}
@@ -407,15 +428,10 @@ func TestKeepCheckpointsPublishesOn(t *testing.T) {
 	if st.Version != 6 {
 		t.Fatalf("newest version v%d, want v6", st.Version)
 	}
-	ents, err := os.ReadDir(filepath.Join(out, "checkpoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dirs []string
-	for _, e := range ents {
-		dirs = append(dirs, e.Name())
-		if _, err := modeldir.Load(filepath.Join(out, "checkpoints", e.Name())); err != nil {
-			t.Errorf("%s does not load: %v", e.Name(), err)
+	dirs := learnertest.CheckpointDirs(t, out)
+	for _, d := range dirs {
+		if _, err := modeldir.Load(filepath.Join(out, "checkpoints", d)); err != nil {
+			t.Errorf("%s does not load: %v", d, err)
 		}
 	}
 	if want := []string{"v000000", "v000005", "v000006"}; !slices.Equal(dirs, want) {

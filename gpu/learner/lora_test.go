@@ -2,7 +2,6 @@ package learner
 
 import (
 	"context"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,34 +104,13 @@ func TestLoRAPublishesAdapters(t *testing.T) {
 // adapters' AdamW moments; a resume asking for another rank is refused.
 func TestLoRAResumeContinuesExactly(t *testing.T) {
 	model := initModel(t)
-	samples := syntheticSamples(8, 4, -1, "swerl.samples")
 	cfg := func(out string, resume bool) Config {
 		return Config{Out: out, Model: model, Resume: resume, BatchGroups: 2, MaxStaleness: -1,
 			LoRA: gpu.LoRAConfig{Rank: 4, Seed: 3}, Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-2}}
 	}
-	a := newLearner(t, cfg(t.TempDir(), false))
-	if _, err := a.Run(context.Background(), &SliceSource{Samples: samples}, 0); err != nil {
-		t.Fatal(err)
-	}
-	outB := t.TempDir()
-	b := newLearner(t, cfg(outB, false))
-	src := &SliceSource{Samples: samples}
-	if st, err := b.Run(context.Background(), src, 2); err != nil || st.Steps != 2 {
-		t.Fatalf("%+v %v", st, err)
-	}
-	b2 := newLearner(t, cfg(outB, true))
-	if b2.Version() != 2 {
-		t.Fatalf("resumed at v%d, want v2", b2.Version())
-	}
-	if _, err := b2.Run(context.Background(), src, 0); err != nil {
-		t.Fatal(err)
-	}
-	wa, wb := loraWeights(a.LoRA()), loraWeights(b2.LoRA())
-	for i := range wa {
-		if d := math.Abs(float64(wa[i] - wb[i])); d > 1e-6 {
-			t.Fatalf("adapter parameter %d: straight run %v, resumed run %v", i, wa[i], wb[i])
-		}
-	}
+	a, b2, outB := straightAndResumed(t, cfg)
+	wa := loraWeights(a.LoRA())
+	sameParams(t, "adapter parameter", wa, loraWeights(b2.LoRA()))
 	if slices.Equal(wa, loraWeights(newLearner(t, cfg(t.TempDir(), false)).LoRA())) {
 		t.Fatal("the adapters did not train")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"swerl/gpu"
+	"swerl/gpu/learner/learnertest"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio"
@@ -25,42 +26,26 @@ type topicLog struct {
 }
 
 // interleaved writes groups of G samples to the log the way the train
-// pipeline's sink does under load: a group's members are spread over time
-// and over the other groups, some members are produced twice (a replay
-// after a crash of train), and every group keeps to one partition (its key).
+// pipeline's sink does under load (learnertest.Interleaved: members
+// spread over the next groups, some produced twice), every group keeping
+// to one partition (its key).
 func interleaved(rng *rand.Rand, groups, G int) (*topicLog, []string) {
-	type member struct{ g, i int }
-	var order []member
-	for g := range groups {
-		for i := range G {
-			order = append(order, member{g, i})
-		}
-	}
-	// Shuffle locally: a member moves at most a few groups' worth.
-	for i := range order {
-		j := min(len(order)-1, i+rng.IntN(2*G))
-		order[i], order[j] = order[j], order[i]
-	}
+	rows, ids := learnertest.Interleaved(rng, groups, G, 2*G, 7)
 	log := &topicLog{}
-	var ids []string
-	for k, m := range order {
-		gid := fmt.Sprintf("r/inst%d@0", m.g)
-		s := schemas.Sample{Rollout: schemas.Rollout{ID: fmt.Sprintf("%s/%d", gid, m.i), GroupID: gid, GroupSize: G, Index: m.i,
-			PolicyVersion: -1, Prompt: "fix it", Completion: fmt.Sprint("ab", m.i), FinishReason: "stop"},
-			Reward: float64(m.i), Advantage: float64(m.i) - float64(G-1)/2, GroupComplete: true}
-		p := m.g % 2
-		log.parts[p] = append(log.parts[p], s)
-		ids = append(ids, s.ID)
-		if k%7 == 3 { // a copy produced again
-			log.parts[p] = append(log.parts[p], s)
+	part := map[string]int{}
+	for _, s := range rows {
+		p, ok := part[s.GroupID]
+		if !ok {
+			p = len(part) % 2
+			part[s.GroupID] = p
 		}
+		log.parts[p] = append(log.parts[p], s)
 	}
 	for p := range log.parts {
 		for o := range log.parts[p] {
 			log.parts[p][o].Source = fmt.Sprintf("swerl.samples@%d:%d", p, o)
 		}
 	}
-	slices.Sort(ids)
 	return log, ids
 }
 

@@ -220,11 +220,16 @@ func stopTokens(dir string, cfg gpu.Config, tok *tokenizer.Tokenizer) ([]int32, 
 
 // IsAdapter reports whether dir is a PEFT adapter directory: it has
 // adapter_config.json and no config.json.
-func IsAdapter(dir string) bool {
+func IsAdapter(dir string) bool { return hasInsteadOfConfig(dir, peft.ConfigFile) }
+
+// hasInsteadOfConfig reports whether dir has the file name and no
+// config.json, which would make it a model directory whatever else it
+// holds.
+func hasInsteadOfConfig(dir, name string) bool {
 	if _, err := os.Stat(filepath.Join(dir, hf.ConfigFile)); err == nil {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(dir, peft.ConfigFile))
+	_, err := os.Stat(filepath.Join(dir, name))
 	return err == nil
 }
 
@@ -273,13 +278,7 @@ func loadAdapter(dir string) (*Policy, error) {
 
 // IsRoot reports whether dir is an output root with a checkpoint index
 // rather than a model directory.
-func IsRoot(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, hf.ConfigFile)); err == nil {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, checkpoint.IndexFile))
-	return err == nil
-}
+func IsRoot(dir string) bool { return hasInsteadOfConfig(dir, checkpoint.IndexFile) }
 
 // Resolve returns the model directory path names: path itself when it is
 // a model directory, else (an output root) the newest checkpoint whose

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"swerl/gpu"
+	"swerl/gpu/arch"
 )
 
 // randomAdapter builds an adapter on c for modules with random A and B.
@@ -220,10 +221,7 @@ func safetensors(entries ...any) []byte {
 	off := 0
 	for i := 0; i < len(entries); i += 2 {
 		shape := entries[i+1].([]int)
-		n := 4
-		for _, d := range shape {
-			n *= d
-		}
+		n := 4 * arch.Numel(shape)
 		h[entries[i].(string)] = map[string]any{"dtype": "F32", "shape": shape, "data_offsets": []int{off, off + n}}
 		off += n
 	}

@@ -21,6 +21,47 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// openTiny opens a policy with options o over a new tiny model (seed 5).
+func openTiny(t *testing.T, o Options) *Policy {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	return openQuiet(t, dir, o)
+}
+
+// openQuiet opens the policy at path with options o, logging nowhere,
+// and closes it when the test ends.
+func openQuiet(t *testing.T, path string, o Options) *Policy {
+	t.Helper()
+	o.Log = quiet()
+	pol, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pol.Close() })
+	return pol
+}
+
+// publisher returns a function that publishes version v to the checkpoint
+// store at root: a tiny model of seed seed+v.
+func publisher(t *testing.T, root string, seed uint64) func(v int64) {
+	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(v int64) {
+		t.Helper()
+		if _, err := st.Publish(schemas.WeightVersion{Version: v, Step: v}, func(d string) error {
+			_, err := modeldir.Init(d, "tiny", seed+uint64(v))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestCompleteMatchesTrainerLogProbs(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
@@ -103,16 +144,8 @@ func (l msgList) msgs() []tokenizerMessage {
 }
 
 func TestPromptTooLong(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := Open(dir, Options{MaxSeq: 32, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
-	_, err = pol.Complete(context.Background(), rollout.Request{InstanceID: "x#1", Prompt: strings.Repeat("zq ", 40)})
+	pol := openTiny(t, Options{MaxSeq: 32})
+	_, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "x#1", Prompt: strings.Repeat("zq ", 40)})
 	if err == nil || !strings.Contains(err.Error(), "x#1") || !strings.Contains(err.Error(), "prompt tokens") {
 		t.Fatalf("err = %v, want a too-long error naming the instance", err)
 	}
@@ -120,25 +153,9 @@ func TestPromptTooLong(t *testing.T) {
 
 func TestReloadNewVersion(t *testing.T) {
 	root := t.TempDir()
-	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := func(v int64) {
-		t.Helper()
-		if _, err := st.Publish(schemas.WeightVersion{Version: v, Step: v}, func(d string) error {
-			_, err := modeldir.Init(d, "tiny", uint64(100+v))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := publisher(t, root, 100)
 	publish(0)
-	pol, err := Open(root, Options{Poll: 10 * time.Millisecond, MaxSeq: 128, MaxTokens: 8, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
+	pol := openQuiet(t, root, Options{Poll: 10 * time.Millisecond, MaxSeq: 128, MaxTokens: 8})
 	req := rollout.Request{Prompt: "hello", N: 1, Seed: 3, Temperature: 1e-6}
 	r0, err := pol.Complete(context.Background(), req)
 	if err != nil || r0.PolicyVersion != 0 {
@@ -181,25 +198,9 @@ func TestParseSpec(t *testing.T) {
 // and reports that version; the next request gets the new one.
 func TestReloadDuringRequest(t *testing.T) {
 	root := t.TempDir()
-	st, err := checkpoint.Open(checkpoint.Config{Dir: root, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := func(v int64) {
-		t.Helper()
-		if _, err := st.Publish(schemas.WeightVersion{Version: v}, func(d string) error {
-			_, err := modeldir.Init(d, "tiny", uint64(200+v))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := publisher(t, root, 200)
 	publish(0)
-	pol, err := Open(root, Options{Poll: -1, MaxSeq: 128, MaxTokens: 6, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
+	pol := openQuiet(t, root, Options{Poll: -1, MaxSeq: 128, MaxTokens: 6})
 	req := rollout.Request{Prompt: "hello", N: 4, Seed: 9}
 	ref, err := pol.Complete(context.Background(), req)
 	if err != nil {
@@ -237,15 +238,8 @@ func TestReloadDuringRequest(t *testing.T) {
 // gets alone; a cancelled request returns its context's error and leaves
 // the policy serving.
 func TestConcurrentRequestsBatched(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := Open(dir, Options{MaxSeq: 128, MaxTokens: 10, Batch: 8, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
+	pol := openTiny(t, Options{MaxSeq: 128, MaxTokens: 10, Batch: 8})
+	var err error
 	reqs := []rollout.Request{
 		{InstanceID: "a", Prompt: "fix the bug", N: 3, Seed: 1},
 		{InstanceID: "b", Prompt: "add a test", N: 3, Seed: 2},
@@ -325,15 +319,7 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 // log-probability and version, as the steps sample them: the first one
 // long before the request returns.
 func TestOnTokenReportsEachToken(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := Open(dir, Options{MaxSeq: 256, MaxTokens: 64, Batch: 4, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
+	pol := openTiny(t, Options{MaxSeq: 256, MaxTokens: 64, Batch: 4})
 	var got [2][]Token
 	var first time.Time
 	t0 := time.Now()

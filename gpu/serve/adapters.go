@@ -206,32 +206,37 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, v any) *apiError 
 	return s.decode(w, r, v, "a weight-update")
 }
 
-func (s *Server) vllmLoad(w http.ResponseWriter, r *http.Request) {
-	var req adapterRequest
-	if e := s.admin(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.loadAdapter(req.LoraName, req.LoraPath); e != nil {
-		writeError(w, e)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", req.LoraName)
+// adapterOp is what a load or unload endpoint does with its request.
+type adapterOp func(s *Server, req adapterRequest) *apiError
+
+func loadOp(s *Server, req adapterRequest) *apiError {
+	return s.loadAdapter(req.LoraName, req.LoraPath)
 }
 
-func (s *Server) vllmUnload(w http.ResponseWriter, r *http.Request) {
+func unloadOp(s *Server, req adapterRequest) *apiError { return s.unloadAdapter(req.LoraName) }
+
+// applyAdapterOp decodes the request of an adapter endpoint and applies op.
+func (s *Server) applyAdapterOp(w http.ResponseWriter, r *http.Request, op adapterOp) (adapterRequest, *apiError) {
 	var req adapterRequest
 	if e := s.admin(w, r, &req); e != nil {
-		writeError(w, e)
-		return
+		return req, e
 	}
-	if e := s.unloadAdapter(req.LoraName); e != nil {
-		writeError(w, e)
-		return
+	return req, op(s, req)
+}
+
+// vllmAdapter is vLLM's load or unload endpoint: op applied to the
+// decoded request, answered with vLLM's plain-text success message
+// ("Success: LoRA adapter 'NAME' <done> successfully.") or an error.
+func (s *Server) vllmAdapter(op adapterOp, done string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, e := s.applyAdapterOp(w, r, op)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "Success: LoRA adapter '%s' %s successfully.", req.LoraName, done)
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", req.LoraName)
 }
 
 // sglangAnswer writes SGLang's LoRAUpdateOutput: 200 on success, 400 with
@@ -253,22 +258,13 @@ func (s *Server) sglangAnswer(w http.ResponseWriter, e *apiError) {
 	json.NewEncoder(w).Encode(body)
 }
 
-func (s *Server) sglangLoad(w http.ResponseWriter, r *http.Request) {
-	var req adapterRequest
-	if e := s.admin(w, r, &req); e != nil {
+// sglangAdapter is SGLang's load or unload endpoint: op applied to the
+// decoded request, answered as sglangAnswer.
+func (s *Server) sglangAdapter(op adapterOp) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, e := s.applyAdapterOp(w, r, op)
 		s.sglangAnswer(w, e)
-		return
 	}
-	s.sglangAnswer(w, s.loadAdapter(req.LoraName, req.LoraPath))
-}
-
-func (s *Server) sglangUnload(w http.ResponseWriter, r *http.Request) {
-	var req adapterRequest
-	if e := s.admin(w, r, &req); e != nil {
-		s.sglangAnswer(w, e)
-		return
-	}
-	s.sglangAnswer(w, s.unloadAdapter(req.LoraName))
 }
 
 // updateWeights is SGLang's /update_weights_from_disk: the base model is

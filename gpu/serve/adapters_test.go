@@ -61,19 +61,12 @@ func adapterDir(t *testing.T, scale string) string {
 // startAdapters serves a fresh tiny model with the test loader.
 func startAdapters(t *testing.T) (*httptest.Server, *Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 9); err != nil {
-		t.Fatal(err)
-	}
 	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Poll: -1, Log: quiet()}
-	pol, err := policy.Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol, dir := tinyPolicy(t, 9, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts
 	srv := httptest.NewServer(sv.Handler())
-	t.Cleanup(func() { srv.Close(); pol.Close() })
+	t.Cleanup(srv.Close)
 	return srv, sv, dir
 }
 
@@ -87,6 +80,34 @@ func postJSON(t *testing.T, url string, body any) (int, string) {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(raw)
+}
+
+// answer is what the tests read from a chat or completions answer.
+type answer struct {
+	Choices []answerChoice
+	Usage   Usage
+}
+
+type answerChoice struct {
+	Text         string
+	Message      struct{ Content string }
+	FinishReason string  `json:"finish_reason"`
+	TokenIDs     []int32 `json:"token_ids"`
+}
+
+// content is a chat choice's message or a completions choice's text.
+func (c answerChoice) content() string { return c.Message.Content + c.Text }
+
+// postWhole posts body to url and decodes the answer; a status other than
+// 200 or a body that is no answer fails the test.
+func postWhole(t *testing.T, url string, body any) answer {
+	t.Helper()
+	code, raw := postJSON(t, url, body)
+	var a answer
+	if err := json.Unmarshal([]byte(raw), &a); code != 200 || err != nil || len(a.Choices) == 0 {
+		t.Fatalf("%s: %d %s (%v)", url, code, raw, err)
+	}
+	return a
 }
 
 func logprobsOf(cr ChatResponse) []float64 {
@@ -294,19 +315,7 @@ func TestStreaming(t *testing.T) {
 		} else {
 			path, req["prompt"], req["logprobs"] = "/v1/completions", "func main() {", 0
 		}
-		code, plain := postJSON(t, srv.URL+path, req)
-		if code != 200 {
-			t.Fatalf("%s: %d %s", api, code, plain)
-		}
-		var whole struct {
-			Choices []struct {
-				Text     string
-				Message  struct{ Content string }
-				TokenIDs []int32 `json:"token_ids"`
-			}
-			Usage Usage
-		}
-		json.Unmarshal([]byte(plain), &whole)
+		whole := postWhole(t, srv.URL+path, req)
 		req["stream"] = true
 		req["stream_options"] = map[string]bool{"include_usage": true}
 		b, _ := json.Marshal(req)
@@ -364,7 +373,7 @@ func TestStreaming(t *testing.T) {
 			}
 		}
 		for i, ch := range whole.Choices {
-			got := ch.Message.Content + ch.Text
+			got := ch.content()
 			if text[i] != got || !slices.Equal(ids[i], ch.TokenIDs) {
 				t.Errorf("%s choice %d: streamed %q %v, whole %q %v", api, i, text[i], ids[i], got, ch.TokenIDs)
 			}
@@ -416,16 +425,8 @@ func TestPieces(t *testing.T) {
 // FuzzWeightEndpoints: any body sent to the adapter and weight endpoints
 // gets a JSON or text answer with a 2xx or 4xx status, never a panic.
 func FuzzWeightEndpoints(f *testing.F) {
-	dir := f.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 1); err != nil {
-		f.Fatal(err)
-	}
 	opts := policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()}
-	pol, err := policy.Open(dir, opts)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer pol.Close()
+	pol, _ := tinyPolicy(f, 1, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts
 	h := sv.Handler()

@@ -22,6 +22,7 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/syncbuf"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio/parquettest"
@@ -41,17 +42,26 @@ func listen(t testing.TB, s *Server) string {
 	return ln.Addr().String()
 }
 
-func tinyPolicy(t testing.TB) *policy.Policy {
+// tinyPolicy opens a policy with options o over a new tiny model of the
+// given seed, closed when the test ends, and returns it with the model
+// directory.
+func tinyPolicy(t testing.TB, seed uint64, o policy.Options) (*policy.Policy, string) {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 3); err != nil {
+	if _, err := modeldir.Init(dir, "tiny", seed); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Open(dir, policy.Options{MaxSeq: 256, MaxTokens: 16, Poll: -1, Log: quiet()})
+	pol, err := policy.Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pol.Close() })
+	return pol, dir
+}
+
+// hostilePolicy is the policy the hostile-client tests serve.
+func hostilePolicy(t testing.TB) *policy.Policy {
+	pol, _ := tinyPolicy(t, 3, policy.Options{MaxSeq: 256, MaxTokens: 16, Poll: -1, Log: quiet()})
 	return pol
 }
 
@@ -80,7 +90,7 @@ func stall(t testing.TB, addr string) net.Conn {
 // the read timeout, which covers the body: each gets an error answer (or
 // none) and EOF within the timeout plus scheduling slack.
 func TestStalledBodiesAreClosed(t *testing.T) {
-	s := New(tinyPolicy(t), "tiny")
+	s := New(hostilePolicy(t), "tiny")
 	s.ReadTimeout = time.Second
 	addr := listen(t, s)
 	n := 200 * loadScale()
@@ -128,7 +138,7 @@ func TestStalledBodiesAreClosed(t *testing.T) {
 // stalled requests that held the places are cut by the read timeout and
 // the server serves again.
 func TestBusyIs429WithRetryAfter(t *testing.T) {
-	s := New(tinyPolicy(t), "tiny")
+	s := New(hostilePolicy(t), "tiny")
 	s.MaxConcurrent, s.MaxQueue, s.ReadTimeout = 1, 2, 2*time.Second
 	addr := listen(t, s)
 	var held []net.Conn
@@ -165,7 +175,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// A body over MaxBody is a 413.
-	s2 := New(tinyPolicy(t), "tiny")
+	s2 := New(hostilePolicy(t), "tiny")
 	s2.MaxBody = 1 << 10
 	addr2 := listen(t, s2)
 	big := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 4<<10) + `"}]}`
@@ -192,7 +202,7 @@ func heapInuse() uint64 {
 // answered 400 (too long for the model), 413 or 429, with the heap's peak
 // growth bounded by the admitted requests, not the offered ones.
 func TestLoad(t *testing.T) {
-	s := New(tinyPolicy(t), "tiny")
+	s := New(hostilePolicy(t), "tiny")
 	s.MaxConcurrent, s.MaxQueue, s.MaxBody = 2, 8, 2<<20
 	addr := listen(t, s)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}, Timeout: 60 * time.Second}
@@ -353,24 +363,6 @@ func TestUnencodableResponseIs500(t *testing.T) {
 	}
 }
 
-// lockedLog collects slog output safely while the watcher writes it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The reload poll compares the index's newest row before verifying
 // anything: with the served checkpoint's files altered after loading,
 // polls that see the same newest row hash nothing (no corrupt-checkpoint
@@ -388,7 +380,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedLog
+	var logs syncbuf.Buffer
 	pol, err := policy.Open(root, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: 10 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

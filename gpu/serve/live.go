@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"swerl/gpu/policy"
@@ -89,13 +88,14 @@ func safeText(tok *tokenizer.Tokenizer, toks []int32, stops []string) string {
 }
 
 // streamLive runs generate (which passes its onToken to the policy) and
-// streams its one choice as it is sampled: head (its fingerprint set from
-// the version sampling it), then open's chunk when open is set, then a
-// chunk of text from each step that adds safe text, then the rest of the
-// content with the finish reason, the usage when asked, and [DONE]. An
+// streams its one choice as it is sampled, each event headed h (its
+// fingerprint set from the version sampling it): open's chunk when open
+// is set, then a chunk of text from each step that adds safe text, then
+// the rest of the content with the finish reason, the usage when asked,
+// and [DONE]. An
 // error before the first token is an ordinary error answer; one after it
 // ends the stream with an error event.
-func streamLive[C any](w http.ResponseWriter, t target, stops []string, head chunk[C], o *StreamOptions, open *C, part func(text string, finish *string) C,
+func streamLive[C any](w http.ResponseWriter, t target, stops []string, h head, o *StreamOptions, open *C, part func(text string, finish *string) C,
 	generate func(onToken func(policy.Token)) liveAnswer) {
 	l := newLive()
 	done := make(chan liveAnswer, 1)
@@ -113,13 +113,9 @@ func streamLive[C any](w http.ResponseWriter, t target, stops []string, head chu
 	// The policy reports every completion's tokens before it returns, so
 	// the version is known here.
 	_, version := l.snapshot()
-	head.SystemFingerprint = Fingerprint(t.version(version))
-	e := newSSE(w, head.SystemFingerprint)
-	emit := func(c C) bool {
-		ch := head
-		ch.Choices = []C{c}
-		return e.event(ch)
-	}
+	h.SystemFingerprint = Fingerprint(t.version(version))
+	k := startChunks[C](w, h)
+	emit := k.emit
 	ok := open == nil || emit(*open)
 	sent := ""
 	for ans == nil {
@@ -142,35 +138,27 @@ func streamLive[C any](w http.ResponseWriter, t target, stops []string, head chu
 		return
 	}
 	if ans.err != nil {
-		e.error(ans.err)
+		k.e.error(ans.err)
 		return
 	}
-	k := cutAtStop(t.tok, ans.raw, ans.stops)
-	if !strings.HasPrefix(k.content, sent) {
-		e.error(fmt.Errorf("the streamed text %q is not a prefix of the completion %q", sent, k.content))
+	c := cutAtStop(t.tok, ans.raw, ans.stops)
+	if !strings.HasPrefix(c.content, sent) {
+		k.e.error(fmt.Errorf("the streamed text %q is not a prefix of the completion %q", sent, c.content))
 		return
 	}
-	if rest := k.content[len(sent):]; rest != "" && !emit(part(rest, nil)) {
+	if rest := c.content[len(sent):]; rest != "" && !emit(part(rest, nil)) {
 		return
 	}
-	finish := k.finish
-	if !emit(part("", &finish)) {
-		return
+	finish := c.finish
+	if emit(part("", &finish)) {
+		k.end(usageIf(o, ans.usage))
 	}
-	if u := usageIf(o, ans.usage); u != nil {
-		head.Choices, head.Usage = []C{}, u
-		if !e.event(head) {
-			return
-		}
-	}
-	e.done()
 }
 
 // streamChatLive streams a chat answer of one choice token by token.
 func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t target, req ChatRequest) {
 	stops, _ := parseStop(req.Stop) // a bad stop is the error generate returns
-	head := chunk[chunkChoice]{ID: fmt.Sprintf("chatcmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "chat.completion.chunk",
-		Created: time.Now().Unix(), Model: t.name}
+	h := s.newHead(t, "chatcmpl", "chat.completion.chunk", -1)
 	open := chunkChoice{Delta: map[string]any{"role": "assistant", "content": ""}}
 	part := func(text string, finish *string) chunkChoice {
 		if finish != nil {
@@ -178,7 +166,7 @@ func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t ta
 		}
 		return chunkChoice{Delta: map[string]any{"content": text}}
 	}
-	streamLive(w, t, stops, head, req.StreamOptions, &open, part, func(onToken func(policy.Token)) liveAnswer {
+	streamLive(w, t, stops, h, req.StreamOptions, &open, part, func(onToken func(policy.Token)) liveAnswer {
 		resp, raw, stops, err := s.complete(ctx, t, req, onToken)
 		return answerOf(resp.Usage, raw, stops, err)
 	})
@@ -188,12 +176,11 @@ func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t ta
 // token.
 func (s *Server) streamTextLive(ctx context.Context, w http.ResponseWriter, t target, req CompletionRequest) {
 	stops, _ := parseStop(req.Stop)
-	head := chunk[textChunkChoice]{ID: fmt.Sprintf("cmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "text_completion",
-		Created: time.Now().Unix(), Model: t.name}
+	h := s.newHead(t, "cmpl", "text_completion", -1)
 	part := func(text string, finish *string) textChunkChoice {
 		return textChunkChoice{Text: text, FinishReason: finish}
 	}
-	streamLive(w, t, stops, head, req.StreamOptions, nil, part, func(onToken func(policy.Token)) liveAnswer {
+	streamLive(w, t, stops, h, req.StreamOptions, nil, part, func(onToken func(policy.Token)) liveAnswer {
 		resp, raw, stops, err := s.completeText(ctx, t, req, onToken)
 		return answerOf(resp.Usage, raw, stops, err)
 	})

@@ -57,20 +57,8 @@ func TestStreamTokenByToken(t *testing.T) {
 			path, req["prompt"] = "/v1/completions", "func main() {"
 		}
 		whole := func() (string, string, Usage) {
-			code, body := postJSON(t, srv.URL+path, req)
-			if code != 200 {
-				t.Fatalf("%s: %d %s", api, code, body)
-			}
-			var r struct {
-				Choices []struct {
-					Text         string
-					Message      struct{ Content string }
-					FinishReason string `json:"finish_reason"`
-				}
-				Usage Usage
-			}
-			json.Unmarshal([]byte(body), &r)
-			return r.Choices[0].Text + r.Choices[0].Message.Content, r.Choices[0].FinishReason, r.Usage
+			r := postWhole(t, srv.URL+path, req)
+			return r.Choices[0].content(), r.Choices[0].FinishReason, r.Usage
 		}
 		streamed := func() (text, finish string, usage Usage, chunks int, first, total time.Duration) {
 			sreq := map[string]any{"stream": true, "stream_options": map[string]bool{"include_usage": true}}

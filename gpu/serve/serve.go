@@ -167,10 +167,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", s.auth(s.chat))
 	mux.HandleFunc("/v1/completions", s.auth(s.completions))
 	mux.HandleFunc("/v1/models", s.auth(s.models))
-	mux.HandleFunc("/v1/load_lora_adapter", s.auth(s.vllmLoad))
-	mux.HandleFunc("/v1/unload_lora_adapter", s.auth(s.vllmUnload))
-	mux.HandleFunc("/load_lora_adapter", s.auth(s.sglangLoad))
-	mux.HandleFunc("/unload_lora_adapter", s.auth(s.sglangUnload))
+	mux.HandleFunc("/v1/load_lora_adapter", s.auth(s.vllmAdapter(loadOp, "added")))
+	mux.HandleFunc("/v1/unload_lora_adapter", s.auth(s.vllmAdapter(unloadOp, "removed")))
+	mux.HandleFunc("/load_lora_adapter", s.auth(s.sglangAdapter(loadOp)))
+	mux.HandleFunc("/unload_lora_adapter", s.auth(s.sglangAdapter(unloadOp)))
 	mux.HandleFunc("/update_weights_from_disk", s.auth(s.updateWeights))
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(VersionHeader, strconv.FormatInt(s.base().Version(), 10))
@@ -242,16 +242,31 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// head is what an answer object and each of its streamed chunks begin
+// with.
+type head struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+}
+
+// newHead starts an answer of type object from target t, its id
+// "<prefix>-swerl-<unix nanoseconds>-<sequence number>"; version is the
+// weight version that sampled it (-1 for none), for the fingerprint.
+func (s *Server) newHead(t target, prefix, object string, version int64) head {
+	now := time.Now()
+	return head{ID: fmt.Sprintf("%s-swerl-%d-%d", prefix, now.UnixNano(), s.seq.Add(1)), Object: object,
+		Created: now.Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(version))}
+}
+
 // ChatResponse is an OpenAI chat.completion object.
 type ChatResponse struct {
-	ID                string   `json:"id"`
-	Object            string   `json:"object"`
-	Created           int64    `json:"created"`
-	Model             string   `json:"model"`
-	SystemFingerprint string   `json:"system_fingerprint"`
-	Choices           []Choice `json:"choices"`
-	Usage             Usage    `json:"usage"`
-	PromptTokenIDs    []int32  `json:"prompt_token_ids,omitempty"`
+	head
+	Choices        []Choice `json:"choices"`
+	Usage          Usage    `json:"usage"`
+	PromptTokenIDs []int32  `json:"prompt_token_ids,omitempty"`
 }
 
 type apiError struct {
@@ -501,10 +516,7 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToke
 	if err != nil {
 		return out, nil, nil, err
 	}
-	out = ChatResponse{
-		ID: fmt.Sprintf("chatcmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "chat.completion",
-		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
-	}
+	out = ChatResponse{head: s.newHead(t, "chatcmpl", "chat.completion", resp.PolicyVersion), Usage: usage}
 	if req.ReturnTokenIDs {
 		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}

@@ -186,15 +186,7 @@ func TestServeFollowsVersions(t *testing.T) {
 // FuzzChatRequest: any request body gets a JSON answer, 200 or a 4xx
 // error object, never a panic or a 5xx.
 func FuzzChatRequest(f *testing.F) {
-	dir := f.TempDir()
-	if _, err := modeldir.Init(dir, "tiny", 1); err != nil {
-		f.Fatal(err)
-	}
-	pol, err := policy.Open(dir, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer pol.Close()
+	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()})
 	h := New(pol, "tiny").Handler()
 	for _, s := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":1}`,

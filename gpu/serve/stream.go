@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"swerl/gpu/policy"
@@ -48,14 +47,10 @@ type CompletionChoice struct {
 
 // CompletionResponse is an OpenAI text_completion object.
 type CompletionResponse struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint"`
-	Choices           []CompletionChoice `json:"choices"`
-	Usage             Usage              `json:"usage"`
-	PromptTokenIDs    []int32            `json:"prompt_token_ids,omitempty"`
+	head
+	Choices        []CompletionChoice `json:"choices"`
+	Usage          Usage              `json:"usage"`
+	PromptTokenIDs []int32            `json:"prompt_token_ids,omitempty"`
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -104,10 +99,7 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 	if err != nil {
 		return out, nil, nil, err
 	}
-	out = CompletionResponse{
-		ID: fmt.Sprintf("cmpl-swerl-%d-%d", time.Now().UnixNano(), s.seq.Add(1)), Object: "text_completion",
-		Created: time.Now().Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(resp.PolicyVersion)), Usage: usage,
-	}
+	out = CompletionResponse{head: s.newHead(t, "cmpl", "text_completion", resp.PolicyVersion), Usage: usage}
 	if req.ReturnTokenIDs {
 		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
@@ -221,36 +213,45 @@ func (e *sse) done() {
 // one choice's part (C: the chat or completions chunk choice), or no
 // choice and the usage.
 type chunk[C any] struct {
-	ID                string `json:"id"`
-	Object            string `json:"object"`
-	Created           int64  `json:"created"`
-	Model             string `json:"model"`
-	SystemFingerprint string `json:"system_fingerprint"`
-	Choices           []C    `json:"choices"`
-	Usage             *Usage `json:"usage,omitempty"`
+	head
+	Choices []C    `json:"choices"`
+	Usage   *Usage `json:"usage,omitempty"`
 }
 
-// stream writes an answer as server-sent events: the choice parts parts
-// emits (emit returns false once the stream ended in an error event),
-// then head with the usage and no choices when usage is not nil, then
-// [DONE].
-func stream[C any](w http.ResponseWriter, head chunk[C], usage *Usage, parts func(emit func(C) bool) bool) {
-	e := newSSE(w, head.SystemFingerprint)
-	emit := func(c C) bool {
-		ch := head
-		ch.Choices = []C{c}
-		return e.event(ch)
-	}
-	if !parts(emit) {
+// chunks writes the events of one streamed answer, each starting with h.
+type chunks[C any] struct {
+	e *sse
+	h head
+}
+
+// startChunks sends the event stream's response header.
+func startChunks[C any](w http.ResponseWriter, h head) chunks[C] {
+	return chunks[C]{e: newSSE(w, h.SystemFingerprint), h: h}
+}
+
+// emit sends a chunk of choice part c; false when the stream ended in an
+// error event instead.
+func (k chunks[C]) emit(c C) bool {
+	return k.e.event(chunk[C]{head: k.h, Choices: []C{c}})
+}
+
+// end sends a chunk with the usage and no choices when usage is not nil,
+// then [DONE].
+func (k chunks[C]) end(usage *Usage) {
+	if usage != nil && !k.e.event(chunk[C]{head: k.h, Choices: []C{}, Usage: usage}) {
 		return
 	}
-	if usage != nil {
-		head.Choices, head.Usage = []C{}, usage
-		if !e.event(head) {
-			return
-		}
+	k.e.done()
+}
+
+// stream writes an answer as server-sent events headed h: the choice
+// parts parts emits (emit returns false once the stream ended in an error
+// event), then the usage when it is not nil, then [DONE].
+func stream[C any](w http.ResponseWriter, h head, usage *Usage, parts func(emit func(C) bool) bool) {
+	k := startChunks[C](w, h)
+	if parts(k.emit) {
+		k.end(usage)
 	}
-	e.done()
 }
 
 // usageIf is the usage when the stream options ask for it, else nil.
@@ -274,8 +275,9 @@ type chunkChoice struct {
 // ids when asked), its finish reason; then the usage when asked; then
 // [DONE].
 func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatResponse, raw []rollout.Completion, stops []string, req ChatRequest) {
-	head := chunk[chunkChoice]{ID: resp.ID, Object: "chat.completion.chunk", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
-	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(chunkChoice) bool) bool {
+	h := resp.head
+	h.Object = "chat.completion.chunk"
+	stream(w, h, usageIf(req.StreamOptions, resp.Usage), func(emit func(chunkChoice) bool) bool {
 		for i, c := range raw {
 			k := cutAtStop(tok, c, stops)
 			if !emit(chunkChoice{Index: i, Delta: map[string]any{"role": "assistant", "content": ""}}) {
@@ -318,8 +320,7 @@ type textChunkChoice struct {
 // text pieces, the last of each choice carrying its finish reason; then
 // the usage when asked; then [DONE].
 func streamCompletion(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp CompletionResponse, raw []rollout.Completion, stops []string, req CompletionRequest) {
-	head := chunk[textChunkChoice]{ID: resp.ID, Object: "text_completion", Created: resp.Created, Model: resp.Model, SystemFingerprint: resp.SystemFingerprint}
-	stream(w, head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
+	stream(w, resp.head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
 		for i, c := range raw {
 			k := cutAtStop(tok, c, stops)
 			ps := pieces(k)

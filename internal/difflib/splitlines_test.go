@@ -2,32 +2,29 @@ package difflib
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"testing"
-	"unicode/utf8"
 )
 
-// splitLinesByRune is SplitLines decoding every rune: the plain reading
-// of str.splitlines that the byte-skipping version must equal.
-func splitLinesByRune(s string, keepends bool) []string {
+// lineBreak matches what ends a line for Python's str.splitlines, "\r\n"
+// before a lone "\r". Like utf8.DecodeRuneInString, regexp reads an
+// invalid byte as U+FFFD, so a stray 0x85 is no boundary.
+var lineBreak = regexp.MustCompile("\r\n|[\n\r\v\f\x1c\x1d\x1e\u0085\u2028\u2029]")
+
+// splitLinesByRegexp is SplitLines written plainly from lineBreak's
+// matches: the reading of str.splitlines that the byte-skipping version
+// must equal.
+func splitLinesByRegexp(s string, keepends bool) []string {
 	var out []string
 	start := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if !isLineBoundary(r) {
-			i += size
-			continue
-		}
-		end := i + size
-		if r == '\r' && end < len(s) && s[end] == '\n' {
-			end++
-		}
+	for _, m := range lineBreak.FindAllStringIndex(s, -1) {
+		end := m[0]
 		if keepends {
-			out = append(out, s[start:end])
-		} else {
-			out = append(out, s[start:i])
+			end = m[1]
 		}
-		start, i = end, end
+		out = append(out, s[start:end])
+		start = m[1]
 	}
 	if start < len(s) {
 		out = append(out, s[start:])
@@ -35,9 +32,9 @@ func splitLinesByRune(s string, keepends bool) []string {
 	return out
 }
 
-// TestSplitLinesMatchesRuneByRune: random strings built from boundaries,
+// TestSplitLinesMatchesRegexp: random strings built from boundaries,
 // their UTF-8 lead bytes alone, other multi-byte runes and invalid bytes.
-func TestSplitLinesMatchesRuneByRune(t *testing.T) {
+func TestSplitLinesMatchesRegexp(t *testing.T) {
 	parts := []string{"a", "xyz", "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e",
 		"\u0085", "\u2028", "\u2029", "\u2027", "\u00e9", "é", "世", "\xc2", "\xe2", "\xe2\x80",
 		"\x80", "\xff", "\xf0\x9f\x98\x80", "\xf0\x9f"}
@@ -48,7 +45,7 @@ func TestSplitLinesMatchesRuneByRune(t *testing.T) {
 			s += parts[r.IntN(len(parts))]
 		}
 		for _, keep := range []bool{false, true} {
-			got, want := SplitLines(s, keep), splitLinesByRune(s, keep)
+			got, want := SplitLines(s, keep), splitLinesByRegexp(s, keep)
 			if !slices.Equal(got, want) {
 				t.Fatalf("case %d %q keepends=%v: got %q, want %q", n, s, keep, got, want)
 			}
@@ -60,7 +57,7 @@ func FuzzSplitLines(f *testing.F) {
 	f.Add("a\r\nb\u2028c\xe2\x80")
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, keep := range []bool{false, true} {
-			if got, want := SplitLines(s, keep), splitLinesByRune(s, keep); !slices.Equal(got, want) {
+			if got, want := SplitLines(s, keep), splitLinesByRegexp(s, keep); !slices.Equal(got, want) {
 				t.Fatalf("%q keepends=%v: got %q, want %q", s, keep, got, want)
 			}
 		}

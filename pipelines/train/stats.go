@@ -106,57 +106,30 @@ func notePolicyVersion(ctx context.Context, v, newest int64) {
 	}
 }
 
-// countSource reads the counts of a run: from the pipeline result when the
-// runner reports them, else what this process counted since the run began.
-type countSource struct {
-	res   metrics.Results
-	ok    bool
-	since metrics.Baseline
-}
-
-func (c countSource) count(x *metrics.Counter) int64 {
-	if c.ok {
-		return c.res.Count(x)
-	}
-	return c.since.Since(x)
-}
-
-func (c countSource) counts(v *metrics.CounterVec) map[string]int64 {
-	if c.ok {
-		return c.res.Counts(v)
-	}
-	return c.since.SinceVec(v)
-}
-
 // summarize fills a Summary from the counts of a run. res is the pipeline
 // result (nil when the run failed or was stopped: then the counts of this
 // process are used, which miss the work of other worker processes).
 func summarize(res beam.PipelineResult, since metrics.Baseline) (sum Summary, fromRunner bool) {
-	r, ok := metrics.Read(res, metricNS)
-	c := countSource{res: r, ok: ok, since: since}
-	groups, dead := c.counts(cGroups), c.counts(cDeadLetters)
+	c := metrics.RunTotals(res, metricNS, since)
+	groups, dead := c.Counts(cGroups), c.Counts(cDeadLetters)
 	out := Summary{
-		Records: c.count(cRecords), Instances: c.count(cInstances), Rollouts: c.count(cRollouts),
-		Scored: c.count(cScored), FormatErrors: c.count(cFormatErrors),
+		Records: c.Count(cRecords), Instances: c.Count(cInstances), Rollouts: c.Count(cRollouts),
+		Scored: c.Count(cScored), FormatErrors: c.Count(cFormatErrors),
 		Groups:       groups[groupComplete] + groups[groupIncomplete],
 		ZeroVariance: groups[groupZeroVariance], Incomplete: groups[groupIncomplete], DroppedGroups: groups[groupDropped],
-		Samples: c.count(cSamples), Duplicates: c.count(cDuplicates), Files: c.count(cFiles),
+		Samples: c.Count(cSamples), Duplicates: c.Count(cDuplicates), Files: c.Count(cFiles),
 		PolicyVersion: -1,
 	}
 	for _, n := range dead {
 		out.DeadLetters += n
 	}
 	if out.Samples > 0 {
-		out.MeanReward = float64(c.count(cRewardMicro)) / 1e6 / float64(out.Samples)
+		out.MeanReward = float64(c.Count(cRewardMicro)) / 1e6 / float64(out.Samples)
 	}
-	if ok {
-		if v, seen := r.Max(cPolicyVersion); seen {
-			out.PolicyVersion = v
-		}
-	} else if v, seen := cPolicyVersion.Live(); seen {
+	if v, seen := c.Max(cPolicyVersion); seen {
 		out.PolicyVersion = v
 	}
-	return out, ok
+	return out, c.FromRunner()
 }
 
 func micro(r float64) int64 { return int64(math.Round(r * 1e6)) }

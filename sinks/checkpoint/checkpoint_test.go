@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"swerl/gpu/arch"
 	"swerl/gpu/hf"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
@@ -47,11 +48,7 @@ func writeModel(seed float32) func(dir string) error {
 		}
 		var ts []hf.Tensor
 		for _, s := range a.Tensors() {
-			n := 1
-			for _, d := range s.Shape {
-				n *= d
-			}
-			d := make([]float32, n)
+			d := make([]float32, arch.Numel(s.Shape))
 			for i := range d {
 				d[i] = seed + float32(i)
 			}

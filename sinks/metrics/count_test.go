@@ -95,6 +95,22 @@ func TestCountsReachThePipelineResult(t *testing.T) {
 	if _, ok := Read(nil, testNS); ok {
 		t.Error("a nil result reads as having metrics")
 	}
+
+	// RunTotals: the runner's totals where it reports them, else this
+	// process's since the baseline (which now includes the 5).
+	run := RunTotals(res, testNS, base)
+	if !run.FromRunner() || run.Count(tItems) != n || run.Counts(tKinds)["2"] != n/3 {
+		t.Errorf("run totals: from runner %v, items %d, kinds %v", run.FromRunner(), run.Count(tItems), run.Counts(tKinds))
+	}
+	local := RunTotals(nil, testNS, base)
+	if local.FromRunner() || local.Count(tItems) != n+5 || local.Counts(tKinds)["0"] != n/3 {
+		t.Errorf("local totals: from runner %v, items %d, kinds %v", local.FromRunner(), local.Count(tItems), local.Counts(tKinds))
+	}
+	for name, tot := range map[string]Totals{"run": run, "local": local} {
+		if top, ok := tot.Max(tTop); !ok || top != n-1 {
+			t.Errorf("%s top %d %v, want %d", name, top, ok, n-1)
+		}
+	}
 }
 
 // gathered is the value of the counter name on Registry.

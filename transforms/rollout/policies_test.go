@@ -8,9 +8,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
+	"swerl/internal/jsonscan/jsonscantest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,17 +327,7 @@ func FuzzParseFileLine(f *testing.F) {
 		if err == nil && l != nil && l.InstanceID == "" {
 			t.Fatal("accepted a line with no instance_id")
 		}
-		fast, ok := fastFileLine(b)
-		if !ok {
-			return
-		}
-		slow, err := slowFileLine(b)
-		if err != nil {
-			t.Fatalf("%q: the fast path accepted what encoding/json rejects: %v", b, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q: fast path %+v, encoding/json %+v", b, fast, slow)
-		}
+		jsonscantest.Agrees(t, b, fastFileLine, slowFileLine)
 	})
 }
 
@@ -349,14 +339,8 @@ func TestFastFileLine(t *testing.T) {
 		`{"instance_id":"o/r#1","completions":[{"text":"a","logprobs":[-0.25,-1.5e-2],"tokens":[5,-1],"finish_reason":"length","extra":{}}],"policy_version":null}`,
 		` {"completions":[],"instance_id":"x","note":[1,"z",null]} `,
 	} {
-		fast, ok := fastFileLine([]byte(s))
-		if !ok {
+		if !jsonscantest.Agrees(t, []byte(s), fastFileLine, slowFileLine) {
 			t.Errorf("%s: gave up", s)
-			continue
-		}
-		slow, err := slowFileLine([]byte(s))
-		if err != nil || !reflect.DeepEqual(fast, slow) {
-			t.Errorf("%s: fast %+v, encoding/json %+v (%v)", s, fast, slow, err)
 		}
 	}
 	for _, s := range []string{

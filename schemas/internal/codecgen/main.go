@@ -8,7 +8,9 @@
 //     tests and fuzzers;
 //   - bincode_gen.go: AppendBincode, ReadBincode and BincodeSize of
 //     Instance and Sample, the binary form of package bincode that the
-//     mining pipeline's staging files and the train pipeline's parts carry.
+//     mining pipeline's staging files and the train pipeline's parts carry;
+//   - fieldlens_gen.go: the lengths of those records' variable-length
+//     fields, from which both codecs estimate their buffer sizes.
 //
 // It reads the struct definitions with go/parser (no type checking, so it
 // runs while the generated files are stale or do not compile) and knows
@@ -74,27 +76,34 @@ const (
 type rule struct {
 	goType string
 	// Package bincode: the Append call, the Decoder method, and the
-	// encoded size as fixed bytes plus an expression (or "").
+	// encoded size's fixed bytes.
 	binAppend, binRead string
 	binFixed           int
-	binSize            string
 	// The jsonscan statement that reads the field, setting ok ("": no
-	// decoder rule), and the JSON encoder's size hint.
-	jsonRead, jsonSize string
+	// decoder rule).
+	jsonRead string
+	// A variable-length kind's total in fieldLens: the struct field, the
+	// length of one value (len or bincode.MapLen), and the bytes of one
+	// unit of that length in bincode's and in JSON's form, for the size
+	// estimates. lenField is "" for fixed-size kinds.
+	lenField, lenOf   string
+	binUnit, jsonUnit int
 }
 
 var rules = map[kind]rule{
-	kInt:      {"int", "bincode.AppendInt(b, int64(%[1]s))", "Int", 10, "", "%[1]s, ok = readJSONInt(p)", ""},
-	kInt64:    {"int64", "bincode.AppendInt(b, %[1]s)", "Int64", 10, "", "%[1]s, ok = p.Int()", ""},
-	kString:   {"string", "bincode.AppendString(b, %[1]s)", "String", 5, "len(%[1]s)", "%[1]s, ok = p.Str()", "len(%[1]s)"},
-	kBool:     {"bool", "bincode.AppendBool(b, %[1]s)", "Bool", 1, "", "", ""},
-	kFloat64:  {"float64", "bincode.AppendFloat(b, %[1]s)", "Float", 8, "", "%[1]s, ok = p.Float(64)", ""},
-	kInts:     {"[]int", "bincode.AppendInts(b, %[1]s)", "Ints", 5, "10*len(%[1]s)", readJSONInts, "12*len(%[1]s)"},
-	kInt32s:   {"[]int32", "bincode.AppendInt32s(b, %[1]s)", "Int32s", 5, "5*len(%[1]s)", "", "12*len(%[1]s)"},
-	kFloat32s: {"[]float32", "bincode.AppendFloat32s(b, %[1]s)", "Float32s", 5, "4*len(%[1]s)", "", "12*len(%[1]s)"},
-	kStrings:  {"[]string", "bincode.AppendStrings(b, %[1]s)", "Strings", 5, "16*len(%[1]s)", "%[1]s, ok = p.StrList()", "12*len(%[1]s)"},
-	kStrMap:   {"map[string]string", "bincode.AppendStringMap(b, %[1]s)", "StringMap", 5, "bincode.MapLen(%[1]s)", "%[1]s, ok = p.StrMap()", "64*len(%[1]s)"},
-	kFloatMap: {"map[string]float64", "bincode.AppendFloatMap(b, %[1]s)", "FloatMap", 5, "24*len(%[1]s)", "", "64*len(%[1]s)"},
+	kInt:      {"int", "bincode.AppendInt(b, int64(%[1]s))", "Int", 10, "%[1]s, ok = readJSONInt(p)", "", "", 0, 0},
+	kInt64:    {"int64", "bincode.AppendInt(b, %[1]s)", "Int64", 10, "%[1]s, ok = p.Int()", "", "", 0, 0},
+	kString:   {"string", "bincode.AppendString(b, %[1]s)", "String", 5, "%[1]s, ok = p.Str()", "strings", "len(%[1]s)", 1, 1},
+	kBool:     {"bool", "bincode.AppendBool(b, %[1]s)", "Bool", 1, "", "", "", 0, 0},
+	kFloat64:  {"float64", "bincode.AppendFloat(b, %[1]s)", "Float", 8, "%[1]s, ok = p.Float(64)", "", "", 0, 0},
+	kInts:     {"[]int", "bincode.AppendInts(b, %[1]s)", "Ints", 5, readJSONInts, "ints", "len(%[1]s)", 10, 12},
+	kInt32s:   {"[]int32", "bincode.AppendInt32s(b, %[1]s)", "Int32s", 5, "", "int32s", "len(%[1]s)", 5, 12},
+	kFloat32s: {"[]float32", "bincode.AppendFloat32s(b, %[1]s)", "Float32s", 5, "", "float32s", "len(%[1]s)", 4, 12},
+	kStrings:  {"[]string", "bincode.AppendStrings(b, %[1]s)", "Strings", 5, "%[1]s, ok = p.StrList()", "stringLists", "len(%[1]s)", 16, 12},
+	// A string map is measured in bytes (keys, values and 4 a pair); JSON
+	// escapes can double code.
+	kStrMap:   {"map[string]string", "bincode.AppendStringMap(b, %[1]s)", "StringMap", 5, "%[1]s, ok = p.StrMap()", "stringMaps", "bincode.MapLen(%[1]s)", 1, 2},
+	kFloatMap: {"map[string]float64", "bincode.AppendFloatMap(b, %[1]s)", "FloatMap", 5, "", "floatMaps", "len(%[1]s)", 24, 64},
 }
 
 // readJSONInts reads a list of ints; an empty list is not nil, as with
@@ -159,13 +168,20 @@ func generate(dir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var js, bin gen
+	var js, bin, size gen
 	js.imports = []string{"fmt", "slices", "strconv", "swerl/internal/jsonscan"}
 	bin.imports = []string{"swerl/internal/bincode"}
+	size.imports = []string{"swerl/internal/bincode"}
+	size.fieldLensType()
 	for _, t := range targets {
 		r, err := p.record(t.Type)
 		if err != nil {
 			return nil, err
+		}
+		if t.JSONEncoder || t.Bincode {
+			if err := size.fieldLens(r); err != nil {
+				return nil, err
+			}
 		}
 		if t.JSONDecoder {
 			if err := js.jsonDecoder(r, map[string]bool{}); err != nil {
@@ -184,7 +200,7 @@ func generate(dir string) (map[string][]byte, error) {
 		}
 	}
 	out := map[string][]byte{}
-	for name, g := range map[string]*gen{"jsoncodec_gen.go": &js, "bincode_gen.go": &bin} {
+	for name, g := range map[string]*gen{"jsoncodec_gen.go": &js, "bincode_gen.go": &bin, "fieldlens_gen.go": &size} {
 		src, err := g.source()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -462,13 +478,7 @@ func (g *gen) jsonEncoder(r *record, cached []string) error {
 	g.p("// appendJSON appends v's JSON to dst, as json.Marshal writes it; it fails,")
 	g.p("// naming the record and the field, on a NaN or infinite number.")
 	g.p("func (e *%sEncoder) appendJSON(dst []byte, v *%s) ([]byte, error) {", r.Name, r.Name)
-	var hint []string
-	for _, f := range r.Fields {
-		if h := rules[f.Kind].jsonSize; h != "" {
-			hint = append(hint, fmt.Sprintf(h, "v."+f.Path))
-		}
-	}
-	g.p("b := slices.Grow(dst, 512+\n%s)", strings.Join(hint, "+\n"))
+	g.p("b := slices.Grow(dst, 512+v.fieldLens().jsonSize())")
 	for _, f := range r.Fields {
 		if f.Kind == kFloat64 || f.Kind == kFloat32s || f.Kind == kFloatMap {
 			g.p("var err error")
@@ -567,9 +577,10 @@ func (g *gen) jsonEncoder(r *record, cached []string) error {
 	return nil
 }
 
-// bincode writes r's AppendBincode, ReadBincode and BincodeSize.
-func (g *gen) bincode(r *record) error {
-	var all []field // nested structs flattened: they are written in place
+// flat is r's fields with nested structs flattened, their paths from r:
+// the fields the binary form writes in place and the size estimates sum.
+func flat(r *record) []field {
+	var all []field
 	var flatten func(fs []field, prefix string)
 	flatten = func(fs []field, prefix string) {
 		for _, f := range fs {
@@ -582,6 +593,82 @@ func (g *gen) bincode(r *record) error {
 		}
 	}
 	flatten(r.Fields, "")
+	return all
+}
+
+// lenKinds are the variable-length kinds, in fieldLens' field order.
+func lenKinds() []kind {
+	var ks []kind
+	for k := kInt; k < kStruct; k++ {
+		if rules[k].lenField != "" {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// fieldLensType writes type fieldLens, one total a variable-length kind,
+// and its bincodeSize and jsonSize, which weigh the totals by the kinds'
+// units: the one place the codecs' size estimates are made.
+func (g *gen) fieldLensType() {
+	g.p("// fieldLens are the lengths of a record's variable-length fields, summed")
+	g.p("// by kind, for the codecs' size estimates.")
+	g.p("type fieldLens struct {")
+	for _, k := range lenKinds() {
+		g.p("%s int // %s", rules[k].lenField, rules[k].goType)
+	}
+	g.p("}\n")
+	for _, c := range []struct {
+		name, form string
+		unit       func(rule) int
+	}{
+		{"bincodeSize", "package bincode's form", func(r rule) int { return r.binUnit }},
+		{"jsonSize", "JSON", func(r rule) int { return r.jsonUnit }},
+	} {
+		var terms []string
+		for _, k := range lenKinds() {
+			rl := rules[k]
+			if u := c.unit(rl); u == 1 {
+				terms = append(terms, "l."+rl.lenField)
+			} else {
+				terms = append(terms, fmt.Sprintf("%d*l.%s", u, rl.lenField))
+			}
+		}
+		g.p("// %s estimates the bytes the variable-length fields take in %s.", c.name, c.form)
+		g.p("func (l fieldLens) %s() int {", c.name)
+		g.p("return %s", strings.Join(terms, " + "))
+		g.p("}\n")
+	}
+}
+
+// fieldLens writes r's fieldLens method.
+func (g *gen) fieldLens(r *record) error {
+	byField := map[string][]string{}
+	for _, f := range flat(r) {
+		rl, ok := rules[f.Kind]
+		if !ok {
+			return fmt.Errorf("%s.%s: no codec rule for its type: teach codecgen", r.Name, f.Path)
+		}
+		if rl.lenField != "" {
+			byField[rl.lenField] = append(byField[rl.lenField], fmt.Sprintf(rl.lenOf, "v."+f.Path))
+		}
+	}
+	g.p("// fieldLens sums the lengths of v's variable-length fields by kind.")
+	g.p("func (v *%s) fieldLens() fieldLens {", r.Name)
+	g.p("return fieldLens{")
+	for _, k := range lenKinds() {
+		if xs := byField[rules[k].lenField]; len(xs) > 0 {
+			g.p("%s: %s,", rules[k].lenField, strings.Join(xs, " +\n"))
+		}
+	}
+	g.p("}")
+	g.p("}\n")
+	return nil
+}
+
+// bincode writes r's AppendBincode, ReadBincode and BincodeSize.
+func (g *gen) bincode(r *record) error {
+	all := flat(r) // nested structs flattened: they are written in place
 	for _, f := range all {
 		if _, ok := rules[f.Kind]; !ok {
 			return fmt.Errorf("%s.%s: no bincode rule for its type: teach codecgen and bincode", r.Name, f.Path)
@@ -604,17 +691,12 @@ func (g *gen) bincode(r *record) error {
 	}
 	g.p("}\n")
 	fixed := 0
-	var sizes []string
 	for _, f := range all {
-		rl := rules[f.Kind]
-		fixed += rl.binFixed
-		if rl.binSize != "" {
-			sizes = append(sizes, fmt.Sprintf(rl.binSize, "v."+f.Path))
-		}
+		fixed += rules[f.Kind].binFixed
 	}
 	g.p("// BincodeSize estimates the length of v's AppendBincode, to size a buffer.")
 	g.p("func (v *%s) BincodeSize() int {", r.Name)
-	g.p("return %d +\n%s", fixed, strings.Join(sizes, " +\n"))
+	g.p("return %d + v.fieldLens().bincodeSize()", fixed)
 	g.p("}\n")
 	return nil
 }

@@ -64,6 +64,8 @@ func TestGenerateFollowsTheStructs(t *testing.T) {
 		{"bincode_gen.go", "v.Reviewer = d.String()"},
 		{"bincode_gen.go", "bincode.AppendInt32s(b, v.Turns)"},
 		{"bincode_gen.go", "v.Turns = d.Int32s()"},
+		{"fieldlens_gen.go", "len(v.Reviewer)"},
+		{"fieldlens_gen.go", "len(v.Turns)"},
 	} {
 		if !strings.Contains(string(files[want.file]), want.text) {
 			t.Errorf("%s lacks %s", want.file, want.text)
