@@ -163,24 +163,10 @@ func BenchmarkSample(b *testing.B) {
 				n = 8
 			}
 			p := gpu.SamplingParams{MaxTokens: n}
-			if _, err := s.Sample(prompt, p); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			if g != nil {
-				g.ResetProfile()
-			}
-			start := time.Now()
-			gen := 0
-			for b.Loop() {
+			benchTokens(b, g, func() (int, error) {
 				c, err := s.Sample(prompt, p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				gen += len(c.Tokens)
-			}
-			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
-			printProfile(b, g)
+				return len(c.Tokens), err
+			})
 		})
 	}
 }
@@ -230,26 +216,14 @@ func BenchmarkSampleBatch(b *testing.B) {
 				prompts[i] = seqs[i].Prompt
 				ps[i] = gpu.SamplingParams{MaxTokens: 64, Seed: uint64(i + 1)}
 			}
-			if _, err := s.SampleAll(prompts, ps); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			if g != nil {
-				g.ResetProfile()
-			}
-			start := time.Now()
-			gen := 0
-			for b.Loop() {
+			benchTokens(b, g, func() (int, error) {
 				cs, err := s.SampleAll(prompts, ps)
-				if err != nil {
-					b.Fatal(err)
-				}
+				n := 0
 				for _, c := range cs {
-					gen += len(c.Tokens)
+					n += len(c.Tokens)
 				}
-			}
-			b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
-			printProfile(b, g)
+				return n, err
+			})
 		})
 	}
 }
@@ -260,4 +234,28 @@ type hostPick struct {
 	gpu.Backend
 	gpu.PackedMatmul
 	gpu.RaggedAttention
+}
+
+// benchTokens runs sample once to warm up, then as the benchmark's loop,
+// and reports the tokens it generated per second (with g's profile from
+// after the warm-up when profiling is on; g may be nil).
+func benchTokens(b *testing.B, g *cuda.Backend, sample func() (int, error)) {
+	if _, err := sample(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if g != nil {
+		g.ResetProfile()
+	}
+	start := time.Now()
+	gen := 0
+	for b.Loop() {
+		n, err := sample()
+		if err != nil {
+			b.Fatal(err)
+		}
+		gen += n
+	}
+	b.ReportMetric(float64(gen)/time.Since(start).Seconds(), "tokens/s")
+	printProfile(b, g)
 }

@@ -83,39 +83,50 @@ func TestTrainerMatchesCPU(t *testing.T) {
 }
 
 func trainerMatchesCPU(t *testing.T, cfg gpu.Config) {
+	mc, mg, trc, trg := trainerPair(t, cfg)
+	batch := tinyBatch()
+	stepBoth(t, trc, trg, batch)
+	sameWeights(t, mc, mg, 1e-4)
+	sameLogProbs(t, trc, trg, batch, 1e-4)
+}
+
+// trainerPair returns two copies of a model of cfg and a Trainer of each,
+// one on the CPU (the reference) and one on a fresh CUDA backend.
+func trainerPair(t *testing.T, cfg gpu.Config) (mc, mg *gpu.Model, trc, trg *gpu.Trainer) {
+	t.Helper()
 	gbe := open(t)
 	cbe := cpu.New()
-	defer cbe.Close()
+	t.Cleanup(func() { cbe.Close() })
 	mc, err := gpu.NewModel(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mg, _ := gpu.NewModel(cfg, 3)
+	mg, _ = gpu.NewModel(cfg, 3)
 	tc := gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-3}
-	trc, err := gpu.NewTrainer(mc, cbe, tc)
-	if err != nil {
+	if trc, err = gpu.NewTrainer(mc, cbe, tc); err != nil {
 		t.Fatal(err)
 	}
-	trg, err := gpu.NewTrainer(mg, gbe, tc)
-	if err != nil {
+	if trg, err = gpu.NewTrainer(mg, gbe, tc); err != nil {
 		t.Fatal(err)
 	}
-	batch := tinyBatch()
-	stepBoth(t, trc, trg, batch)
-	ref := make([]float64, 0)
+	return mc, mg, trc, trg
+}
+
+// sameWeights fails unless the CUDA-trained model mg (synced to the host)
+// has the CPU-trained mc's weights within tol.
+func sameWeights(t *testing.T, mc, mg *gpu.Model, tol float64) {
+	t.Helper()
+	var ref []float64
 	for _, tn := range mc.Tensors() {
-		for _, v := range tn.Data {
-			ref = append(ref, float64(v))
-		}
+		ref = append(ref, widen(tn.Data)...)
 	}
-	got := make([]float32, 0, len(ref))
+	var got []float32
 	for _, tn := range mg.Tensors() {
 		got = append(got, tn.Data...)
 	}
-	if ok, msg := gputest.Close(got, ref, 1e-4); !ok {
-		t.Errorf("weights after 4 steps: %s", msg)
+	if ok, msg := gputest.Close(got, ref, tol); !ok {
+		t.Errorf("weights after training: %s", msg)
 	}
-	sameLogProbs(t, trc, trg, batch, 1e-4)
 }
 
 // TestSamplerMatchesCPU: greedy and seeded sampling give the CPU's tokens
@@ -158,23 +169,10 @@ func TestMatmulBF16(t *testing.T) {
 	defer cbe.Close()
 	r := rand.New(rand.NewPCG(3, 4))
 	const N, C, OC = 67, 300, 129
-	vals := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		return x
-	}
+	vals := func(n int) []float32 { return normals(r, n) }
 	inp, w, bias, dout := vals(N*C), vals(OC*C), vals(OC), vals(N*OC)
 	run := func(b gpu.Backend) (out, dinp, dw []float32) {
-		up := func(x []float32) gpu.Buf {
-			buf, err := b.Alloc(len(x))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Upload(buf, x)
-			return buf
-		}
+		up := func(x []float32) gpu.Buf { return upload(t, b, x) }
 		ib, wb, bb, db := up(inp), up(w), up(bias), up(dout)
 		ob, _ := b.Alloc(N * OC)
 		dib, _ := b.Alloc(N * C)
@@ -219,14 +217,7 @@ func TestMatmulBF16(t *testing.T) {
 	if n != (OC*C+1)/2 {
 		t.Fatalf("PackedLen = %d in bf16 mode, want %d", n, (OC*C+1)/2)
 	}
-	up := func(x []float32) gpu.Buf {
-		b, err := be.Alloc(len(x))
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, x)
-		return b
-	}
+	up := func(x []float32) gpu.Buf { return upload(t, be, x) }
 	wp, _ := be.Alloc(n)
 	be.PackWeight(wp, up(w), OC, C)
 	ob, _ := be.Alloc(N * OC)
@@ -369,21 +360,8 @@ func TestKeepBF16(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	const N, C, OC, pad = 33, 64, 40, 128
-	vals := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		return x
-	}
-	up := func(x []float32) gpu.Buf {
-		b, err := be.Alloc(len(x))
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, x)
-		return b
-	}
+	vals := func(n int) []float32 { return normals(r, n) }
+	up := func(x []float32) gpu.Buf { return upload(t, be, x) }
 	w := vals(pad + 2*OC*C)
 	kept, plain := up(w), up(w) // the same weights, one of them kept in bf16
 	if err := be.KeepBF16(be.Slice(kept, 0, 5)); err == nil {
@@ -527,28 +505,9 @@ func TestFlashTC(t *testing.T) {
 	be := open(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	const tol = 3e-2
-	up := func(x []float32) gpu.Buf {
-		b, err := be.Alloc(max(len(x), 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, x)
-		return b
-	}
-	vals := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		return x
-	}
-	down := func(b gpu.Buf, n int) []float32 {
-		x := make([]float32, n)
-		if err := be.Download(x, b); err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
+	up := func(x []float32) gpu.Buf { return upload(t, be, x) }
+	vals := func(n int) []float32 { return normals(r, n) }
+	down := func(b gpu.Buf, n int) []float32 { return fetch(t, be, b, n) }
 	expect := func(t *testing.T, name string, got []float32, want []float64) {
 		t.Helper()
 		if ok, msg := gputest.Close(got, want, tol); !ok {
@@ -655,23 +614,7 @@ func TestTrainerBF16(t *testing.T) {
 			t.Setenv("SWERL_CUDA_MATMUL", "bf16")
 			cfg := gpu.TinyConfig()
 			cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 128, 2, 1
-			gbe := open(t)
-			cbe := cpu.New()
-			defer cbe.Close()
-			mc, err := gpu.NewModel(cfg, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mg, _ := gpu.NewModel(cfg, 3)
-			tc := gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-3}
-			trc, err := gpu.NewTrainer(mc, cbe, tc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			trg, err := gpu.NewTrainer(mg, gbe, tc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mc, mg, trc, trg := trainerPair(t, cfg)
 			batch := tinyBatch()
 			for step := range 4 {
 				a, err := trc.Step(batch)
@@ -689,17 +632,7 @@ func TestTrainerBF16(t *testing.T) {
 			if err := trg.SyncHost(); err != nil {
 				t.Fatal(err)
 			}
-			var ref []float64
-			for _, tn := range mc.Tensors() {
-				ref = append(ref, widen(tn.Data)...)
-			}
-			var got []float32
-			for _, tn := range mg.Tensors() {
-				got = append(got, tn.Data...)
-			}
-			if ok, msg := gputest.Close(got, ref, 1e-2); !ok {
-				t.Errorf("weights after 4 steps: %s", msg)
-			}
+			sameWeights(t, mc, mg, 1e-2)
 			sameLogProbs(t, trc, trg, batch, 5e-2)
 		})
 	}
@@ -716,26 +649,9 @@ func TestHalfReuse(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	const N, C, OC = 19, 48, 32
-	up := func(n int) gpu.Buf {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		b, err := be.Alloc(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, x)
-		return b
-	}
+	up := func(n int) gpu.Buf { return upload(t, be, normals(r, n)) }
 	x, w1, w2, w3, other, dout := up(N*C), up(OC*C), up(OC*C), up(OC*C), up(8), up(N*OC)
-	get := func(b gpu.Buf, n int) []float32 {
-		y := make([]float32, n)
-		if err := be.Download(y, b); err != nil {
-			t.Fatal(err)
-		}
-		return y
-	}
+	get := func(b gpu.Buf, n int) []float32 { return fetch(t, be, b, n) }
 	run := func(broken bool) [][]float32 {
 		var outs [][]float32
 		gap := func() {
@@ -789,24 +705,10 @@ func TestAttentionBF16(t *testing.T) {
 	be := open(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	up := func(n int) (gpu.Buf, []float32) {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		b, err := be.Alloc(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, x)
-		return b, x
+		x := normals(r, n)
+		return upload(t, be, x), x
 	}
-	get := func(b gpu.Buf, n int) []float32 {
-		y := make([]float32, n)
-		if err := be.Download(y, b); err != nil {
-			t.Fatal(err)
-		}
-		return y
-	}
+	get := func(b gpu.Buf, n int) []float32 { return fetch(t, be, b, n) }
 	for _, sh := range []struct{ B, Tq, Tk, NH, NKV, HS int }{
 		{2, 37, 37, 14, 2, 64}, {1, 9, 21, 4, 4, 32}, {3, 16, 16, 6, 3, 16}, {1, 130, 130, 4, 1, 128},
 	} {
@@ -845,4 +747,34 @@ func TestAttentionBF16(t *testing.T) {
 			}
 		})
 	}
+}
+
+// normals returns n draws of N(0,1) from r.
+func normals(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// upload copies x into a new buffer of be.
+func upload(t testing.TB, be gpu.Backend, x []float32) gpu.Buf {
+	t.Helper()
+	b, err := be.Alloc(max(len(x), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Upload(b, x)
+	return b
+}
+
+// fetch downloads n elements of b.
+func fetch(t testing.TB, be gpu.Backend, b gpu.Buf, n int) []float32 {
+	t.Helper()
+	x := make([]float32, n)
+	if err := be.Download(x, b); err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

@@ -961,6 +961,49 @@ __device__ __forceinline__ void tcStore(float* dst, TcC (&acc)[TCMAXF], float* s
     }
 }
 
+// tcTwoProducts writes a·X^T and b·Y^T (16 rows by TCK columns each: a
+// and b are the warp's 16×HS fragments, X and Y tiles of TCK rows of
+// stride ld) into the warp's float32 tiles st and sdp.
+__device__ __forceinline__ void tcTwoProducts(float* st, float* sdp, const TcA (&a)[TCMAXF], const TcA (&b)[TCMAXF],
+                                              const __nv_bfloat16* X, const __nv_bfloat16* Y, int ld, int nf) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int n = 0; n < TCK / 16; n++) {
+        TcC s, d;
+        wmma::fill_fragment(s, 0.f);
+        wmma::fill_fragment(d, 0.f);
+#pragma unroll
+        for (int f = 0; f < TCMAXF; f++)
+            if (f < nf) {
+                TcBt xf, yf;
+                wmma::load_matrix_sync(xf, X + n * 16 * ld + f * 16, ld);
+                wmma::mma_sync(s, a[f], xf, s);
+                wmma::load_matrix_sync(yf, Y + n * 16 * ld + f * 16, ld);
+                wmma::mma_sync(d, b[f], yf, d);
+            }
+        wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
+        wmma::store_matrix_sync(sdp + n * 16, d, STS, wmma::mem_row_major);
+    }
+}
+
+// tcAccumulate adds P·X to acc: P the warp's 16×TCK bf16 tile (stride
+// PTS), X a tile of TCK rows of stride ld.
+__device__ __forceinline__ void tcAccumulate(TcC (&acc)[TCMAXF], const __nv_bfloat16* P, const __nv_bfloat16* X, int ld, int nf) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int kk = 0; kk < TCK / 16; kk++) {
+        TcA pf;
+        wmma::load_matrix_sync(pf, P + kk * 16, PTS);
+#pragma unroll
+        for (int f = 0; f < TCMAXF; f++)
+            if (f < nf) {
+                TcB xf;
+                wmma::load_matrix_sync(xf, X + kk * 16 * ld + f * 16, ld);
+                wmma::mma_sync(acc[f], pf, xf, acc[f]);
+            }
+    }
+}
+
 // flash_tc_fwd: one block per (b, h, 64 query rows).
 __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse, const float* q, const float* k,
                                                           const float* v, int B, int T, int NH, int NKV, int HS, float scale) {
@@ -1041,21 +1084,29 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_fwd(float* out, float* lse,
                     __syncwarp();
                 }
         }
-#pragma unroll
-        for (int kk = 0; kk < TCK / 16; kk++) {
-            TcA pf;
-            wmma::load_matrix_sync(pf, pb[t.warp] + kk * 16, PTS);
-#pragma unroll
-            for (int f = 0; f < TCMAXF; f++)
-                if (f < t.nf) {
-                    TcB vf;
-                    wmma::load_matrix_sync(vf, vs + kk * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(acc[f], pf, vf, acc[f]);
-                }
-        }
+        tcAccumulate(acc, pb[t.warp], vs, ld, t.nf);
     }
     tcStore(out, acc, st, t, NH, t.h, T, HS, l, false, false);
     if (t.row < T && t.half == 0) lse[((long)t.b * NH + t.h) * T + t.row] = m + logf(l);
+}
+
+// tcFragments loads the warp's 16 rows of the block's 64 from row first
+// of head `head` of the [B,T,heads,HS] tensors x and y as fragments fx and
+// fy, staging each through the shared tile sm (64 rows of stride t.ld;
+// the whole block takes part).
+__device__ __forceinline__ void tcFragments(TcA (&fx)[TCMAXF], TcA (&fy)[TCMAXF], __nv_bfloat16* sm, const float* x,
+                                            const float* y, int heads, int head, int first, int T, int HS, const TcTile& t) {
+    tcLoad(sm, t.ld, x, t.b, head, heads, first, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) nvcuda::wmma::load_matrix_sync(fx[f], sm + t.warp * 16 * t.ld + f * 16, t.ld);
+    __syncthreads();
+    tcLoad(sm, t.ld, y, t.b, head, heads, first, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) nvcuda::wmma::load_matrix_sync(fy[f], sm + t.warp * 16 * t.ld + f * 16, t.ld);
 }
 
 // flash_tc_dq: one block per (b, h, 64 query rows): dq += dS k with
@@ -1072,20 +1123,10 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
     int ld = t.ld, q0 = t.tile * 64;
     TcA qf[TCMAXF], of[TCMAXF];
     TcC acc[TCMAXF];
-    tcLoad(kv, ld, q, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
-    __syncthreads();
+    tcFragments(qf, of, kv, q, dout, NH, t.h, q0, T, HS, t);
 #pragma unroll
     for (int f = 0; f < TCMAXF; f++)
-        if (f < t.nf) {
-            wmma::load_matrix_sync(qf[f], kv + t.warp * 16 * ld + f * 16, ld);
-            wmma::fill_fragment(acc[f], 0.f);
-        }
-    __syncthreads();
-    tcLoad(kv, ld, dout, t.b, t.h, NH, q0, 64, T, HS, threadIdx.x, blockDim.x);
-    __syncthreads();
-#pragma unroll
-    for (int f = 0; f < TCMAXF; f++)
-        if (f < t.nf) wmma::load_matrix_sync(of[f], kv + t.warp * 16 * ld + f * 16, ld);
+        if (f < t.nf) wmma::fill_fragment(acc[f], 0.f);
     long rl = ((long)t.b * NH + t.h) * T + t.row;
     float lrow = t.row < T ? lse[rl] : 0.f, drow = t.row < T ? delta[rl] : 0.f;
     __nv_bfloat16 *ks = kv, *vs = kv + TCK * ld;
@@ -1098,23 +1139,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
         tcLoad(vs, ld, v, t.b, t.kh, NKV, k0, TCK, T, HS, threadIdx.x, blockDim.x);
         __syncthreads();
         if (k0 > t.r0 + 15 || t.r0 >= T) continue;
-#pragma unroll
-        for (int n = 0; n < TCK / 16; n++) {
-            TcC s, dp;
-            wmma::fill_fragment(s, 0.f);
-            wmma::fill_fragment(dp, 0.f);
-#pragma unroll
-            for (int f = 0; f < TCMAXF; f++)
-                if (f < t.nf) {
-                    TcBt kf, vf;
-                    wmma::load_matrix_sync(kf, ks + n * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(s, qf[f], kf, s);
-                    wmma::load_matrix_sync(vf, vs + n * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(dp, of[f], vf, dp);
-                }
-            wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
-            wmma::store_matrix_sync(sdp + n * 16, dp, STS, wmma::mem_row_major);
-        }
+        tcTwoProducts(st, sdp, qf, of, ks, vs, ld, t.nf); // S = q k^T, dP = dout v^T
         __syncwarp();
         __nv_bfloat16* prow = pb[t.warp] + t.myr * PTS + t.half * 16;
 #pragma unroll
@@ -1124,18 +1149,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dq(float* dq, const float* 
             prow[j] = __float2bfloat16(p * (sdp[e] - drow) * scale);
         }
         __syncwarp();
-#pragma unroll
-        for (int kk = 0; kk < TCK / 16; kk++) {
-            TcA df;
-            wmma::load_matrix_sync(df, pb[t.warp] + kk * 16, PTS);
-#pragma unroll
-            for (int f = 0; f < TCMAXF; f++)
-                if (f < t.nf) {
-                    TcB kf;
-                    wmma::load_matrix_sync(kf, ks + kk * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(acc[f], df, kf, acc[f]);
-                }
-        }
+        tcAccumulate(acc, pb[t.warp], ks, ld, t.nf); // dq += dS k
     }
     tcStore(dq, acc, st, t, NH, t.h, T, HS, 1.f, true, false);
 }
@@ -1158,21 +1172,13 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
     int ld = t.ld, k0 = t.tile * 64, key = t.row;
     TcA kf[TCMAXF], vf[TCMAXF];
     TcC ak[TCMAXF], av[TCMAXF];
-    tcLoad(qd, ld, k, t.b, t.kh, NKV, k0, 64, T, HS, threadIdx.x, blockDim.x);
-    __syncthreads();
+    tcFragments(kf, vf, qd, k, v, NKV, t.kh, k0, T, HS, t);
 #pragma unroll
     for (int f = 0; f < TCMAXF; f++)
         if (f < t.nf) {
-            wmma::load_matrix_sync(kf[f], qd + t.warp * 16 * ld + f * 16, ld);
             wmma::fill_fragment(ak[f], 0.f);
             wmma::fill_fragment(av[f], 0.f);
         }
-    __syncthreads();
-    tcLoad(qd, ld, v, t.b, t.kh, NKV, k0, 64, T, HS, threadIdx.x, blockDim.x);
-    __syncthreads();
-#pragma unroll
-    for (int f = 0; f < TCMAXF; f++)
-        if (f < t.nf) wmma::load_matrix_sync(vf[f], qd + t.warp * 16 * ld + f * 16, ld);
     __nv_bfloat16 *qs = qd, *os = qd + TCK * ld;
     float *st = sc[t.warp], *sdp = sd[t.warp];
     for (int i0 = k0; i0 < T; i0 += TCK) {
@@ -1187,23 +1193,7 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
         }
         __syncthreads();
         if (i0 + TCK - 1 < t.r0 || t.r0 >= T) continue; // every row of the tile before the warp's keys
-#pragma unroll
-        for (int n = 0; n < TCK / 16; n++) {
-            TcC s, dp;
-            wmma::fill_fragment(s, 0.f);
-            wmma::fill_fragment(dp, 0.f);
-#pragma unroll
-            for (int f = 0; f < TCMAXF; f++)
-                if (f < t.nf) {
-                    TcBt qf, of;
-                    wmma::load_matrix_sync(qf, qs + n * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(s, kf[f], qf, s);
-                    wmma::load_matrix_sync(of, os + n * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(dp, vf[f], of, dp);
-                }
-            wmma::store_matrix_sync(st + n * 16, s, STS, wmma::mem_row_major);
-            wmma::store_matrix_sync(sdp + n * 16, dp, STS, wmma::mem_row_major);
-        }
+        tcTwoProducts(st, sdp, kf, vf, qs, os, ld, t.nf); // S^T = k q^T, dP^T = v dout^T
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < 16; j++) {
@@ -1213,21 +1203,8 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
             dt[t.warp][o] = __float2bfloat16(p * (sdp[e] - drow[c]) * scale);
         }
         __syncwarp();
-#pragma unroll
-        for (int kk = 0; kk < TCK / 16; kk++) {
-            TcA pf, df;
-            wmma::load_matrix_sync(pf, pt[t.warp] + kk * 16, PTS);
-            wmma::load_matrix_sync(df, dt[t.warp] + kk * 16, PTS);
-#pragma unroll
-            for (int f = 0; f < TCMAXF; f++)
-                if (f < t.nf) {
-                    TcB of, qf;
-                    wmma::load_matrix_sync(of, os + kk * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(av[f], pf, of, av[f]);
-                    wmma::load_matrix_sync(qf, qs + kk * 16 * ld + f * 16, ld);
-                    wmma::mma_sync(ak[f], df, qf, ak[f]);
-                }
-        }
+        tcAccumulate(av, pt[t.warp], os, ld, t.nf); // dv += P^T dout
+        tcAccumulate(ak, dt[t.warp], qs, ld, t.nf); // dk += dS^T q
     }
     tcStore(dv, av, st, t, NKV, t.kh, T, HS, 1.f, true, true);
     tcStore(dk, ak, st, t, NKV, t.kh, T, HS, 1.f, true, true);

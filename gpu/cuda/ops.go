@@ -443,38 +443,32 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 		all, rep := s.heads(NH, 1, 0), NH/NKV
 		// dP^T(Tk×Tq) = V(HS×Tk)^T · dO^T(HS×Tq).
 		be.headProducts(op, opT, opN, Tk, Tq, HS, 1, s.kvOf(vd), s.ldkv, s.skv, s.qOf(do), s.ldq, s.sq, 0, s.attOf(da), Tk, s.satt, B, all)
-		// The query heads of a group add into the same dK and dV rows, so
-		// those products go one group member at a time: heads r, r+rep, ...
-		// have distinct kv heads.
-		if dv != nil {
+		// dX^T(HS×Tk) += A^T(HS×Tq) · M(Tq×Tk) into the kv heads: dV from
+		// dO and P, dK from Q and dS. Every query head at once into
+		// scratch, then each group's heads summed; without scratch (or
+		// in the strided mode) one group member at a time (heads r,
+		// r+rep, ... have distinct kv heads), since the query heads of a
+		// group add into the same rows.
+		kvGrad := func(dst, A, M *buf) {
+			if dst == nil {
+				return
+			}
 			if tmp := be.groupTmp(op, rep, B*Tk*NH*HS); tmp != nil {
-				// dV_h^T(HS×Tk) = dO_h^T(HS×Tq) · P_h(Tq×Tk) for every query
-				// head at once, then each group's heads summed into dV.
-				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 0, tmpOf(tmp, HS), NH*HS, Tk*NH*HS, B, all)
-				be.launch("head_group_sum", be.gridFor(B*Tk*NKV*HS), dvd, tmp, int64(B*Tk), NH, NKV, HS)
-			} else {
-				for r := range rep {
-					// dV^T(HS×Tk) += dO^T(HS×Tq) · P(Tq×Tk).
-					be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(do), s.ldq, s.sq, s.attOf(a), Tk, s.satt, 1, s.kvOf(dvd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
-				}
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(A), s.ldq, s.sq, s.attOf(M), Tk, s.satt, 0, tmpOf(tmp, HS), NH*HS, Tk*NH*HS, B, all)
+				be.launch("head_group_sum", be.gridFor(B*Tk*NKV*HS), dst, tmp, int64(B*Tk), NH, NKV, HS)
+				return
+			}
+			for r := range rep {
+				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(A), s.ldq, s.sq, s.attOf(M), Tk, s.satt, 1, s.kvOf(dst), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
 			}
 		}
+		kvGrad(dvd, do, a)
 		be.launch("attn_softmax_bwd", B*NH*Tq, da, a, B, Tq, Tk, NH, float32(1/math.Sqrt(float64(HS))))
 		if dq != nil {
 			// dQ^T(HS×Tq) += K^T(HS×Tk) · dS^T(Tk×Tq).
 			be.headProducts(op, opN, opN, HS, Tq, Tk, 1, s.kvOf(kd), s.ldkv, s.skv, s.attOf(da), Tk, s.satt, 1, s.qOf(dqd), s.ldq, s.sq, B, all)
 		}
-		if dk != nil {
-			if tmp := be.groupTmp(op, rep, B*Tk*NH*HS); tmp != nil {
-				be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 0, tmpOf(tmp, HS), NH*HS, Tk*NH*HS, B, all)
-				be.launch("head_group_sum", be.gridFor(B*Tk*NKV*HS), dkd, tmp, int64(B*Tk), NH, NKV, HS)
-			} else {
-				for r := range rep {
-					// dK^T(HS×Tk) += Q^T(HS×Tq) · dS(Tq×Tk).
-					be.headProducts(op, opN, opT, HS, Tk, Tq, 1, s.qOf(qd), s.ldq, s.sq, s.attOf(da), Tk, s.satt, 1, s.kvOf(dkd), s.ldkv, s.skv, B, s.heads(NKV, rep, r))
-				}
-			}
-		}
+		kvGrad(dkd, qd, da)
 	})
 }
 

@@ -388,19 +388,29 @@ func (d *Dir) Close() error {
 	return errors.Join(errs...)
 }
 
-// readBounded reads a whole file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
+// ReadLimited reads the file at path, refusing one larger than limit
+// bytes, so that a hostile model directory cannot make a reader hold an
+// unbounded config or index file. Errors name the path.
+func ReadLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("hf: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("hf: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("hf: %s is larger than %d bytes", path, limit)
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	data, err := ReadLimited(path, limit)
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
 	}
 	return data, nil
 }

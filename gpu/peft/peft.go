@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -399,19 +398,11 @@ func read(dir string, base *gpu.Config) (*Adapter, error) {
 	return a, nil
 }
 
-// readBounded reads a whole file of at most limit bytes.
+// readBounded is hf.ReadLimited with this package's error prefix.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := hf.ReadLimited(path, limit)
 	if err != nil {
 		return nil, fmt.Errorf("peft: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("peft: %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("peft: %s is larger than %d bytes", path, limit)
 	}
 	return data, nil
 }
