@@ -221,7 +221,11 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		return nil, err
 	}
 	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
-	if kb, ok := be.(BF16Weights); ok {
+	// Full fine-tuning reads its weights through a bf16 copy that AdamW
+	// keeps current. A frozen LoRA base does not: its copy would be 2 more
+	// bytes a base parameter (15 GB at 7B), for conversions that cost a
+	// few percent of a LoRA step.
+	if kb, ok := be.(BF16Weights); ok && a == nil {
 		if err := kb.KeepBF16(t.paramBuf); err != nil {
 			return nil, err
 		}

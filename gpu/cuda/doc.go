@@ -27,7 +27,8 @@
 // consecutive products (q, k, v; gate, up) is converted once, and a
 // decoding sampler's weights are packed once (gpu.PackedMatmul).
 // Activations stay float32, and a frozen LoRA base is held in float32
-// with its bf16 copy beside it (6 bytes a parameter, not 2).
+// only and converted at each product (bf16-only storage of it, 2 bytes
+// a parameter instead of 4, is not done).
 //
 // Attention: training uses cuBLAS batched products over every (batch,
 // head) in one call each and a softmax kernel over the [B,NH,T,T]
