@@ -506,6 +506,59 @@ func TestBlobCache(t *testing.T) {
 	}
 }
 
+// TestBlobCacheImports checks the import targets memoized in the blob
+// cache: what mining.ImportTargets says for the same path and module,
+// asked again at another path or module, and counted in the bound.
+func TestBlobCacheImports(t *testing.T) {
+	var c blobCache
+	src := "from . import views\nimport pkg.models\n"
+	c.put("r", "py", []byte(src))
+	want := mining.ImportTargets("pkg/app.py", src, "")
+	before := c.bytes
+	for range 2 {
+		if got := c.importTargets("r", "py", "pkg/app.py", src, ""); !reflect.DeepEqual(got, want) {
+			t.Fatalf("importTargets = %v, want %v", got, want)
+		}
+	}
+	if c.bytes <= before {
+		t.Errorf("the memo is not counted: %d bytes before, %d after", before, c.bytes)
+	}
+	// The same blob at another path imports relative to that path.
+	if got, want := c.importTargets("r", "py", "other/app.py", src, ""), mining.ImportTargets("other/app.py", src, ""); !reflect.DeepEqual(got, want) {
+		t.Errorf("at another path: %v, want %v", got, want)
+	}
+	goSrc := "package a\nimport \"example.com/m/b\"\n"
+	c.put("r", "go", []byte(goSrc))
+	c.importTargets("r", "go", "a/a.go", goSrc, "")
+	if got := c.importTargets("r", "go", "a/a.go", goSrc, "example.com/m"); !reflect.DeepEqual(got, []string{"b/"}) {
+		t.Errorf("with a module: %v", got)
+	}
+	// A blob the cache does not hold, and the nil cache, still answer.
+	var nilCache *blobCache
+	for _, cc := range []*blobCache{&c, nilCache} {
+		if got := cc.importTargets("r", "absent", "pkg/app.py", src, ""); !reflect.DeepEqual(got, want) {
+			t.Errorf("uncached: %v", got)
+		}
+	}
+	// Memos stay within the bound.
+	big := strings.Repeat("import m\n", blobCacheBytes/16/9)
+	for i := range 40 {
+		id := fmt.Sprint("big", i)
+		c.put("r", id, []byte(big))
+		c.importTargets("r", id, "x.py", big, "")
+		if c.bytes > blobCacheBytes {
+			t.Fatalf("after %d memos: %d bytes, bound %d", i+1, c.bytes, blobCacheBytes)
+		}
+	}
+	total := 0
+	for k, b := range c.m {
+		total += b.size(k)
+	}
+	if total != c.bytes {
+		t.Errorf("accounted %d bytes, entries hold %d", c.bytes, total)
+	}
+}
+
 // TestStagingCarriesEveryField round-trips an instance whose every field
 // is set: a field added to schemas.Instance but not to the staging coder
 // fails here.

@@ -566,9 +566,11 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	var importDirs []string
 	dirSet := map[string]bool{}
 	targets := make([][]string, len(paths))
+	modTargets := make(map[string][]string, len(paths))
 	for i, p := range paths {
 		dirSet[path.Dir(p)] = true
 		targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		modTargets[p] = targets[i]
 		for _, t := range targets[i] {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
 				importDirs = append(importDirs, dir)
@@ -617,14 +619,25 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 		read = append(read, p)
 	}
 	cands := map[string]string{}
+	candIDs := map[string]string{}
 	got, errs := blobs.read(cat, revs)
 	for i, p := range read {
 		if b := got[i]; errs[i] == nil && b.text && len(b.data) <= cfg.FileBytes() {
 			cands[p] = b.data
+			candIDs[p] = revs[i]
 		}
 	}
+	imports := func(p, content string) []string {
+		if t, ok := modTargets[p]; ok {
+			return t
+		}
+		if id, ok := candIDs[p]; ok {
+			return blobs.importTargets(cat.Dir(), id, p, content, goMod)
+		}
+		return mining.ImportTargets(p, content, goMod)
+	}
 	out := map[string]string{}
-	for _, p := range mining.Rank(modified, cands, inst.ProblemStatement, goMod, cfg) {
+	for _, p := range mining.RankWith(modified, cands, inst.ProblemStatement, cfg, imports) {
 		out[p] = cands[p]
 	}
 	return out
@@ -657,6 +670,27 @@ type blobKey struct{ repo, id string }
 type cachedBlob struct {
 	data string
 	text bool // UTF-8 and not binary (mining.IsBinary)
+	// imports memoizes the blob's import targets at one path (see
+	// importTargets); nil until asked.
+	imports *importMemo
+}
+
+// importMemo is mining.ImportTargets(path, blob, goModule).
+type importMemo struct {
+	path, goModule string
+	targets        []string
+}
+
+// size is what an entry holds: key, content, memo and the map entry.
+func (b cachedBlob) size(k blobKey) int {
+	n := len(k.id) + len(b.data) + 80 // 80: map entry
+	if m := b.imports; m != nil {
+		n += 64 + len(m.path) + len(m.goModule)
+		for _, t := range m.targets {
+			n += 16 + len(t)
+		}
+	}
+	return n
 }
 
 const blobCacheBytes = 16 << 20
@@ -684,7 +718,7 @@ func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []erro
 	var at []int
 	for i, id := range ids {
 		if data, text, ok := c.get(cat.Dir(), id); ok {
-			out[i] = cachedBlob{data, text}
+			out[i] = cachedBlob{data: data, text: text}
 			continue
 		}
 		need = append(need, id)
@@ -706,12 +740,11 @@ func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []erro
 
 // put caches a copy of data as blob id of repo and returns the entry.
 func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
-	b := cachedBlob{string(data), !mining.IsBinary(data) && utf8.Valid(data)}
+	b := cachedBlob{data: string(data), text: !mining.IsBinary(data) && utf8.Valid(data)}
 	if c == nil || len(data) > blobCacheBytes/8 {
 		return b
 	}
 	k := blobKey{repo, id}
-	size := func(k blobKey, b cachedBlob) int { return len(k.id) + len(b.data) + 80 } // 80: map entry
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -720,14 +753,53 @@ func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
 	if _, ok := c.m[k]; ok {
 		return b
 	}
-	for old, ob := range c.m {
-		if c.bytes+size(k, b) <= blobCacheBytes {
+	c.store(k, b, 0)
+	return b
+}
+
+// store sets entry k to b (replacing an entry of size old), evicting
+// arbitrary other entries to stay within blobCacheBytes; c.mu is held.
+func (c *blobCache) store(k blobKey, b cachedBlob, old int) {
+	c.bytes -= old
+	delete(c.m, k)
+	for ok, ob := range c.m {
+		if c.bytes+b.size(k) <= blobCacheBytes {
 			break
 		}
-		delete(c.m, old)
-		c.bytes -= size(old, ob)
+		delete(c.m, ok)
+		c.bytes -= ob.size(ok)
 	}
 	c.m[k] = b
-	c.bytes += size(k, b)
-	return b
+	c.bytes += b.size(k)
+}
+
+// importTargets returns mining.ImportTargets(p, content, goModule) for
+// blob id of repo (whose content is content), memoized in the blob's
+// cache entry: relevant-file ranking parses the imports of up to 64
+// candidate files a change, mostly the same files at the same versions as
+// the changes before it.
+func (c *blobCache) importTargets(repo, id, p, content, goModule string) []string {
+	if c != nil {
+		c.mu.Lock()
+		b, ok := c.m[blobKey{repo, id}]
+		c.mu.Unlock()
+		if ok {
+			if m := b.imports; m != nil && m.path == p && m.goModule == goModule {
+				return m.targets
+			}
+		}
+	}
+	targets := mining.ImportTargets(p, content, goModule)
+	if c == nil {
+		return targets
+	}
+	k := blobKey{repo, id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.m[k]; ok && b.data == content {
+		old := b.size(k)
+		b.imports = &importMemo{path: p, goModule: goModule, targets: targets}
+		c.store(k, b, old)
+	}
+	return targets
 }
