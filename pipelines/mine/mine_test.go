@@ -720,3 +720,51 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 		t.Errorf("staging files left: %d", len(left))
 	}
 }
+
+// TestCutRows checks that finalize's runs cover the rows in order, one
+// run for few rows, and nearly equal bytes when sizes differ.
+func TestCutRows(t *testing.T) {
+	mk := func(sizes ...int64) []stagedRow {
+		rows := make([]stagedRow, len(sizes))
+		for i, s := range sizes {
+			rows[i] = stagedRow{ID: fmt.Sprint(i), Size: s}
+		}
+		return rows
+	}
+	check := func(name string, rows []stagedRow, parts, wantRuns int, maxShare float64) {
+		t.Helper()
+		runs := cutRows(rows, parts)
+		if len(runs) != wantRuns {
+			t.Fatalf("%s: %d runs, want %d", name, len(runs), wantRuns)
+		}
+		var total, biggest int64
+		i := 0
+		for _, run := range runs {
+			var b int64
+			for _, r := range run {
+				if r.ID != rows[i].ID {
+					t.Fatalf("%s: row %d is %s, want %s", name, i, r.ID, rows[i].ID)
+				}
+				i++
+				b += r.Size
+			}
+			total += b
+			biggest = max(biggest, b)
+		}
+		if i != len(rows) {
+			t.Fatalf("%s: runs hold %d of %d rows", name, i, len(rows))
+		}
+		if share := float64(biggest) / float64(total); share > maxShare {
+			t.Errorf("%s: the largest run holds %.2f of the bytes, want at most %.2f", name, share, maxShare)
+		}
+	}
+	check("few", mk(5, 6, 7), 4, 1, 1)
+	sizes := make([]int64, 4*minFileRows)
+	for i := range sizes {
+		sizes[i] = int64(1 + i) // later rows larger, as later changes are
+	}
+	check("growing, 2 parts", mk(sizes...), 2, 2, 0.51)
+	check("growing, 4 parts", mk(sizes...), 4, 4, 0.26)
+	check("growing, 8 parts", mk(sizes...), 8, 4, 0.26)
+	check("zero sizes", mk(make([]int64, 2*minFileRows)...), 2, 2, 1)
+}
