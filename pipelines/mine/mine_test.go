@@ -415,8 +415,14 @@ func keys[V any](m map[string]V) []string {
 }
 
 // A staging record gives back the instance it was made from, byte for
-// byte, whatever its strings hold.
+// byte, whatever its strings hold, compressed (object stores) or not.
 func TestStagingRoundTrip(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprint("compress=", compress), func(t *testing.T) { testStagingRoundTrip(t, compress) })
+	}
+}
+
+func testStagingRoundTrip(t *testing.T, compress bool) {
 	in := []schemas.Instance{
 		{SchemaVersion: schemas.Version, ID: "acme/w#2", Repo: "acme/w", PRNumber: 2, ProblemStatement: "caf\xe9 \x00 ünï",
 			LinkedIssues: []int{3}, CodeContext: map[string]string{"a.go": strings.Repeat("package a\n", 5000), "b.go": ""},
@@ -426,9 +432,12 @@ func TestStagingRoundTrip(t *testing.T) {
 	}
 	var recs []stagedRecord
 	for i := range in {
-		r := encodeRecord(&in[i])
-		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 {
-			t.Fatalf("record %d: key %s", i, r.PatchKey)
+		r := encodeRecord(&in[i], compress)
+		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 || r.S2 != compress {
+			t.Fatalf("record %d: key %s, compressed %v", i, r.PatchKey, r.S2)
+		}
+		if compress && i == 0 && len(r.Data) >= r.Size/10 {
+			t.Errorf("a repetitive record compressed to %d of %d bytes", len(r.Data), r.Size)
 		}
 		recs = append(recs, r)
 	}
@@ -437,7 +446,8 @@ func TestStagingRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || filepath.Base(rows[0].File) != idsName("batch", ".s2", []string{"acme/w#10", "acme/w#2"}) {
+	ext := map[bool]string{false: ".bin", true: ".s2"}[compress]
+	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || rows[0].S2 != compress || filepath.Base(rows[0].File) != idsName("batch", ext, []string{"acme/w#10", "acme/w#2"}) {
 		t.Fatalf("rows %+v", rows)
 	}
 	var rd stagingReader
@@ -565,18 +575,20 @@ func TestBlobCacheImports(t *testing.T) {
 func TestStagingCarriesEveryField(t *testing.T) {
 	var in schemas.Instance
 	bincodetest.Fill(t, reflect.ValueOf(&in).Elem())
-	r := encodeRecord(&in)
-	var got schemas.Instance
-	if _, err := decodeRecord(r.Data, nil, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, in) {
-		t.Fatalf("round trip changed the instance:\n got %+v\nwant %+v", got, in)
+	for _, compress := range []bool{false, true} {
+		r := encodeRecord(&in, compress)
+		var got schemas.Instance
+		if _, err := decodeRecord(r.Data, nil, compress, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, in) {
+			t.Fatalf("round trip (compressed %v) changed the instance:\n got %+v\nwant %+v", compress, got, in)
+		}
 	}
 	// Nil and empty lists and maps stay apart.
 	empty := schemas.Instance{LinkedIssues: []int{}, CodeContext: map[string]string{}, RelevantFiles: []string{}}
-	got = schemas.Instance{}
-	if _, err := decodeRecord(encodeRecord(&empty).Data, nil, &got); err != nil || !reflect.DeepEqual(got, empty) {
+	var got schemas.Instance
+	if _, err := decodeRecord(encodeRecord(&empty, true).Data, nil, true, &got); err != nil || !reflect.DeepEqual(got, empty) {
 		t.Errorf("empty lists and maps: %+v, %v", got, err)
 	}
 }
@@ -636,7 +648,7 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 		var recs []stagedRecord
 		for i := lo; i < min(n, lo+100); i++ {
 			inst := schemas.Instance{SchemaVersion: schemas.Version, ID: fmt.Sprintf("acme/w#%d", i+1), Repo: "acme/w", PRNumber: i + 1, OraclePatch: fmt.Sprint("patch ", i)}
-			recs = append(recs, encodeRecord(&inst))
+			recs = append(recs, encodeRecord(&inst, i%2 == 0)) // both forms in one file
 		}
 		rs, err := writeStaging(context.Background(), staging, recs)
 		if err != nil {

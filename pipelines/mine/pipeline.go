@@ -353,7 +353,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 					out[i].rej = r
 					continue
 				}
-				out[i].rec = encodeRecord(&inst)
+				out[i].rec = encodeRecord(&inst, files.IsRemote(f.Staging))
 			}
 		}()
 	}
