@@ -141,12 +141,21 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 	if len(tips) == 0 {
 		return nil
 	}
-	graph, gerr := gitio.ReadGraph(ctx, repo, tips...)
+	// The commit graph and the first pass over the log are two git
+	// processes: read them at once (each was a third of the scan).
+	var graph *gitio.Graph
+	var gerr error
+	graphRead := make(chan struct{})
+	go func() {
+		defer close(graphRead)
+		graph, gerr = gitio.ReadGraph(ctx, repo, tips...)
+	}()
+	first, prCommits, err := earliestMerges(ctx, repo, tips, func() *gitio.Graph { <-graphRead; return graph }, merged)
+	<-graphRead
 	if gerr != nil {
 		// A damaged history still yields what can be read; say what failed.
 		gitFault(gerr)
 	}
-	first, prCommits, err := earliestMerges(ctx, repo, tips, graph, merged)
 	if err != nil {
 		gitFault(err)
 		return nil
@@ -230,12 +239,14 @@ func cloneName(url string) string {
 // earliestMerges reads the history once without building anything and
 // returns, for every PR number, its earliest merge, and the set of commits
 // that carry a PR (which end a rebase merge's run, see rebaseBase).
-func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph *gitio.Graph, merged map[string]ghevents.Record) (map[int]prMerge, map[string]bool, error) {
+func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph func() *gitio.Graph, merged map[string]ghevents.Record) (map[int]prMerge, map[string]bool, error) {
 	lr, err := gitio.LogAll(ctx, repo, tips...)
 	if err != nil {
 		return nil, nil, err
 	}
-	first := map[int]prMerge{}
+	// Every merge of each number, timed once the graph is read (graph
+	// waits for it): a number is rarely merged more than twice.
+	all := map[int][]prMerge{}
 	prCommits := map[string]bool{}
 	for {
 		c, ok := lr.Next()
@@ -247,15 +258,24 @@ func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph 
 			continue
 		}
 		prCommits[c.Hash] = true
-		m := prMerge{hash: c.Hash, date: c.Date}
-		if graph != nil {
-			m.time, _ = graph.Time(c.Hash)
-		}
-		if old, ok := first[n]; !ok || m.earlier(old) {
-			first[n] = m
+		all[n] = append(all[n], prMerge{hash: c.Hash, date: c.Date})
+	}
+	if err := lr.Close(); err != nil {
+		return nil, nil, err
+	}
+	g := graph()
+	first := make(map[int]prMerge, len(all))
+	for n, ms := range all {
+		for i, m := range ms {
+			if g != nil {
+				m.time, _ = g.Time(m.hash)
+			}
+			if i == 0 || m.earlier(first[n]) {
+				first[n] = m
+			}
 		}
 	}
-	return first, prCommits, lr.Close()
+	return first, prCommits, nil
 }
 
 // recognise says whether commit c merged a PR, how, and which: a merged
