@@ -85,6 +85,9 @@ type Params struct {
 	// Emit makes Build's result carry the kept instances; without it the
 	// result is empty (the instances are only written to files).
 	Emit bool
+	// Progress is the run's key for per-repository progress in this
+	// process (repoprogress.go); "" for none.
+	Progress string
 }
 
 func (p Params) validate() error {
@@ -122,9 +125,9 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	if p.CloneDir == "" {
 		p.CloneDir = filepath.Join(p.Out, cloneDir)
 	}
-	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir}, beam.CoGroupByKey(s, repoKV, evKV))
+	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir, Progress: p.Progress}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := files.Join(p.Out, "instances")
-	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Progress: p.Progress}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
 	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
 	kept, written, finalN := outs[0], outs[1], outs[2]
@@ -189,6 +192,7 @@ type scanFn struct {
 	Refs     []string
 	Exclude  *mining.Exclude
 	CloneDir string
+	Progress string // the run's key for per-repository progress (repoprogress.go)
 
 	counts tally
 }
@@ -202,6 +206,8 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 			recs = append(recs, r)
 		}
 	}
+	tr := trackerFor(f.Progress)
+	tr.scanStart(name)
 	var dir string
 	for dirs(&dir) {
 		f.counts.add(ctx, cRepos, nRepos, 1)
@@ -212,11 +218,18 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 			if c.Number > 0 {
 				f.counts.add(ctx, cPRs, nPRs, 1)
 			}
+			tr.candidate(name, c.Number > 0)
 			emit(c)
-		}, rej); err != nil {
+		}, func(r Rejected) {
+			if deadReasons[r.Reason] {
+				tr.deadLetter(name)
+			}
+			rej(r)
+		}); err != nil {
 			return err
 		}
 	}
+	tr.scanEnd(name)
 	return nil
 }
 
@@ -248,7 +261,8 @@ type buildFn struct {
 	Relevant    mining.RelevantConfig
 	Staging     string
 	RowsPerFile int
-	Workers     int // default SWERL_MINE_WORKERS or 4 a core
+	Workers     int    // default SWERL_MINE_WORKERS or 4 a core
+	Progress    string // the run's key for per-repository progress (repoprogress.go)
 
 	pending   []Candidate
 	recs      []stagedRecord
@@ -340,6 +354,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 		rej *Rejected
 	}
 	out := make([]result, len(f.pending))
+	tr := trackerFor(f.Progress)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < min(f.workers(), len(f.pending)); w++ {
@@ -349,6 +364,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
 				f.counts.add(ctx, cBuilt, nBuilt, 1)
+				tr.built(f.pending[i].Repo, r == nil, r != nil && deadReasons[r.Reason])
 				if r != nil {
 					out[i].rej = r
 					continue
