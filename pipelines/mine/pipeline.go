@@ -35,9 +35,7 @@ func init() {
 	register.DoFn7x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), func(int, countRow), error](&scanFn{})
 	register.DoFn6x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), func(int, countRow), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.DoFn7x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), func(int, countRow), error](&finalizeFn{})
-	register.Function2x0(oneKey)
-	register.Function2x0(discardFiles)
+	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(int, countRow), error](&finalizeFn{})
 	register.Emitter2[string, stagedRow]()
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
@@ -52,7 +50,6 @@ func init() {
 	register.Emitter1[string]()
 	register.Emitter2[string, []byte]()
 	register.Emitter2[int, Rejected]()
-	register.Emitter2[int, string]()
 	register.Iter1[string]()
 	register.Iter1[[]byte]()
 	register.Iter1[Rejected]()
@@ -129,13 +126,12 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	instDir := files.Join(p.Out, "instances")
 	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Progress: p.Progress}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
-	kept, written, finalN := outs[0], outs[1], outs[2]
 	// Prism busy-waits (a select on a closed channel) through every bundle
-	// of a stage with no output to the runner, which on a small machine took
-	// a core from the other finalize bundles for the whole stage: the
-	// written files go through a GroupByKey so finalize has an output.
-	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
+	// of a stage with no output to the runner. Finalize has its counts as
+	// an output (an earlier version gave it one by grouping the names of
+	// the files it wrote, whose consumer, a stage without outputs, then
+	// spun at the end of every run: ~0.1 s of wall time on 2 cores).
+	kept, finalN := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	rejN := beam.ParDo(s, &countFn{}, rejected)
 	beam.ParDo0(s, &writeCountsFn{Path: countsPath(p.Out)}, beam.GroupByKey(s, beam.Flatten(s, scanN, buildN, finalN, rejN)))
@@ -530,7 +526,7 @@ type emitted struct {
 	wire []byte
 }
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string), _ func(int, countRow)) error {
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), _ func(int, countRow)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
@@ -603,9 +599,6 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			return err
 		}
 	}
-	for _, out := range outs {
-		written(out)
-	}
 	for file := range staging {
 		if err := files.Remove(ctx, file); err != nil {
 			return fmt.Errorf("mine: remove staging file: %w", err)
@@ -616,7 +609,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 }
 
 // FinishBundle emits the bundle's counts.
-func (f *finalizeFn) FinishBundle(_ func(string, []byte), _ func(string), counts func(int, countRow)) {
+func (f *finalizeFn) FinishBundle(_ func(string, []byte), counts func(int, countRow)) {
 	f.counts.flush(counts)
 }
 
@@ -665,10 +658,6 @@ func writeInstancesTo(ctx context.Context, out string, rows []stagedRow, ch chan
 	}
 	return w.Close()
 }
-
-func oneKey(path string, emit func(int, string)) { emit(0, path) }
-
-func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
 type countFn struct {
