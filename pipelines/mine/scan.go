@@ -450,18 +450,25 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 	var revs []string
 	var want []*string
 	size := 0
+	// The blob whose imports count for each changed file: its content at
+	// the base, or its new content for a new file (see relevantFiles).
+	modIDs := map[string]string{}
 	for _, ch := range changes {
 		if ch.OldMode == "160000" || ch.NewMode == "160000" {
 			continue // a submodule pointer has no content here
 		}
 		files = append(files, mining.FileChange{Path: ch.Path})
 		f := &files[len(files)-1]
+		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
+			f.HasNew = true
+			modIDs[ch.Path] = ch.NewHash
+		}
 		if ch.OldHash != gitio.ZeroHash && ch.OldMode != "000000" {
 			f.HasOld = true
 			revs = append(revs, ch.OldHash)
+			modIDs[ch.Path] = ch.OldHash
 		}
-		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
-			f.HasNew = true
+		if f.HasNew {
 			revs = append(revs, ch.NewHash)
 		}
 	}
@@ -491,7 +498,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		return inst, rej
 	}
 	if cfg.Relevant.Files() > 0 {
-		rel := relevantFiles(cat, &inst, cfg.Relevant, cfg.Blobs)
+		rel := relevantFiles(cat, &inst, modIDs, cfg.Relevant, cfg.Blobs)
 		for _, p := range schemas.SortedPaths(rel) {
 			inst.CodeContext[p] = rel[p]
 			inst.RelevantFiles = append(inst.RelevantFiles, p)
@@ -525,8 +532,11 @@ func short(h string) string {
 // that order, up to cfg.Candidates() reads) and returns the ones Rank picks.
 //
 // Files of the listed directories are read by object id through blobs, so
-// the files that many changes share are read from git once.
-func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
+// the files that many changes share are read from git once; modIDs names
+// the blob of each modified file's content at the base (its new content
+// for a new file), so that the imports of every file, modified or
+// candidate, are parsed once a blob and path.
+func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string]string, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
 	base := inst.BaseCommit
 	modified := map[string]string{}
 	for p := range inst.OracleNewContent {
@@ -589,7 +599,11 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	modTargets := make(map[string][]string, len(paths))
 	for i, p := range paths {
 		dirSet[path.Dir(p)] = true
-		targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		if id, ok := modIDs[p]; ok {
+			targets[i] = blobs.importTargets(cat.Dir(), id, p, modified[p], goMod)
+		} else {
+			targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		}
 		modTargets[p] = targets[i]
 		for _, t := range targets[i] {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
