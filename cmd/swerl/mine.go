@@ -37,7 +37,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("mine", "[--repo PATH]… [--events PATH]… [--out DIR] [flags]", stderr)
 	var repos, events, refs listFlag
 	fs.Var(&repos, "repo", "git repository to mine: a local path (bare or not) or a URL (https://, ssh://, file://, git@host:owner/repo), cloned into DIR/.clones for the run (repeatable; default: the current directory)")
-	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped; the file may be gs:// or s3://); a URL that cannot be cloned is a dead letter")
+	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped; the file may be gs:// or s3://); a URL that cannot be cloned is a dead letter; with several repositories, stderr gets a line as each finishes: PRs, instances (before deduplication), dead letters, seconds")
 	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them, local or gs:// / s3:// (repeatable)")
 	fs.Var(&refs, "refs", "also mine what these refs reach besides HEAD: a branch, tag or commit, or a pattern such as 'refs/heads/*' (repeatable); every merged PR reachable is found, whichever branch it was merged into")
 	out := fs.String("out", "swerl-out", "output directory, local or gs://bucket/… / s3://bucket/…: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")

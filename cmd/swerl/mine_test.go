@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/internal/gitio"
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
@@ -141,13 +142,19 @@ func TestMineReposFile(t *testing.T) {
 	r.Commit("init", map[string]string{"m.go": "package m\n\nfunc F() int { return 1 }\n"})
 	r.Commit("Fix F (#4)", map[string]string{"m.go": "package m\n\nfunc F() int { return 2 }\n"})
 	list := filepath.Join(t.TempDir(), "repos.txt")
-	os.WriteFile(list, []byte("# repositories\n\nfile://"+r.Dir+"\n"), 0o644)
+	missing := "file://" + t.TempDir() + "/gone/missing.git"
+	os.WriteFile(list, []byte("# repositories\n\nfile://"+r.Dir+"\n"+missing+"\n"), 0o644)
 	var so, se bytes.Buffer
 	if code := runMain(context.Background(), []string{"mine", "--repos", list, "--out", t.TempDir(), "--metrics-addr", ""}, &so, &se); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, so.String(), se.String())
 	}
-	if !strings.Contains(so.String(), "1 repos") || !strings.Contains(so.String(), "1 instances") {
+	if !strings.Contains(so.String(), "2 repos") || !strings.Contains(so.String(), "1 instances") {
 		t.Errorf("summary:\n%s", so.String())
+	}
+	// A progress line a repository on stderr; stdout keeps the summary.
+	if !strings.Contains(se.String(), "mine: repo "+gitio.NameFromURL("file://"+r.Dir)+": 1 PRs, 1 instances, 0 dead letters, ") ||
+		!strings.Contains(se.String(), "mine: repo gone/missing: 0 PRs, 0 instances, 1 dead letters, ") || strings.Contains(so.String(), "mine: repo ") {
+		t.Errorf("per-repository progress:\nstderr %s\nstdout %s", se.String(), so.String())
 	}
 	os.WriteFile(list, []byte("ok/path\ntwo words\n"), 0o644)
 	se.Reset()

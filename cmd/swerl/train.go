@@ -16,7 +16,7 @@ func init() {
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("train", "--policy SPEC [--instances FILE] [--out DIR] [flags]", stderr)
-	instances := fs.String("instances", "", "read instances from this JSONL or Parquet file (default: the instances topic); with no --brokers the file is fed through the embedded broker")
+	instances := fs.String("instances", "", "read instances from this JSONL or Parquet file, local or gs:// / s3:// (default: the instances topic); with no --brokers the file is fed through the embedded broker")
 	policy := fs.String("policy", "", "policy: file:COMPLETIONS.jsonl, http://host:port/v1 (OpenAI-compatible), or model:DIR (required)")
 	groupSize := fs.Int("group-size", 4, "completions per instance (G)")
 	adv := fs.String("advantage", "grpo", "advantage estimator: grpo, drgrpo or rloo")

@@ -19,7 +19,9 @@ import (
 
 // TestTrainToObjectStorage runs `swerl train --out s3://…` against an S3
 // server on loopback and checks that the bucket holds the sample rows of
-// the same command with a local --out.
+// the same command with a local --out; and with --instances in the bucket
+// too, both when the file is fed through the embedded broker (local out)
+// and when the pipeline reads it (out in the bucket).
 func TestTrainToObjectStorage(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 5, 3
@@ -28,10 +30,21 @@ func TestTrainToObjectStorage(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := filestest.S3(t, "swerl")
+	remoteInstances := bucket + "/in/" + filepath.Base(set.InstancesPath)
+	if err := files.Upload(context.Background(), set.InstancesPath, remoteInstances); err != nil {
+		t.Fatal(err)
+	}
 	ids := map[string][]string{}
-	for _, out := range []string{filepath.Join(dir, "out"), bucket + "/run"} {
+	runs := []struct{ instances, out string }{
+		{set.InstancesPath, filepath.Join(dir, "out")},
+		{set.InstancesPath, bucket + "/run"},
+		{remoteInstances, filepath.Join(dir, "out-fed")},
+		{remoteInstances, bucket + "/run-read"},
+	}
+	for _, run := range runs {
+		out := run.out
 		var so, se bytes.Buffer
-		args := []string{"train", "--instances", set.InstancesPath, "--policy", "file:" + set.CompletionsPath,
+		args := []string{"train", "--instances", run.instances, "--policy", "file:" + set.CompletionsPath,
 			"--group-size", fmt.Sprint(g), "--out", out, "--metrics-addr", ""}
 		if code := runMain(context.Background(), args, &so, &se); code != 0 {
 			t.Fatalf("--out %s: exit %d\n%s", out, code, se.String())
@@ -59,8 +72,18 @@ func TestTrainToObjectStorage(t *testing.T) {
 		}
 		sort.Strings(ids[out])
 	}
-	local, remote := ids[filepath.Join(dir, "out")], ids[bucket+"/run"]
-	if len(local) != n*g || !reflect.DeepEqual(local, remote) {
-		t.Fatalf("bucket rows %v\nlocal rows %v", remote, local)
+	local := ids[filepath.Join(dir, "out")]
+	if len(local) != n*g {
+		t.Fatalf("local rows %v, want %d", local, n*g)
+	}
+	for _, run := range runs[1:] {
+		if !reflect.DeepEqual(ids[run.out], local) {
+			t.Errorf("--instances %s --out %s: rows %v\nlocal rows %v", run.instances, run.out, ids[run.out], local)
+		}
+	}
+	// A missing instances file in the bucket is a usage error naming it.
+	var so, se bytes.Buffer
+	if code := runMain(context.Background(), []string{"train", "--instances", bucket + "/in/none.jsonl", "--policy", "file:" + set.CompletionsPath, "--out", filepath.Join(dir, "out-none"), "--metrics-addr", ""}, &so, &se); code == 0 || !strings.Contains(se.String(), "none.jsonl") {
+		t.Errorf("missing instances: exit %d, %s", code, se.String())
 	}
 }

@@ -40,8 +40,9 @@
 // # Memory
 //
 // Built instances do not stay in memory or cross the shuffle: the build
-// workers write each one as a compressed record to scratch files in
-// DIR/instances/.staging (removed at the end), and only its id, patch key
+// workers write each one as a binary record to scratch files in
+// DIR/instances/.staging (removed at the end; S2-compressed when DIR is in
+// object storage), and only its id, patch key
 // and location go through the runner; the finalize step streams the
 // records of at most Config.RowsPerFile instances into one file, a record
 // at a time. Peak memory is a batch of instances per build worker plus one
@@ -63,7 +64,8 @@
 // the clones of repositories given by URL (made in a local temporary
 // directory when the output is remote), must be readable at the same
 // paths on every worker.
-// The live progress line counts what in-process workers report (Prism's
+// The live progress line, and the line a repository as each finishes when
+// several are mined, count what in-process workers report (Prism's
 // loopback workers); the end summary comes from the counts each bundle
 // emits as data, summed into a scratch file (exact on every runner: Prism
 // can lose metric values of bundles that end at once), or from Beam's

@@ -415,8 +415,14 @@ func keys[V any](m map[string]V) []string {
 }
 
 // A staging record gives back the instance it was made from, byte for
-// byte, whatever its strings hold.
+// byte, whatever its strings hold, compressed (object stores) or not.
 func TestStagingRoundTrip(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprint("compress=", compress), func(t *testing.T) { testStagingRoundTrip(t, compress) })
+	}
+}
+
+func testStagingRoundTrip(t *testing.T, compress bool) {
 	in := []schemas.Instance{
 		{SchemaVersion: schemas.Version, ID: "acme/w#2", Repo: "acme/w", PRNumber: 2, ProblemStatement: "caf\xe9 \x00 ünï",
 			LinkedIssues: []int{3}, CodeContext: map[string]string{"a.go": strings.Repeat("package a\n", 5000), "b.go": ""},
@@ -426,9 +432,12 @@ func TestStagingRoundTrip(t *testing.T) {
 	}
 	var recs []stagedRecord
 	for i := range in {
-		r := encodeRecord(&in[i])
-		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 {
-			t.Fatalf("record %d: key %s", i, r.PatchKey)
+		r := encodeRecord(&in[i], compress)
+		if r.PatchKey != mining.PatchKey(in[i].OraclePatch) || len(r.Data) == 0 || r.S2 != compress {
+			t.Fatalf("record %d: key %s, compressed %v", i, r.PatchKey, r.S2)
+		}
+		if compress && i == 0 && len(r.Data) >= r.Size/10 {
+			t.Errorf("a repetitive record compressed to %d of %d bytes", len(r.Data), r.Size)
 		}
 		recs = append(recs, r)
 	}
@@ -437,7 +446,8 @@ func TestStagingRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || filepath.Base(rows[0].File) != idsName("batch", ".s2", []string{"acme/w#10", "acme/w#2"}) {
+	ext := map[bool]string{false: ".bin", true: ".s2"}[compress]
+	if len(rows) != 2 || rows[0].File != rows[1].File || rows[1].Off != rows[0].Len || rows[0].S2 != compress || filepath.Base(rows[0].File) != idsName("batch", ext, []string{"acme/w#10", "acme/w#2"}) {
 		t.Fatalf("rows %+v", rows)
 	}
 	var rd stagingReader
@@ -506,24 +516,79 @@ func TestBlobCache(t *testing.T) {
 	}
 }
 
+// TestBlobCacheImports checks the import targets memoized in the blob
+// cache: what mining.ImportTargets says for the same path and module,
+// asked again at another path or module, and counted in the bound.
+func TestBlobCacheImports(t *testing.T) {
+	var c blobCache
+	src := "from . import views\nimport pkg.models\n"
+	c.put("r", "py", []byte(src))
+	want := mining.ImportTargets("pkg/app.py", src, "")
+	before := c.bytes
+	for range 2 {
+		if got := c.importTargets("r", "py", "pkg/app.py", src, ""); !reflect.DeepEqual(got, want) {
+			t.Fatalf("importTargets = %v, want %v", got, want)
+		}
+	}
+	if c.bytes <= before {
+		t.Errorf("the memo is not counted: %d bytes before, %d after", before, c.bytes)
+	}
+	// The same blob at another path imports relative to that path.
+	if got, want := c.importTargets("r", "py", "other/app.py", src, ""), mining.ImportTargets("other/app.py", src, ""); !reflect.DeepEqual(got, want) {
+		t.Errorf("at another path: %v, want %v", got, want)
+	}
+	goSrc := "package a\nimport \"example.com/m/b\"\n"
+	c.put("r", "go", []byte(goSrc))
+	c.importTargets("r", "go", "a/a.go", goSrc, "")
+	if got := c.importTargets("r", "go", "a/a.go", goSrc, "example.com/m"); !reflect.DeepEqual(got, []string{"b/"}) {
+		t.Errorf("with a module: %v", got)
+	}
+	// A blob the cache does not hold, and the nil cache, still answer.
+	var nilCache *blobCache
+	for _, cc := range []*blobCache{&c, nilCache} {
+		if got := cc.importTargets("r", "absent", "pkg/app.py", src, ""); !reflect.DeepEqual(got, want) {
+			t.Errorf("uncached: %v", got)
+		}
+	}
+	// Memos stay within the bound.
+	big := strings.Repeat("import m\n", blobCacheBytes/16/9)
+	for i := range 40 {
+		id := fmt.Sprint("big", i)
+		c.put("r", id, []byte(big))
+		c.importTargets("r", id, "x.py", big, "")
+		if c.bytes > blobCacheBytes {
+			t.Fatalf("after %d memos: %d bytes, bound %d", i+1, c.bytes, blobCacheBytes)
+		}
+	}
+	total := 0
+	for k, b := range c.m {
+		total += b.size(k)
+	}
+	if total != c.bytes {
+		t.Errorf("accounted %d bytes, entries hold %d", c.bytes, total)
+	}
+}
+
 // TestStagingCarriesEveryField round-trips an instance whose every field
 // is set: a field added to schemas.Instance but not to the staging coder
 // fails here.
 func TestStagingCarriesEveryField(t *testing.T) {
 	var in schemas.Instance
 	bincodetest.Fill(t, reflect.ValueOf(&in).Elem())
-	r := encodeRecord(&in)
-	var got schemas.Instance
-	if _, err := decodeRecord(r.Data, nil, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, in) {
-		t.Fatalf("round trip changed the instance:\n got %+v\nwant %+v", got, in)
+	for _, compress := range []bool{false, true} {
+		r := encodeRecord(&in, compress)
+		var got schemas.Instance
+		if _, err := decodeRecord(r.Data, nil, compress, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, in) {
+			t.Fatalf("round trip (compressed %v) changed the instance:\n got %+v\nwant %+v", compress, got, in)
+		}
 	}
 	// Nil and empty lists and maps stay apart.
 	empty := schemas.Instance{LinkedIssues: []int{}, CodeContext: map[string]string{}, RelevantFiles: []string{}}
-	got = schemas.Instance{}
-	if _, err := decodeRecord(encodeRecord(&empty).Data, nil, &got); err != nil || !reflect.DeepEqual(got, empty) {
+	var got schemas.Instance
+	if _, err := decodeRecord(encodeRecord(&empty, true).Data, nil, true, &got); err != nil || !reflect.DeepEqual(got, empty) {
 		t.Errorf("empty lists and maps: %+v, %v", got, err)
 	}
 }
@@ -583,7 +648,7 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 		var recs []stagedRecord
 		for i := lo; i < min(n, lo+100); i++ {
 			inst := schemas.Instance{SchemaVersion: schemas.Version, ID: fmt.Sprintf("acme/w#%d", i+1), Repo: "acme/w", PRNumber: i + 1, OraclePatch: fmt.Sprint("patch ", i)}
-			recs = append(recs, encodeRecord(&inst))
+			recs = append(recs, encodeRecord(&inst, i%2 == 0)) // both forms in one file
 		}
 		rs, err := writeStaging(context.Background(), staging, recs)
 		if err != nil {
@@ -593,7 +658,7 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 	}
 	rand.New(rand.NewSource(1)).Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
 	dropped := []string{"acme/w#5", "acme/w#600"}
-	var emitted, written []string
+	var emitted []string
 	f := &finalizeFn{Dir: dir, Emit: true}
 	next, nextDrop := 0, 0
 	err := f.ProcessElement(context.Background(), "g",
@@ -614,8 +679,11 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 			return true
 		},
 		func(id string, wire []byte) { emitted = append(emitted, id) },
-		func(path string) { written = append(written, path) },
 		func(int, countRow) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := filepath.Glob(filepath.Join(dir, "part-*.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,4 +734,52 @@ func TestFinalizeCutsLargeGroups(t *testing.T) {
 	if left, _ := os.ReadDir(staging); len(left) != 0 {
 		t.Errorf("staging files left: %d", len(left))
 	}
+}
+
+// TestCutRows checks that finalize's runs cover the rows in order, one
+// run for few rows, and nearly equal bytes when sizes differ.
+func TestCutRows(t *testing.T) {
+	mk := func(sizes ...int64) []stagedRow {
+		rows := make([]stagedRow, len(sizes))
+		for i, s := range sizes {
+			rows[i] = stagedRow{ID: fmt.Sprint(i), Size: s}
+		}
+		return rows
+	}
+	check := func(name string, rows []stagedRow, parts, wantRuns int, maxShare float64) {
+		t.Helper()
+		runs := cutRows(rows, parts)
+		if len(runs) != wantRuns {
+			t.Fatalf("%s: %d runs, want %d", name, len(runs), wantRuns)
+		}
+		var total, biggest int64
+		i := 0
+		for _, run := range runs {
+			var b int64
+			for _, r := range run {
+				if r.ID != rows[i].ID {
+					t.Fatalf("%s: row %d is %s, want %s", name, i, r.ID, rows[i].ID)
+				}
+				i++
+				b += r.Size
+			}
+			total += b
+			biggest = max(biggest, b)
+		}
+		if i != len(rows) {
+			t.Fatalf("%s: runs hold %d of %d rows", name, i, len(rows))
+		}
+		if share := float64(biggest) / float64(total); share > maxShare {
+			t.Errorf("%s: the largest run holds %.2f of the bytes, want at most %.2f", name, share, maxShare)
+		}
+	}
+	check("few", mk(5, 6, 7), 4, 1, 1)
+	sizes := make([]int64, 4*minFileRows)
+	for i := range sizes {
+		sizes[i] = int64(1 + i) // later rows larger, as later changes are
+	}
+	check("growing, 2 parts", mk(sizes...), 2, 2, 0.51)
+	check("growing, 4 parts", mk(sizes...), 4, 4, 0.26)
+	check("growing, 8 parts", mk(sizes...), 8, 4, 0.26)
+	check("zero sizes", mk(make([]int64, 2*minFileRows)...), 2, 2, 1)
 }

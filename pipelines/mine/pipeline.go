@@ -35,9 +35,7 @@ func init() {
 	register.DoFn7x1[context.Context, string, func(*string) bool, func(*[]byte) bool, func(Candidate), func(Rejected), func(int, countRow), error](&scanFn{})
 	register.DoFn6x1[context.Context, Candidate, func(string, string), func(string, stagedRow), func(Rejected), func(int, countRow), error](&buildFn{})
 	register.DoFn4x0[string, func(*string) bool, func(string, string), func(Rejected)](&dedupFn{})
-	register.DoFn7x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(string), func(int, countRow), error](&finalizeFn{})
-	register.Function2x0(oneKey)
-	register.Function2x0(discardFiles)
+	register.DoFn6x1[context.Context, string, func(*stagedRow) bool, func(*string) bool, func(string, []byte), func(int, countRow), error](&finalizeFn{})
 	register.Emitter2[string, stagedRow]()
 	register.Iter1[stagedRow]()
 	register.Emitter2[string, string]()
@@ -52,7 +50,6 @@ func init() {
 	register.Emitter1[string]()
 	register.Emitter2[string, []byte]()
 	register.Emitter2[int, Rejected]()
-	register.Emitter2[int, string]()
 	register.Iter1[string]()
 	register.Iter1[[]byte]()
 	register.Iter1[Rejected]()
@@ -85,6 +82,9 @@ type Params struct {
 	// Emit makes Build's result carry the kept instances; without it the
 	// result is empty (the instances are only written to files).
 	Emit bool
+	// Progress is the run's key for per-repository progress in this
+	// process (repoprogress.go); "" for none.
+	Progress string
 }
 
 func (p Params) validate() error {
@@ -122,17 +122,16 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	if p.CloneDir == "" {
 		p.CloneDir = filepath.Join(p.Out, cloneDir)
 	}
-	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir}, beam.CoGroupByKey(s, repoKV, evKV))
+	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir, Progress: p.Progress}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := files.Join(p.Out, "instances")
-	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile}, beam.Reshuffle(s, cands))
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Progress: p.Progress}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
-	outs := beam.ParDoN(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
-	kept, written, finalN := outs[0], outs[1], outs[2]
 	// Prism busy-waits (a select on a closed channel) through every bundle
-	// of a stage with no output to the runner, which on a small machine took
-	// a core from the other finalize bundles for the whole stage: the
-	// written files go through a GroupByKey so finalize has an output.
-	beam.ParDo0(s, discardFiles, beam.GroupByKey(s, beam.ParDo(s, oneKey, written)))
+	// of a stage with no output to the runner. Finalize has its counts as
+	// an output (an earlier version gave it one by grouping the names of
+	// the files it wrote, whose consumer, a stage without outputs, then
+	// spun at the end of every run: ~0.1 s of wall time on 2 cores).
+	kept, finalN := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	rejN := beam.ParDo(s, &countFn{}, rejected)
 	beam.ParDo0(s, &writeCountsFn{Path: countsPath(p.Out)}, beam.GroupByKey(s, beam.Flatten(s, scanN, buildN, finalN, rejN)))
@@ -189,6 +188,7 @@ type scanFn struct {
 	Refs     []string
 	Exclude  *mining.Exclude
 	CloneDir string
+	Progress string // the run's key for per-repository progress (repoprogress.go)
 
 	counts tally
 }
@@ -202,6 +202,8 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 			recs = append(recs, r)
 		}
 	}
+	tr := trackerFor(f.Progress)
+	tr.scanStart(name)
 	var dir string
 	for dirs(&dir) {
 		f.counts.add(ctx, cRepos, nRepos, 1)
@@ -212,11 +214,18 @@ func (f *scanFn) ProcessElement(ctx context.Context, name string, dirs func(*str
 			if c.Number > 0 {
 				f.counts.add(ctx, cPRs, nPRs, 1)
 			}
+			tr.candidate(name, c.Number > 0)
 			emit(c)
-		}, rej); err != nil {
+		}, func(r Rejected) {
+			if deadReasons[r.Reason] {
+				tr.deadLetter(name)
+			}
+			rej(r)
+		}); err != nil {
 			return err
 		}
 	}
+	tr.scanEnd(name)
 	return nil
 }
 
@@ -248,7 +257,8 @@ type buildFn struct {
 	Relevant    mining.RelevantConfig
 	Staging     string
 	RowsPerFile int
-	Workers     int // default SWERL_MINE_WORKERS or 4 a core
+	Workers     int    // default SWERL_MINE_WORKERS or 4 a core
+	Progress    string // the run's key for per-repository progress (repoprogress.go)
 
 	pending   []Candidate
 	recs      []stagedRecord
@@ -340,6 +350,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 		rej *Rejected
 	}
 	out := make([]result, len(f.pending))
+	tr := trackerFor(f.Progress)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < min(f.workers(), len(f.pending)); w++ {
@@ -349,11 +360,12 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 			for i := range next {
 				inst, r := f.buildOne(f.pending[i])
 				f.counts.add(ctx, cBuilt, nBuilt, 1)
+				tr.built(f.pending[i].Repo, r == nil, r != nil && deadReasons[r.Reason])
 				if r != nil {
 					out[i].rej = r
 					continue
 				}
-				out[i].rec = encodeRecord(&inst)
+				out[i].rec = encodeRecord(&inst, files.IsRemote(f.Staging))
 			}
 		}()
 	}
@@ -480,15 +492,29 @@ const minFileRows = 256
 var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // cutRows cuts sorted rows into at most parts contiguous runs of nearly
-// equal length, each of at least minFileRows (one run when rows are few).
+// equal bytes (the records' sizes: writing a file costs its bytes, and
+// later changes of a repository carry larger files), one run when rows are
+// fewer than 2*minFileRows. Cut by row count, the two files of
+// pallets/flask held 14.5 and 7.0 MB, and finalize waited on the larger.
 func cutRows(rows []stagedRow, parts int) [][]stagedRow {
 	k := max(1, min(parts, len(rows)/minFileRows))
+	var total int64
+	for _, r := range rows {
+		total += max(1, r.Size)
+	}
 	var out [][]stagedRow
-	for i := range k {
-		lo, hi := i*len(rows)/k, (i+1)*len(rows)/k
-		if hi > lo {
-			out = append(out, rows[lo:hi])
+	lo := 0
+	var sum int64
+	for i, r := range rows {
+		sum += max(1, r.Size)
+		// End run len(out) once it holds its share of the bytes.
+		if len(out) < k-1 && sum*int64(k) >= total*int64(len(out)+1) {
+			out = append(out, rows[lo:i+1])
+			lo = i + 1
 		}
+	}
+	if lo < len(rows) {
+		out = append(out, rows[lo:])
 	}
 	return out
 }
@@ -500,7 +526,7 @@ type emitted struct {
 	wire []byte
 }
 
-func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), written func(string), _ func(int, countRow)) error {
+func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged func(*stagedRow) bool, drops func(*string) bool, emit func(string, []byte), _ func(int, countRow)) error {
 	dropped := map[string]bool{}
 	var id string
 	for drops(&id) {
@@ -573,9 +599,6 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 			return err
 		}
 	}
-	for _, out := range outs {
-		written(out)
-	}
 	for file := range staging {
 		if err := files.Remove(ctx, file); err != nil {
 			return fmt.Errorf("mine: remove staging file: %w", err)
@@ -586,7 +609,7 @@ func (f *finalizeFn) ProcessElement(ctx context.Context, group string, staged fu
 }
 
 // FinishBundle emits the bundle's counts.
-func (f *finalizeFn) FinishBundle(_ func(string, []byte), _ func(string), counts func(int, countRow)) {
+func (f *finalizeFn) FinishBundle(_ func(string, []byte), counts func(int, countRow)) {
 	f.counts.flush(counts)
 }
 
@@ -635,10 +658,6 @@ func writeInstancesTo(ctx context.Context, out string, rows []stagedRow, ch chan
 	}
 	return w.Close()
 }
-
-func oneKey(path string, emit func(int, string)) { emit(0, path) }
-
-func discardFiles(int, func(*string) bool) {}
 
 // countFn counts rejections by reason.
 type countFn struct {

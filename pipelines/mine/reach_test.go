@@ -2,6 +2,7 @@ package mine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"swerl/internal/gitio"
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -210,9 +213,26 @@ func TestMineRepositoryURLs(t *testing.T) {
 	}
 	out := t.TempDir()
 	bad := "file://" + t.TempDir() + "/missing.git"
-	sum, err := Run(context.Background(), Config{Repos: []string{"file://" + r.Dir, bad}, Out: out, Runner: "prism", RelevantFiles: -1})
+	var progress strings.Builder
+	sum, err := Run(context.Background(), Config{Repos: []string{"file://" + r.Dir, bad}, Out: out, Runner: "prism", RelevantFiles: -1,
+		Progress: &progress, ProgressEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A line for each repository as it finishes: the good one with what
+	// the summary counts (instances before deduplication), the bad one a
+	// dead letter.
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	slices.Sort(lines)
+	good := fmt.Sprintf("mine: repo %s: %d PRs, %d instances, 0 dead letters, ", gitio.NameFromURL("file://"+r.Dir), sum.PRs, sum.Instances+sum.Rejected[string(mining.Duplicate)])
+	gone := fmt.Sprintf("mine: repo %s: 0 PRs, 0 instances, 1 dead letters, ", gitio.NameFromURL(bad))
+	want := []string{good, gone}
+	slices.Sort(want)
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], want[0]) || !strings.HasPrefix(lines[1], want[1]) || !strings.HasSuffix(lines[0], "s") {
+		t.Errorf("progress lines:\n%s\nwant them to start\n%s", progress.String(), strings.Join(want, "\n"))
+	}
+	if sum.PRs == 0 {
+		t.Error("no PRs found")
 	}
 	type change struct {
 		n     int

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -70,7 +71,8 @@ type Config struct {
 	// uses Beam's --runner flag, itself defaulting to prism.
 	Runner string
 	// Progress receives a live progress line every ProgressEvery (default
-	// 1s) and nothing else; nil for none.
+	// 1s) and, when several repositories are mined, a line as each one
+	// finishes (RepoProgress; in-process runners only); nil for none.
 	Progress      io.Writer
 	ProgressEvery time.Duration
 	// Publish, when set, is applied to the kept instances, a
@@ -227,12 +229,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if !beam.Initialized() {
 		beam.Init()
 	}
+	var tr *repoTracker
+	var trKey string
+	if cfg.Progress != nil && len(tasks) > 1 {
+		trKey = fmt.Sprintf("%s#%d", cfg.Out, runSeq.Add(1))
+		var untrack func()
+		tr, untrack = trackRepos(trKey, tasks)
+		defer untrack()
+	}
 	p, s := beam.NewPipelineWithRoot()
 	kept := Build(s, Params{
 		Repos: tasks, EventFiles: events, Out: cfg.Out, CloneDir: clones, Commits: cfg.Commits, Refs: cfg.Refs,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
-		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil,
+		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil, Progress: trKey,
 	})
 	if cfg.Publish != nil {
 		cfg.Publish(s, kept)
@@ -252,10 +262,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		t := time.NewTicker(every)
 		defer t.Stop()
+		var finished <-chan struct{}
+		if tr != nil {
+			finished = tr.notify
+		}
 		for {
 			select {
 			case <-stop:
 				return
+			case <-finished:
+				for _, r := range tr.take() {
+					fmt.Fprintln(cfg.Progress, r)
+				}
 			case <-t.C:
 				fmt.Fprintln(cfg.Progress, progressLine(since, len(tasks), time.Since(start)))
 			}
@@ -264,6 +282,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	res, err := beamrun.Run(ctx, cfg.Runner, p)
 	close(stop)
 	<-done
+	for _, r := range tr.take() {
+		fmt.Fprintln(cfg.Progress, r)
+	}
 	if err != nil {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
@@ -296,6 +317,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	sum.Elapsed = time.Since(start)
 	return sum, nil
 }
+
+// runSeq numbers the runs of this process, for their progress keys.
+var runSeq atomic.Int64
 
 // progressLine is the live progress line: the counts of this process
 // since the baseline.

@@ -141,12 +141,21 @@ func scanRepo(ctx context.Context, dir string, recs []ghevents.Record, cfg scanC
 	if len(tips) == 0 {
 		return nil
 	}
-	graph, gerr := gitio.ReadGraph(ctx, repo, tips...)
+	// The commit graph and the first pass over the log are two git
+	// processes: read them at once (each was a third of the scan).
+	var graph *gitio.Graph
+	var gerr error
+	graphRead := make(chan struct{})
+	go func() {
+		defer close(graphRead)
+		graph, gerr = gitio.ReadGraph(ctx, repo, tips...)
+	}()
+	first, prCommits, err := earliestMerges(ctx, repo, tips, func() *gitio.Graph { <-graphRead; return graph }, merged)
+	<-graphRead
 	if gerr != nil {
 		// A damaged history still yields what can be read; say what failed.
 		gitFault(gerr)
 	}
-	first, prCommits, err := earliestMerges(ctx, repo, tips, graph, merged)
 	if err != nil {
 		gitFault(err)
 		return nil
@@ -230,12 +239,14 @@ func cloneName(url string) string {
 // earliestMerges reads the history once without building anything and
 // returns, for every PR number, its earliest merge, and the set of commits
 // that carry a PR (which end a rebase merge's run, see rebaseBase).
-func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph *gitio.Graph, merged map[string]ghevents.Record) (map[int]prMerge, map[string]bool, error) {
+func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph func() *gitio.Graph, merged map[string]ghevents.Record) (map[int]prMerge, map[string]bool, error) {
 	lr, err := gitio.LogAll(ctx, repo, tips...)
 	if err != nil {
 		return nil, nil, err
 	}
-	first := map[int]prMerge{}
+	// Every merge of each number, timed once the graph is read (graph
+	// waits for it): a number is rarely merged more than twice.
+	all := map[int][]prMerge{}
 	prCommits := map[string]bool{}
 	for {
 		c, ok := lr.Next()
@@ -247,15 +258,24 @@ func earliestMerges(ctx context.Context, repo *gitio.Repo, tips []string, graph 
 			continue
 		}
 		prCommits[c.Hash] = true
-		m := prMerge{hash: c.Hash, date: c.Date}
-		if graph != nil {
-			m.time, _ = graph.Time(c.Hash)
-		}
-		if old, ok := first[n]; !ok || m.earlier(old) {
-			first[n] = m
+		all[n] = append(all[n], prMerge{hash: c.Hash, date: c.Date})
+	}
+	if err := lr.Close(); err != nil {
+		return nil, nil, err
+	}
+	g := graph()
+	first := make(map[int]prMerge, len(all))
+	for n, ms := range all {
+		for i, m := range ms {
+			if g != nil {
+				m.time, _ = g.Time(m.hash)
+			}
+			if i == 0 || m.earlier(first[n]) {
+				first[n] = m
+			}
 		}
 	}
-	return first, prCommits, lr.Close()
+	return first, prCommits, nil
 }
 
 // recognise says whether commit c merged a PR, how, and which: a merged
@@ -430,18 +450,25 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 	var revs []string
 	var want []*string
 	size := 0
+	// The blob whose imports count for each changed file: its content at
+	// the base, or its new content for a new file (see relevantFiles).
+	modIDs := map[string]string{}
 	for _, ch := range changes {
 		if ch.OldMode == "160000" || ch.NewMode == "160000" {
 			continue // a submodule pointer has no content here
 		}
 		files = append(files, mining.FileChange{Path: ch.Path})
 		f := &files[len(files)-1]
+		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
+			f.HasNew = true
+			modIDs[ch.Path] = ch.NewHash
+		}
 		if ch.OldHash != gitio.ZeroHash && ch.OldMode != "000000" {
 			f.HasOld = true
 			revs = append(revs, ch.OldHash)
+			modIDs[ch.Path] = ch.OldHash
 		}
-		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
-			f.HasNew = true
+		if f.HasNew {
 			revs = append(revs, ch.NewHash)
 		}
 	}
@@ -471,7 +498,7 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		return inst, rej
 	}
 	if cfg.Relevant.Files() > 0 {
-		rel := relevantFiles(cat, &inst, cfg.Relevant, cfg.Blobs)
+		rel := relevantFiles(cat, &inst, modIDs, cfg.Relevant, cfg.Blobs)
 		for _, p := range schemas.SortedPaths(rel) {
 			inst.CodeContext[p] = rel[p]
 			inst.RelevantFiles = append(inst.RelevantFiles, p)
@@ -505,8 +532,11 @@ func short(h string) string {
 // that order, up to cfg.Candidates() reads) and returns the ones Rank picks.
 //
 // Files of the listed directories are read by object id through blobs, so
-// the files that many changes share are read from git once.
-func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
+// the files that many changes share are read from git once; modIDs names
+// the blob of each modified file's content at the base (its new content
+// for a new file), so that the imports of every file, modified or
+// candidate, are parsed once a blob and path.
+func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string]string, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
 	base := inst.BaseCommit
 	modified := map[string]string{}
 	for p := range inst.OracleNewContent {
@@ -566,9 +596,15 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 	var importDirs []string
 	dirSet := map[string]bool{}
 	targets := make([][]string, len(paths))
+	modTargets := make(map[string][]string, len(paths))
 	for i, p := range paths {
 		dirSet[path.Dir(p)] = true
-		targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		if id, ok := modIDs[p]; ok {
+			targets[i] = blobs.importTargets(cat.Dir(), id, p, modified[p], goMod)
+		} else {
+			targets[i] = mining.ImportTargets(p, modified[p], goMod)
+		}
+		modTargets[p] = targets[i]
 		for _, t := range targets[i] {
 			if dir, ok := strings.CutSuffix(t, "/"); ok {
 				importDirs = append(importDirs, dir)
@@ -617,14 +653,25 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, cfg mining.Releva
 		read = append(read, p)
 	}
 	cands := map[string]string{}
+	candIDs := map[string]string{}
 	got, errs := blobs.read(cat, revs)
 	for i, p := range read {
 		if b := got[i]; errs[i] == nil && b.text && len(b.data) <= cfg.FileBytes() {
 			cands[p] = b.data
+			candIDs[p] = revs[i]
 		}
 	}
+	imports := func(p, content string) []string {
+		if t, ok := modTargets[p]; ok {
+			return t
+		}
+		if id, ok := candIDs[p]; ok {
+			return blobs.importTargets(cat.Dir(), id, p, content, goMod)
+		}
+		return mining.ImportTargets(p, content, goMod)
+	}
 	out := map[string]string{}
-	for _, p := range mining.Rank(modified, cands, inst.ProblemStatement, goMod, cfg) {
+	for _, p := range mining.RankWith(modified, cands, inst.ProblemStatement, cfg, imports) {
 		out[p] = cands[p]
 	}
 	return out
@@ -657,6 +704,27 @@ type blobKey struct{ repo, id string }
 type cachedBlob struct {
 	data string
 	text bool // UTF-8 and not binary (mining.IsBinary)
+	// imports memoizes the blob's import targets at one path (see
+	// importTargets); nil until asked.
+	imports *importMemo
+}
+
+// importMemo is mining.ImportTargets(path, blob, goModule).
+type importMemo struct {
+	path, goModule string
+	targets        []string
+}
+
+// size is what an entry holds: key, content, memo and the map entry.
+func (b cachedBlob) size(k blobKey) int {
+	n := len(k.id) + len(b.data) + 80 // 80: map entry
+	if m := b.imports; m != nil {
+		n += 64 + len(m.path) + len(m.goModule)
+		for _, t := range m.targets {
+			n += 16 + len(t)
+		}
+	}
+	return n
 }
 
 const blobCacheBytes = 16 << 20
@@ -684,7 +752,7 @@ func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []erro
 	var at []int
 	for i, id := range ids {
 		if data, text, ok := c.get(cat.Dir(), id); ok {
-			out[i] = cachedBlob{data, text}
+			out[i] = cachedBlob{data: data, text: text}
 			continue
 		}
 		need = append(need, id)
@@ -706,12 +774,11 @@ func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []erro
 
 // put caches a copy of data as blob id of repo and returns the entry.
 func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
-	b := cachedBlob{string(data), !mining.IsBinary(data) && utf8.Valid(data)}
+	b := cachedBlob{data: string(data), text: !mining.IsBinary(data) && utf8.Valid(data)}
 	if c == nil || len(data) > blobCacheBytes/8 {
 		return b
 	}
 	k := blobKey{repo, id}
-	size := func(k blobKey, b cachedBlob) int { return len(k.id) + len(b.data) + 80 } // 80: map entry
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -720,14 +787,53 @@ func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
 	if _, ok := c.m[k]; ok {
 		return b
 	}
-	for old, ob := range c.m {
-		if c.bytes+size(k, b) <= blobCacheBytes {
+	c.store(k, b, 0)
+	return b
+}
+
+// store sets entry k to b (replacing an entry of size old), evicting
+// arbitrary other entries to stay within blobCacheBytes; c.mu is held.
+func (c *blobCache) store(k blobKey, b cachedBlob, old int) {
+	c.bytes -= old
+	delete(c.m, k)
+	for ok, ob := range c.m {
+		if c.bytes+b.size(k) <= blobCacheBytes {
 			break
 		}
-		delete(c.m, old)
-		c.bytes -= size(old, ob)
+		delete(c.m, ok)
+		c.bytes -= ob.size(ok)
 	}
 	c.m[k] = b
-	c.bytes += size(k, b)
-	return b
+	c.bytes += b.size(k)
+}
+
+// importTargets returns mining.ImportTargets(p, content, goModule) for
+// blob id of repo (whose content is content), memoized in the blob's
+// cache entry: relevant-file ranking parses the imports of up to 64
+// candidate files a change, mostly the same files at the same versions as
+// the changes before it.
+func (c *blobCache) importTargets(repo, id, p, content, goModule string) []string {
+	if c != nil {
+		c.mu.Lock()
+		b, ok := c.m[blobKey{repo, id}]
+		c.mu.Unlock()
+		if ok {
+			if m := b.imports; m != nil && m.path == p && m.goModule == goModule {
+				return m.targets
+			}
+		}
+	}
+	targets := mining.ImportTargets(p, content, goModule)
+	if c == nil {
+		return targets
+	}
+	k := blobKey{repo, id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.m[k]; ok && b.data == content {
+		old := b.size(k)
+		b.imports = &importMemo{path: p, goModule: goModule, targets: targets}
+		c.store(k, b, old)
+	}
+	return targets
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // Staging: the build stage writes each built instance once, as a
-// self-contained record (binary, then S2), to a scratch file; only a
+// self-contained record (binary; S2-compressed in an object store), to a
+// scratch file; only a
 // stagedRow (where the record is) and the dedup reference cross the
 // shuffle. The finalize step reads back one record at a time, in id order,
 // and streams it into the instance file, so no stage holds more than a
@@ -28,15 +29,17 @@ type stagedRow struct {
 	ID   string
 	File string
 	Off  int64
-	Len  int64 // compressed record bytes
+	Len  int64 // record bytes in the file
 	Size int64 // record bytes before compression
+	S2   bool  // the record is S2-compressed
 }
 
 // stagedRecord is a built instance, encoded for a staging file.
 type stagedRecord struct {
 	ID, PatchKey string
-	Data         []byte // S2(binary instance), in a pooled buffer: see release
-	Size         int
+	Data         []byte // binary instance, or S2 of it; in a pooled buffer: see release
+	Size         int    // bytes of the binary instance
+	S2           bool   // Data is compressed
 }
 
 // recordBufs pools the buffers of staging records: the binary form of an
@@ -64,20 +67,28 @@ func (r *stagedRecord) release() {
 
 // Staging records are written and read once by the same program, so speed
 // matters more than size or a self-describing format: each is the
-// instance in package bincode's primitives (a version byte first),
-// compressed with S2 (snappy's faster successor). gob, the format before,
-// took a tenth of the mining bench's CPU to encode and decode; zstd, before
-// S2, took 2.9 s of CPU on the 20000-commit bench for files 1.6x smaller.
+// instance in package bincode's primitives (a version byte first). In an
+// object store, where staging files cross the network, a record is
+// compressed with S2 (snappy's faster successor): about a third of the
+// bytes. On local scratch it is not: S2 took 0.3 of 2.3 CPU-seconds
+// mining pallets/flask (95 MB of records), for scratch files that live
+// until the run's end. gob, the format before bincode, took a tenth of the
+// mining bench's CPU to encode and decode; zstd, before S2, took 2.9 s of
+// CPU on the 20000-commit bench for files 1.6x smaller than S2's.
 const stagingVersion = 1
 
-// encodeRecord encodes inst for a staging file.
-func encodeRecord(inst *schemas.Instance) stagedRecord {
+// encodeRecord encodes inst for a staging file, compressed when compress
+// is set.
+func encodeRecord(inst *schemas.Instance, compress bool) stagedRecord {
 	raw := getBuf(1 + inst.BincodeSize())
 	b := appendInstance((*raw)[:0], inst)
-	dst := getBuf(s2.MaxEncodedLen(len(b)))
-	rec := stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: s2.Encode((*dst)[:cap(*dst)], b), Size: len(b)}
-	*raw = b[:0]
-	recordBufs.Put(raw)
+	rec := stagedRecord{ID: inst.ID, PatchKey: mining.PatchKey(inst.OraclePatch), Data: b, Size: len(b)}
+	if compress {
+		dst := getBuf(s2.MaxEncodedLen(len(b)))
+		rec.Data, rec.S2 = s2.Encode((*dst)[:cap(*dst)], b), true
+		*raw = b[:0]
+		recordBufs.Put(raw)
+	}
 	return rec
 }
 
@@ -96,9 +107,12 @@ func readInstance(b []byte, v *schemas.Instance) error {
 	return d.End()
 }
 
-// decodeRecord reads back the instance of one staging record; buf is
-// scratch space, returned for reuse.
-func decodeRecord(data, buf []byte, inst *schemas.Instance) ([]byte, error) {
+// decodeRecord reads back the instance of one staging record (S2 when
+// compressed); buf is scratch space, returned for reuse.
+func decodeRecord(data, buf []byte, compressed bool, inst *schemas.Instance) ([]byte, error) {
+	if !compressed {
+		return buf, readInstance(data, inst)
+	}
 	n, err := s2.DecodedLen(data)
 	if err != nil {
 		return buf, err
@@ -135,7 +149,11 @@ func writeStaging(ctx context.Context, dir string, recs []stagedRecord) ([]stage
 	for i := range recs {
 		ids[i] = recs[i].ID
 	}
-	path := files.Join(dir, idsName("batch", ".s2", ids))
+	ext := ".bin"
+	if len(recs) > 0 && recs[0].S2 {
+		ext = ".s2"
+	}
+	path := files.Join(dir, idsName("batch", ext, ids))
 	local := dir
 	if files.IsRemote(dir) {
 		local = ""
@@ -149,7 +167,7 @@ func writeStaging(ctx context.Context, dir string, recs []stagedRecord) ([]stage
 	rows := make([]stagedRow, len(recs))
 	var off int64
 	for i, r := range recs {
-		rows[i] = stagedRow{ID: r.ID, File: path, Off: off, Len: int64(len(r.Data)), Size: int64(r.Size)}
+		rows[i] = stagedRow{ID: r.ID, File: path, Off: off, Len: int64(len(r.Data)), Size: int64(r.Size), S2: r.S2}
 		off += int64(len(r.Data))
 		if _, err = f.Write(r.Data); err != nil {
 			break
@@ -213,7 +231,7 @@ func (s *stagingReader) read(r stagedRow, inst *schemas.Instance) error {
 		return fmt.Errorf("mine: staging %s: %w", r.File, err)
 	}
 	var err error
-	if s.buf, err = decodeRecord(s.raw, s.buf, inst); err != nil {
+	if s.buf, err = decodeRecord(s.raw, s.buf, r.S2, inst); err != nil {
 		return fmt.Errorf("mine: staging %s at %d (%s): %w", r.File, r.Off, r.ID, err)
 	}
 	return nil

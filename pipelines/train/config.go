@@ -1,10 +1,10 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"swerl/sinks/files"
@@ -152,7 +152,10 @@ func (c *Config) defaults() error {
 		return err
 	}
 	if c.Instances != "" {
-		if _, err := os.Stat(c.Instances); err != nil {
+		if ok, err := files.Exists(context.Background(), c.Instances); err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("%s: no such file", c.Instances)
+			}
 			return fmt.Errorf("train: instances: %w", err)
 		}
 	}

@@ -5,14 +5,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/segmentio/kafka-go"
 
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
-	"swerl/sinks/parquetio"
 )
 
 // FeedSummary counts what Feed did.
@@ -64,24 +62,7 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 		}
 		return nil
 	}
-	if strings.HasSuffix(path, ".parquet") {
-		row := 0
-		err = parquetio.Scan(path, func(rows []schemas.Instance) error {
-			for i := range rows {
-				row++
-				v, err := schemas.Encode(&rows[i])
-				if err != nil {
-					return err
-				}
-				if err := add(fmt.Sprintf("%s#%d", path, row), row-1, v); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	} else {
-		err = scanLines(path, add)
-	}
+	err = scanInstances(ctx, path, func(src string, n int, _ string, value []byte) error { return add(src, n, value) })
 	if err == nil {
 		err = flush()
 	}
@@ -112,9 +93,10 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 }
 
 // scanLines calls fn with "PATH:LINE", the line's place among the
-// non-blank lines (0-based) and the bytes of every non-blank line.
-func scanLines(path string, fn func(src string, n int, line []byte) error) error {
-	f, err := os.Open(path)
+// non-blank lines (0-based) and the bytes of every non-blank line of the
+// file at path, local or in object storage.
+func scanLines(ctx context.Context, path string, fn func(src string, n int, line []byte) error) error {
+	f, err := files.Open(ctx, path)
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"swerl/schemas"
+	"swerl/sinks/files"
 	"swerl/sinks/parquetio"
 )
 
@@ -16,7 +18,7 @@ import (
 type source func(s beam.Scope) beam.PCollection
 
 func init() {
-	register.DoFn2x1[string, func(Record), error](&readFileFn{})
+	register.DoFn3x1[context.Context, string, func(Record), error](&readFileFn{})
 	register.Emitter1[Record]()
 }
 
@@ -33,23 +35,39 @@ func fileSource(path string) source {
 // file's records as its request index. Blank lines are skipped.
 type readFileFn struct{}
 
-func (*readFileFn) ProcessElement(path string, emit func(Record)) error {
-	if strings.HasSuffix(path, ".parquet") {
-		row := 0
-		return parquetio.Scan(path, func(rows []schemas.Instance) error {
-			for i := range rows {
-				row++
-				v, err := schemas.Encode(&rows[i])
-				if err != nil {
-					return fmt.Errorf("train: %s#%d: %w", path, row, err)
-				}
-				emit(Record{Source: fmt.Sprintf("%s#%d", path, row), Key: rows[i].ID, Value: v, Request: row - 1})
-			}
-			return nil
-		})
+func (*readFileFn) ProcessElement(ctx context.Context, path string, emit func(Record)) error {
+	return scanInstances(ctx, path, func(src string, n int, key string, value []byte) error {
+		emit(Record{Source: src, Key: key, Value: value, Request: n})
+		return nil
+	})
+}
+
+// scanInstances calls fn with each record of an instances file, local or
+// in object storage (gs://, s3://: package files): a Parquet file's rows
+// re-encoded as JSON ("PATH#ROW", keyed by id), or a JSONL file's
+// non-blank lines ("PATH:LINE", no key), n being the record's place in
+// the file (0-based). Records are named by path as given.
+func scanInstances(ctx context.Context, path string, fn func(src string, n int, key string, value []byte) error) error {
+	if !strings.HasSuffix(path, ".parquet") {
+		return scanLines(ctx, path, func(src string, n int, line []byte) error { return fn(src, n, "", line) })
 	}
-	return scanLines(path, func(src string, n int, line []byte) error {
-		emit(Record{Source: src, Value: line, Request: n})
+	local, done, err := files.Local(ctx, path, "")
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer done()
+	row := 0
+	return parquetio.Scan(local, func(rows []schemas.Instance) error {
+		for i := range rows {
+			row++
+			v, err := schemas.Encode(&rows[i])
+			if err != nil {
+				return fmt.Errorf("train: %s#%d: %w", path, row, err)
+			}
+			if err := fn(fmt.Sprintf("%s#%d", path, row), row-1, rows[i].ID, v); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 }

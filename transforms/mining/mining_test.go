@@ -281,6 +281,24 @@ func TestRank(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Rank = %v, want %v", got, want)
 	}
+	// RankWith asks for each file's imports once, through the function
+	// it is given.
+	asked := map[string]int{}
+	got = RankWith(modified, candidates, "Running cli/run.py crashes", RelevantConfig{MaxFiles: 4}, func(p, content string) []string {
+		asked[p]++
+		return ImportTargets(p, content, "")
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("RankWith = %v, want %v", got, want)
+	}
+	for p, n := range asked {
+		if n != 1 {
+			t.Errorf("imports of %s asked %d times", p, n)
+		}
+	}
+	if asked["pkg/a.py"] != 1 || asked["pkg/huge.py"] != 0 {
+		t.Errorf("imports asked for %v: want the modified files' and the candidates' within bounds", asked)
+	}
 	if got := Rank(modified, candidates, "", "", RelevantConfig{MaxFiles: -1}); got != nil {
 		t.Errorf("disabled Rank = %v", got)
 	}
