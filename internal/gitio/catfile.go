@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"swerl/internal/syncbuf"
 	"sync"
 )
 
@@ -26,7 +27,7 @@ import (
 type CatFile struct {
 	repo   *Repo
 	cmd    *exec.Cmd
-	stderr lockedBuffer
+	stderr syncbuf.Buffer // git's stderr: written by exec's copying goroutine, read when a request fails
 	trees  *TreeCache
 
 	mu    sync.Mutex // guards in and queue; held while writing requests
@@ -36,25 +37,6 @@ type CatFile struct {
 
 	errMu sync.Mutex
 	err   error // sticky: the process failed or was closed
-}
-
-// lockedBuffer is git's stderr: written by exec's copying goroutine, read
-// when a request fails.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (c *CatFile) sticky() error {

@@ -387,16 +387,10 @@ func eventFiles(ctx context.Context, args []string) ([]string, error) {
 // when the runner reports none, from what this process counted since the
 // baseline.
 func fillSummary(sum *Summary, res beam.PipelineResult, since metrics.Baseline) {
-	r, ok := metrics.Read(res, metricNS)
-	if !ok {
-		sum.Repos, sum.Commits, sum.PRs = since.Since(cRepos), since.Since(cCommits), since.Since(cPRs)
-		sum.Candidates, sum.Instances = since.Since(cCandidates), since.Since(cKept)
-		sum.Rejected = since.SinceVec(cRejected)
-		return
-	}
-	sum.Repos, sum.Commits, sum.PRs = r.Count(cRepos), r.Count(cCommits), r.Count(cPRs)
-	sum.Candidates, sum.Instances = r.Count(cCandidates), r.Count(cKept)
-	sum.Rejected = r.Counts(cRejected)
+	t := metrics.RunTotals(res, metricNS, since)
+	sum.Repos, sum.Commits, sum.PRs = t.Count(cRepos), t.Count(cCommits), t.Count(cPRs)
+	sum.Candidates, sum.Instances = t.Count(cCandidates), t.Count(cKept)
+	sum.Rejected = t.Counts(cRejected)
 }
 
 // writeJSONL writes the instances of parts as JSON lines sorted by id.
