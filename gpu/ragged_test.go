@@ -55,7 +55,12 @@ func TestRaggedContract(t *testing.T) {
 func TestRaggedBatchSampler(t *testing.T) {
 	m := sharpModel(t)
 	prompts, ps := batchRequests(30, m.Config.VocabSize)
-	plain := newBatchSampler(t, m, 64, 7)
+	pb := newPerSequence()
+	defer pb.Close()
+	plain, err := gpu.NewBatchSampler(m, pb, 64, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want, err := plain.SampleAll(prompts, ps)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ type jobs[F float] struct {
 	rmsBackward    rmsBackward[F]
 	ropeJob        ropeJob[F]
 	attnForward    attnForward[F]
+	attnRows       attnRows[F]
 	attnBackward   attnBackward[F]
 	swigluForward  swigluForward[F]
 	swigluBackward swigluBackward[F]
@@ -76,11 +77,13 @@ func (j *rmsBackward[F]) run(lo, hi int) {
 	}
 }
 
-// ropeJob runs RoPEForward and RoPEBackward over (batch, position) rows; its fields are the op's operands.
+// ropeJob runs RoPEForward and RoPEBackward over (batch, position) rows,
+// and RoPERows over rows at positions pos; its fields are the op's operands.
 type ropeJob[F float] struct {
 	d    []F
 	cs   []F
 	sn   []F
+	pos  []int32 // nil: row bt is at position pos0 + bt%T
 	pos0 int
 	T    int
 	NH   int
@@ -93,6 +96,9 @@ func (j *ropeJob[F]) run(lo, hi int) {
 	d, cs, sn, pos0, T, NH, HS, half, s := j.d, j.cs, j.sn, j.pos0, j.T, j.NH, j.HS, j.half, j.s
 	for bt := lo; bt < hi; bt++ {
 		p := pos0 + bt%T
+		if j.pos != nil {
+			p = int(j.pos[bt])
+		}
 		c, sr := cs[p*half:p*half+half], sn[p*half:p*half+half]
 		for h := range NH {
 			v := d[(bt*NH+h)*HS : (bt*NH+h+1)*HS]
@@ -120,12 +126,11 @@ type attnForward[F float] struct {
 	HS    int
 	group int
 	scale F
-	dots  func(q, k []F, stride int, out []F)
-	axpys func(alpha, x []F, stride int, y []F)
+	vec   *vecOps[F]
 }
 
 func (j *attnForward[F]) run(lo, hi int) {
-	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale, dots, axpys := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dots, j.axpys
+	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale
 	stride := NKV * HS // from one key (value) row of a head to the next
 	for bh := lo; bh < hi; bh++ {
 		b, h := bh/NH, bh%NH
@@ -134,31 +139,58 @@ func (j *attnForward[F]) run(lo, hi int) {
 		vals := vd[(b*Tk*NKV+kh)*HS:]
 		for i := range Tq {
 			last := Tk - Tq + i // attends to keys 0..last
-			qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
 			row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-			mx := F(math.Inf(-1))
-			dots(qi, keys, stride, row[:last+1])
-			for j := 0; j <= last; j++ {
-				s := row[j] * scale
-				row[j] = s
-				mx = max(mx, s)
-			}
-			var sum F
-			for j := 0; j <= last; j++ {
-				e := exp(row[j] - mx)
-				row[j] = e
-				sum += e
-			}
-			inv := 1 / sum
-			for j := 0; j <= last; j++ {
-				row[j] *= inv
-			}
+			j.vec.attend(o[((b*Tq+i)*NH+h)*HS:][:HS], qd[((b*Tq+i)*NH+h)*HS:][:HS], keys, vals, stride, row[:last+1], scale)
 			clear(row[last+1:])
-			oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
-			clear(oi)
-			axpys(row[:last+1], vals, stride, oi)
 		}
 	}
+}
+
+// attnRows runs AttentionRows over (row, query head) pairs; its fields
+// are the op's operands, and p holds each worker's probabilities.
+type attnRows[F float] struct {
+	o, qd, kd, vd []F
+	start, cnt    []int32
+	NH, NKV, HS   int
+	scale         F
+	maxCnt        int
+	vec           *vecOps[F]
+}
+
+func (j *attnRows[F]) run(lo, hi int) {
+	NH, HS, stride := j.NH, j.HS, j.NKV*j.HS
+	group := NH / j.NKV
+	p := make([]F, j.maxCnt)
+	for nh := lo; nh < hi; nh++ {
+		n, h := nh/NH, nh%NH
+		first := (int(j.start[n])*j.NKV + h/group) * HS
+		j.vec.attend(j.o[nh*HS:][:HS], j.qd[nh*HS:][:HS], j.kd[first:], j.vd[first:], stride, p[:j.cnt[n]], j.scale)
+	}
+}
+
+// attend is one query row of one head: p[j] = softmax_j(scale * q·k_j)
+// over the len(p) keys k_j = keys[j*stride:][:len(q)], and
+// o = Σ_j p[j] v_j with v_j read likewise from vals. AttentionForward and
+// AttentionRows both call it, so a row gets the same bits through either.
+func (v *vecOps[F]) attend(o, q, keys, vals []F, stride int, p []F, scale F) {
+	v.dots(q, keys, stride, p)
+	mx := F(math.Inf(-1))
+	for i, s := range p {
+		s *= scale
+		p[i] = s
+		mx = max(mx, s)
+	}
+	v.expSub(p, mx, p)
+	var sum F
+	for _, e := range p {
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range p {
+		p[i] *= inv
+	}
+	clear(o)
+	v.axpys(p, vals, stride, o)
 }
 
 // attnBackward runs AttentionBackward over (batch, kv head) pairs; its fields are the op's operands.
@@ -230,17 +262,14 @@ func (j *attnBackward[F]) run(lo, hi int) {
 
 // swigluForward runs SwiGLUForward over elements; its fields are the op's operands.
 type swigluForward[F float] struct {
-	o []F
-	g []F
-	u []F
+	o   []F
+	g   []F
+	u   []F
+	vec *vecOps[F]
 }
 
 func (j *swigluForward[F]) run(lo, hi int) {
-	o, g, u := j.o, j.g, j.u
-	for i := lo; i < hi; i++ {
-		x := g[i]
-		o[i] = x / (1 + exp(-x)) * u[i]
-	}
+	j.vec.swiglu(j.o[lo:hi], j.g[lo:hi], j.u[lo:hi])
 }
 
 // swigluBackward runs SwiGLUBackward over elements; its fields are the op's operands.

@@ -39,3 +39,16 @@ func sdots(n int, q, k *float32, stride, m int, out *float32)
 //
 //go:noescape
 func saxpys(n int, alpha, x *float32, stride, m int, y *float32)
+
+// sexpsub sets y[i] to exp(x[i]-sub) for i < n, n a multiple of 8; y may
+// be x. The exp is Cephes expf (a polynomial after range reduction), within
+// 2 ulp of the float32 exp, clamped to [exp(-87.3), exp(88)].
+//
+//go:noescape
+func sexpsub(n int, x *float32, sub float32, y *float32)
+
+// sswiglu sets out[i] to gate[i]/(1+exp(-gate[i]))*up[i] for i < n, n a multiple
+// of 8, with the exp of sexpsub.
+//
+//go:noescape
+func sswiglu(n int, gate, up, out *float32)

@@ -395,3 +395,114 @@ xrow1:
 xdone:
 	VZEROUPPER
 	RET
+
+// Constants of the float32 exp below (Cephes expf): the clamp bounds,
+// log2(e), ln(2) in two parts, the degree-5 polynomial of exp on
+// [-ln2/2, ln2/2], and 1.
+DATA expc<>+0(SB)/4, $88.0
+DATA expc<>+4(SB)/4, $-87.3
+DATA expc<>+8(SB)/4, $1.44269504088896341
+DATA expc<>+12(SB)/4, $0.693359375
+DATA expc<>+16(SB)/4, $-2.12194440e-4
+DATA expc<>+20(SB)/4, $1.9875691500e-4
+DATA expc<>+24(SB)/4, $1.3981999507e-3
+DATA expc<>+28(SB)/4, $8.3334519073e-3
+DATA expc<>+32(SB)/4, $4.1665795894e-2
+DATA expc<>+36(SB)/4, $1.6666665459e-1
+DATA expc<>+40(SB)/4, $5.0000001201e-1
+DATA expc<>+44(SB)/4, $1.0
+GLOBL expc<>(SB), RODATA|NOPTR, $48
+
+// EXPCONST broadcasts the exp constants into Y4-Y15.
+#define EXPCONST \
+	VBROADCASTSS expc<>+0(SB), Y4; \
+	VBROADCASTSS expc<>+4(SB), Y5; \
+	VBROADCASTSS expc<>+8(SB), Y6; \
+	VBROADCASTSS expc<>+12(SB), Y7; \
+	VBROADCASTSS expc<>+16(SB), Y8; \
+	VBROADCASTSS expc<>+20(SB), Y9; \
+	VBROADCASTSS expc<>+24(SB), Y10; \
+	VBROADCASTSS expc<>+28(SB), Y11; \
+	VBROADCASTSS expc<>+32(SB), Y12; \
+	VBROADCASTSS expc<>+36(SB), Y13; \
+	VBROADCASTSS expc<>+40(SB), Y14; \
+	VBROADCASTSS expc<>+44(SB), Y15
+
+// EXP sets Y0 to exp(Y0), 8 lanes, with Y1 and Y2 as scratch and the
+// constants of EXPCONST: x is clamped to [-87.3, 88] (a NaN stays NaN:
+// it is the operand VMINPS and VMAXPS return), split as x = n*ln2 + r
+// with n = round(x*log2e), exp(r) = (p(r)*r + 1)*r + 1, and 2^n is built
+// in the exponent bits (n+127)<<23, which for 1.0 = 127<<23 is an
+// integer add of n<<23 to the bits of 1.0.
+#define EXP \
+	VMINPS Y0, Y4, Y0; \
+	VMAXPS Y0, Y5, Y0; \
+	VMULPS Y6, Y0, Y1; \
+	VROUNDPS $0, Y1, Y1; \
+	VFNMADD231PS Y7, Y1, Y0; \
+	VFNMADD231PS Y8, Y1, Y0; \
+	VMOVAPS Y9, Y2; \
+	VFMADD213PS Y10, Y0, Y2; \
+	VFMADD213PS Y11, Y0, Y2; \
+	VFMADD213PS Y12, Y0, Y2; \
+	VFMADD213PS Y13, Y0, Y2; \
+	VFMADD213PS Y14, Y0, Y2; \
+	VFMADD213PS Y15, Y0, Y2; \
+	VFMADD213PS Y15, Y0, Y2; \
+	VCVTPS2DQ Y1, Y1; \
+	VPSLLD $23, Y1, Y1; \
+	VPADDD Y15, Y1, Y1; \
+	VMULPS Y1, Y2, Y0
+
+// func sexpsub(n int, x *float32, sub float32, y *float32)
+//
+// y[i] = exp(x[i] - sub) for i < n, n a multiple of 8 (y may be x).
+TEXT ·sexpsub(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	VBROADCASTSS sub+16(FP), Y3
+	MOVQ y+24(FP), DI
+	EXPCONST
+	SHRQ $3, CX
+	JZ edone
+eloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y3, Y0, Y0
+	EXP
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ eloop
+edone:
+	VZEROUPPER
+	RET
+
+// func sswiglu(n int, gate, up, out *float32)
+//
+// out[i] = gate[i]/(1+exp(-gate[i]))*up[i] for i < n, n a multiple of 8.
+TEXT ·sswiglu(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), BX
+	MOVQ out+24(FP), DI
+	EXPCONST
+	SHRQ $3, CX
+	JZ sdone
+sloop:
+	VMOVUPS (SI), Y3
+	VXORPS Y0, Y0, Y0
+	VSUBPS Y3, Y0, Y0
+	EXP
+	VADDPS Y15, Y0, Y0
+	VDIVPS Y0, Y3, Y3
+	VMULPS (BX), Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ sloop
+sdone:
+	VZEROUPPER
+	RET

@@ -185,7 +185,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dots: be.vec.dots, axpys: be.vec.axpys}
+	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}
 	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
 	be.jobs.attnForward = attnForward[F]{}
 }
@@ -235,7 +235,7 @@ func (be *Backend[F]) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u}
+	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}
 	be.pool.parallel(&be.jobs.swigluForward, n, 4096, 1)
 	be.jobs.swigluForward = swigluForward[F]{}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -39,5 +40,59 @@ func TestRowVectorOps(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestVectorExp: expSub and swiglu of the vector kernels are the float64
+// exp within a few float32 ulps over the whole range of the clamp, at
+// lengths that exercise the tail; past the clamp they saturate at
+// exp(-87.3) and exp(88), and a NaN stays NaN.
+func TestVectorExp(t *testing.T) {
+	if !haveFMA {
+		t.Skip("no vector kernels in this build")
+	}
+	v := newVecOps[float32](true)
+	r := rand.New(rand.NewPCG(3, 4))
+	const ulps = 3 * 0x1p-23
+	for _, n := range []int{1, 7, 8, 9, 16, 31, 100, 1001} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.Float64()*200 - 100)
+		}
+		x[0] = 0
+		sub := float32(r.Float64()*4 - 2)
+		y := make([]float32, n)
+		v.expSub(x, sub, y)
+		for i, xi := range x {
+			d := float64(xi - sub)
+			want := math.Exp(min(max(d, float64(float32(-87.3))), 88))
+			if e := math.Abs(float64(y[i])-want) / want; e > ulps {
+				t.Fatalf("n=%d: exp(%v-%v) = %v, float64 %v (relative error %.2g)", n, xi, sub, y[i], want, e)
+			}
+		}
+		// In place, as the softmax calls it.
+		in := slices.Clone(x)
+		v.expSub(in, sub, in)
+		if !slices.Equal(in, y) {
+			t.Fatalf("n=%d: in place %v, out of place %v", n, in, y)
+		}
+		g, u, o := rnd(r, n), rnd(r, n), make([]float32, n)
+		for i := range g {
+			g[i] *= 40
+		}
+		v.swiglu(o, g, u)
+		for i := range o {
+			x := float64(g[i])
+			want := x / (1 + math.Exp(-x)) * float64(u[i])
+			if e := math.Abs(float64(o[i]) - want); e > 4*ulps*math.Abs(want)+1e-30 {
+				t.Fatalf("n=%d: swiglu(%v, %v) = %v, float64 %v", n, g[i], u[i], o[i], want)
+			}
+		}
+	}
+	nan := []float32{float32(math.NaN()), 1, float32(math.Inf(1)), float32(math.Inf(-1))}
+	v.expSub(nan, 0, nan)
+	if !math.IsNaN(float64(nan[0])) || nan[1] != float32(math.E) && math.Abs(float64(nan[1])-math.E) > 1e-6 ||
+		math.IsInf(float64(nan[2]), 0) || nan[3] < 0 || nan[3] > 1e-37 {
+		t.Fatalf("exp of NaN, 1, +Inf, -Inf: %v", nan)
 	}
 }
