@@ -22,6 +22,8 @@ func saxpys(n int, alpha, x *float32, stride, m int, y *float32) {
 	panic("cpu: no vector kernel in this build")
 }
 
-func sexpsub(n int, x *float32, sub float32, y *float32) { panic("cpu: no vector kernel in this build") }
+func sexpsub(n int, x *float32, sub float32, y *float32) {
+	panic("cpu: no vector kernel in this build")
+}
 
 func sswiglu(n int, gate, up, out *float32) { panic("cpu: no vector kernel in this build") }
