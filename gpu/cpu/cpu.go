@@ -31,6 +31,8 @@ type Backend[F float] struct {
 	// vector selects the AVX2+FMA float32 matmul (sgemm.go); its state
 	// and packing buffers are reused from op to op.
 	vector bool
+	// avx512 selects the 8-row AVX-512 kernel in MatmulPacked.
+	avx512 bool
 	sg     sgemmJob
 	gv     gemvJob
 	packA  [][]float32
@@ -58,6 +60,7 @@ func newBackend[F float](name string, workers int) *Backend[F] {
 	var zero F
 	_, f32 := any(zero).(float32)
 	b.vector = f32 && haveFMA
+	b.avx512 = b.vector && haveAVX512
 	b.vec = newVecOps[F](b.vector)
 	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
 	return b

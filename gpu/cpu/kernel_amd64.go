@@ -9,11 +9,25 @@ import "golang.org/x/sys/cpu"
 // OS saving ymm state, which x/sys/cpu folds into HasAVX) are all it needs.
 var haveFMA = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// haveAVX512 reports whether kern8x16z can run (AVX-512 Foundation, with
+// the OS saving zmm state, which x/sys/cpu folds into HasAVX512F).
+var haveAVX512 = haveFMA && cpu.X86.HasAVX512F
+
 // kern6x16 adds the product of a packed 6×k strip of A and a packed k×16
 // strip of B to the 6×16 tile at c (row stride ldc floats).
 //
 //go:noescape
 func kern6x16(k int, a, b, c *float32, ldc int)
+
+// kern8x16z is kern6x16 for an 8-row strip of A, with AVX-512.
+//
+//go:noescape
+func kern8x16z(k int, a, b, c *float32, ldc int)
+
+// kern4x16z is kern8x16z over the first 4 rows of the strip only.
+//
+//go:noescape
+func kern4x16z(k int, a, b, c *float32, ldc int)
 
 // sdot returns the dot product of a[0:n] and b[0:n].
 //

@@ -506,3 +506,111 @@ sloop:
 sdone:
 	VZEROUPPER
 	RET
+
+// func kern8x16z(k int, a, b, c *float32, ldc int)
+//
+// kern6x16 with AVX-512 and 8 rows: C[8,16] += A·B over k steps, a packed
+// 8 floats per step, b 16 floats (one zmm) per step. Eight zmm
+// accumulators (Z0-Z7), each fed by a multiply-add with an embedded
+// broadcast of its row's A value; every element is the same chain of
+// fused multiply-adds over k in order as in kern6x16.
+TEXT ·kern8x16z(SB), NOSPLIT, $0-40
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ zstore
+zloop:
+	VMOVUPS (DI), Z8
+	VFMADD231PS.BCST 0(SI), Z8, Z0
+	VFMADD231PS.BCST 4(SI), Z8, Z1
+	VFMADD231PS.BCST 8(SI), Z8, Z2
+	VFMADD231PS.BCST 12(SI), Z8, Z3
+	VFMADD231PS.BCST 16(SI), Z8, Z4
+	VFMADD231PS.BCST 20(SI), Z8, Z5
+	VFMADD231PS.BCST 24(SI), Z8, Z6
+	VFMADD231PS.BCST 28(SI), Z8, Z7
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ zloop
+zstore:
+	VADDPS (DX), Z0, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z1, Z1
+	VMOVUPS Z1, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z2, Z2
+	VMOVUPS Z2, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z3, Z3
+	VMOVUPS Z3, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z4, Z4
+	VMOVUPS Z4, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z5, Z5
+	VMOVUPS Z5, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z6, Z6
+	VMOVUPS Z6, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z7, Z7
+	VMOVUPS Z7, (DX)
+	VZEROUPPER
+	RET
+
+// func kern4x16z(k int, a, b, c *float32, ldc int)
+//
+// kern8x16z for the first 4 rows of an 8-row strip of A (a still advances
+// 8 floats a step): the tail of a product, where 4 accumulators keep the
+// multiply-adds at full rate and 8 would do twice the work.
+TEXT ·kern4x16z(SB), NOSPLIT, $0-40
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JZ z4store
+z4loop:
+	VMOVUPS (DI), Z8
+	VFMADD231PS.BCST 0(SI), Z8, Z0
+	VFMADD231PS.BCST 4(SI), Z8, Z1
+	VFMADD231PS.BCST 8(SI), Z8, Z2
+	VFMADD231PS.BCST 12(SI), Z8, Z3
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ z4loop
+z4store:
+	VADDPS (DX), Z0, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z1, Z1
+	VMOVUPS Z1, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z2, Z2
+	VMOVUPS Z2, (DX)
+	ADDQ R8, DX
+	VADDPS (DX), Z3, Z3
+	VMOVUPS Z3, (DX)
+	VZEROUPPER
+	RET

@@ -6,7 +6,13 @@ package cpu
 // the portable Go kernel.
 const haveFMA = false
 
+const haveAVX512 = false
+
 func kern6x16(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel in this build") }
+
+func kern8x16z(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel in this build") }
+
+func kern4x16z(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel in this build") }
 
 func sdot(n int, a, b *float32) float32 { panic("cpu: no vector kernel in this build") }
 

@@ -94,13 +94,18 @@ func (be *Backend[F]) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 		return
 	}
 	f := func(x []F) []float32 { return any(x).([]float32) }
+	// Rows in strips of 8 for the AVX-512 kernel, else of 6.
+	mr := mr
+	if be.avx512 {
+		mr = mrZ
+	}
 	strips := (N + mr - 1) / mr
 	if cap(be.packRows) < strips*mr*C {
 		be.packRows = make([]float32, strips*mr*C)
 	}
 	j := &be.jobs.packed
-	*j = packedJob{c: f(o), a: f(x), w: f(w), bias: f(bs), ap: be.packRows[:strips*mr*C], N: N, C: C, OC: OC, strips: strips}
-	// First the rows of inp into 6-row strips (shared by all workers),
+	*j = packedJob{c: f(o), a: f(x), w: f(w), bias: f(bs), ap: be.packRows[:strips*mr*C], N: N, C: C, OC: OC, strips: strips, mr: mr}
+	// First the rows of inp into row strips (shared by all workers),
 	// then the column strips of the weight split over the workers.
 	j.packing = true
 	be.pool.parallel(j, strips, 4, 1)
@@ -109,13 +114,15 @@ func (be *Backend[F]) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 	*j = packedJob{}
 }
 
-// packedJob is MatmulPacked: with packing set, run packs 6-row strips of
-// a; otherwise it computes 16-column strips of c.
+// packedJob is MatmulPacked: with packing set, run packs mr-row strips of
+// a; otherwise it computes 16-column strips of c with the kernel of mr
+// rows (kern8x16z or kern6x16).
 type packedJob struct {
 	c, a, w, bias []float32
-	ap            []float32 // a in 6-row strips: ap[s*C*6 + k*6 + r]
+	ap            []float32 // a in mr-row strips: ap[s*C*mr + k*mr + r]
 	N, C, OC      int
 	strips        int
+	mr            int
 	packing       bool
 }
 
@@ -124,7 +131,7 @@ func (j *packedJob) run(lo, hi int) {
 		j.packA(lo, hi)
 		return
 	}
-	C, OC := j.C, j.OC
+	C, OC, mr := j.C, j.OC, j.mr
 	// Rows in blocks of mcBlock, so that the block's packed rows of one k
 	// block stay in L2 while the strip of the weight (16 KiB) stays in L1.
 	for s0 := 0; s0 < j.strips; s0 += mcBlock / mr {
@@ -148,11 +155,15 @@ func (j *packedJob) run(lo, hi int) {
 					rs := min(mr, j.N-i)
 					as := &j.ap[s*C*mr+k0*mr]
 					if rs == mr && cols == nr {
-						kern6x16(kn, as, bs, &j.c[i*OC+col], OC)
+						j.kern(kn, as, bs, &j.c[i*OC+col], OC)
 						continue
 					}
-					var tile [mr * nr]float32
-					kern6x16(kn, as, bs, &tile[0], nr)
+					var tile [mrZ * nr]float32
+					if j.mr == mrZ && rs <= 4 {
+						kern4x16z(kn, as, bs, &tile[0], nr)
+					} else {
+						j.kern(kn, as, bs, &tile[0], nr)
+					}
 					for r := range rs {
 						crow := j.c[(i+r)*OC+col:][:cols]
 						for x := range crow {
@@ -165,9 +176,19 @@ func (j *packedJob) run(lo, hi int) {
 	}
 }
 
+// kern runs the kernel of the job's strip height (direct calls: the
+// assembly does not keep its pointers, so a tile on the stack stays there).
+func (j *packedJob) kern(k int, a, b, c *float32, ldc int) {
+	if j.mr == mrZ {
+		kern8x16z(k, a, b, c, ldc)
+	} else {
+		kern6x16(k, a, b, c, ldc)
+	}
+}
+
 // packA packs row strips [lo, hi) of a, zero past row N.
 func (j *packedJob) packA(lo, hi int) {
 	for s := lo; s < hi; s++ {
-		packStrip(j.ap[s*j.C*mr:(s+1)*j.C*mr], j.a, j.N, j.C, mr, s)
+		packStrip(j.ap[s*j.C*j.mr:(s+1)*j.C*j.mr], j.a, j.N, j.C, j.mr, s)
 	}
 }

@@ -19,6 +19,7 @@ package cpu
 // reproducible.
 const (
 	mr      = 6
+	mrZ     = 8 // rows of the AVX-512 kernel of MatmulPacked
 	nr      = 16
 	kcBlock = 256
 	ncBlock = 4096 // multiple of nr
