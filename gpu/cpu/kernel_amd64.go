@@ -29,27 +29,17 @@ func kern8x16z(k int, a, b, c *float32, ldc int)
 //go:noescape
 func kern4x16z(k int, a, b, c *float32, ldc int)
 
-// sdot returns the dot product of a[0:n] and b[0:n].
-//
-//go:noescape
-func sdot(n int, a, b *float32) float32
-
 // fmaLoop runs n steps of 12 independent 8-wide FMA chains.
 func fmaLoop(n int)
 
-// saxpy adds alpha*x[0:n] to y[0:n].
-//
-//go:noescape
-func saxpy(n int, alpha float32, x, y *float32)
-
 // sdots sets out[j] to the dot product of q[0:n] and k[j*stride:][0:n]
-// for j < m, each summed as sdot sums it.
+// for j < m.
 //
 //go:noescape
 func sdots(n int, q, k *float32, stride, m int, out *float32)
 
 // saxpys adds alpha[j]*x[j*stride:][0:n] to y[0:n] for j < m in order,
-// with the fused multiply-adds of m saxpy calls.
+// one fused multiply-add per element and j.
 //
 //go:noescape
 func saxpys(n int, alpha, x *float32, stride, m int, y *float32)

@@ -14,11 +14,7 @@ func kern8x16z(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel 
 
 func kern4x16z(k int, a, b, c *float32, ldc int) { panic("cpu: no vector kernel in this build") }
 
-func sdot(n int, a, b *float32) float32 { panic("cpu: no vector kernel in this build") }
-
 func fmaLoop(n int) { panic("cpu: no vector kernel in this build") }
-
-func saxpy(n int, alpha float32, x, y *float32) { panic("cpu: no vector kernel in this build") }
 
 func sdots(n int, q, k *float32, stride, m int, out *float32) {
 	panic("cpu: no vector kernel in this build")

@@ -35,10 +35,7 @@ func BenchmarkMatmul(b *testing.B) {
 					be.MatmulForward(out, inp, w, nil, s.N, s.C, s.OC)
 				}
 			})
-			flops := 2 * float64(s.N*s.C*s.OC) * float64(b.N) / b.Elapsed().Seconds()
-			b.ReportMetric(flops/1e9, "GFLOP/s")
-			b.ReportMetric(pk/1e9, "peakGFLOP/s")
-			b.ReportMetric(flops/pk, "of_peak")
+			reportOfPeak(b, 2*float64(s.N*s.C*s.OC), pk)
 		})
 		b.Run(fmt.Sprintf("bwd/N=%d,C=%d,OC=%d", s.N, s.C, s.OC), func(b *testing.B) {
 			be := New()
@@ -52,12 +49,18 @@ func BenchmarkMatmul(b *testing.B) {
 					be.MatmulBackward(dinp, dw, nil, dout, inp, w, s.N, s.C, s.OC)
 				}
 			})
-			flops := 4 * float64(s.N*s.C*s.OC) * float64(b.N) / b.Elapsed().Seconds()
-			b.ReportMetric(flops/1e9, "GFLOP/s")
-			b.ReportMetric(pk/1e9, "peakGFLOP/s")
-			b.ReportMetric(flops/pk, "of_peak")
+			reportOfPeak(b, 4*float64(s.N*s.C*s.OC), pk)
 		})
 	}
+}
+
+// reportOfPeak reports GFLOP/s of flop flops an iteration, the peak pk
+// (flop/s) and the fraction of it.
+func reportOfPeak(b *testing.B, flop, pk float64) {
+	flops := flop * float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(flops/1e9, "GFLOP/s")
+	b.ReportMetric(pk/1e9, "peakGFLOP/s")
+	b.ReportMetric(flops/pk, "of_peak")
 }
 
 func randBuf(be *Backend[float32], r *rand.Rand, n int) *buf[float32] {
@@ -96,10 +99,7 @@ func BenchmarkMatmulPackedOneWorker(b *testing.B) {
 						be.MatmulPacked(out, inp, wp, nil, s.N, s.C, s.OC)
 					}
 				})
-				flops := 2 * float64(s.N*s.C*s.OC) * float64(b.N) / b.Elapsed().Seconds()
-				b.ReportMetric(flops/1e9, "GFLOP/s")
-				b.ReportMetric(pk/1e9, "peakGFLOP/s")
-				b.ReportMetric(flops/pk, "of_peak")
+				reportOfPeak(b, 2*float64(s.N*s.C*s.OC), pk)
 			})
 		}
 	}

@@ -74,12 +74,10 @@ func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) 
 	if !be.need(op, len(tokens)*C, "out", o) {
 		return
 	}
-	V := len(w) / max(C, 1)
+	if !be.inVocab(op, "token", tokens, len(w)/max(C, 1)) {
+		return
+	}
 	for n, t := range tokens {
-		if t < 0 || int(t) >= V {
-			be.fail(op, "token %d at row %d outside the vocabulary of %d", t, n, V)
-			return
-		}
 		copy(o[n*C:n*C+C], w[int(t)*C:int(t)*C+C])
 	}
 }
@@ -91,12 +89,10 @@ func (be *Backend[F]) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C in
 	if !be.need(op, len(tokens)*C, "dout", do) {
 		return
 	}
-	V := len(dw) / max(C, 1)
+	if !be.inVocab(op, "token", tokens, len(dw)/max(C, 1)) {
+		return
+	}
 	for n, t := range tokens {
-		if t < 0 || int(t) >= V {
-			be.fail(op, "token %d at row %d outside the vocabulary of %d", t, n, V)
-			return
-		}
 		row, g := dw[int(t)*C:int(t)*C+C], do[n*C:n*C+C]
 		for i := range row {
 			row[i] += g[i]
@@ -258,7 +254,7 @@ func (be *Backend[F]) LogProbForward(logp, lse, logits gpu.Buf, targets []int32,
 	const op = "logprob forward"
 	lp, ls, lg := be.get(op, logp), be.get(op, lse), be.get(op, logits)
 	N := len(targets)
-	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.targets(op, targets, V) {
+	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
 	be.jobs.logpForward = logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}
@@ -271,7 +267,7 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	const op = "logprob backward"
 	dl, dp, lg, ls := be.get(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
 	N := len(targets)
-	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.targets(op, targets, V) {
+	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
 	be.jobs.logpBackward = logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}
@@ -279,10 +275,11 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	be.jobs.logpBackward = logpBackward[F]{}
 }
 
-func (be *Backend[F]) targets(op string, targets []int32, V int) bool {
-	for n, t := range targets {
+// inVocab checks that every id (a token or target of row n) is in 0..V-1.
+func (be *Backend[F]) inVocab(op, what string, ids []int32, V int) bool {
+	for n, t := range ids {
 		if t < 0 || int(t) >= V {
-			be.fail(op, "target %d at row %d outside the vocabulary of %d", t, n, V)
+			be.fail(op, "%s %d at row %d outside the vocabulary of %d", what, t, n, V)
 			return false
 		}
 	}

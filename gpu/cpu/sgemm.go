@@ -233,7 +233,9 @@ func (g *gemvJob) run(lo, hi int) {
 	for j := lo; j < hi; j++ {
 		bj := &g.b[j*g.ldb]
 		for i := range g.m {
-			g.c[i*g.ldc+j] += sdot(g.k, &g.a[i*g.lda], bj)
+			var d float32
+			sdots(g.k, &g.a[i*g.lda], bj, 0, 1, &d)
+			g.c[i*g.ldc+j] += d
 		}
 	}
 }

@@ -36,20 +36,15 @@ func goAxpy[F float](alpha F, x, y []F) {
 	}
 }
 
+// vecDot and vecAxpy are sdots and saxpys over one row.
 func vecDot(a, b []float32) float32 {
-	if len(a) == 0 {
-		return 0
-	}
-	_ = b[len(a)-1]
-	return sdot(len(a), &a[0], &b[0])
+	var out [1]float32
+	vecDots(a, b, 0, out[:])
+	return out[0]
 }
 
 func vecAxpy(alpha float32, x, y []float32) {
-	if len(x) == 0 {
-		return
-	}
-	_ = y[len(x)-1]
-	saxpy(len(x), alpha, &x[0], &y[0])
+	vecAxpys([]float32{alpha}, x, 0, y[:len(x)])
 }
 
 func vecDots(q, k []float32, stride int, out []float32) {
