@@ -27,8 +27,8 @@
 // order. It also implements gpu.RaggedAttention (ragged.go): RoPE, the KV
 // cache writes and attention of all of a step's rows in one call each,
 // every row through the same code as AttentionForward. On AVX2+FMA the
-// softmax and SwiGLU take a vectorised float32 exp (Cephes expf, within
-// 1 ulp); the float64 backend keeps math.Exp.
+// softmax and SwiGLU take a vectorised float32 exp (Cephes expf, relative
+// error below 1e-7); the float64 backend keeps math.Exp.
 //
 // # Determinism
 //
