@@ -27,7 +27,10 @@ type Backend[F float] struct {
 	// scratch holds the transposed panels of the matmul backward; it grows
 	// to the largest size seen and is then reused.
 	scratch []F
-	mm      gemmJob[F]
+	// attnCols holds AttentionBackward's gathered columns; it grows like
+	// scratch.
+	attnCols []F
+	mm       gemmJob[F]
 	// vector selects the AVX2+FMA float32 matmul (sgemm.go); its state
 	// and packing buffers are reused from op to op.
 	vector bool

@@ -211,49 +211,64 @@ type attnBackward[F float] struct {
 	HS    int
 	group int
 	scale F
-	dot   func(a, b []F) F
-	axpy  func(alpha F, x, y []F)
+	vec   *vecOps[F]
+	cols  []F // Tq floats per (batch, kv head): a gathered column of p or ds
 }
 
+// run computes, for each query head of the pair's kv head: per query row
+// i, dp = do_i·v_j over its keys (one dots call), the softmax backward
+// into da, and dq_i += Σ_j ds_j k_j (one axpys call); then per key j,
+// dv_j += Σ_i p_ij do_i and dk_j += Σ_i ds_ij q_i over the rows i that see
+// it (one axpys call each, the column of p or ds gathered first). Every
+// element of dq, dk and dv gets its multiply-adds in the order of a
+// per-key loop: heads in order, then rows i in order.
 func (j *attnBackward[F]) run(lo, hi int) {
-	dqd, dkd, dvd, da, do, qd, kd, vd, a, NH, NKV, Tq, Tk, HS, group, scale, dot, axpy := j.dqd, j.dkd, j.dvd, j.da, j.do, j.qd, j.kd, j.vd, j.a, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dot, j.axpy
+	NH, NKV, Tq, Tk, HS := j.NH, j.NKV, j.Tq, j.Tk, j.HS
+	kvStride, qStride := NKV*HS, NH*HS // from one row of a head to the next
 	for bk := lo; bk < hi; bk++ {
 		b, kh := bk/NKV, bk%NKV
-		for h := kh * group; h < (kh+1)*group; h++ {
+		col := j.cols[bk*Tq:][:Tq]
+		keys, vals := j.kd[(b*Tk*NKV+kh)*HS:], j.vd[(b*Tk*NKV+kh)*HS:]
+		for h := kh * j.group; h < (kh+1)*j.group; h++ {
+			att, datt := j.a[(b*NH+h)*Tq*Tk:][:Tq*Tk], j.da[(b*NH+h)*Tq*Tk:][:Tq*Tk]
+			dout, q := j.do[(b*Tq*NH+h)*HS:], j.qd[(b*Tq*NH+h)*HS:]
 			for i := range Tq {
 				last := Tk - Tq + i
-				row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-				drow := da[((b*NH+h)*Tq+i)*Tk:][:Tk]
-				doi := do[((b*Tq+i)*NH+h)*HS:][:HS]
-				// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
-				for j := 0; j <= last; j++ {
-					off := ((b*Tk+j)*NKV + kh) * HS
-					drow[j] = dot(doi, vd[off:][:HS])
-					if dvd != nil {
-						axpy(row[j], doi, dvd[off:][:HS])
-					}
-				}
+				row, drow := att[i*Tk:][:last+1], datt[i*Tk:][:Tk]
+				// out = sum_j p_j v_j: dp_j = do·v_j.
+				j.vec.dots(dout[i*qStride:][:HS], vals, kvStride, drow[:last+1])
 				clear(drow[last+1:])
 				// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
 				var dot F
-				for j := 0; j <= last; j++ {
-					dot += row[j] * drow[j]
+				for jj, p := range row {
+					dot += p * drow[jj]
 				}
-				qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
-				var dqi []F
-				if dqd != nil {
-					dqi = dqd[((b*Tq+i)*NH+h)*HS:][:HS]
+				for jj, p := range row {
+					drow[jj] = p * (drow[jj] - dot) * j.scale
 				}
-				for j := 0; j <= last; j++ {
-					ds := row[j] * (drow[j] - dot) * scale
-					drow[j] = ds
-					off := ((b*Tk+j)*NKV + kh) * HS
-					if dqd != nil {
-						axpy(ds, kd[off:][:HS], dqi)
+				if j.dqd != nil {
+					j.vec.axpys(drow[:last+1], keys, kvStride, j.dqd[((b*Tq+i)*NH+h)*HS:][:HS])
+				}
+			}
+			// Key j is seen by the rows i >= j - (Tk - Tq).
+			for jj := range Tk {
+				i0 := max(0, jj-(Tk-Tq))
+				if i0 >= Tq {
+					continue
+				}
+				c := col[:Tq-i0]
+				off := ((b*Tk+jj)*NKV + kh) * HS
+				if j.dvd != nil {
+					for i := range c {
+						c[i] = att[(i0+i)*Tk+jj]
 					}
-					if dkd != nil {
-						axpy(ds, qi, dkd[off:][:HS])
+					j.vec.axpys(c, dout[i0*qStride:], qStride, j.dvd[off:][:HS])
+				}
+				if j.dkd != nil {
+					for i := range c {
+						c[i] = datt[(i0+i)*Tk+jj]
 					}
+					j.vec.axpys(c, q[i0*qStride:], qStride, j.dkd[off:][:HS])
 				}
 			}
 		}

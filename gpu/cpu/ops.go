@@ -204,8 +204,10 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	dot, axpy := be.vec.dot, be.vec.axpy
-	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dot: dot, axpy: axpy}
+	if cap(be.attnCols) < B*NKV*Tq {
+		be.attnCols = make([]F, B*NKV*Tq)
+	}
+	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}
 	be.pool.parallel(&be.jobs.attnBackward, B*NKV, 1, 1)
 	be.jobs.attnBackward = attnBackward[F]{}
 }

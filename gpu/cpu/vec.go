@@ -1,15 +1,11 @@
 package cpu
 
 // Vector primitives of the row ops (attention, SwiGLU): dot products and
-// y += alpha*x over short rows, one at a time or over m rows of a strided
-// matrix in one call (dots, axpys: the same sums as m calls of dot and
-// axpy, without the calls), and the exponentials of the softmax and of
-// SwiGLU. The float32 backend on AVX2+FMA points them at the assembly
+// y += alpha*x over m rows of a strided matrix in one call (dots, axpys),
+// and the exponentials of the softmax and of SwiGLU. The float32 backend on AVX2+FMA points them at the assembly
 // kernels; everything else uses the Go loops, which sum in index order
 // and take math.Exp.
 type vecOps[F float] struct {
-	dot  func(a, b []F) F
-	axpy func(alpha F, x, y []F)
 	// dots sets out[j] = dot(q, k[j*stride:][:len(q)]) for j < len(out).
 	dots func(q, k []F, stride int, out []F)
 	// axpys adds alpha[j]*x[j*stride:][:len(y)] to y for j < len(alpha), in order.
@@ -34,17 +30,6 @@ func goAxpy[F float](alpha F, x, y []F) {
 	for i := range x {
 		y[i] += alpha * x[i]
 	}
-}
-
-// vecDot and vecAxpy are sdots and saxpys over one row.
-func vecDot(a, b []float32) float32 {
-	var out [1]float32
-	vecDots(a, b, 0, out[:])
-	return out[0]
-}
-
-func vecAxpy(alpha float32, x, y []float32) {
-	vecAxpys([]float32{alpha}, x, 0, y[:len(x)])
 }
 
 func vecDots(q, k []float32, stride int, out []float32) {
@@ -128,15 +113,13 @@ func goAxpys[F float](alpha, x []F, stride int, y []F) {
 func newVecOps[F float](vector bool) vecOps[F] {
 	if vector {
 		// F is float32 here: convert the functions through any.
-		dot, _ := any(vecDot).(func(a, b []F) F)
-		axpy, _ := any(vecAxpy).(func(alpha F, x, y []F))
 		dots, _ := any(vecDots).(func(q, k []F, stride int, out []F))
 		axpys, _ := any(vecAxpys).(func(alpha, x []F, stride int, y []F))
 		expSub, _ := any(vecExpSub).(func(x []F, sub F, y []F))
 		swiglu, _ := any(vecSwiGLU).(func(o, g, u []F))
-		if dot != nil && axpy != nil && dots != nil && axpys != nil && expSub != nil && swiglu != nil {
-			return vecOps[F]{dot, axpy, dots, axpys, expSub, swiglu}
+		if dots != nil && axpys != nil && expSub != nil && swiglu != nil {
+			return vecOps[F]{dots, axpys, expSub, swiglu}
 		}
 	}
-	return vecOps[F]{goDot[F], goAxpy[F], goDots[F], goAxpys[F], goExpSub[F], goSwiGLU[F]}
+	return vecOps[F]{goDots[F], goAxpys[F], goExpSub[F], goSwiGLU[F]}
 }
