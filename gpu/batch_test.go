@@ -306,6 +306,23 @@ func newPerSequence() perSequence {
 
 func (p perSequence) Close() error { return p.Backend.(*cpu.Backend[float32]).Close() }
 
+// perSequenceAll samples every prompt with a BatchSampler of 7 slots and
+// 64 positions over perSequence.
+func perSequenceAll(t *testing.T, m *gpu.Model, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
+	t.Helper()
+	pb := newPerSequence()
+	defer pb.Close()
+	s, err := gpu.NewBatchSampler(m, pb, 64, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // shortMemory fails allocations of exactly n elements after the first ok.
 type shortMemory struct {
 	perSequence
@@ -366,16 +383,7 @@ func TestBatchShortMemory(t *testing.T) {
 func TestBatchRaggedCPU(t *testing.T) {
 	m := sharpModel(t)
 	prompts, ps := batchRequests(30, m.Config.VocabSize)
-	pb := newPerSequence()
-	defer pb.Close()
-	plain, err := gpu.NewBatchSampler(m, pb, 64, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := plain.SampleAll(prompts, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := perSequenceAll(t, m, prompts, ps)
 	got, err := newBatchSampler(t, m, 64, 7).SampleAll(prompts, ps)
 	if err != nil {
 		t.Fatal(err)

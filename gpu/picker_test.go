@@ -24,19 +24,7 @@ func TestPickerWalksSortedOrder(t *testing.T) {
 		seed := uint64(trial)
 		got, _ := pk.pick(l, SamplingParams{Temperature: temp}, rand.New(rand.NewPCG(seed, 3)))
 		// Reference: stable sort, then the CDF walk with the same total.
-		order := make([]int32, V)
-		for i := range order {
-			order[i] = int32(i)
-		}
-		slices.SortStableFunc(order, func(a, b int32) int {
-			switch {
-			case l[a] > l[b]:
-				return -1
-			case l[a] < l[b]:
-				return 1
-			}
-			return 0
-		})
+		order := stableOrder(l)
 		mx := float64(slices.Max(l))
 		w := make([]float64, V)
 		var z float64
@@ -81,21 +69,28 @@ func TestSortDesc(t *testing.T) {
 		}
 		pk.pick(l, SamplingParams{}, nil) // sizes the buffers
 		got := slices.Clone(pk.sortDesc(l))
-		want := make([]int32, V)
-		for i := range want {
-			want[i] = int32(i)
-		}
-		slices.SortStableFunc(want, func(a, b int32) int {
-			switch {
-			case l[a] > l[b]:
-				return -1
-			case l[a] < l[b]:
-				return 1
-			}
-			return 0
-		})
+		want := stableOrder(l)
 		if !slices.Equal(got, want) {
 			t.Fatalf("V=%d: radix order differs from the stable sort", V)
 		}
 	}
+}
+
+// stableOrder is the reference order of the picker: token ids by
+// decreasing logit, ties by id, from a stable comparison sort.
+func stableOrder(l []float32) []int32 {
+	order := make([]int32, len(l))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		switch {
+		case l[a] > l[b]:
+			return -1
+		case l[a] < l[b]:
+			return 1
+		}
+		return 0
+	})
+	return order
 }

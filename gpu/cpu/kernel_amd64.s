@@ -59,6 +59,19 @@
 	VMOVUPS R, (DX); \
 	ADDQ R8, DX
 
+// ZZERO4 clears four zmm accumulators; ZSTORE4 stores them to four rows.
+#define ZZERO4(R0, R1, R2, R3) \
+	VPXORD R0, R0, R0; \
+	VPXORD R1, R1, R1; \
+	VPXORD R2, R2, R2; \
+	VPXORD R3, R3, R3
+
+#define ZSTORE4(R0, R1, R2, R3) \
+	ZSTORE(R0); \
+	ZSTORE(R1); \
+	ZSTORE(R2); \
+	ZSTORE(R3)
+
 // func kern6x16(k int, a, b, c *float32, ldc int)
 //
 // 6 rows, A packed 6 floats per step. Twelve ymm accumulators (Y4-Y15),
@@ -402,14 +415,8 @@ sdone:
 // kern6x16.
 TEXT ·kern8x16z(SB), NOSPLIT, $0-40
 	KARGS
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	ZZERO4(Z0, Z1, Z2, Z3)
+	ZZERO4(Z4, Z5, Z6, Z7)
 	TESTQ CX, CX
 	JZ zstore
 zloop:
@@ -421,14 +428,8 @@ zloop:
 	DECQ CX
 	JNZ zloop
 zstore:
-	ZSTORE(Z0)
-	ZSTORE(Z1)
-	ZSTORE(Z2)
-	ZSTORE(Z3)
-	ZSTORE(Z4)
-	ZSTORE(Z5)
-	ZSTORE(Z6)
-	ZSTORE(Z7)
+	ZSTORE4(Z0, Z1, Z2, Z3)
+	ZSTORE4(Z4, Z5, Z6, Z7)
 	VZEROUPPER
 	RET
 
@@ -439,10 +440,7 @@ zstore:
 // multiply-adds at full rate and 8 would do twice the work.
 TEXT ·kern4x16z(SB), NOSPLIT, $0-40
 	KARGS
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZZERO4(Z0, Z1, Z2, Z3)
 	TESTQ CX, CX
 	JZ z4store
 z4loop:
@@ -453,9 +451,6 @@ z4loop:
 	DECQ CX
 	JNZ z4loop
 z4store:
-	ZSTORE(Z0)
-	ZSTORE(Z1)
-	ZSTORE(Z2)
-	ZSTORE(Z3)
+	ZSTORE4(Z0, Z1, Z2, Z3)
 	VZEROUPPER
 	RET
