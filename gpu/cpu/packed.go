@@ -5,18 +5,19 @@ import "swerl/gpu"
 // Products against packed weights (gpu.PackedMatmul), for decoding: the
 // sampler multiplies the same weights by a few rows (one per sequence in
 // the batch) at every step, so the weights are packed once into the
-// 16-column strips the 6×16 kernel reads, instead of at every call as
-// sgemm does, and the workers split the columns, each streaming its own
-// strips of the weights once per step.
+// 16-column strips the kernels read (6×16 ymm, or with AVX-512 8×16 zmm
+// and 4×16 for tails of up to 4 rows), instead of at every call as sgemm
+// does, and the workers split the columns, each streaming its own strips
+// of the weights once per step.
 //
 // Packed layout of w[OC,C]: strip s (columns 16s..16s+15, zero past OC)
 // holds C×16 floats, wp[s*C*16 + k*16 + jj] = w[(16s+jj)*C + k].
 //
 // Every output element is bias (or 0), then the kernel's sum over each
-// k block of kcBlock added in block order, each block's sum running over
-// k in order — the same sums as sgemm, whatever N, the row's place in
-// the batch or the worker count: a row's result does not depend on the
-// other rows of the call.
+// k block of kcBlock added in block order, each block's sum a chain of
+// fused multiply-adds over k in order — the same sums as sgemm, with any
+// of the kernels, whatever N, the row's place in the batch or the worker
+// count: a row's result does not depend on the other rows of the call.
 
 // PackedLen implements gpu.PackedMatmul.
 func (be *Backend[F]) PackedLen(OC, C int) int {
