@@ -291,9 +291,41 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// perSequence is the CPU backend without gpu.RaggedAttention: a
+// BatchSampler over it keeps a KV cache per slot and runs RoPE, the
+// cache writes and attention once per sequence.
+type perSequence struct {
+	gpu.Backend
+	gpu.PackedMatmul
+}
+
+func newPerSequence() perSequence {
+	be := cpu.New()
+	return perSequence{be, be}
+}
+
+func (p perSequence) Close() error { return p.Backend.(*cpu.Backend[float32]).Close() }
+
+// perSequenceAll samples every prompt with a BatchSampler of 7 slots and
+// 64 positions over perSequence.
+func perSequenceAll(t *testing.T, m *gpu.Model, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
+	t.Helper()
+	pb := newPerSequence()
+	defer pb.Close()
+	s, err := gpu.NewBatchSampler(m, pb, 64, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // shortMemory fails allocations of exactly n elements after the first ok.
 type shortMemory struct {
-	*cpu.Backend[float32]
+	perSequence
 	n, ok int
 }
 
@@ -304,7 +336,7 @@ func (b *shortMemory) Alloc(n int) (gpu.Buf, error) {
 		}
 		b.ok--
 	}
-	return b.Backend.Alloc(n)
+	return b.perSequence.Alloc(n)
 }
 
 // TestBatchShortMemory: when KV caches cannot be allocated for every
@@ -323,7 +355,7 @@ func TestBatchShortMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ok := range []int{1, 0} {
-		be := &shortMemory{Backend: cpu.New(), n: cacheLen, ok: ok}
+		be := &shortMemory{perSequence: newPerSequence(), n: cacheLen, ok: ok}
 		s, err := gpu.NewBatchSampler(m, be, 32, 5)
 		if err != nil {
 			t.Fatal(err)
@@ -342,5 +374,23 @@ func TestBatchShortMemory(t *testing.T) {
 			}
 		}
 		be.Close()
+	}
+}
+
+// TestBatchRaggedCPU: the CPU backend's gpu.RaggedAttention (one call a
+// layer for all rows) samples bitwise what its per-sequence ops sample:
+// both run a row's attention through the same code.
+func TestBatchRaggedCPU(t *testing.T) {
+	m := sharpModel(t)
+	prompts, ps := batchRequests(30, m.Config.VocabSize)
+	want := perSequenceAll(t, m, prompts, ps)
+	got, err := newBatchSampler(t, m, 64, 7).SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+			t.Fatalf("request %d: ragged %v %v, per sequence %v %v", i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+		}
 	}
 }

@@ -55,11 +55,7 @@ func TestRaggedContract(t *testing.T) {
 func TestRaggedBatchSampler(t *testing.T) {
 	m := sharpModel(t)
 	prompts, ps := batchRequests(30, m.Config.VocabSize)
-	plain := newBatchSampler(t, m, 64, 7)
-	want, err := plain.SampleAll(prompts, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := perSequenceAll(t, m, prompts, ps)
 	be := rowwise{cpu.New()}
 	defer be.Close()
 	s, err := gpu.NewBatchSampler(m, be, 64, 7)

@@ -3,7 +3,6 @@ package gpu
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 )
 
 // SamplingParams control one completion.
@@ -76,9 +75,10 @@ func (s *Sampler) Sample(prompt []int32, p SamplingParams) (Completion, error) {
 
 // picker draws next tokens; its buffers are reused from token to token.
 type picker struct {
-	exps  []float64 // exp(logit - max) by token id
-	probs []float64 // truncated sampling: weights in decreasing-logit order
-	order []int32
+	exps       []float64 // exp(logit - max) by token id
+	probs      []float64 // truncated sampling: weights in decreasing-logit order
+	order, tmp []int32   // token ids being sorted
+	keys, tmpK []uint32  // their sort keys
 }
 
 // pick draws the next token from the logits l and returns it with its
@@ -86,7 +86,8 @@ type picker struct {
 func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, float32) {
 	V := len(l)
 	if cap(pk.exps) < V {
-		pk.exps, pk.probs, pk.order = make([]float64, V), make([]float64, V), make([]int32, V)
+		pk.exps, pk.probs = make([]float64, V), make([]float64, V)
+		pk.order, pk.tmp, pk.keys, pk.tmpK = make([]int32, V), make([]int32, V), make([]uint32, V), make([]uint32, V)
 	}
 	mx := math.Inf(-1)
 	best := 0
@@ -109,9 +110,7 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 	if (p.TopK == 0 || p.TopK >= V) && (p.TopP == 0 || p.TopP == 1) {
 		// The whole distribution, walked in the order of the truncated
 		// case below (decreasing logit, ties by id) so that a seed draws
-		// the tokens it drew when every draw sorted the vocabulary; a
-		// heap yields that order lazily, and a peaked distribution is
-		// crossed after a few tokens instead of a sort of all V.
+		// the tokens it drew when every draw sorted the vocabulary.
 		if p.Temperature != 1 {
 			z = 0
 			for i, v := range l {
@@ -120,11 +119,9 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 			}
 		}
 		u := rng.Float64() * z
-		h := logitHeap{l: l, ids: pk.order[:V]}
-		h.init()
 		t := best
-		for len(h.ids) > 0 {
-			t = int(h.pop())
+		for _, id := range pk.sortDesc(l) {
+			t = int(id)
 			u -= e[t]
 			if u < 0 {
 				break
@@ -133,19 +130,7 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 		return int32(t), logp(t)
 	}
 	// Tokens by decreasing logit, ties by id, for top-k and top-p.
-	order := pk.order[:V]
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int {
-		switch {
-		case l[a] > l[b]:
-			return -1
-		case l[a] < l[b]:
-			return 1
-		}
-		return 0
-	})
+	order := pk.sortDesc(l)
 	keep := V
 	if p.TopK > 0 {
 		keep = min(keep, p.TopK)
@@ -182,51 +167,50 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 	return t, logp(int(t))
 }
 
-// logitHeap is a binary heap of token ids whose top is the highest logit,
-// the lowest id among equal logits.
-type logitHeap struct {
-	l   []float32
-	ids []int32
-}
-
-func (h *logitHeap) before(a, b int32) bool {
-	return h.l[a] > h.l[b] || h.l[a] == h.l[b] && a < b
-}
-
-// init fills the heap with every token id.
-func (h *logitHeap) init() {
-	for i := range h.ids {
-		h.ids[i] = int32(i)
-	}
-	for i := len(h.ids)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
-}
-
-// pop removes and returns the top id.
-func (h *logitHeap) pop() int32 {
-	top := h.ids[0]
-	n := len(h.ids) - 1
-	h.ids[0] = h.ids[n]
-	h.ids = h.ids[:n]
-	h.down(0)
-	return top
-}
-
-func (h *logitHeap) down(i int) {
-	ids := h.ids
-	for {
-		c := 2*i + 1
-		if c >= len(ids) {
-			return
+// sortDesc returns the token ids of the logits l by decreasing logit,
+// ties by increasing id (-0 and +0 tie), the order of a stable sort: an
+// LSD radix sort over the logits' bits mapped to keys whose unsigned order
+// is the reverse float order, 8 bits a pass, skipping the passes where
+// every key has the same byte (the sign and exponent bytes of logits in
+// a narrow range). Linear in the vocabulary, where a comparison sort or
+// a heap walked down to a draw deep in a flat distribution is V log V.
+func (pk *picker) sortDesc(l []float32) []int32 {
+	V := len(l)
+	order, tmp, keys, tmpK := pk.order[:V], pk.tmp[:V], pk.keys[:V], pk.tmpK[:V]
+	for i, v := range l {
+		b := math.Float32bits(v)
+		switch {
+		case b == 1<<31: // -0
+			b = 1 << 31
+		case b>>31 != 0:
+			b = ^b
+		default:
+			b |= 1 << 31
 		}
-		if c+1 < len(ids) && h.before(ids[c+1], ids[c]) {
-			c++
-		}
-		if !h.before(ids[c], ids[i]) {
-			return
-		}
-		ids[i], ids[c] = ids[c], ids[i]
-		i = c
+		// b ascends with the float; its complement descends.
+		keys[i] = ^b
+		order[i] = int32(i)
 	}
+	for shift := 0; shift < 32; shift += 8 {
+		var cnt [256]int
+		for _, k := range keys {
+			cnt[k>>shift&255]++
+		}
+		if cnt[keys[0]>>shift&255] == V {
+			continue
+		}
+		sum := 0
+		for d, c := range cnt {
+			cnt[d] = sum
+			sum += c
+		}
+		for i, k := range keys {
+			d := k >> shift & 255
+			tmpK[cnt[d]], tmp[cnt[d]] = k, order[i]
+			cnt[d]++
+		}
+		keys, tmpK = tmpK, keys
+		order, tmp = tmp, order
+	}
+	return order
 }

@@ -27,10 +27,15 @@ type Backend[F float] struct {
 	// scratch holds the transposed panels of the matmul backward; it grows
 	// to the largest size seen and is then reused.
 	scratch []F
-	mm      gemmJob[F]
+	// attnCols holds AttentionBackward's gathered columns; it grows like
+	// scratch.
+	attnCols []F
+	mm       gemmJob[F]
 	// vector selects the AVX2+FMA float32 matmul (sgemm.go); its state
 	// and packing buffers are reused from op to op.
 	vector bool
+	// avx512 selects the 8-row AVX-512 kernel in MatmulPacked.
+	avx512 bool
 	sg     sgemmJob
 	gv     gemvJob
 	packA  [][]float32
@@ -58,6 +63,7 @@ func newBackend[F float](name string, workers int) *Backend[F] {
 	var zero F
 	_, f32 := any(zero).(float32)
 	b.vector = f32 && haveFMA
+	b.avx512 = b.vector && haveAVX512
 	b.vec = newVecOps[F](b.vector)
 	runtime.AddCleanup(b, func(p *pool) { p.close() }, b.pool)
 	return b

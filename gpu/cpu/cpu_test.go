@@ -10,6 +10,7 @@ import (
 
 var _ gpu.Backend = (*cpu.Backend[float32])(nil)
 var _ gpu.HostBacked = (*cpu.Backend[float32])(nil)
+var _ gpu.RaggedAttention = (*cpu.Backend[float32])(nil)
 
 func TestBackend(t *testing.T) { gputest.TestBackend(t, cpu.New()) }
 

@@ -18,11 +18,17 @@
 //
 // For decoding, the backend implements gpu.PackedMatmul (packed.go): the
 // sampler's weights are packed once into the 16-column strips of the 6×16
-// kernel, the workers split the columns, and each output row is computed
+// kernel (or, on CPUs with AVX-512F, of an 8×16 zmm kernel with a 4-row
+// variant for short tails: the same multiply-add chain per element), the
+// workers split the columns, and each output row is computed
 // independently of the other rows, so a sequence decodes to the same bits
 // alone or in a batch. MatmulForward is not batch-invariant in that
 // sense: below 4 rows it runs dot products (gemv), which sum in another
-// order.
+// order. It also implements gpu.RaggedAttention (ragged.go): RoPE, the KV
+// cache writes and attention of all of a step's rows in one call each,
+// every row through the same code as AttentionForward. On AVX2+FMA the
+// softmax and SwiGLU take a vectorised float32 exp (Cephes expf, relative
+// error below 1e-7); the float64 backend keeps math.Exp.
 //
 // # Determinism
 //

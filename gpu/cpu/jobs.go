@@ -14,6 +14,7 @@ type jobs[F float] struct {
 	rmsBackward    rmsBackward[F]
 	ropeJob        ropeJob[F]
 	attnForward    attnForward[F]
+	attnRows       attnRows[F]
 	attnBackward   attnBackward[F]
 	swigluForward  swigluForward[F]
 	swigluBackward swigluBackward[F]
@@ -76,11 +77,13 @@ func (j *rmsBackward[F]) run(lo, hi int) {
 	}
 }
 
-// ropeJob runs RoPEForward and RoPEBackward over (batch, position) rows; its fields are the op's operands.
+// ropeJob runs RoPEForward and RoPEBackward over (batch, position) rows,
+// and RoPERows over rows at positions pos; its fields are the op's operands.
 type ropeJob[F float] struct {
 	d    []F
 	cs   []F
 	sn   []F
+	pos  []int32 // nil: row bt is at position pos0 + bt%T
 	pos0 int
 	T    int
 	NH   int
@@ -93,6 +96,9 @@ func (j *ropeJob[F]) run(lo, hi int) {
 	d, cs, sn, pos0, T, NH, HS, half, s := j.d, j.cs, j.sn, j.pos0, j.T, j.NH, j.HS, j.half, j.s
 	for bt := lo; bt < hi; bt++ {
 		p := pos0 + bt%T
+		if j.pos != nil {
+			p = int(j.pos[bt])
+		}
 		c, sr := cs[p*half:p*half+half], sn[p*half:p*half+half]
 		for h := range NH {
 			v := d[(bt*NH+h)*HS : (bt*NH+h+1)*HS]
@@ -120,12 +126,11 @@ type attnForward[F float] struct {
 	HS    int
 	group int
 	scale F
-	dots  func(q, k []F, stride int, out []F)
-	axpys func(alpha, x []F, stride int, y []F)
+	vec   *vecOps[F]
 }
 
 func (j *attnForward[F]) run(lo, hi int) {
-	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale, dots, axpys := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dots, j.axpys
+	o, a, qd, kd, vd, NH, NKV, Tq, Tk, HS, group, scale := j.o, j.a, j.qd, j.kd, j.vd, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale
 	stride := NKV * HS // from one key (value) row of a head to the next
 	for bh := lo; bh < hi; bh++ {
 		b, h := bh/NH, bh%NH
@@ -134,31 +139,58 @@ func (j *attnForward[F]) run(lo, hi int) {
 		vals := vd[(b*Tk*NKV+kh)*HS:]
 		for i := range Tq {
 			last := Tk - Tq + i // attends to keys 0..last
-			qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
 			row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-			mx := F(math.Inf(-1))
-			dots(qi, keys, stride, row[:last+1])
-			for j := 0; j <= last; j++ {
-				s := row[j] * scale
-				row[j] = s
-				mx = max(mx, s)
-			}
-			var sum F
-			for j := 0; j <= last; j++ {
-				e := exp(row[j] - mx)
-				row[j] = e
-				sum += e
-			}
-			inv := 1 / sum
-			for j := 0; j <= last; j++ {
-				row[j] *= inv
-			}
+			j.vec.attend(o[((b*Tq+i)*NH+h)*HS:][:HS], qd[((b*Tq+i)*NH+h)*HS:][:HS], keys, vals, stride, row[:last+1], scale)
 			clear(row[last+1:])
-			oi := o[((b*Tq+i)*NH+h)*HS:][:HS]
-			clear(oi)
-			axpys(row[:last+1], vals, stride, oi)
 		}
 	}
+}
+
+// attnRows runs AttentionRows over (row, query head) pairs; its fields
+// are the op's operands, and p holds each worker's probabilities.
+type attnRows[F float] struct {
+	o, qd, kd, vd []F
+	start, cnt    []int32
+	NH, NKV, HS   int
+	scale         F
+	maxCnt        int
+	vec           *vecOps[F]
+}
+
+func (j *attnRows[F]) run(lo, hi int) {
+	NH, HS, stride := j.NH, j.HS, j.NKV*j.HS
+	group := NH / j.NKV
+	p := make([]F, j.maxCnt)
+	for nh := lo; nh < hi; nh++ {
+		n, h := nh/NH, nh%NH
+		first := (int(j.start[n])*j.NKV + h/group) * HS
+		j.vec.attend(j.o[nh*HS:][:HS], j.qd[nh*HS:][:HS], j.kd[first:], j.vd[first:], stride, p[:j.cnt[n]], j.scale)
+	}
+}
+
+// attend is one query row of one head: p[j] = softmax_j(scale * q·k_j)
+// over the len(p) keys k_j = keys[j*stride:][:len(q)], and
+// o = Σ_j p[j] v_j with v_j read likewise from vals. AttentionForward and
+// AttentionRows both call it, so a row gets the same bits through either.
+func (v *vecOps[F]) attend(o, q, keys, vals []F, stride int, p []F, scale F) {
+	v.dots(q, keys, stride, p)
+	mx := F(math.Inf(-1))
+	for i, s := range p {
+		s *= scale
+		p[i] = s
+		mx = max(mx, s)
+	}
+	v.expSub(p, mx, p)
+	var sum F
+	for _, e := range p {
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range p {
+		p[i] *= inv
+	}
+	clear(o)
+	v.axpys(p, vals, stride, o)
 }
 
 // attnBackward runs AttentionBackward over (batch, kv head) pairs; its fields are the op's operands.
@@ -179,49 +211,64 @@ type attnBackward[F float] struct {
 	HS    int
 	group int
 	scale F
-	dot   func(a, b []F) F
-	axpy  func(alpha F, x, y []F)
+	vec   *vecOps[F]
+	cols  []F // Tq floats per (batch, kv head): a gathered column of p or ds
 }
 
+// run computes, for each query head of the pair's kv head: per query row
+// i, dp = do_i·v_j over its keys (one dots call), the softmax backward
+// into da, and dq_i += Σ_j ds_j k_j (one axpys call); then per key j,
+// dv_j += Σ_i p_ij do_i and dk_j += Σ_i ds_ij q_i over the rows i that see
+// it (one axpys call each, the column of p or ds gathered first). Every
+// element of dq, dk and dv gets its multiply-adds in the order of a
+// per-key loop: heads in order, then rows i in order.
 func (j *attnBackward[F]) run(lo, hi int) {
-	dqd, dkd, dvd, da, do, qd, kd, vd, a, NH, NKV, Tq, Tk, HS, group, scale, dot, axpy := j.dqd, j.dkd, j.dvd, j.da, j.do, j.qd, j.kd, j.vd, j.a, j.NH, j.NKV, j.Tq, j.Tk, j.HS, j.group, j.scale, j.dot, j.axpy
+	NH, NKV, Tq, Tk, HS := j.NH, j.NKV, j.Tq, j.Tk, j.HS
+	kvStride, qStride := NKV*HS, NH*HS // from one row of a head to the next
 	for bk := lo; bk < hi; bk++ {
 		b, kh := bk/NKV, bk%NKV
-		for h := kh * group; h < (kh+1)*group; h++ {
+		col := j.cols[bk*Tq:][:Tq]
+		keys, vals := j.kd[(b*Tk*NKV+kh)*HS:], j.vd[(b*Tk*NKV+kh)*HS:]
+		for h := kh * j.group; h < (kh+1)*j.group; h++ {
+			att, datt := j.a[(b*NH+h)*Tq*Tk:][:Tq*Tk], j.da[(b*NH+h)*Tq*Tk:][:Tq*Tk]
+			dout, q := j.do[(b*Tq*NH+h)*HS:], j.qd[(b*Tq*NH+h)*HS:]
 			for i := range Tq {
 				last := Tk - Tq + i
-				row := a[((b*NH+h)*Tq+i)*Tk:][:Tk]
-				drow := da[((b*NH+h)*Tq+i)*Tk:][:Tk]
-				doi := do[((b*Tq+i)*NH+h)*HS:][:HS]
-				// out = sum_j p_j v_j: dp_j = do·v_j, dv_j += p_j do.
-				for j := 0; j <= last; j++ {
-					off := ((b*Tk+j)*NKV + kh) * HS
-					drow[j] = dot(doi, vd[off:][:HS])
-					if dvd != nil {
-						axpy(row[j], doi, dvd[off:][:HS])
-					}
-				}
+				row, drow := att[i*Tk:][:last+1], datt[i*Tk:][:Tk]
+				// out = sum_j p_j v_j: dp_j = do·v_j.
+				j.vec.dots(dout[i*qStride:][:HS], vals, kvStride, drow[:last+1])
 				clear(drow[last+1:])
 				// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
 				var dot F
-				for j := 0; j <= last; j++ {
-					dot += row[j] * drow[j]
+				for jj, p := range row {
+					dot += p * drow[jj]
 				}
-				qi := qd[((b*Tq+i)*NH+h)*HS:][:HS]
-				var dqi []F
-				if dqd != nil {
-					dqi = dqd[((b*Tq+i)*NH+h)*HS:][:HS]
+				for jj, p := range row {
+					drow[jj] = p * (drow[jj] - dot) * j.scale
 				}
-				for j := 0; j <= last; j++ {
-					ds := row[j] * (drow[j] - dot) * scale
-					drow[j] = ds
-					off := ((b*Tk+j)*NKV + kh) * HS
-					if dqd != nil {
-						axpy(ds, kd[off:][:HS], dqi)
+				if j.dqd != nil {
+					j.vec.axpys(drow[:last+1], keys, kvStride, j.dqd[((b*Tq+i)*NH+h)*HS:][:HS])
+				}
+			}
+			// Key j is seen by the rows i >= j - (Tk - Tq).
+			for jj := range Tk {
+				i0 := max(0, jj-(Tk-Tq))
+				if i0 >= Tq {
+					continue
+				}
+				c := col[:Tq-i0]
+				off := ((b*Tk+jj)*NKV + kh) * HS
+				if j.dvd != nil {
+					for i := range c {
+						c[i] = att[(i0+i)*Tk+jj]
 					}
-					if dkd != nil {
-						axpy(ds, qi, dkd[off:][:HS])
+					j.vec.axpys(c, dout[i0*qStride:], qStride, j.dvd[off:][:HS])
+				}
+				if j.dkd != nil {
+					for i := range c {
+						c[i] = datt[(i0+i)*Tk+jj]
 					}
+					j.vec.axpys(c, q[i0*qStride:], qStride, j.dkd[off:][:HS])
 				}
 			}
 		}
@@ -230,17 +277,14 @@ func (j *attnBackward[F]) run(lo, hi int) {
 
 // swigluForward runs SwiGLUForward over elements; its fields are the op's operands.
 type swigluForward[F float] struct {
-	o []F
-	g []F
-	u []F
+	o   []F
+	g   []F
+	u   []F
+	vec *vecOps[F]
 }
 
 func (j *swigluForward[F]) run(lo, hi int) {
-	o, g, u := j.o, j.g, j.u
-	for i := lo; i < hi; i++ {
-		x := g[i]
-		o[i] = x / (1 + exp(-x)) * u[i]
-	}
+	j.vec.swiglu(j.o[lo:hi], j.g[lo:hi], j.u[lo:hi])
 }
 
 // swigluBackward runs SwiGLUBackward over elements; its fields are the op's operands.

@@ -74,12 +74,10 @@ func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) 
 	if !be.need(op, len(tokens)*C, "out", o) {
 		return
 	}
-	V := len(w) / max(C, 1)
+	if !be.inVocab(op, "token", tokens, len(w)/max(C, 1)) {
+		return
+	}
 	for n, t := range tokens {
-		if t < 0 || int(t) >= V {
-			be.fail(op, "token %d at row %d outside the vocabulary of %d", t, n, V)
-			return
-		}
 		copy(o[n*C:n*C+C], w[int(t)*C:int(t)*C+C])
 	}
 }
@@ -91,12 +89,10 @@ func (be *Backend[F]) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C in
 	if !be.need(op, len(tokens)*C, "dout", do) {
 		return
 	}
-	V := len(dw) / max(C, 1)
+	if !be.inVocab(op, "token", tokens, len(dw)/max(C, 1)) {
+		return
+	}
 	for n, t := range tokens {
-		if t < 0 || int(t) >= V {
-			be.fail(op, "token %d at row %d outside the vocabulary of %d", t, n, V)
-			return
-		}
 		row, g := dw[int(t)*C:int(t)*C+C], do[n*C:n*C+C]
 		for i := range row {
 			row[i] += g[i]
@@ -185,7 +181,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dots: be.vec.dots, axpys: be.vec.axpys}
+	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}
 	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
 	be.jobs.attnForward = attnForward[F]{}
 }
@@ -208,8 +204,10 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	dot, axpy := be.vec.dot, be.vec.axpy
-	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, dot: dot, axpy: axpy}
+	if cap(be.attnCols) < B*NKV*Tq {
+		be.attnCols = make([]F, B*NKV*Tq)
+	}
+	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}
 	be.pool.parallel(&be.jobs.attnBackward, B*NKV, 1, 1)
 	be.jobs.attnBackward = attnBackward[F]{}
 }
@@ -235,7 +233,7 @@ func (be *Backend[F]) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u}
+	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}
 	be.pool.parallel(&be.jobs.swigluForward, n, 4096, 1)
 	be.jobs.swigluForward = swigluForward[F]{}
 }
@@ -258,7 +256,7 @@ func (be *Backend[F]) LogProbForward(logp, lse, logits gpu.Buf, targets []int32,
 	const op = "logprob forward"
 	lp, ls, lg := be.get(op, logp), be.get(op, lse), be.get(op, logits)
 	N := len(targets)
-	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.targets(op, targets, V) {
+	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
 	be.jobs.logpForward = logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}
@@ -271,7 +269,7 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	const op = "logprob backward"
 	dl, dp, lg, ls := be.get(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
 	N := len(targets)
-	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.targets(op, targets, V) {
+	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
 	be.jobs.logpBackward = logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}
@@ -279,10 +277,11 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	be.jobs.logpBackward = logpBackward[F]{}
 }
 
-func (be *Backend[F]) targets(op string, targets []int32, V int) bool {
-	for n, t := range targets {
+// inVocab checks that every id (a token or target of row n) is in 0..V-1.
+func (be *Backend[F]) inVocab(op, what string, ids []int32, V int) bool {
+	for n, t := range ids {
 		if t < 0 || int(t) >= V {
-			be.fail(op, "target %d at row %d outside the vocabulary of %d", t, n, V)
+			be.fail(op, "%s %d at row %d outside the vocabulary of %d", what, t, n, V)
 			return false
 		}
 	}

@@ -5,18 +5,19 @@ import "swerl/gpu"
 // Products against packed weights (gpu.PackedMatmul), for decoding: the
 // sampler multiplies the same weights by a few rows (one per sequence in
 // the batch) at every step, so the weights are packed once into the
-// 16-column strips the 6×16 kernel reads, instead of at every call as
-// sgemm does, and the workers split the columns, each streaming its own
-// strips of the weights once per step.
+// 16-column strips the kernels read (6×16 ymm, or with AVX-512 8×16 zmm
+// and 4×16 for tails of up to 4 rows), instead of at every call as sgemm
+// does, and the workers split the columns, each streaming its own strips
+// of the weights once per step.
 //
 // Packed layout of w[OC,C]: strip s (columns 16s..16s+15, zero past OC)
 // holds C×16 floats, wp[s*C*16 + k*16 + jj] = w[(16s+jj)*C + k].
 //
 // Every output element is bias (or 0), then the kernel's sum over each
-// k block of kcBlock added in block order, each block's sum running over
-// k in order — the same sums as sgemm, whatever N, the row's place in
-// the batch or the worker count: a row's result does not depend on the
-// other rows of the call.
+// k block of kcBlock added in block order, each block's sum a chain of
+// fused multiply-adds over k in order — the same sums as sgemm, with any
+// of the kernels, whatever N, the row's place in the batch or the worker
+// count: a row's result does not depend on the other rows of the call.
 
 // PackedLen implements gpu.PackedMatmul.
 func (be *Backend[F]) PackedLen(OC, C int) int {
@@ -94,13 +95,18 @@ func (be *Backend[F]) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 		return
 	}
 	f := func(x []F) []float32 { return any(x).([]float32) }
+	// Rows in strips of 8 for the AVX-512 kernel, else of 6.
+	mr := mr
+	if be.avx512 {
+		mr = mrZ
+	}
 	strips := (N + mr - 1) / mr
 	if cap(be.packRows) < strips*mr*C {
 		be.packRows = make([]float32, strips*mr*C)
 	}
 	j := &be.jobs.packed
-	*j = packedJob{c: f(o), a: f(x), w: f(w), bias: f(bs), ap: be.packRows[:strips*mr*C], N: N, C: C, OC: OC, strips: strips}
-	// First the rows of inp into 6-row strips (shared by all workers),
+	*j = packedJob{c: f(o), a: f(x), w: f(w), bias: f(bs), ap: be.packRows[:strips*mr*C], N: N, C: C, OC: OC, strips: strips, mr: mr}
+	// First the rows of inp into row strips (shared by all workers),
 	// then the column strips of the weight split over the workers.
 	j.packing = true
 	be.pool.parallel(j, strips, 4, 1)
@@ -109,13 +115,15 @@ func (be *Backend[F]) MatmulPacked(out, inp, wp, bias gpu.Buf, N, C, OC int) {
 	*j = packedJob{}
 }
 
-// packedJob is MatmulPacked: with packing set, run packs 6-row strips of
-// a; otherwise it computes 16-column strips of c.
+// packedJob is MatmulPacked: with packing set, run packs mr-row strips of
+// a; otherwise it computes 16-column strips of c with the kernel of mr
+// rows (kern8x16z or kern6x16).
 type packedJob struct {
 	c, a, w, bias []float32
-	ap            []float32 // a in 6-row strips: ap[s*C*6 + k*6 + r]
+	ap            []float32 // a in mr-row strips: ap[s*C*mr + k*mr + r]
 	N, C, OC      int
 	strips        int
+	mr            int
 	packing       bool
 }
 
@@ -124,7 +132,7 @@ func (j *packedJob) run(lo, hi int) {
 		j.packA(lo, hi)
 		return
 	}
-	C, OC := j.C, j.OC
+	C, OC, mr := j.C, j.OC, j.mr
 	// Rows in blocks of mcBlock, so that the block's packed rows of one k
 	// block stay in L2 while the strip of the weight (16 KiB) stays in L1.
 	for s0 := 0; s0 < j.strips; s0 += mcBlock / mr {
@@ -148,11 +156,15 @@ func (j *packedJob) run(lo, hi int) {
 					rs := min(mr, j.N-i)
 					as := &j.ap[s*C*mr+k0*mr]
 					if rs == mr && cols == nr {
-						kern6x16(kn, as, bs, &j.c[i*OC+col], OC)
+						j.kern(kn, as, bs, &j.c[i*OC+col], OC)
 						continue
 					}
-					var tile [mr * nr]float32
-					kern6x16(kn, as, bs, &tile[0], nr)
+					var tile [mrZ * nr]float32
+					if j.mr == mrZ && rs <= 4 {
+						kern4x16z(kn, as, bs, &tile[0], nr)
+					} else {
+						j.kern(kn, as, bs, &tile[0], nr)
+					}
 					for r := range rs {
 						crow := j.c[(i+r)*OC+col:][:cols]
 						for x := range crow {
@@ -165,9 +177,19 @@ func (j *packedJob) run(lo, hi int) {
 	}
 }
 
+// kern runs the kernel of the job's strip height (direct calls: the
+// assembly does not keep its pointers, so a tile on the stack stays there).
+func (j *packedJob) kern(k int, a, b, c *float32, ldc int) {
+	if j.mr == mrZ {
+		kern8x16z(k, a, b, c, ldc)
+	} else {
+		kern6x16(k, a, b, c, ldc)
+	}
+}
+
 // packA packs row strips [lo, hi) of a, zero past row N.
 func (j *packedJob) packA(lo, hi int) {
 	for s := lo; s < hi; s++ {
-		packStrip(j.ap[s*j.C*mr:(s+1)*j.C*mr], j.a, j.N, j.C, mr, s)
+		packStrip(j.ap[s*j.C*j.mr:(s+1)*j.C*j.mr], j.a, j.N, j.C, j.mr, s)
 	}
 }

@@ -14,17 +14,20 @@ import (
 // on the vector and the portable kernels and for several worker counts.
 func TestMatmulPacked(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, vector := range []bool{true, false} {
-		if vector && !haveFMA {
+	// The portable kernel, the 6-row AVX2 and the 8-row AVX-512 kernel.
+	for _, kern := range []struct{ vector, avx512 bool }{{false, false}, {true, false}, {true, true}} {
+		vector := kern.vector
+		if vector && !haveFMA || kern.avx512 && !haveAVX512 {
 			continue
 		}
 		for _, workers := range []int{1, 3} {
 			be := NewWorkers(workers)
 			be.vector = vector && be.vector
+			be.avx512 = kern.avx512
 			for _, s := range []struct{ N, C, OC int }{
-				{1, 300, 40}, {5, 17, 33}, {6, 16, 16}, {13, 513, 100}, {100, 96, 50}, {7, 64, 4096},
+				{1, 300, 40}, {5, 17, 33}, {6, 16, 16}, {13, 513, 100}, {100, 96, 50}, {7, 64, 4096}, {32, 512, 48}, {12, 40, 16},
 			} {
-				t.Run(fmt.Sprintf("vector=%v,workers=%d,N=%d,C=%d,OC=%d", vector, workers, s.N, s.C, s.OC), func(t *testing.T) {
+				t.Run(fmt.Sprintf("vector=%v,avx512=%v,workers=%d,N=%d,C=%d,OC=%d", vector, kern.avx512, workers, s.N, s.C, s.OC), func(t *testing.T) {
 					inp, w, bias := rnd(r, s.N*s.C), rnd(r, s.OC*s.C), rnd(r, s.OC)
 					wb := &buf[float32]{d: w}
 					wp, _ := be.Alloc(be.PackedLen(s.OC, s.C))
@@ -116,6 +119,42 @@ func BenchmarkMatmulPacked(b *testing.B) {
 				}
 				b.ReportMetric(2*float64(N*C*OC)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
+		}
+	}
+}
+
+// TestPackedKernelsAgree: the 6-row AVX2 and the 8-row AVX-512 kernels
+// (and its 4-row tail) run the same chain of multiply-adds per element,
+// so MatmulPacked gives bitwise equal products with either, and equal to
+// MatmulForward's sgemm, over random shapes.
+func TestPackedKernelsAgree(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernel on this CPU")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	be := NewWorkers(2)
+	defer be.Close()
+	for range 40 {
+		N, C, OC := 4+r.IntN(40), 1+r.IntN(700), 1+r.IntN(100)
+		inp, w, bias := rnd(r, N*C), rnd(r, OC*C), rnd(r, OC)
+		wb := &buf[float32]{d: w}
+		wp, _ := be.Alloc(be.PackedLen(OC, C))
+		be.PackWeight(wp, wb, OC, C)
+		var outs [3][]float32
+		for i, z := range []bool{false, true} {
+			be.avx512 = z
+			out := &buf[float32]{d: make([]float32, N*OC)}
+			be.MatmulPacked(out, &buf[float32]{d: inp}, wp, &buf[float32]{d: bias}, N, C, OC)
+			outs[i] = out.d
+		}
+		out := &buf[float32]{d: make([]float32, N*OC)}
+		be.MatmulForward(out, &buf[float32]{d: inp}, wb, &buf[float32]{d: bias}, N, C, OC)
+		outs[2] = out.d
+		if err := be.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(outs[0], outs[1]) || !slices.Equal(outs[0], outs[2]) {
+			t.Fatalf("N=%d C=%d OC=%d: AVX2, AVX-512 and sgemm products differ", N, C, OC)
 		}
 	}
 }

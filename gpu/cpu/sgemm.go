@@ -19,6 +19,7 @@ package cpu
 // reproducible.
 const (
 	mr      = 6
+	mrZ     = 8 // rows of the AVX-512 kernel of MatmulPacked
 	nr      = 16
 	kcBlock = 256
 	ncBlock = 4096 // multiple of nr
@@ -232,7 +233,9 @@ func (g *gemvJob) run(lo, hi int) {
 	for j := lo; j < hi; j++ {
 		bj := &g.b[j*g.ldb]
 		for i := range g.m {
-			g.c[i*g.ldc+j] += sdot(g.k, &g.a[i*g.lda], bj)
+			var d float32
+			sdots(g.k, &g.a[i*g.lda], bj, 0, 1, &d)
+			g.c[i*g.ldc+j] += d
 		}
 	}
 }
