@@ -35,7 +35,8 @@
 // probabilities (SWERL_CUDA_ATTN=cublas, the default); =tc selects the
 // tensor-core flash kernels of gpu.FlashAttention (WMMA bf16 tiles, float32
 // softmax statistics, a log-sum-exp per row instead of the [B,NH,T,T]
-// matrices: the memory of long sequences, at the cuBLAS path's speed);
+// matrices: the memory of long sequences, within 5% of the cuBLAS path's
+// speed on the 0.5B shape);
 // =flash the same tiling in SIMT float32 (exact, slower); =strided and
 // =naive are earlier paths, for comparison. Decoding many sequences uses
 // gpu.RaggedAttention (RoPE, the KV cache write and attention for every
@@ -49,15 +50,15 @@
 // the table and the GPU's busy share of the wall clock (=1 times each op
 // synchronized instead).
 //
-// Measured (H200, runs 7-10 in results/, each against the previous
-// binary in the same run): a GRPO step of the 0.5B shape in bf16 takes
-// 64.5 ms at B×T 8×512 (19.9% MFU, 63.5k tokens/s; 82.6 ms in run 7)
-// and 184.5 ms at 4×2048 (15.7%); the 35% target is not met. Greedy
-// decoding of 64 sequences with the BatchSampler in bf16: 12,942 tokens/s
-// (3,116 in run 8's baseline), over the 10,000 target. A
+// Measured (H200, run 11 in results/, side by side with the binary of
+// the session that began at run 7): a GRPO step of the 0.5B shape in bf16
+// takes 64.3 ms at B×T 8×512 (19.9% MFU, 63.7k tokens/s; 83.4 ms before)
+// and 183.3 ms at 4×2048 (15.8%; 214.4 before); the 35% target is not
+// met. Greedy decoding of 64 sequences with the BatchSampler in bf16:
+// 11,061 tokens/s (2,734 before), over the 10,000 target. A
 // Qwen2.5-7B-shaped LoRA step with activation checkpointing
-// (gpu.TrainConfig.Checkpoint) and tc attention holds 69.1 GB at 4×2048
-// (7,011 tokens/s) and 91.2 GB at 8×2048.
+// (gpu.TrainConfig.Checkpoint) and tc attention holds 54.6 GB at 4×2048
+// (6,734 tokens/s) and 76.4 GB at 8×2048 (7,107).
 //
 // Measured runs on GPU machines (suite results, benchmark tables, MFU) are
 // in results/README.md with their raw logs; scripts/cuda-device-run.sh runs
