@@ -2,12 +2,15 @@ package beamrun_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
@@ -19,24 +22,47 @@ import (
 
 func TestMain(m *testing.M) { ptest.MainWithDefault(m, "prism") }
 
-// A job on Prism (loopback) leaves no placeholder in the temporary
-// directory, and one that was there before the job stays.
+// A job on Prism (loopback) leaves no placeholder of its own in the
+// temporary directory. Another process's placeholders stay, one made while
+// the job ran included (its job may not have staged it yet), unless they
+// are over staleAfter old.
 func TestRunRemovesLoopbackPlaceholder(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	older := filepath.Join(tmp, "beamloopbackworker-older")
-	if err := os.WriteFile(older, nil, 0o600); err != nil {
+	stale := filepath.Join(tmp, "beamloopbackworker-stale")
+	for _, f := range []string{older, stale} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, long, long); err != nil {
 		t.Fatal(err)
 	}
+	want := []string{older}
 	for i := range 2 {
+		// A placeholder of another process, made while this job runs.
+		foreign := filepath.Join(tmp, fmt.Sprintf("beamloopbackworker-foreign%d", i))
+		made := make(chan error, 1)
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			made <- os.WriteFile(foreign, nil, 0o600)
+		}()
 		p, s := beam.NewPipelineWithRoot()
 		passert.Equals(s, beam.Create(s, 1, 2, 3), 1, 2, 3)
 		if _, err := beamrun.Run(context.Background(), "", p); err != nil {
 			t.Fatalf("job %d: %v", i, err)
 		}
+		if err := <-made; err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, foreign)
 		left, _ := filepath.Glob(filepath.Join(tmp, beamrun.Placeholder))
-		if len(left) != 1 || left[0] != older {
-			t.Fatalf("after job %d the temporary directory holds %v, want only %s", i, left, older)
+		slices.Sort(left)
+		slices.Sort(want)
+		if !slices.Equal(left, want) {
+			t.Fatalf("after job %d the temporary directory holds %v, want %v", i, left, want)
 		}
 	}
 }
