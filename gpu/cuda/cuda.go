@@ -363,15 +363,10 @@ func (be *Backend) half(slot int, src cu.DevicePtr, n int) cu.DevicePtr {
 	return be.half16[slot].ptr
 }
 
-// gemm is one column-major product of float32 buffers, A holding aN and B
-// bN elements, in the selected precision (driver thread).
-func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, aN, lda int, B cu.DevicePtr, bN, ldb int, beta float32, Cp cu.DevicePtr, ldc int) {
+// gemm is one column-major product of float32 buffers in the f32 or tf32
+// mode (driver thread); the bf16 mode's products go through gemm16.
+func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int) {
 	if be.error() != nil {
-		return
-	}
-	if be.blas.compute == computeFastBF {
-		a16, b16 := be.half(0, A, aN), be.half(1, B, bN)
-		be.gemm16(op, ta, tb, m, n, k, a16, lda, b16, ldb, beta, Cp, ldc)
 		return
 	}
 	t := be.begin()

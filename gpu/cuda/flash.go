@@ -20,7 +20,13 @@ const flashTile = 32
 // four channels); with SWERL_CUDA_ATTN=tc, multiples of 16 (the tensor
 // cores' tile) up to 128.
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
-	step := map[string]int{"flash": 32, "tc": 16}[be.attn]
+	step := 0
+	switch be.attn {
+	case "flash":
+		step = 32
+	case "tc":
+		step = 16
+	}
 	return step > 0 && HS > 0 && HS%step == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
 }
 

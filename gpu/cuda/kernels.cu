@@ -113,20 +113,23 @@ __global__ void col_sum(float* dst, const float* a, const float* b, const float*
     }
 }
 
+// storeBF16x4 rounds v to bf16 (to nearest even, as __float2bfloat16)
+// and stores the four at dst, which is 8-byte aligned.
+__device__ __forceinline__ void storeBF16x4(__nv_bfloat16* dst, float4 v) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 u;
+    u.x = *(const unsigned*)&a;
+    u.y = *(const unsigned*)&b;
+    *(uint2*)dst = u;
+}
+
 // f32_to_bf16 converts n elements (matmul operands in bf16 mode), four at
 // a time (16-byte loads, 8-byte stores) where both pointers allow it.
 __global__ void f32_to_bf16(__nv_bfloat16* out, const float* in, long n) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
     if (((unsigned long)in & 15) == 0 && ((unsigned long)out & 7) == 0) {
         long n4 = n / 4;
-        for (long i = t; i < n4; i += stride) {
-            float4 v = ((const float4*)in)[i];
-            __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-            uint2 u;
-            u.x = *(const unsigned*)&a;
-            u.y = *(const unsigned*)&b;
-            ((uint2*)out)[i] = u;
-        }
+        for (long i = t; i < n4; i += stride) storeBF16x4(out + 4 * i, ((const float4*)in)[i]);
         i0 = 4 * n4;
     }
     for (long i = i0 + t; i < n; i += stride) out[i] = __float2bfloat16(in[i]);
@@ -479,13 +482,7 @@ __global__ void adamw(float* p, const float* g, float* m, float* v, __nv_bfloat1
             ((float4*)p)[i] = P;
             ((float4*)m)[i] = M;
             ((float4*)v)[i] = V;
-            if (p16) {
-                __nv_bfloat162 a = __floats2bfloat162_rn(P.x, P.y), b = __floats2bfloat162_rn(P.z, P.w);
-                uint2 u;
-                u.x = *(const unsigned*)&a;
-                u.y = *(const unsigned*)&b;
-                ((uint2*)p16)[i] = u;
-            }
+            if (p16) storeBF16x4(p16 + 4 * i, P);
         }
         i0 = 4 * n4;
     }
@@ -897,11 +894,7 @@ __device__ void tcLoad(__nv_bfloat16* dst, int ld, const float* src, int bi, int
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int e = e0 + u * n, j = e / q4;
-                if (e < total) {
-                    __nv_bfloat162* d = (__nv_bfloat162*)(dst + j * ld + (e - j * q4) * 4);
-                    d[0] = __floats2bfloat162_rn(x[u].x, x[u].y);
-                    d[1] = __floats2bfloat162_rn(x[u].z, x[u].w);
-                }
+                if (e < total) storeBF16x4(dst + j * ld + (e - j * q4) * 4, x[u]);
             }
         }
         return;

@@ -160,7 +160,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.half(1, x.ptr(), N*C), C, beta, o.ptr(), OC)
 			return
 		}
-		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), OC*C, C, x.ptr(), N*C, C, beta, o.ptr(), OC)
+		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), C, x.ptr(), C, beta, o.ptr(), OC)
 	})
 }
 
@@ -189,16 +189,13 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 			if dw != nil {
 				be.gemm16(op+" dw", opN, opT, C, OC, N, be.half(0, x.ptr(), N*C), C, do16, OC, 1, dwt.ptr(), C)
 			}
-			if dbias != nil {
-				be.colSum(db, do, nil, nil, N, OC)
+		} else {
+			if dinp != nil {
+				be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), C, do.ptr(), OC, 1, di.ptr(), C)
 			}
-			return
-		}
-		if dinp != nil {
-			be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), OC*C, C, do.ptr(), N*OC, OC, 1, di.ptr(), C)
-		}
-		if dw != nil {
-			be.gemm(op+" dw", opN, opT, C, OC, N, x.ptr(), N*C, C, do.ptr(), N*OC, OC, 1, dwt.ptr(), C)
+			if dw != nil {
+				be.gemm(op+" dw", opN, opT, C, OC, N, x.ptr(), C, do.ptr(), OC, 1, dwt.ptr(), C)
+			}
 		}
 		if dbias != nil {
 			be.colSum(db, do, nil, nil, N, OC)
