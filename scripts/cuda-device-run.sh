@@ -6,7 +6,7 @@
 #
 #	bash DIR/cuda-device-run.sh DIR OUTDIR
 #
-# It takes about 3 minutes on an H100 or H200 (at most 8). Logs:
+# It takes about 4 minutes on an H100 or H200 (at most 8). Logs:
 #   gpu.txt            the card, driver and clock
 #   test.log           the suite (REQUIRE_GPU=1: a missing GPU fails)
 #   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
@@ -16,6 +16,8 @@
 #                      baseline), the same benchmarks (BASE_PAT narrows
 #                      them) with it, then again with cuda.test
 #                      (bench-again.log; AGAIN=0 skips it)
+#   bench-7b.log       BenchmarkLoRAStep7B, tc attention with checkpointing at
+#                      4x2048 and 8x2048 (LORA7B=0 skips it)
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps and of batch-64 decoding
@@ -57,5 +59,10 @@ if [ "${BENCH:-1}" = 1 ]; then
 	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"
+fi
+if [ "${LORA7B:-1}" = 1 ]; then
+	# The 7B-shaped LoRA step's memory and speed at 4x2048 and 8x2048
+	# (tc attention, checkpointing); the model's host arena takes 30 GB.
+	timeout 200 ./${BIN:-cuda.test} -test.run '^$' -test.bench 'LoRAStep7B/tc/B=.,T=2048,ckpt' -test.benchtime 1x 2>&1 | tee "$out/bench-7b.log" | grep Benchmark
 fi
 exit $rc
