@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -42,12 +43,14 @@ func TestRunRemovesLoopbackPlaceholder(t *testing.T) {
 	}
 	want := []string{older}
 	for i := range 2 {
-		// A placeholder of another process, made while this job runs.
+		// A placeholder of another process (touch), made while this job
+		// runs. Made by this process it would be open here for a moment
+		// and could pass for one of the job's own.
 		foreign := filepath.Join(tmp, fmt.Sprintf("beamloopbackworker-foreign%d", i))
 		made := make(chan error, 1)
 		go func() {
 			time.Sleep(20 * time.Millisecond)
-			made <- os.WriteFile(foreign, nil, 0o600)
+			made <- exec.Command("touch", foreign).Run()
 		}()
 		p, s := beam.NewPipelineWithRoot()
 		passert.Equals(s, beam.Create(s, 1, 2, 3), 1, 2, 3)
