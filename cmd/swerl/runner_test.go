@@ -44,11 +44,18 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", c[1], err, out)
 		}
 	}
-	// The boot loader's worker pool listens on port 50000, always.
-	if ln, err := net.Listen("tcp", ":50000"); err != nil {
-		t.Fatalf("the worker pool needs port 50000: %v", err)
-	} else {
-		ln.Close()
+	// The boot loader's worker pool listens on port 50000, always. The port
+	// is in Linux's ephemeral range, so another test's connection may hold
+	// it for a moment (a CI run failed here once): wait up to 30 s for it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ln, err := net.Listen("tcp", ":50000")
+		if err == nil {
+			ln.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker pool needs port 50000: %v", err)
+		}
 	}
 	jobPort := freePort(t)
 	startDaemon(t, filepath.Join(tools, "prism"), t.TempDir(), "--job_port="+jobPort, "--serve_http=false")
