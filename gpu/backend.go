@@ -161,6 +161,19 @@ type BF16Weights interface {
 	KeepBF16(weights Buf) error
 }
 
+// FrozenWeights is implemented by backends that can hold weights nothing
+// writes in less memory than float32. UploadFrozen returns a buffer with
+// data in it that the model's weight reads accept (MatmulForward and
+// MatmulBackward's w, EmbeddingForward's wte, and views of it from Slice)
+// and every other op refuses. A backend whose products read bf16 keeps
+// only the bf16 values (2 bytes an element instead of 4, rounded as its
+// products would round them at each use); in other modes the buffer is
+// ordinary float32. A LoRA Trainer uploads its frozen base's matrices this
+// way.
+type FrozenWeights interface {
+	UploadFrozen(data []float32) (Buf, error)
+}
+
 // GreedyPicker is implemented by backends that pick greedy tokens where
 // the logits are: for each of the first rows rows of logits [rows, V], the
 // id of the first largest logit (as the CPU picker chooses, ties to the

@@ -85,6 +85,12 @@ type BatchSampler struct {
 
 	params   Params[Buf]
 	paramBuf Buf
+	// With a FrozenWeights backend the weights are a frozen upload
+	// (bf16 only in a bf16 mode: half the memory, and no conversion of
+	// every weight at every step), vecBuf their norms and biases, and
+	// SetWeights uploads anew instead of writing into them.
+	fw       FrozenWeights
+	vecBuf   Buf
 	packed   Params[Buf] // the linear weights in packed form (pm != nil)
 	packBuf  Buf
 	cos, sin Buf
@@ -141,10 +147,14 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		s.pm = pm
 	}
 	var err error
-	if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
-		return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)
+	if fw, ok := be.(FrozenWeights); ok && s.pm == nil {
+		s.fw = fw
+	} else {
+		if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
+			return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)
+		}
+		s.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(s.paramBuf, off, n) })
 	}
-	s.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(s.paramBuf, off, n) })
 	if s.pm != nil {
 		if s.packBuf, _, err = allocArena(be, func(a *arena) { s.packed = s.packedLayout(a) }); err != nil {
 			return nil, err
@@ -208,8 +218,22 @@ func (s *BatchSampler) packedLayout(a *arena) Params[Buf] {
 // new weights.
 func (s *BatchSampler) SetWeights(m *Model) error {
 	if m.Config.HiddenSize != s.cfg.HiddenSize || m.Config.NumHiddenLayers != s.cfg.NumHiddenLayers ||
-		m.Config.VocabSize != s.cfg.VocabSize || len(m.arena) != s.paramBuf.Len() {
+		m.Config.VocabSize != s.cfg.VocabSize || s.paramBuf != nil && len(m.arena) != s.paramBuf.Len() {
 		return fmt.Errorf("gpu: SetWeights: model shape differs from the sampler's")
+	}
+	if s.fw != nil {
+		// The old upload goes first, so that two versions never share
+		// the device.
+		if s.paramBuf != nil {
+			s.be.Free(s.paramBuf)
+			s.be.Free(s.vecBuf)
+		}
+		var err error
+		if s.paramBuf, s.vecBuf, s.params, err = bindFrozen(s.be, s.fw, m); err != nil {
+			s.paramBuf = nil
+			return err
+		}
+		return s.be.Err()
 	}
 	s.be.Upload(s.paramBuf, m.arena)
 	if s.pm != nil {

@@ -141,7 +141,9 @@ type Metrics struct {
 // frozen base (NewLoRATrainer). Memory: the parameters (the model's arena
 // itself on a HostBacked backend), a gradient arena and AdamW m and v for
 // the trained parameters only (with LoRA: the adapters, none for the
-// base), and activations for MaxBatch*MaxSeq rows; nothing else grows. A
+// base; on a FrozenWeights backend in a bf16 mode the base's matrices
+// take 2 bytes a parameter), and activations for MaxBatch*MaxSeq rows;
+// nothing else grows. A
 // Trainer is not safe for concurrent use; it writes the trained
 // parameters (on a backend that is not HostBacked, only after SyncHost).
 type Trainer struct {
@@ -217,10 +219,16 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	}
 	t := &Trainer{cfg: cfg, model: m, be: be, d: dimsOf(m.Config), lora: a}
 	var err error
-	if t.paramBuf, t.hostView, err = bindHost(be, m.arena); err != nil {
-		return nil, err
+	if fw, ok := be.(FrozenWeights); ok && a != nil {
+		if t.paramBuf, _, t.params, err = bindFrozen(be, fw, m); err != nil {
+			return nil, err
+		}
+	} else {
+		if t.paramBuf, t.hostView, err = bindHost(be, m.arena); err != nil {
+			return nil, err
+		}
+		t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
 	}
-	t.params = bindParams(m.Config, func(off, n int) Buf { return be.Slice(t.paramBuf, off, n) })
 	// Full fine-tuning reads its weights through a bf16 copy that AdamW
 	// keeps current. A frozen LoRA base does not: its copy would be 2 more
 	// bytes a base parameter (15 GB at 7B), for conversions that cost a
@@ -273,6 +281,37 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	t.tokens, t.targets = make([]int32, N), make([]int32, N)
 	t.logp, t.dlogp = make([]float32, N), make([]float32, N)
 	return t, be.Err()
+}
+
+// bindFrozen uploads m's weights for reading only to a FrozenWeights
+// backend: the whole arena through UploadFrozen, of which the matrices
+// are read, and the vectors (norm weights and biases, which ops other
+// than the products read) as float32 in a small buffer of their own. A
+// LoRA trainer's base and a sampler's weights are bound this way.
+func bindFrozen(be Backend, fw FrozenWeights, m *Model) (mats, vecs Buf, p Params[Buf], err error) {
+	if mats, err = fw.UploadFrozen(m.arena); err != nil {
+		return nil, nil, p, fmt.Errorf("gpu: upload frozen weights: %w", err)
+	}
+	vecAt := map[int]int{} // arena offset -> offset in vec
+	var vec []float32
+	for _, s := range m.specs {
+		if len(s.Shape) == 1 {
+			vecAt[s.off] = len(vec)
+			vec = append(vec, m.arena[s.off:s.off+s.Shape[0]]...)
+		}
+	}
+	if vecs, err = be.Alloc(len(vec)); err != nil {
+		be.Free(mats)
+		return nil, nil, p, fmt.Errorf("gpu: allocate norm weights and biases: %w", err)
+	}
+	be.Upload(vecs, vec)
+	p = bindParams(m.Config, func(off, n int) Buf {
+		if v, ok := vecAt[off]; ok {
+			return be.Slice(vecs, v, n)
+		}
+		return be.Slice(mats, off, n)
+	})
+	return mats, vecs, p, be.Err()
 }
 
 // bindHost returns a backend buffer holding data: data itself on a
@@ -511,6 +550,8 @@ func (t *Trainer) LoRAParams() Buf {
 }
 
 // Params returns the backend's weight buffer, laid out as Model's arena.
+// A LoRA trainer on a FrozenWeights backend returns its frozen upload,
+// which only the model's weight reads accept.
 func (t *Trainer) Params() Buf { return t.paramBuf }
 
 // LogProbs runs a forward pass only and returns log π(Completion[t]) for

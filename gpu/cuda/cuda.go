@@ -39,6 +39,9 @@ type alloc struct {
 	keep16 bool
 	half   cu.DevicePtr
 	halfOK bool
+	// only16 marks frozen weights held in bf16 only (UploadFrozen): ptr
+	// is 0, half holds the values, and only weight reads accept it.
+	only16 bool
 }
 
 // buf is a Buf of this package: a window [off, off+n) of an allocation.
@@ -47,7 +50,12 @@ type buf struct {
 	off, n int
 }
 
-func (b *buf) Len() int { return b.n }
+func (b *buf) Len() int {
+	if b == nil {
+		return 0 // get's answer to a refused buffer, after it failed the op
+	}
+	return b.n
+}
 
 func (b *buf) ptr() cu.DevicePtr { return b.a.ptr + cu.DevicePtr(4*b.off) }
 
@@ -407,8 +415,20 @@ func (be *Backend) error() error {
 	return be.err
 }
 
-// get unwraps x; nil stays nil.
+// get unwraps x; nil stays nil. A frozen bf16-only buffer is refused:
+// only the weight operands of products and embedding lookups read it
+// (weight).
 func (be *Backend) get(op string, x gpu.Buf) *buf {
+	b := be.weight(op, x)
+	if b != nil && b.a.only16 {
+		be.fail(op, "a frozen bf16 weight buffer (UploadFrozen) is read only as a matmul weight or an embedding table")
+		return nil
+	}
+	return b
+}
+
+// weight unwraps x as get does, frozen bf16-only buffers included.
+func (be *Backend) weight(op string, x gpu.Buf) *buf {
 	if x == nil {
 		return nil
 	}
@@ -474,7 +494,7 @@ func (be *Backend) Alloc(n int) (gpu.Buf, error) {
 
 // Slice implements gpu.Backend.
 func (be *Backend) Slice(x gpu.Buf, off, n int) gpu.Buf {
-	b := be.get("slice", x)
+	b := be.weight("slice", x)
 	if b == nil || off < 0 || n < 0 || off+n > b.n {
 		ln := 0
 		if b != nil {
@@ -494,7 +514,9 @@ func (be *Backend) Free(x gpu.Buf) {
 	}
 	b.a.freed = true
 	be.do(func() {
-		_ = cu.MemFree(b.a.ptr)
+		if b.a.ptr != 0 {
+			_ = cu.MemFree(b.a.ptr)
+		}
 		if b.a.half != 0 {
 			_ = cu.MemFree(b.a.half)
 		}

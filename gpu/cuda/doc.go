@@ -23,12 +23,14 @@
 // tolerances need); SWERL_CUDA_MATMUL=bf16 (or SetMatmul) multiplies the
 // linear layers on bf16 tensor cores with float32 accumulation, tf32
 // likewise. In bf16 the Trainer's weights are read from a bf16 copy that
-// AdamW writes as it updates them (gpu.BF16Weights), an input shared by
-// consecutive products (q, k, v; gate, up) is converted once, and a
-// decoding sampler's weights are packed once (gpu.PackedMatmul).
-// Activations stay float32, and a frozen LoRA base is held in float32
-// only and converted at each product (bf16-only storage of it, 2 bytes
-// a parameter instead of 4, is not done).
+// AdamW writes as it updates them (gpu.BF16Weights) and an input shared
+// by consecutive products (q, k, v; gate, up) is converted once. Weights
+// nothing writes, a LoRA Trainer's frozen base and a BatchSampler's
+// weights, are held in bf16 only (gpu.FrozenWeights, UploadFrozen: 2
+// bytes a parameter instead of 4, and no conversion at each product),
+// with their norm weights and biases in float32; only the products'
+// weight operands and the embedding lookup read such a buffer, and every
+// other op refuses it. Activations stay float32.
 //
 // Attention: training uses cuBLAS batched products over every (batch,
 // head) in one call each and a softmax kernel over the [B,NH,T,T]
@@ -58,7 +60,8 @@
 // 11,061 tokens/s (2,734 before), over the 10,000 target. A
 // Qwen2.5-7B-shaped LoRA step with activation checkpointing
 // (gpu.TrainConfig.Checkpoint) and tc attention holds 54.6 GB at 4×2048
-// (6,734 tokens/s) and 76.4 GB at 8×2048 (7,107).
+// (6,734 tokens/s) and 76.4 GB at 8×2048 (7,107), with its base still in
+// float32 then (the bf16-only base is not yet measured on a GPU).
 //
 // Measured runs on GPU machines (suite results, benchmark tables, MFU) are
 // in results/README.md with their raw logs; scripts/cuda-device-run.sh runs

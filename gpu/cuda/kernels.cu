@@ -72,6 +72,16 @@ __global__ void embedding_fwd(float* out, const float* wte, const int* tokens, i
     }
 }
 
+// embedding_fwd_bf16 is embedding_fwd over a table held in bf16 only (a
+// frozen base, UploadFrozen).
+__global__ void embedding_fwd_bf16(float* out, const __nv_bfloat16* wte, const int* tokens, int N, int C) {
+    long total = (long)N * C;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {
+        int n = i / C, c = i % C;
+        out[i] = __bfloat162float(wte[(long)tokens[n] * C + c]);
+    }
+}
+
 __global__ void embedding_bwd(float* dwte, const float* dout, const int* tokens, int N, int C) {
     long total = (long)N * C;
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x) {

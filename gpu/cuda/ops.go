@@ -115,7 +115,13 @@ func (be *Backend) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) 
 // kernel's order, ids, N, C): rows is [N, C], table [V, C] with the ids
 // checked against V.
 func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableName string, table gpu.Buf, tokens []int32, C int) {
-	r, w := be.get(op, rows), be.get(op, table)
+	r := be.get(op, rows)
+	var w *buf
+	if kernel == "embedding_fwd" {
+		w = be.weight(op, table) // a frozen bf16-only table is read too
+	} else {
+		w = be.get(op, table)
+	}
 	N := len(tokens)
 	if !be.need(op, N*C, rowsName, r) || !be.need(op, 0, tableName, w) || !be.checkIDs(op, "token", tokens, w.n/max(C, 1)) || N*C == 0 {
 		return
@@ -123,7 +129,9 @@ func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableNam
 	tokens = slices.Clone(tokens) // read later on the driver thread
 	be.post(func() {
 		t := be.uploadInts(op, tokens)
-		if kernel == "embedding_fwd" {
+		if kernel == "embedding_fwd" && w.a.only16 {
+			be.launch("embedding_fwd_bf16", be.gridFor(N*C), r, w.a.half+cu.DevicePtr(2*w.off), t, N, C)
+		} else if kernel == "embedding_fwd" {
 			be.launch(kernel, be.gridFor(N*C), r, w, t, N, C) // out, wte
 		} else {
 			be.launch(kernel, be.gridFor(N*C), w, r, t, N, C) // dwte, dout
@@ -131,11 +139,22 @@ func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableNam
 	})
 }
 
+// readable fails op when weight w is held in bf16 only but the products
+// are not in the bf16 mode (driver thread): SetMatmul changed after
+// UploadFrozen.
+func (be *Backend) readable(op string, w *buf) bool {
+	if w.a.only16 && be.blas.compute != computeFastBF {
+		be.fail(op, "the weight is a frozen bf16-only buffer, which needs the bf16 matmul mode (SWERL_CUDA_MATMUL=bf16)")
+		return false
+	}
+	return true
+}
+
 // MatmulForward implements gpu.Backend: in column-major terms
 // out(OC×N) = w(C×OC)ᵀ · inp(C×N).
 func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 	const op = "matmul forward"
-	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.get(op, w), be.get(op, bias)
+	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.weight(op, w), be.get(op, bias)
 	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 {
 		return
@@ -156,6 +175,9 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			return
 		}
 		defer be.wroteProducts(o)
+		if !be.readable(op, wt) {
+			return
+		}
 		if be.blas.compute == computeFastBF {
 			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.half(1, x.ptr(), N*C), C, beta, o.ptr(), OC)
 			return
@@ -169,7 +191,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
 	const op = "matmul backward"
 	di, dwt, db := be.get(op, dinp), be.get(op, dw), be.get(op, dbias)
-	do, x, wt := be.get(op, dout), be.get(op, inp), be.get(op, w)
+	do, x, wt := be.get(op, dout), be.get(op, inp), be.weight(op, w)
 	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
 		dbias != nil && !be.need(op, OC, "dbias", db) {
@@ -180,6 +202,9 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	}
 	be.post(func() {
 		defer be.wroteProducts(di, dwt, db)
+		if dinp != nil && !be.readable(op, wt) {
+			return
+		}
 		if be.blas.compute == computeFastBF {
 			// dout is converted once for both products.
 			do16 := be.half(1, do.ptr(), N*OC)

@@ -34,6 +34,83 @@ func (be *Backend) KeepBF16(x gpu.Buf) error {
 	return be.error()
 }
 
+var _ gpu.FrozenWeights = (*Backend)(nil)
+
+// frozenChunk is how many floats UploadFrozen stages on the device at a
+// time on their way to bf16 (128 MiB).
+const frozenChunk = 32 << 20
+
+// UploadFrozen implements gpu.FrozenWeights. In the bf16 matmul mode the
+// buffer holds bf16 values only, the same ones the products would convert
+// the float32 weights into at each use: data goes up in chunks through a
+// float32 staging buffer and f32_to_bf16. In the f32 and tf32 modes it is
+// an ordinary buffer. A product that meets a bf16-only weight after
+// SetMatmul left the bf16 mode fails rather than read it as float32.
+func (be *Backend) UploadFrozen(data []float32) (gpu.Buf, error) {
+	const op = "upload frozen"
+	if err := be.error(); err != nil {
+		return nil, err
+	}
+	var out *buf
+	be.do(func() {
+		n := len(data)
+		if be.blas.compute != computeFastBF {
+			b, err := be.alloc(n)
+			if err != nil {
+				be.fail(op, "%v", err)
+				return
+			}
+			if n > 0 {
+				if err := cu.MemcpyHtoD(b.ptr(), unsafe.Pointer(&data[0]), int64(4*n)); err != nil {
+					_ = cu.MemFree(b.a.ptr)
+					be.fail(op, "%v", err)
+					return
+				}
+			}
+			out = b
+			return
+		}
+		half, err := cu.MemAlloc(int64(2 * max(n, 1)))
+		if err != nil {
+			be.fail(op, "alloc %d bf16 values: %v", n, err)
+			return
+		}
+		a := &alloc{n: n, keep16: true, half: half, halfOK: true, only16: true}
+		if n > 0 {
+			stage, err := be.alloc(min(n, frozenChunk))
+			if err != nil {
+				_ = cu.MemFree(half)
+				be.fail(op, "%v", err)
+				return
+			}
+			// The copies and conversions are ordered on the default
+			// stream, so the staging buffer is refilled only after the
+			// previous chunk's conversion has read it.
+			for off := 0; off < n && be.error() == nil; off += frozenChunk {
+				k := min(frozenChunk, n-off)
+				if err := cu.MemcpyHtoD(stage.ptr(), unsafe.Pointer(&data[off]), int64(4*k)); err != nil {
+					be.fail(op, "%v", err)
+					break
+				}
+				be.launch("f32_to_bf16", be.gridFor(k), half+cu.DevicePtr(2*off), stage.ptr(), int64(k))
+			}
+			if err := cu.Synchronize(); err != nil {
+				be.fail(op, "%v", err)
+			}
+			_ = cu.MemFree(stage.a.ptr)
+			if be.error() != nil {
+				_ = cu.MemFree(half)
+				return
+			}
+		}
+		out = &buf{a: a, n: n}
+	})
+	if err := be.error(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // wrote marks the bf16 copy of b's allocation stale (driver thread): an op
 // other than AdamW wrote into it.
 func (be *Backend) wrote(b *buf) {

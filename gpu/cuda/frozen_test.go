@@ -1,0 +1,183 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"swerl/gpu"
+	"swerl/gpu/cuda"
+	"swerl/gpu/gputest"
+)
+
+// plainWeights is the backend without gpu.FrozenWeights: its own
+// UploadFrozen, of another signature, hides the backend's, so trainers
+// and samplers keep float32 weights and convert them at each bf16
+// product; every other method and optional interface stays.
+type plainWeights struct{ *cuda.Backend }
+
+func (plainWeights) UploadFrozen() {}
+
+// TestFrozenBF16 trains LoRA adapters in the bf16 matmul mode on a base
+// held in bf16 only (UploadFrozen) and on the same base held as float32
+// and converted at every product: the products read the same bf16 values,
+// so losses, adapters and log-probabilities agree to float32 rounding,
+// and the frozen base takes 2 bytes a parameter less on the device. A
+// frozen buffer refuses writes, and a product refuses it once the backend
+// leaves the bf16 mode.
+func TestFrozenBF16(t *testing.T) {
+	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+	t.Setenv("SWERL_CUDA_ATTN", "cublas")
+	cfg := gpu.TinyConfig()
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers, cfg.VocabSize = 256, 704, 4, 65536
+	lc := gpu.LoRAConfig{Rank: 4, Alpha: 8, Seed: 5}
+	tc := gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-2}
+	type run struct {
+		a   *gpu.LoRA
+		tr  *gpu.Trainer
+		mem int64 // device bytes the trainer took
+	}
+	// mk makes a LoRA trainer on b, whose device is dev's.
+	mk := func(dev *cuda.Backend, b gpu.Backend) run {
+		m, err := gpu.NewModel(cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := gpu.NewLoRA(cfg, lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, _, err := dev.MemUsed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := gpu.NewLoRATrainer(m, a, b, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _, _ := dev.MemUsed()
+		return run{a, tr, after - before}
+	}
+	be := open(t)
+	plain, frozen := mk(be, plainWeights{be}), mk(be, be)
+	m, _ := gpu.NewModel(cfg, 3)
+	saved := 2 * int64(m.NumParams())
+	if got := plain.mem - frozen.mem; float64(got) < 0.85*float64(saved) {
+		t.Errorf("the frozen base saved %d bytes of device memory (trainer %d against %d), want about %d", got, frozen.mem, plain.mem, saved)
+	}
+	batch := tinyBatch()
+	for step := range 4 {
+		f := (*gpu.Trainer).Step
+		if step%2 == 1 {
+			f = (*gpu.Trainer).SFTStep
+		}
+		a, err := f(plain.tr, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := f(frozen.tr, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := math.Abs(a.Loss - b.Loss); d > 1e-6*(1+math.Abs(a.Loss)) {
+			t.Errorf("step %d: loss with a float32 base %v, with a frozen bf16 base %v", step, a.Loss, b.Loss)
+		}
+	}
+	for _, r := range []run{plain, frozen} {
+		if err := r.tr.SyncHost(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got, ref []float32
+	for i, x := range frozen.a.Tensors() {
+		got = append(got, x.Data...)
+		ref = append(ref, plain.a.Tensors()[i].Data...)
+	}
+	if ok, msg := gputest.Close(got, widen(ref), 1e-5); !ok {
+		t.Errorf("adapters, frozen bf16 base against float32 base: %s", msg)
+	}
+	sameLogProbs(t, plain.tr, frozen.tr, batch, 1e-5)
+
+	// Writes into the frozen base are refused, naming it.
+	be.Upload(frozen.tr.Params(), make([]float32, 8))
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "frozen") {
+		t.Errorf("Upload into the frozen base: error %v, want one naming the frozen buffer", err)
+	}
+	be.Close() // its error is sticky; the last check needs a fresh backend
+
+	// A product in the f32 mode refuses a bf16-only weight.
+	be2 := open(t)
+	r2 := mk(be2, be2)
+	if err := be2.SetMatmul("f32"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.tr.Step(batch); err == nil || !strings.Contains(err.Error(), "bf16 matmul mode") {
+		t.Errorf("step in the f32 mode over a frozen bf16 base: error %v, want one asking for the bf16 mode", err)
+	}
+}
+
+// TestFrozenSampler decodes in the bf16 matmul mode from weights held in
+// bf16 only and from float32 weights converted at every product: the
+// same greedy tokens and log-probabilities to float32 rounding, before
+// and after SetWeights brings a new version (which replaces the frozen
+// upload), with half the weight memory.
+func TestFrozenSampler(t *testing.T) {
+	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+	be := open(t)
+	cfg := gpu.TinyConfig()
+	cfg.VocabSize = 65536
+	m1, err := gpu.NewModel(cfg, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := gpu.NewModel(cfg, 10)
+	var prompts [][]int32
+	var ps []gpu.SamplingParams
+	for i := range 6 {
+		p := make([]int32, 1+(i*7)%13)
+		for j := range p {
+			p[j] = int32((i*31 + j*17) % cfg.VocabSize)
+		}
+		prompts, ps = append(prompts, p), append(ps, gpu.SamplingParams{MaxTokens: 8 + i})
+	}
+	newSampler := func(b gpu.Backend) (*gpu.BatchSampler, int64) {
+		before, _, err := be.MemUsed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := gpu.NewBatchSampler(m1, b, 64, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _, _ := be.MemUsed()
+		return s, after - before
+	}
+	plain, memPlain := newSampler(plainWeights{be})
+	frozen, memFrozen := newSampler(be)
+	if saved := 2 * int64(m1.NumParams()); float64(memPlain-memFrozen) < 0.85*float64(saved) {
+		t.Errorf("frozen sampler weights saved %d bytes (sampler %d against %d), want about %d", memPlain-memFrozen, memFrozen, memPlain, saved)
+	}
+	for v, m := range []*gpu.Model{m1, m2} {
+		if v > 0 {
+			for _, s := range []*gpu.BatchSampler{plain, frozen} {
+				if err := s.SetWeights(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		want, err := plain.SampleAll(prompts, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := frozen.SampleAll(prompts, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			sameCompletion(t, fmt.Sprintf("version %d request %d", v+1, i), want[i], got[i])
+		}
+	}
+}
