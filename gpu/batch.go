@@ -143,13 +143,15 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 	// admitted: with this budget a prompt (< maxSeq) always fits beside
 	// the other slots' decoding rows.
 	s.rows = maxSeq + slots
-	if pm, ok := be.(PackedMatmul); ok && pm.PackedLen(1, 1) > 0 {
+	// A backend that holds frozen weights compactly needs no packed copy
+	// beside them; one that packs keeps float32 weights to pack from.
+	if fw, ok := be.(FrozenWeights); ok {
+		s.fw = fw
+	} else if pm, ok := be.(PackedMatmul); ok && pm.PackedLen(1, 1) > 0 {
 		s.pm = pm
 	}
 	var err error
-	if fw, ok := be.(FrozenWeights); ok && s.pm == nil {
-		s.fw = fw
-	} else {
+	if s.fw == nil {
 		if s.paramBuf, err = be.Alloc(len(m.arena)); err != nil {
 			return nil, fmt.Errorf("gpu: allocate sampler weights: %w", err)
 		}

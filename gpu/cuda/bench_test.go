@@ -232,7 +232,7 @@ func BenchmarkSampleBatch(b *testing.B) {
 // downloads every row of logits and picks on the host.
 type hostPick struct {
 	gpu.Backend
-	gpu.PackedMatmul
+	gpu.FrozenWeights
 	gpu.RaggedAttention
 }
 

@@ -208,32 +208,34 @@ func TestMatmulBF16(t *testing.T) {
 	if err := be.SetMatmul("fp8"); err == nil {
 		t.Error(`SetMatmul("fp8") = nil, want an error`)
 	}
-	// Packed weights (bf16 mode only) give MatmulForward's bf16 product.
+	// A frozen upload (bf16 only in the bf16 mode) gives MatmulForward's
+	// bf16 product, forward and backward, without converting the weights.
 	if err := be.SetMatmul("bf16"); err != nil {
 		t.Fatal(err)
 	}
-	o16, _, _ := run(be)
-	n := be.PackedLen(OC, C)
-	if n != (OC*C+1)/2 {
-		t.Fatalf("PackedLen = %d in bf16 mode, want %d", n, (OC*C+1)/2)
-	}
+	o16, di16, _ := run(be)
 	up := func(x []float32) gpu.Buf { return upload(t, be, x) }
-	wp, _ := be.Alloc(n)
-	be.PackWeight(wp, up(w), OC, C)
+	wf, err := be.UploadFrozen(w)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ob, _ := be.Alloc(N * OC)
-	be.MatmulPacked(ob, up(inp), wp, up(bias), N, C, OC)
-	got := make([]float32, N*OC)
+	dib, _ := be.Alloc(N * C)
+	ib := up(inp)
+	be.MatmulForward(ob, ib, wf, up(bias), N, C, OC)
+	be.MatmulBackward(dib, nil, nil, up(dout), ib, wf, N, C, OC)
+	got, gotDi := make([]float32, N*OC), make([]float32, N*C)
 	if err := be.Download(got, ob); err != nil {
 		t.Fatal(err)
 	}
-	if ok, msg := gputest.Close(got, widen(o16), 1e-6); !ok {
-		t.Errorf("packed vs plain bf16 product: %s", msg)
-	}
-	if err := be.SetMatmul("f32"); err != nil {
+	if err := be.Download(gotDi, dib); err != nil {
 		t.Fatal(err)
 	}
-	if n := be.PackedLen(OC, C); n != 0 {
-		t.Errorf("PackedLen = %d in f32 mode, want 0 (no packing)", n)
+	if ok, msg := gputest.Close(got, widen(o16), 1e-6); !ok {
+		t.Errorf("frozen vs converted bf16 weights, out: %s", msg)
+	}
+	if ok, msg := gputest.Close(gotDi, widen(di16), 1e-6); !ok {
+		t.Errorf("frozen vs converted bf16 weights, dinp: %s", msg)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/cuda"
 	"swerl/gpu/gputest"
+	"swerl/gpu/hf"
 )
 
 // plainWeights is the backend without gpu.FrozenWeights: its own
@@ -21,12 +22,34 @@ type plainWeights struct{ *cuda.Backend }
 
 func (plainWeights) UploadFrozen() {}
 
+// roundedMatrices returns a copy of m with its matrices rounded to bf16:
+// what a frozen upload of m holds, as float32 (norm weights and biases
+// stay exact, as the frozen binding keeps them).
+func roundedMatrices(t *testing.T, m *gpu.Model) *gpu.Model {
+	t.Helper()
+	r, err := gpu.NewZeroModel(m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := r.Tensors()
+	for i, x := range m.Tensors() {
+		for j, v := range x.Data {
+			if len(x.Shape) > 1 {
+				v = hf.BF16ToFloat32(hf.Float32ToBF16(v))
+			}
+			dst[i].Data[j] = v
+		}
+	}
+	return r
+}
+
 // TestFrozenBF16 trains LoRA adapters in the bf16 matmul mode on a base
-// held in bf16 only (UploadFrozen) and on the same base held as float32
-// and converted at every product: the products read the same bf16 values,
-// so losses, adapters and log-probabilities agree to float32 rounding,
-// and the frozen base takes 2 bytes a parameter less on the device. A
-// frozen buffer refuses writes, and a product refuses it once the backend
+// held in bf16 only (UploadFrozen) and on the same base rounded to bf16
+// but held as float32 and converted at every product: the products read
+// the same bf16 values and the embedding lookup the same numbers, so
+// losses, adapters and log-probabilities agree to float32 rounding, and
+// the frozen base takes 2 bytes a parameter less on the device. A frozen
+// buffer refuses writes, and a product refuses it once the backend
 // leaves the bf16 mode.
 func TestFrozenBF16(t *testing.T) {
 	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
@@ -41,11 +64,12 @@ func TestFrozenBF16(t *testing.T) {
 		mem int64 // device bytes the trainer took
 	}
 	// mk makes a LoRA trainer on b, whose device is dev's.
-	mk := func(dev *cuda.Backend, b gpu.Backend) run {
-		m, err := gpu.NewModel(cfg, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
+	m0, err := gpu.NewModel(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0r := roundedMatrices(t, m0)
+	mk := func(dev *cuda.Backend, b gpu.Backend, m *gpu.Model) run {
 		a, err := gpu.NewLoRA(cfg, lc)
 		if err != nil {
 			t.Fatal(err)
@@ -62,9 +86,8 @@ func TestFrozenBF16(t *testing.T) {
 		return run{a, tr, after - before}
 	}
 	be := open(t)
-	plain, frozen := mk(be, plainWeights{be}), mk(be, be)
-	m, _ := gpu.NewModel(cfg, 3)
-	saved := 2 * int64(m.NumParams())
+	plain, frozen := mk(be, plainWeights{be}, m0r), mk(be, be, m0)
+	saved := 2 * int64(m0.NumParams())
 	if got := plain.mem - frozen.mem; float64(got) < 0.85*float64(saved) {
 		t.Errorf("the frozen base saved %d bytes of device memory (trainer %d against %d), want about %d", got, frozen.mem, plain.mem, saved)
 	}
@@ -110,7 +133,7 @@ func TestFrozenBF16(t *testing.T) {
 
 	// A product in the f32 mode refuses a bf16-only weight.
 	be2 := open(t)
-	r2 := mk(be2, be2)
+	r2 := mk(be2, be2, m0)
 	if err := be2.SetMatmul("f32"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +143,11 @@ func TestFrozenBF16(t *testing.T) {
 }
 
 // TestFrozenSampler decodes in the bf16 matmul mode from weights held in
-// bf16 only and from float32 weights converted at every product: the
-// same greedy tokens and log-probabilities to float32 rounding, before
-// and after SetWeights brings a new version (which replaces the frozen
-// upload), with half the weight memory.
+// bf16 only and from the same weights rounded to bf16, held as float32
+// and converted at every product: the same greedy tokens and
+// log-probabilities to float32 rounding, before and after SetWeights
+// brings a new version (which replaces the frozen upload), with half the
+// weight memory.
 func TestFrozenSampler(t *testing.T) {
 	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
 	be := open(t)
@@ -143,29 +167,30 @@ func TestFrozenSampler(t *testing.T) {
 		}
 		prompts, ps = append(prompts, p), append(ps, gpu.SamplingParams{MaxTokens: 8 + i})
 	}
-	newSampler := func(b gpu.Backend) (*gpu.BatchSampler, int64) {
+	newSampler := func(b gpu.Backend, m *gpu.Model) (*gpu.BatchSampler, int64) {
 		before, _, err := be.MemUsed()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := gpu.NewBatchSampler(m1, b, 64, 4)
+		s, err := gpu.NewBatchSampler(m, b, 64, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		after, _, _ := be.MemUsed()
 		return s, after - before
 	}
-	plain, memPlain := newSampler(plainWeights{be})
-	frozen, memFrozen := newSampler(be)
+	plain, memPlain := newSampler(plainWeights{be}, roundedMatrices(t, m1))
+	frozen, memFrozen := newSampler(be, m1)
 	if saved := 2 * int64(m1.NumParams()); float64(memPlain-memFrozen) < 0.85*float64(saved) {
 		t.Errorf("frozen sampler weights saved %d bytes (sampler %d against %d), want about %d", memPlain-memFrozen, memFrozen, memPlain, saved)
 	}
 	for v, m := range []*gpu.Model{m1, m2} {
 		if v > 0 {
-			for _, s := range []*gpu.BatchSampler{plain, frozen} {
-				if err := s.SetWeights(m); err != nil {
-					t.Fatal(err)
-				}
+			if err := plain.SetWeights(roundedMatrices(t, m)); err != nil {
+				t.Fatal(err)
+			}
+			if err := frozen.SetWeights(m); err != nil {
+				t.Fatal(err)
 			}
 		}
 		want, err := plain.SampleAll(prompts, ps)
