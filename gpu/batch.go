@@ -17,10 +17,11 @@ import (
 // A backend whose MatmulPacked is batch-invariant (row n of out depends
 // only on row n of inp, bitwise, whatever N and the other rows), as the
 // CPU backend's is, lets the BatchSampler promise that a sequence samples
-// the same tokens alone or in any batch. The CUDA backend packs weights
-// into bf16 in its bf16 mode; cuBLAS picks kernels by shape, so its rows
-// agree across batches only to rounding. A backend without this
-// capability runs MatmulForward.
+// the same tokens alone or in any batch. A backend with FrozenWeights
+// (CUDA: bf16-only weights in its bf16 mode) needs no packed copy and is
+// not asked for one; cuBLAS picks kernels by shape, so its rows agree
+// across batches only to rounding. A backend with neither runs
+// MatmulForward on float32 weights.
 type PackedMatmul interface {
 	// PackedLen is the number of elements of the packed form of w[OC,C];
 	// 0 when the backend does not pack in its present mode (then the
