@@ -79,6 +79,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"cuda", "bf16", "strided", 8, 512}, {"cuda", "bf16", "strided", 4, 2048},
 		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
+		{"cuda", "bf16", "mma", 8, 512}, {"cuda", "bf16", "mma", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
 	}
 	for _, r := range runs {

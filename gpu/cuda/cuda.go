@@ -84,8 +84,9 @@ type Backend struct {
 	// "flash" (the tiled kernels of
 	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
 	// but SIMT float32 and slower), "tc" (the same tiling with the tile
-	// products on bf16 tensor cores) or "naive" (one block per row);
-	// SWERL_CUDA_ATTN picks it.
+	// products on bf16 tensor cores), "mma" (tc with a forward on
+	// mma.sync whose softmax stays in registers, flash_mma.cuh) or
+	// "naive" (one block per row); SWERL_CUDA_ATTN picks it.
 	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
@@ -294,13 +295,13 @@ func (be *Backend) SetMatmul(mode string) error {
 }
 
 // SetAttention selects the training attention: "cublas" (the default),
-// "strided", "flash", "tc" or "naive"; see the attn field.
+// "strided", "flash", "tc", "mma" or "naive"; see the attn field.
 // SWERL_CUDA_ATTN sets it at New.
 func (be *Backend) SetAttention(mode string) error {
 	switch mode {
-	case "flash", "tc", "cublas", "strided", "naive":
+	case "flash", "tc", "mma", "cublas", "strided", "naive":
 	default:
-		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc or naive", mode)
+		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma or naive", mode)
 	}
 	be.do(func() { be.attn, be.naiveAttn = mode, mode == "naive" })
 	return nil

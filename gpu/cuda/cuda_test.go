@@ -499,8 +499,8 @@ func sameLogProbs(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence, tol
 	}
 }
 
-// TestFlashTC checks the tensor-core flash attention (SWERL_CUDA_ATTN=tc)
-// against a float64 forward (out and lse) and the float32 cuBLAS backward
+// TestFlashTC checks the tensor-core flash attentions (SWERL_CUDA_ATTN=tc,
+// WMMA, and =mma, mma.sync with the softmax in registers) against a float64 forward (out and lse) and the float32 cuBLAS backward
 // (dq, dk, dv), within bf16's precision: partial tiles, GQA, every
 // supported head size class, and dv alone (dk to scratch).
 func TestFlashTC(t *testing.T) {
@@ -568,40 +568,49 @@ func TestFlashTC(t *testing.T) {
 			widen := func(b gpu.Buf, n int) []float64 { return widen(down(b, n)) }
 			wdq, wdk, wdv := widen(dq, nq), widen(dk, nkv), widen(dv, nkv)
 
-			if err := be.SetAttention("tc"); err != nil {
-				t.Fatal(err)
-			}
-			if !be.FlashSupported(NH, NKV, HS) {
-				t.Fatalf("FlashSupported(%d, %d, %d) = false in tc mode", NH, NKV, HS)
-			}
-			fout, lse, delta := up(vals(nq)), up(vals(B*NH*T)), up(make([]float32, B*NH*T)) // garbage in: overwritten
-			be.AttentionForwardLSE(fout, lse, qB, kB, vB, B, T, NH, NKV, HS)
-			expect(t, "out", down(fout, nq), wantOut)
-			expect(t, "lse", down(lse, B*NH*T), wantLSE)
-			fdq, fdk, fdv := up(vals(nq)), up(vals(nkv)), up(vals(nkv))
-			base := [3][]float32{down(fdq, nq), down(fdk, nkv), down(fdv, nkv)} // backward adds to what is there
-			be.AttentionBackwardLSE(fdq, fdk, fdv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
-			for i, c := range []struct {
-				name string
-				got  gpu.Buf
-				want []float64
-			}{{"dq", fdq, wdq}, {"dk", fdk, wdk}, {"dv", fdv, wdv}} {
-				got := down(c.got, len(c.want))
-				for j := range got {
-					got[j] -= base[i][j]
-				}
-				expect(t, c.name, got, c.want)
-			}
-			odv := up(make([]float32, nkv))
-			be.AttentionBackwardLSE(nil, nil, odv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
-			expect(t, "dv alone", down(odv, nkv), wdv)
-			if err := be.Err(); err != nil {
-				t.Fatal(err)
+			for _, mode := range []string{"tc", "mma"} {
+				t.Run(mode, func(t *testing.T) {
+					if err := be.SetAttention(mode); err != nil {
+						t.Fatal(err)
+					}
+					if !be.FlashSupported(NH, NKV, HS) {
+						t.Fatalf("FlashSupported(%d, %d, %d) = false in %s mode", NH, NKV, HS, mode)
+					}
+					fout, lse, delta := up(vals(nq)), up(vals(B*NH*T)), up(make([]float32, B*NH*T)) // garbage in: overwritten
+					be.AttentionForwardLSE(fout, lse, qB, kB, vB, B, T, NH, NKV, HS)
+					expect(t, "out", down(fout, nq), wantOut)
+					expect(t, "lse", down(lse, B*NH*T), wantLSE)
+					fdq, fdk, fdv := up(vals(nq)), up(vals(nkv)), up(vals(nkv))
+					base := [3][]float32{down(fdq, nq), down(fdk, nkv), down(fdv, nkv)} // backward adds to what is there
+					be.AttentionBackwardLSE(fdq, fdk, fdv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
+					for i, c := range []struct {
+						name string
+						got  gpu.Buf
+						want []float64
+					}{{"dq", fdq, wdq}, {"dk", fdk, wdk}, {"dv", fdv, wdv}} {
+						got := down(c.got, len(c.want))
+						for j := range got {
+							got[j] -= base[i][j]
+						}
+						expect(t, c.name, got, c.want)
+					}
+					odv := up(make([]float32, nkv))
+					be.AttentionBackwardLSE(nil, nil, odv, delta, dB, fout, qB, kB, vB, lse, B, T, NH, NKV, HS)
+					expect(t, "dv alone", down(odv, nkv), wdv)
+					if err := be.Err(); err != nil {
+						t.Fatal(err)
+					}
+				})
 			}
 		})
 	}
-	if be.FlashSupported(4, 2, 40) {
-		t.Error("tc mode accepts head size 40 (not a multiple of 16)")
+	for _, mode := range []string{"tc", "mma"} {
+		if err := be.SetAttention(mode); err != nil {
+			t.Fatal(err)
+		}
+		if be.FlashSupported(4, 2, 40) {
+			t.Errorf("%s mode accepts head size 40 (not a multiple of 16)", mode)
+		}
 	}
 }
 
@@ -610,7 +619,7 @@ func TestFlashTC(t *testing.T) {
 // flash attention, beside the CPU's float32: losses, log-probs and weights
 // agree within bf16's precision after four steps.
 func TestTrainerBF16(t *testing.T) {
-	for _, attn := range []string{"cublas", "tc"} {
+	for _, attn := range []string{"cublas", "tc", "mma"} {
 		t.Run(attn, func(t *testing.T) {
 			t.Setenv("SWERL_CUDA_ATTN", attn)
 			t.Setenv("SWERL_CUDA_MATMUL", "bf16")

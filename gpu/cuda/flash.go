@@ -18,13 +18,13 @@ const flashTile = 32
 // FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=flash,
 // head sizes that are a multiple of 32, up to 128 (a lane keeps at most
 // four channels); with SWERL_CUDA_ATTN=tc, multiples of 16 (the tensor
-// cores' tile) up to 128.
+// cores' tile) up to 128, and so with SWERL_CUDA_ATTN=mma.
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
 	step := 0
 	switch be.attn {
 	case "flash":
 		step = 32
-	case "tc":
+	case "tc", "mma":
 		step = 16
 	}
 	return step > 0 && HS > 0 && HS%step == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
@@ -52,9 +52,13 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	}
 	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
-	if be.attn == "tc" {
+	if be.attn == "tc" || be.attn == "mma" {
+		kernel := "flash_tc_fwd"
+		if be.attn == "mma" {
+			kernel = "flash_mma_fwd" // the same blocks: 4 warps, 64 rows
+		}
 		be.post(func() {
-			be.launchDims("flash_tc_fwd", B*NH*((T+63)/64), 1, tcThreads, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale)
+			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale)
 		})
 		return
 	}
@@ -80,7 +84,7 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	be.post(func() {
 		be.launch("flash_delta", be.gridFor(B*T*NH*32), dl, do, o, B, T, NH, HS)
-		if be.attn == "tc" {
+		if be.attn == "tc" || be.attn == "mma" {
 			tiles := B * NH * ((T + 63) / 64)
 			if dq != nil {
 				be.launchDims("flash_tc_dq", tiles, 1, tcThreads, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)

@@ -1212,4 +1212,31 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
     tcStore(dv, av, st, t, NKV, t.kh, T, HS, 1.f, true, true);
     tcStore(dk, ak, st, t, NKV, t.kh, T, HS, 1.f, true, true);
 }
+
+// ---------------------------------------------------------------------------
+// The primitives of flash_mma.cuh on the device (its CPU emulator has its
+// own, in testdata/mmaemu/emu.h).
+
+// mma_bf16 is d += A·B, one m16n8k16 tensor-core product of a warp: A
+// 16x16 bf16 row-major in four registers a lane, B 16x8 bf16 "col" in two,
+// d 16x8 float32 in four (the PTX ISA's fragment layouts).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// pack_bf16 rounds lo and hi to bf16, lo in the low half.
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+}
+
+// lds32 loads the two bf16 at p (4-byte aligned) as one register.
+__device__ __forceinline__ unsigned lds32(const __nv_bfloat16* p) { return *reinterpret_cast<const unsigned*>(p); }
+
+__device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
+
+#include "flash_mma.cuh"
 } // extern "C"
