@@ -84,9 +84,9 @@ type Backend struct {
 	// "flash" (the tiled kernels of
 	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
 	// but SIMT float32 and slower), "tc" (the same tiling with the tile
-	// products on bf16 tensor cores), "mma" (tc with a forward on
-	// mma.sync whose softmax stays in registers, flash_mma.cuh) or
-	// "naive" (one block per row); SWERL_CUDA_ATTN picks it.
+	// products on bf16 tensor cores), "mma" (the same blocks on mma.sync
+	// with the softmax in registers, flash_mma.cuh) or "naive" (one
+	// block per row); SWERL_CUDA_ATTN picks it.
 	attn string
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).

@@ -39,11 +39,12 @@
 // softmax statistics, a log-sum-exp per row instead of the [B,NH,T,T]
 // matrices: the memory of long sequences, within 5% of the cuBLAS path's
 // speed on the 0.5B shape);
-// =mma replaces tc's forward by flash_mma.cuh, FlashAttention-2's layout
-// on mma.sync: scores, probabilities and output stay in registers in the
-// PTX ISA's fragment layouts, so the online softmax needs no shared
-// memory; testdata/mmaemu runs that kernel on a CPU emulator of the
-// fragment layouts in the ordinary go test;
+// =mma runs flash_mma.cuh instead, FlashAttention-2's layout on mma.sync:
+// scores, probabilities, dP and dS stay in registers in the PTX ISA's
+// fragment layouts, so the softmax needs no shared memory (forward, dq,
+// and dk/dv for heads up to 64 channels; larger heads take tc's dk/dv);
+// testdata/mmaemu runs those kernels on a CPU emulator of the fragment
+// layouts in the ordinary go test;
 // =flash the same tiling in SIMT float32 (exact, slower); =strided and
 // =naive are earlier paths, for comparison. Decoding many sequences uses
 // gpu.RaggedAttention (RoPE, the KV cache write and attention for every

@@ -55,7 +55,7 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	if be.attn == "tc" || be.attn == "mma" {
 		kernel := "flash_tc_fwd"
 		if be.attn == "mma" {
-			kernel = "flash_mma_fwd" // the same blocks: 4 warps, 64 rows
+			kernel = mmaKernel("flash_mma_fwd", HS) // the same blocks: 4 warps, 64 rows
 		}
 		be.post(func() {
 			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale)
@@ -86,12 +86,19 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 		be.launch("flash_delta", be.gridFor(B*T*NH*32), dl, do, o, B, T, NH, HS)
 		if be.attn == "tc" || be.attn == "mma" {
 			tiles := B * NH * ((T + 63) / 64)
+			dqk, dkvk := "flash_tc_dq", "flash_tc_dkv"
+			if be.attn == "mma" {
+				dqk = mmaKernel("flash_mma_dq", HS)
+				if HS <= 64 {
+					dkvk = "flash_mma_dkv64" // larger heads: flash_tc_dkv (see flash_mma.cuh)
+				}
+			}
 			if dq != nil {
-				be.launchDims("flash_tc_dq", tiles, 1, tcThreads, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 			}
 			if dk != nil || dv != nil {
 				dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
-				be.launchDims("flash_tc_dkv", tiles, 1, tcThreads, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+				be.launchDims(dkvk, tiles, 1, tcThreads, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 			}
 			return
 		}
@@ -103,6 +110,15 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 			be.launch("flash_bwd_dkv", B*NH*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 		}
 	})
+}
+
+// mmaKernel names the instance of an mma kernel for head size HS: its
+// registers hold up to 64 channels (suffix 64) or 128.
+func mmaKernel(name string, HS int) string {
+	if HS <= 64 {
+		return name + "64"
+	}
+	return name + "128"
 }
 
 // flashOutputs returns dk and dv for a kernel that writes both, a

@@ -13,8 +13,12 @@
 //   mma_bf16(d, a, b0, b1)  d += A(16x16 bf16, row) · B(16x8 bf16, col), f32
 //   pack_bf16(lo, hi)       two floats rounded to bf16 in one 32-bit word
 //   lds32(p)                two adjacent bf16 of shared memory as one word
+//   lds16x2(p, stride)      p[0] and p[stride] (bf16) as one word, p[0] low
 //   shfl_xor(v, m)          the value of lane ^ m in the warp
-// and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, min, INFINITY.
+// and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, min, atomicAdd,
+// INFINITY. The kernels are templates over NF, the most 16-channel chunks
+// of a head they hold in registers (HS <= 16*NF), with extern "C" entry
+// points per NF at the end.
 
 #define MW 4              // warps a block
 #define MQ (16 * MW)      // query rows a block
@@ -22,7 +26,7 @@
 #define MLD (128 + 8)     // bf16 row stride of the Q and K tiles (HS <= 128)
 #define MVT (MK + 8)      // bf16 row stride of the transposed V tile
 
-// mmaRows copies rows first..first+MK-1 (or MQ) of head `head` of a
+// mmaRows copies rows first..first+rows-1 of head `head` of a
 // [B,T,heads,HS] float32 tensor (batch b) into shared memory as bf16, row
 // by row with stride ld (trans false), or transposed, channel by channel
 // with stride ld (trans true); rows at or past T are zeros. The block's
@@ -36,13 +40,89 @@ __device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, bool trans, 
     }
 }
 
-// flash_mma_fwd: out[B,T,NH,HS] and lse[B,NH,T] of causal GQA attention,
-// as flash_tc_fwd computes them (scores scaled by scale, the log-sum-exp
-// in the same units); one block per (b, h, MQ query rows), the blocks of
-// the longest rows first. HS is a multiple of 16, at most 128.
-__global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse, const float* q, const float* k,
-                                                         const float* v, int B, int T, int NH, int NKV, int HS,
-                                                         float scale) {
+// mmaFragA loads rows r..r+15 of a row-major bf16 tile (stride MLD) as A
+// fragments, one per 16 channels, for the lane of quad g, place tg.
+template <int NF>
+__device__ __forceinline__ void mmaFragA(unsigned (&a)[NF][4], const __nv_bfloat16* tile, int r, int nf, int g, int tg) {
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+        if (f < nf) {
+            const __nv_bfloat16* p = tile + (r + g) * MLD + f * 16 + tg * 2;
+            a[f][0] = lds32(p);
+            a[f][1] = lds32(p + 8 * MLD);
+            a[f][2] = lds32(p + 8);
+            a[f][3] = lds32(p + 8 * MLD + 8);
+        }
+}
+
+// mmaScore sets s to A·Xᵀ for rows 8j..8j+7 of the row-major tile X
+// (stride MLD): B[c][x] = X[x][c], two adjacent channels a register.
+template <int NF>
+__device__ __forceinline__ void mmaScore(float (&s)[4], const unsigned (&a)[NF][4], const __nv_bfloat16* X, int j,
+                                         int nf, int g, int tg) {
+    s[0] = s[1] = s[2] = s[3] = 0.f;
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+        if (f < nf) {
+            const __nv_bfloat16* p = X + (j * 8 + g) * MLD + f * 16 + tg * 2;
+            mma_bf16(s, a[f], lds32(p), lds32(p + 8));
+        }
+}
+
+// mmaPack rounds the accumulators of eight 8-column tiles (16 rows by 64)
+// to bf16 as the A fragments of four 16-column chunks: tile 2kk gives a
+// chunk's columns 0-7, tile 2kk+1 its columns 8-15.
+__device__ __forceinline__ void mmaPack(unsigned (&a)[4][4], const float (&s)[8][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[j / 2][(j % 2) * 2] = pack_bf16(s[j][0], s[j][1]);
+        a[j / 2][(j % 2) * 2 + 1] = pack_bf16(s[j][2], s[j][3]);
+    }
+}
+
+// mmaTimes adds A·X to acc: A the four 16-column chunks of a 16×64 tile,
+// X 64 rows by HS channels, row-major with stride MLD (B[x][c] = X[x][c],
+// two rows a register).
+template <int NF>
+__device__ __forceinline__ void mmaTimes(float (&acc)[2 * NF][4], const unsigned (&a)[4][4], const __nv_bfloat16* X,
+                                         int nn, int g, int tg) {
+#pragma unroll
+    for (int n = 0; n < 2 * NF; n++)
+        if (n < nn) {
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                const __nv_bfloat16* p = X + (kk * 16 + tg * 2) * MLD + n * 8 + g;
+                mma_bf16(acc[n], a[kk], lds16x2(p, MLD), lds16x2(p + 8 * MLD, MLD));
+            }
+        }
+}
+
+// mmaStore writes (atomic false: +=) or atomically adds the accumulators
+// times mul into rows rlo, rhi of head `head` of a [B,T,heads,HS] tensor,
+// skipping rows at or past T.
+template <int NF>
+__device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][4], float mul, int b, int head,
+                                         int heads, int rlo, int rhi, int T, int HS, int nn, int tg, bool atomic) {
+#pragma unroll
+    for (int n = 0; n < 2 * NF; n++)
+        if (n < nn)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int row = i < 2 ? rlo : rhi;
+                if (row >= T) continue;
+                float* d = dst + (((long)b * T + row) * heads + head) * HS + n * 8 + tg * 2 + (i & 1);
+                if (atomic) atomicAdd(d, acc[n][i] * mul);
+                else *d += acc[n][i] * mul;
+            }
+}
+
+// mmaFwd (flash_mma_fwd*): out[B,T,NH,HS] and lse[B,NH,T] of causal GQA
+// attention, as flash_tc_fwd computes them (scores scaled by scale, the
+// log-sum-exp in the same units); one block per (b, h, MQ query rows), the
+// blocks of the longest rows first. HS is a multiple of 16, at most 16*NF.
+template <int NF>
+__device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, const float* k, const float* v, int B,
+                                       int T, int NH, int NKV, int HS, float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
     __shared__ __align__(16) __nv_bfloat16 vt[128 * MVT]; // each V tile, transposed: [channel][key]
     int tiles = (T + MQ - 1) / MQ;
@@ -54,19 +134,11 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
 
     mmaRows(ks, MLD, false, q, b, h, NH, q0, MQ, T, HS);
     __syncthreads();
-    unsigned qa[8][4]; // the warp's 16 rows of Q as A fragments, 16 channels each
+    unsigned qa[NF][4]; // the warp's 16 rows of Q
+    mmaFragA<NF>(qa, ks, warp * 16, nf, g, tg);
+    float o[2 * NF][4]; // the output: 8 channels a tile, rows rlo (0, 1) and rhi (2, 3)
 #pragma unroll
-    for (int f = 0; f < 8; f++)
-        if (f < nf) {
-            const __nv_bfloat16* p = ks + (warp * 16 + g) * MLD + f * 16 + tg * 2;
-            qa[f][0] = lds32(p);
-            qa[f][1] = lds32(p + 8 * MLD);
-            qa[f][2] = lds32(p + 8);
-            qa[f][3] = lds32(p + 8 * MLD + 8);
-        }
-    float o[16][4]; // the output accumulators: 8 channels a tile, rows g and g+8
-#pragma unroll
-    for (int n = 0; n < 16; n++)
+    for (int n = 0; n < 2 * NF; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f;
     int ktiles = min(q0 + MQ - 1, T - 1) / MK + 1;
@@ -78,24 +150,14 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
         __syncthreads();
         if (k0 > r0 + 15 || r0 >= T) continue; // every key after the warp's rows
 
-        // S = Q·Kᵀ: 8 tiles of 8 keys; B[c][key] = K[key][c].
+        // S = Q·Kᵀ; then the online softmax over the lane's keys
+        // k0 + 8j + 2tg + {0,1} of rows rlo (s[j][0..1]) and rhi
+        // (s[j][2..3]); the quad holds the row.
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-            for (int f = 0; f < 8; f++)
-                if (f < nf) {
-                    const __nv_bfloat16* p = ks + (j * 8 + g) * MLD + f * 16 + tg * 2;
-                    mma_bf16(s[j], qa[f], lds32(p), lds32(p + 8));
-                }
-        }
-
-        // Online softmax over the lane's keys j*8 + tg*2 + {0,1} of rows
-        // rlo (s[j][0..1]) and rhi (s[j][2..3]); the quad holds the row.
         float mxlo = -INFINITY, mxhi = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++) {
+            mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int key = k0 + j * 8 + tg * 2 + e;
@@ -104,6 +166,7 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
                 mxlo = fmaxf(mxlo, s[j][e]);
                 mxhi = fmaxf(mxhi, s[j][2 + e]);
             }
+        }
         mxlo = fmaxf(mxlo, shfl_xor(mxlo, 1));
         mxlo = fmaxf(mxlo, shfl_xor(mxlo, 2));
         mxhi = fmaxf(mxhi, shfl_xor(mxhi, 1));
@@ -112,18 +175,17 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
         float clo = mnlo == -INFINITY ? 1.f : __expf(mlo - mnlo);
         float chi = mnhi == -INFINITY ? 1.f : __expf(mhi - mnhi);
         float pslo = 0.f, pshi = 0.f;
-        unsigned pa[4][4]; // P as A fragments, 16 keys each
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            float p0 = s[j][0] == -INFINITY ? 0.f : __expf(s[j][0] - mnlo);
-            float p1 = s[j][1] == -INFINITY ? 0.f : __expf(s[j][1] - mnlo);
-            float p2 = s[j][2] == -INFINITY ? 0.f : __expf(s[j][2] - mnhi);
-            float p3 = s[j][3] == -INFINITY ? 0.f : __expf(s[j][3] - mnhi);
-            pslo += p0 + p1;
-            pshi += p2 + p3;
-            pa[j / 2][(j % 2) * 2] = pack_bf16(p0, p1);
-            pa[j / 2][(j % 2) * 2 + 1] = pack_bf16(p2, p3);
-        }
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float m = i < 2 ? mnlo : mnhi;
+                s[j][i] = s[j][i] == -INFINITY ? 0.f : __expf(s[j][i] - m);
+                if (i < 2) pslo += s[j][i];
+                else pshi += s[j][i];
+            }
+        unsigned pa[4][4]; // P as A fragments
+        mmaPack(pa, s);
         pslo += shfl_xor(pslo, 1);
         pslo += shfl_xor(pslo, 2);
         pshi += shfl_xor(pshi, 1);
@@ -135,7 +197,7 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
 
         // O = O·corr + P·V: B[key][c] = V[key][c] = vt[c][key].
 #pragma unroll
-        for (int n = 0; n < 16; n++)
+        for (int n = 0; n < 2 * NF; n++)
             if (n < nn) {
                 o[n][0] *= clo;
                 o[n][1] *= clo;
@@ -150,7 +212,7 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
     }
     if (r0 >= T) return; // after the last __syncthreads
 #pragma unroll
-    for (int n = 0; n < 16; n++)
+    for (int n = 0; n < 2 * NF; n++)
         if (n < nn) {
             int c = n * 8 + tg * 2;
             if (rlo < T) {
@@ -168,4 +230,165 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_fwd(float* out, float* lse,
         if (rlo < T) lse[((long)b * NH + h) * T + rlo] = mlo + logf(llo);
         if (rhi < T) lse[((long)b * NH + h) * T + rhi] = mhi + logf(lhi);
     }
+}
+
+// mmaDq (flash_mma_dq*): dq[B,T,NH,HS] += scale · dS·K with P = exp(S -
+// lse), dS = P ∘ (dO·Vᵀ - delta) (delta = rowsum(dO ∘ out), flash_delta);
+// one block per (b, h, MQ query rows) walking the key tiles up to the
+// diagonal, as flash_tc_dq. dP is made one 8-key tile at a time, beside
+// P, so only S, Q, dO and dq stay in registers.
+template <int NF>
+__device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float* q, const float* k, const float* v,
+                                      const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS,
+                                      float scale) {
+    __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
+    __shared__ __align__(16) __nv_bfloat16 vs[MQ * MLD]; // the dO tile, then each V tile
+    int tiles = (T + MQ - 1) / MQ;
+    int tile = tiles - 1 - (int)(blockIdx.x % tiles);
+    int bh = blockIdx.x / tiles, b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
+    int nf = HS / 16, nn = HS / 8;
+
+    mmaRows(ks, MLD, false, q, b, h, NH, q0, MQ, T, HS);
+    mmaRows(vs, MLD, false, dout, b, h, NH, q0, MQ, T, HS);
+    __syncthreads();
+    unsigned qa[NF][4], da[NF][4]; // the warp's rows of Q and dO
+    mmaFragA<NF>(qa, ks, warp * 16, nf, g, tg);
+    mmaFragA<NF>(da, vs, warp * 16, nf, g, tg);
+    long st = ((long)b * NH + h) * T;
+    float llo = rlo < T ? lse[st + rlo] : 0.f, lhi = rhi < T ? lse[st + rhi] : 0.f;
+    float dlo = rlo < T ? delta[st + rlo] : 0.f, dhi = rhi < T ? delta[st + rhi] : 0.f;
+    float acc[2 * NF][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NF; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    int ktiles = min(q0 + MQ - 1, T - 1) / MK + 1;
+    for (int jt = 0; jt < ktiles; jt++) {
+        int k0 = jt * MK;
+        __syncthreads();
+        mmaRows(ks, MLD, false, k, b, kh, NKV, k0, MK, T, HS);
+        mmaRows(vs, MLD, false, v, b, kh, NKV, k0, MK, T, HS);
+        __syncthreads();
+        if (k0 > r0 + 15 || r0 >= T) continue;
+        float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float dp[4];
+            mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
+            mmaScore<NF>(dp, da, vs, j, nf, g, tg);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int key = k0 + j * 8 + tg * 2 + (i & 1), row = i < 2 ? rlo : rhi;
+                float p = key <= row && key < T && row < T ? __expf(s[j][i] * scale - (i < 2 ? llo : lhi)) : 0.f;
+                s[j][i] = p * (dp[i] - (i < 2 ? dlo : dhi));
+            }
+        }
+        unsigned sa[4][4]; // dS as A fragments
+        mmaPack(sa, s);
+        mmaTimes<NF>(acc, sa, ks, nn, g, tg);
+    }
+    if (r0 >= T) return;
+    mmaStore<NF>(dq, acc, scale, b, h, NH, rlo, rhi, T, HS, nn, tg, false);
+}
+
+// mmaDkv (flash_mma_dkv*): dk and dv[B,T,NKV,HS] += the share of query
+// head h: dV = Pᵀ·dO, dK = scale · dSᵀ·Q; one block per (b, h, MQ keys), a
+// warp's 16 keys held as A fragments (K and V), walking the query tiles
+// from the diagonal on, as flash_tc_dkv; the heads of a group add
+// atomically.
+template <int NF>
+__device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                       const float* v, const float* lse, const float* delta, int B, int T, int NH,
+                                       int NKV, int HS, float scale) {
+    __shared__ __align__(16) __nv_bfloat16 qs[MQ * MLD]; // the K tile, then each Q tile
+    __shared__ __align__(16) __nv_bfloat16 ds[MQ * MLD]; // the V tile, then each dO tile
+    __shared__ float ls[MQ], dl[MQ];                      // each Q tile's lse and delta
+    int tiles = (T + MQ - 1) / MQ;
+    int tile = (int)(blockIdx.x % tiles);
+    int bh = blockIdx.x / tiles, b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    int key0 = tile * MQ, kr0 = key0 + warp * 16, klo = kr0 + g, khi = klo + 8;
+    int nf = HS / 16, nn = HS / 8;
+
+    mmaRows(qs, MLD, false, k, b, kh, NKV, key0, MQ, T, HS);
+    mmaRows(ds, MLD, false, v, b, kh, NKV, key0, MQ, T, HS);
+    __syncthreads();
+    unsigned ka[NF][4], va[NF][4]; // the warp's keys of K and V
+    mmaFragA<NF>(ka, qs, warp * 16, nf, g, tg);
+    mmaFragA<NF>(va, ds, warp * 16, nf, g, tg);
+    float ak[2 * NF][4], av[2 * NF][4];
+#pragma unroll
+    for (int n = 0; n < 2 * NF; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) ak[n][i] = av[n][i] = 0.f;
+    long st = ((long)b * NH + h) * T;
+    for (int it = tile; it < tiles; it++) {
+        int q0 = it * MQ;
+        __syncthreads();
+        mmaRows(qs, MLD, false, q, b, h, NH, q0, MQ, T, HS);
+        mmaRows(ds, MLD, false, dout, b, h, NH, q0, MQ, T, HS);
+        for (int j = threadIdx.x; j < MQ; j += MW * 32) {
+            ls[j] = q0 + j < T ? lse[st + q0 + j] : 0.f;
+            dl[j] = q0 + j < T ? delta[st + q0 + j] : 0.f;
+        }
+        __syncthreads();
+        if (kr0 >= T) continue;
+        // Pᵀ for the warp's keys (rows of these tiles) and the tile's
+        // query rows q0 + 8j + 2tg + {0,1} (columns).
+        float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            mmaScore<NF>(s[j], ka, qs, j, nf, g, tg);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int r = j * 8 + tg * 2 + (i & 1), key = i < 2 ? klo : khi;
+                s[j][i] = q0 + r >= key && q0 + r < T && key < T ? __expf(s[j][i] * scale - ls[r]) : 0.f;
+            }
+        }
+        unsigned pa[4][4];
+        mmaPack(pa, s);
+        mmaTimes<NF>(av, pa, ds, nn, g, tg); // dV += Pᵀ·dO
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float dp[4]; // dPᵀ = V·dOᵀ
+            mmaScore<NF>(dp, va, ds, j, nf, g, tg);
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[j][i] *= dp[i] - dl[j * 8 + tg * 2 + (i & 1)];
+        }
+        mmaPack(pa, s);
+        mmaTimes<NF>(ak, pa, qs, nn, g, tg); // dK += dSᵀ·Q (scaled at the end)
+    }
+    if (kr0 >= T) return;
+    mmaStore<NF>(dv, av, 1.f, b, kh, NKV, klo, khi, T, HS, nn, tg, true);
+    mmaStore<NF>(dk, ak, scale, b, kh, NKV, klo, khi, T, HS, nn, tg, true);
+}
+
+// The entry points: NF 4 for head sizes up to 64, 8 up to 128. dk and dv
+// take NF 4 only: K, V and both accumulators in registers need more than
+// a thread has at 128 channels, so larger heads use flash_tc_dkv.
+extern "C" {
+#define MMA_ARGS_FWD float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int HS, float scale
+#define MMA_ARGS_DQ                                                                                                      \
+    float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *delta,  \
+        int B, int T, int NH, int NKV, int HS, float scale
+__global__ void __launch_bounds__(MW * 32) flash_mma_fwd64(MMA_ARGS_FWD) {
+    mmaFwd<4>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);
+}
+__global__ void __launch_bounds__(MW * 32) flash_mma_fwd128(MMA_ARGS_FWD) {
+    mmaFwd<8>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);
+}
+__global__ void __launch_bounds__(MW * 32) flash_mma_dq64(MMA_ARGS_DQ) {
+    mmaDq<4>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
+}
+__global__ void __launch_bounds__(MW * 32) flash_mma_dq128(MMA_ARGS_DQ) {
+    mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
+}
+__global__ void __launch_bounds__(MW * 32)
+    flash_mma_dkv64(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                    const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
+    mmaDkv<4>(dk, dv, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
+}
+#undef MMA_ARGS_FWD
+#undef MMA_ARGS_DQ
 }

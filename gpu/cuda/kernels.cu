@@ -1238,5 +1238,11 @@ __device__ __forceinline__ unsigned lds32(const __nv_bfloat16* p) { return *rein
 
 __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
 
-#include "flash_mma.cuh"
+// lds16x2 loads p[0] and p[stride] as one register, p[0] in the low half.
+__device__ __forceinline__ unsigned lds16x2(const __nv_bfloat16* p, int stride) {
+    return (unsigned)__bfloat16_as_ushort(p[0]) | (unsigned)__bfloat16_as_ushort(p[stride]) << 16;
+}
 } // extern "C"
+
+// Templates, with extern "C" entry points of their own.
+#include "flash_mma.cuh"

@@ -8,23 +8,23 @@ import (
 	"swerl/internal/testenv"
 )
 
-// TestMMAEmulated runs the mma.sync flash attention forward
-// (flash_mma.cuh) on the CPU: testdata/mmaemu builds it with g++ against
-// an emulator that gives each lane a thread and implements mma.sync from
-// the PTX ISA's fragment layouts, and checks out and lse against double
-// precision attention. It needs no GPU and no cuda tag, so the kernel's
+// TestMMAEmulated runs the mma.sync flash attention kernels
+// (flash_mma.cuh) on the CPU: testdata/mmaemu builds them with g++
+// against an emulator that gives each lane a thread and implements
+// mma.sync from the PTX ISA's fragment layouts, and checks out, lse, dq,
+// dk and dv against double-precision attention. It needs no GPU and no cuda tag, so the kernel's
 // fragment bookkeeping is checked on every machine; its speed only on a
 // GPU (scripts/cuda-device-run.sh).
 func TestMMAEmulated(t *testing.T) {
 	gxx := testenv.Tool(t, "g++", "apt-get install -y g++")
 	bin := filepath.Join(t.TempDir(), "mmaemu")
-	src := filepath.Join("testdata", "mmaemu", "flash_fwd.cc")
+	src := filepath.Join("testdata", "mmaemu", "flash.cc")
 	if out, err := exec.Command(gxx, "-std=c++20", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("g++ %s: %v\n%s", src, err, out)
 	}
 	out, err := exec.Command(bin).CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
-		t.Fatalf("emulated flash_mma_fwd: %v", err)
+		t.Fatalf("emulated flash_mma kernels: %v", err)
 	}
 }

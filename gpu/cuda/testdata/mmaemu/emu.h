@@ -10,6 +10,7 @@
 // answer here too.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -91,6 +92,10 @@ inline unsigned lds32(const __nv_bfloat16* p) {
     memcpy(&r, p, 4);
     return r;
 }
+
+inline unsigned lds16x2(const __nv_bfloat16* p, int stride) { return unsigned(p[0].x) | unsigned(p[stride].x) << 16; }
+
+inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 
 // mma_bf16: d += A·B over the warp. Lane l (group g = l/4, thread in
 // group t = l%4) holds A's rows g and g+8, columns 2t, 2t+1 (a[0]: row g;
