@@ -14,9 +14,11 @@
 //   pack_bf16(lo, hi)       two floats rounded to bf16 in one 32-bit word
 //   lds32(p)                two adjacent bf16 of shared memory as one word
 //   lds16x2(p, stride)      p[0] and p[stride] (bf16) as one word, p[0] low
+//   sts32(p, w)             stores a word of two bf16 at p (4-byte aligned)
+//   ldg4(p)                 four floats at p (16-byte aligned) as a float4
 //   shfl_xor(v, m)          the value of lane ^ m in the warp
 // and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, min, atomicAdd,
-// INFINITY. The kernels are templates over NF, the most 16-channel chunks
+// float4, make_float4, INFINITY. The kernels are templates over NF, the most 16-channel chunks
 // of a head they hold in registers (HS <= 16*NF), with extern "C" entry
 // points per NF at the end.
 
@@ -30,9 +32,28 @@
 // [B,T,heads,HS] float32 tensor (batch b) into shared memory as bf16, row
 // by row with stride ld (trans false), or transposed, channel by channel
 // with stride ld (trans true); rows at or past T are zeros. The block's
-// threads share the work; consecutive threads read consecutive channels.
+// threads share the work, four channels a load when src is 16-byte
+// aligned (then every row is: HS is a multiple of 16), else one.
 __device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, bool trans, const float* src, int b, int head,
                                         int heads, int first, int rows, int T, int HS) {
+    if (((unsigned long)src & 15) == 0) {
+        int q4 = HS / 4;
+        for (int e = threadIdx.x; e < rows * q4; e += MW * 32) {
+            int j = e / q4, c = (e - j * q4) * 4, row = first + j;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (row < T) x = ldg4(src + (((long)b * T + row) * heads + head) * HS + c);
+            if (trans) {
+                dst[c * ld + j] = __float2bfloat16(x.x);
+                dst[(c + 1) * ld + j] = __float2bfloat16(x.y);
+                dst[(c + 2) * ld + j] = __float2bfloat16(x.z);
+                dst[(c + 3) * ld + j] = __float2bfloat16(x.w);
+            } else {
+                sts32(dst + j * ld + c, pack_bf16(x.x, x.y));
+                sts32(dst + j * ld + c + 2, pack_bf16(x.z, x.w));
+            }
+        }
+        return;
+    }
     for (int e = threadIdx.x; e < rows * HS; e += MW * 32) {
         int j = e / HS, c = e - j * HS, row = first + j;
         float x = row < T ? src[(((long)b * T + row) * heads + head) * HS + c] : 0.f;

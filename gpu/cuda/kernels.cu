@@ -1238,6 +1238,10 @@ __device__ __forceinline__ unsigned lds32(const __nv_bfloat16* p) { return *rein
 
 __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
 
+__device__ __forceinline__ void sts32(__nv_bfloat16* p, unsigned w) { *reinterpret_cast<unsigned*>(p) = w; }
+
+__device__ __forceinline__ float4 ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
 // lds16x2 loads p[0] and p[stride] as one register, p[0] in the low half.
 __device__ __forceinline__ unsigned lds16x2(const __nv_bfloat16* p, int stride) {
     return (unsigned)__bfloat16_as_ushort(p[0]) | (unsigned)__bfloat16_as_ushort(p[stride]) << 16;

@@ -12,6 +12,7 @@
 
 struct Shape {
     int B, T, NH, NKV, HS;
+    bool odd; // inputs one float past a 16-byte boundary: the one-float loads
 };
 
 static float round16(float x) { return bf16f(__float2bfloat16(x).x); }
@@ -30,23 +31,31 @@ static double worst(const std::vector<float>& got, const std::vector<float>& bas
 }
 
 int main() {
-    const Shape shapes[] = {{1, 64, 2, 1, 64}, {2, 100, 4, 2, 64}, {1, 130, 3, 3, 16}, {1, 70, 2, 1, 128},
-                            {1, 1, 2, 2, 32},  {1, 129, 4, 1, 48}, {2, 65, 2, 2, 80}};
+    const Shape shapes[] = {{1, 64, 2, 1, 64},  {2, 100, 4, 2, 64}, {1, 130, 3, 3, 16, true}, {1, 70, 2, 1, 128},
+                            {1, 1, 2, 2, 32},   {1, 129, 4, 1, 48}, {2, 65, 2, 2, 80},       {1, 77, 2, 1, 64, true}};
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.f, 1.f);
     bool ok = true;
     auto report = [&](const Shape& s, const char* what, double err, double tol) {
         bool good = err < tol;
         ok = ok && good;
-        printf("B=%d T=%d NH=%d NKV=%d HS=%d %-4s relative error %.3g %s\n", s.B, s.T, s.NH, s.NKV, s.HS, what, err,
-               good ? "ok" : "FAIL");
+        printf("B=%d T=%d NH=%d NKV=%d HS=%d%s %-4s relative error %.3g %s\n", s.B, s.T, s.NH, s.NKV, s.HS,
+               s.odd ? " (unaligned)" : "", what, err, good ? "ok" : "FAIL");
     };
     for (const Shape& s : shapes) {
         int B = s.B, T = s.T, NH = s.NH, NKV = s.NKV, HS = s.HS;
         int nq = B * T * NH * HS, nk = B * T * NKV * HS, nl = B * NH * T;
-        std::vector<float> q(nq), k(nk), v(nk), dout(nq);
-        for (auto* x : {&q, &k, &v, &dout})
+        // Each input sits `off` floats into its own allocation.
+        int off = s.odd ? 1 : 0;
+        std::vector<float> qa(nq + 4), ka(nk + 4), va(nk + 4), da(nq + 4);
+        for (auto* x : {&qa, &ka, &va, &da})
             for (float& e : *x) e = nd(rng);
+        struct View {
+            float* p;
+            float* data() const { return p; }
+            float& operator[](size_t i) const { return p[i]; }
+        };
+        View q{qa.data() + off}, k{ka.data() + off}, v{va.data() + off}, dout{da.data() + off};
         auto Q = [&](int b, int i, int h, int c) { return double(round16(q[((b * T + i) * NH + h) * HS + c])); };
         auto K = [&](int b, int j, int h, int c) { return double(round16(k[((b * T + j) * NKV + h) * HS + c])); };
         auto V = [&](int b, int j, int h, int c) { return double(round16(v[((b * T + j) * NKV + h) * HS + c])); };
