@@ -69,12 +69,8 @@ func (be *Backend[F]) SumSquares(x gpu.Buf) (float64, error) {
 
 // EmbeddingForward implements gpu.Backend.
 func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
-	const op = "embedding forward"
-	o, w := be.get(op, out), be.get(op, wte)
-	if !be.need(op, len(tokens)*C, "out", o) {
-		return
-	}
-	if !be.inVocab(op, "token", tokens, len(w)/max(C, 1)) {
+	w, o, ok := be.embeddingOperands("embedding forward", wte, out, "out", tokens, C)
+	if !ok {
 		return
 	}
 	for n, t := range tokens {
@@ -84,12 +80,8 @@ func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) 
 
 // EmbeddingBackward implements gpu.Backend.
 func (be *Backend[F]) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) {
-	const op = "embedding backward"
-	dw, do := be.get(op, dwte), be.get(op, dout)
-	if !be.need(op, len(tokens)*C, "dout", do) {
-		return
-	}
-	if !be.inVocab(op, "token", tokens, len(dw)/max(C, 1)) {
+	dw, do, ok := be.embeddingOperands("embedding backward", dwte, dout, "dout", tokens, C)
+	if !ok {
 		return
 	}
 	for n, t := range tokens {
@@ -286,6 +278,16 @@ func (be *Backend[F]) inVocab(op, what string, ids []int32, V int) bool {
 		}
 	}
 	return true
+}
+
+// embeddingOperands unwraps the operands of an embedding op: table (wte
+// or its gradient) and rows (named name: out or dout), which must hold
+// len(tokens) rows of C; every token must be a row of table. ok false:
+// the op failed, and be.err says why.
+func (be *Backend[F]) embeddingOperands(op string, table, rows gpu.Buf, name string, tokens []int32, C int) (tab, r []F, ok bool) {
+	tab, r = be.get(op, table), be.get(op, rows)
+	ok = be.need(op, len(tokens)*C, name, r) && be.inVocab(op, "token", tokens, len(tab)/max(C, 1))
+	return tab, r, ok
 }
 
 // AdamW implements gpu.Backend.
