@@ -302,7 +302,14 @@ func perSequenceAll(t *testing.T, m *gpu.Model, prompts [][]int32, ps []gpu.Samp
 	t.Helper()
 	pb := newPerSequence()
 	defer pb.Close()
-	s, err := gpu.NewBatchSampler(m, pb, 64, 7)
+	return sampleAll(t, m, pb, 7, prompts, ps)
+}
+
+// sampleAll samples every prompt with a BatchSampler of slots slots and 64
+// positions over be.
+func sampleAll(t *testing.T, m *gpu.Model, be gpu.Backend, slots int, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
+	t.Helper()
+	s, err := gpu.NewBatchSampler(m, be, 64, slots)
 	if err != nil {
 		t.Fatal(err)
 	}
