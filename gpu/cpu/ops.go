@@ -8,9 +8,7 @@ import (
 func (be *Backend[F]) Zero(x gpu.Buf) {
 	d := be.get("zero", x)
 	if be.err == nil {
-		be.jobs.zero = zeroJob[F]{d}
-		be.pool.parallel(&be.jobs.zero, len(d), 1<<16, 1)
-		be.jobs.zero = zeroJob[F]{}
+		runJob(be.pool, &be.jobs.zero, zeroJob[F]{d}, len(d), 1<<16)
 	}
 }
 
@@ -99,9 +97,7 @@ func (be *Backend[F]) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps fl
 	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
 		return
 	}
-	be.jobs.rmsForward = rmsForward[F]{x: x, o: o, rs: rs, wt: wt, C: C, eps: eps}
-	be.pool.parallel(&be.jobs.rmsForward, N, 16, 1)
-	be.jobs.rmsForward = rmsForward[F]{}
+	runJob(be.pool, &be.jobs.rmsForward, rmsForward[F]{x: x, o: o, rs: rs, wt: wt, C: C, eps: eps}, N, 16)
 }
 
 // RMSNormBackward implements gpu.Backend.
@@ -130,9 +126,7 @@ func (be *Backend[F]) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C
 	}
 	// y = x*r*w with r = (mean(x²)+eps)^-1/2:
 	// dx = r*(w*dy) - x * r³/C * sum_i(w_i dy_i x_i).
-	be.jobs.rmsBackward = rmsBackward[F]{x: x, do: do, di: di, rs: rs, wt: wt, C: C}
-	be.pool.parallel(&be.jobs.rmsBackward, N, 16, 1)
-	be.jobs.rmsBackward = rmsBackward[F]{}
+	runJob(be.pool, &be.jobs.rmsBackward, rmsBackward[F]{x: x, do: do, di: di, rs: rs, wt: wt, C: C}, N, 16)
 }
 
 // RoPEForward implements gpu.Backend.
@@ -157,9 +151,7 @@ func (be *Backend[F]) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0, d
 		return
 	}
 	s := F(dir)
-	be.jobs.ropeJob = ropeJob[F]{d: d, cs: cs, sn: sn, pos0: pos0, T: T, NH: NH, HS: HS, half: half, s: s}
-	be.pool.parallel(&be.jobs.ropeJob, B*T, 8, 1)
-	be.jobs.ropeJob = ropeJob[F]{}
+	runJob(be.pool, &be.jobs.ropeJob, ropeJob[F]{d: d, cs: cs, sn: sn, pos0: pos0, T: T, NH: NH, HS: HS, half: half, s: s}, B*T, 8)
 }
 
 // AttentionForward implements gpu.Backend.
@@ -173,9 +165,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}
-	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
-	be.jobs.attnForward = attnForward[F]{}
+	runJob(be.pool, &be.jobs.attnForward, attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}, B*NH, 1)
 }
 
 // AttentionBackward implements gpu.Backend. Work is split over (batch,
@@ -199,9 +189,7 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	if cap(be.attnCols) < B*NKV*Tq {
 		be.attnCols = make([]F, B*NKV*Tq)
 	}
-	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}
-	be.pool.parallel(&be.jobs.attnBackward, B*NKV, 1, 1)
-	be.jobs.attnBackward = attnBackward[F]{}
+	runJob(be.pool, &be.jobs.attnBackward, attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}, B*NKV, 1)
 }
 
 func (be *Backend[F]) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
@@ -225,9 +213,7 @@ func (be *Backend[F]) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}
-	be.pool.parallel(&be.jobs.swigluForward, n, 4096, 1)
-	be.jobs.swigluForward = swigluForward[F]{}
+	runJob(be.pool, &be.jobs.swigluForward, swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}, n, 4096)
 }
 
 // SwiGLUBackward implements gpu.Backend.
@@ -238,9 +224,7 @@ func (be *Backend[F]) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) 
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
 		return
 	}
-	be.jobs.swigluBackward = swigluBackward[F]{dg: dg, du: du, do: do, g: g, u: u}
-	be.pool.parallel(&be.jobs.swigluBackward, n, 4096, 1)
-	be.jobs.swigluBackward = swigluBackward[F]{}
+	runJob(be.pool, &be.jobs.swigluBackward, swigluBackward[F]{dg: dg, du: du, do: do, g: g, u: u}, n, 4096)
 }
 
 // LogProbForward implements gpu.Backend.
@@ -251,9 +235,7 @@ func (be *Backend[F]) LogProbForward(logp, lse, logits gpu.Buf, targets []int32,
 	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
-	be.jobs.logpForward = logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}
-	be.pool.parallel(&be.jobs.logpForward, N, 4, 1)
-	be.jobs.logpForward = logpForward[F]{}
+	runJob(be.pool, &be.jobs.logpForward, logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}, N, 4)
 }
 
 // LogProbBackward implements gpu.Backend.
@@ -264,9 +246,7 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
-	be.jobs.logpBackward = logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}
-	be.pool.parallel(&be.jobs.logpBackward, N, 4, 1)
-	be.jobs.logpBackward = logpBackward[F]{}
+	runJob(be.pool, &be.jobs.logpBackward, logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}, N, 4)
 }
 
 // inVocab checks that every id (a token or target of row n) is in 0..V-1.
@@ -304,7 +284,5 @@ func (be *Backend[F]) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	c1, c2 := h.BiasCorrections()
 	lr, eps, wd, gs := F(h.LR), F(h.Eps), F(h.WeightDecay), F(h.GradScale)
 	fb1, fb2 := F(float64(h.Beta1)), F(float64(h.Beta2))
-	be.jobs.adamwJob = adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}
-	be.pool.parallel(&be.jobs.adamwJob, n, 8192, 1)
-	be.jobs.adamwJob = adamwJob[F]{}
+	runJob(be.pool, &be.jobs.adamwJob, adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}, n, 8192)
 }

@@ -168,9 +168,7 @@ func (be *Backend[F]) sgemm(c []float32, ldc int, a []float32, ars, aks int, b [
 		}
 	}
 	if m < gemvRows && aks == 1 && bks == 1 {
-		be.gv = gemvJob{c: c, ldc: ldc, a: a, lda: ars, b: b, ldb: brs, m: m, k: K}
-		be.pool.parallel(&be.gv, n, max(1, 1<<15/K), 1)
-		be.gv = gemvJob{}
+		runJob(be.pool, &be.gv, gemvJob{c: c, ldc: ldc, a: a, lda: ars, b: b, ldb: brs, m: m, k: K}, n, max(1, 1<<15/K))
 		return
 	}
 	g := &be.sg
