@@ -191,20 +191,10 @@ func TestBatchStepAndCancel(t *testing.T) {
 	if len(finished) != 3 || seqs[0].Done() || !seqs[3].Done() || len(seqs[3].Completion().Tokens) != 10 {
 		t.Fatalf("%d finished; cancelled done=%v; last %d tokens", len(finished), seqs[0].Done(), len(seqs[3].Completion().Tokens))
 	}
-	for _, bad := range []struct {
-		name   string
-		prompt []int32
-		p      gpu.SamplingParams
-	}{
-		{"empty prompt", nil, gpu.SamplingParams{}},
-		{"token outside vocabulary", []int32{1, 32}, gpu.SamplingParams{}},
-		{"prompt fills the context", make([]int32, 32), gpu.SamplingParams{}},
-		{"negative top-k", []int32{1}, gpu.SamplingParams{TopK: -1}},
-	} {
-		if _, err := s.Submit(bad.prompt, bad.p); err == nil {
-			t.Errorf("%s: no error", bad.name)
-		}
-	}
+	refusesBad(t, m.Config.VocabSize, 32, func(prompt []int32, p gpu.SamplingParams) error {
+		_, err := s.Submit(prompt, p)
+		return err
+	}, badRequest{"negative top-k", []int32{1}, gpu.SamplingParams{TopK: -1}})
 	if _, err := gpu.NewBatchSampler(m, cpu.New(), 32, 0); err == nil {
 		t.Error("zero slots: no error")
 	}
@@ -312,7 +302,14 @@ func perSequenceAll(t *testing.T, m *gpu.Model, prompts [][]int32, ps []gpu.Samp
 	t.Helper()
 	pb := newPerSequence()
 	defer pb.Close()
-	s, err := gpu.NewBatchSampler(m, pb, 64, 7)
+	return sampleAll(t, m, pb, 7, prompts, ps)
+}
+
+// sampleAll samples every prompt with a BatchSampler of slots slots and 64
+// positions over be.
+func sampleAll(t *testing.T, m *gpu.Model, be gpu.Backend, slots int, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
+	t.Helper()
+	s, err := gpu.NewBatchSampler(m, be, 64, slots)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,14 +58,7 @@ func TestRaggedBatchSampler(t *testing.T) {
 	want := perSequenceAll(t, m, prompts, ps)
 	be := rowwise{cpu.New()}
 	defer be.Close()
-	s, err := gpu.NewBatchSampler(m, be, 64, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.SampleAll(prompts, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sampleAll(t, m, be, 7, prompts, ps)
 	for i := range got {
 		if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].FinishReason != want[i].FinishReason {
 			t.Fatalf("request %d: ragged %v (%s), per sequence %v (%s)", i, got[i].Tokens, got[i].FinishReason, want[i].Tokens, want[i].FinishReason)

@@ -135,18 +135,34 @@ func TestSamplerParams(t *testing.T) {
 	if len(full.Tokens) != 64-3 || full.FinishReason != "length" {
 		t.Errorf("unbounded completion has %d tokens (%s), want %d", len(full.Tokens), full.FinishReason, 61)
 	}
-	for _, bad := range []struct {
-		name   string
-		prompt []int32
-		p      gpu.SamplingParams
-	}{
+	refusesBad(t, m.Config.VocabSize, 64, func(prompt []int32, p gpu.SamplingParams) error {
+		_, err := s.Sample(prompt, p)
+		return err
+	},
+		badRequest{"negative temperature", prompt, gpu.SamplingParams{Temperature: -1}},
+		badRequest{"top-p above 1", prompt, gpu.SamplingParams{TopP: 1.5}})
+}
+
+// badRequest is a request a sampler must refuse.
+type badRequest struct {
+	name   string
+	prompt []int32
+	p      gpu.SamplingParams
+}
+
+// refusesBad checks that submit refuses the requests every sampler of a
+// model with vocabulary V and a context of maxSeq tokens refuses (an
+// empty prompt, a token outside the vocabulary, a prompt that fills the
+// context) and the sampler's own bad requests extra.
+func refusesBad(t *testing.T, V, maxSeq int, submit func([]int32, gpu.SamplingParams) error, extra ...badRequest) {
+	t.Helper()
+	common := []badRequest{
 		{"empty prompt", nil, gpu.SamplingParams{}},
-		{"token outside vocabulary", []int32{1, 32}, gpu.SamplingParams{}},
-		{"prompt fills the context", make([]int32, 64), gpu.SamplingParams{}},
-		{"negative temperature", prompt, gpu.SamplingParams{Temperature: -1}},
-		{"top-p above 1", prompt, gpu.SamplingParams{TopP: 1.5}},
-	} {
-		if _, err := s.Sample(bad.prompt, bad.p); err == nil {
+		{"token outside vocabulary", []int32{1, int32(V)}, gpu.SamplingParams{}},
+		{"prompt fills the context", make([]int32, maxSeq), gpu.SamplingParams{}},
+	}
+	for _, bad := range append(common, extra...) {
+		if err := submit(bad.prompt, bad.p); err == nil {
 			t.Errorf("%s: no error", bad.name)
 		}
 	}

@@ -7,7 +7,7 @@ import "math"
 // would escape to the heap on every call).
 
 // jobs holds one job of each kind; an op fills its job, runs it and clears
-// it so the backend keeps no references to the caller's buffers.
+// it (runJob) so the backend keeps no references to the caller's buffers.
 type jobs[F float] struct {
 	zero           zeroJob[F]
 	rmsForward     rmsForward[F]
@@ -23,6 +23,18 @@ type jobs[F float] struct {
 	adamwJob       adamwJob[F]
 	packW          packWJob
 	packed         packedJob
+}
+
+// runJob sets the job slot to j, runs it over rows [0, n) on the pool in
+// chunks of at least grain rows, and clears the slot again.
+func runJob[J any, P interface {
+	*J
+	job
+}](p *pool, slot P, j J, n, grain int) {
+	*slot = j
+	p.parallel(slot, n, grain, 1)
+	var zero J
+	*slot = zero
 }
 
 // rmsForward runs RMSNormForward over rows; its fields are the op's operands.

@@ -8,9 +8,7 @@ import (
 func (be *Backend[F]) Zero(x gpu.Buf) {
 	d := be.get("zero", x)
 	if be.err == nil {
-		be.jobs.zero = zeroJob[F]{d}
-		be.pool.parallel(&be.jobs.zero, len(d), 1<<16, 1)
-		be.jobs.zero = zeroJob[F]{}
+		runJob(be.pool, &be.jobs.zero, zeroJob[F]{d}, len(d), 1<<16)
 	}
 }
 
@@ -69,12 +67,8 @@ func (be *Backend[F]) SumSquares(x gpu.Buf) (float64, error) {
 
 // EmbeddingForward implements gpu.Backend.
 func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) {
-	const op = "embedding forward"
-	o, w := be.get(op, out), be.get(op, wte)
-	if !be.need(op, len(tokens)*C, "out", o) {
-		return
-	}
-	if !be.inVocab(op, "token", tokens, len(w)/max(C, 1)) {
+	w, o, ok := be.embeddingOperands("embedding forward", wte, out, "out", tokens, C)
+	if !ok {
 		return
 	}
 	for n, t := range tokens {
@@ -84,12 +78,8 @@ func (be *Backend[F]) EmbeddingForward(out, wte gpu.Buf, tokens []int32, C int) 
 
 // EmbeddingBackward implements gpu.Backend.
 func (be *Backend[F]) EmbeddingBackward(dwte, dout gpu.Buf, tokens []int32, C int) {
-	const op = "embedding backward"
-	dw, do := be.get(op, dwte), be.get(op, dout)
-	if !be.need(op, len(tokens)*C, "dout", do) {
-		return
-	}
-	if !be.inVocab(op, "token", tokens, len(dw)/max(C, 1)) {
+	dw, do, ok := be.embeddingOperands("embedding backward", dwte, dout, "dout", tokens, C)
+	if !ok {
 		return
 	}
 	for n, t := range tokens {
@@ -107,9 +97,7 @@ func (be *Backend[F]) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps fl
 	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
 		return
 	}
-	be.jobs.rmsForward = rmsForward[F]{x: x, o: o, rs: rs, wt: wt, C: C, eps: eps}
-	be.pool.parallel(&be.jobs.rmsForward, N, 16, 1)
-	be.jobs.rmsForward = rmsForward[F]{}
+	runJob(be.pool, &be.jobs.rmsForward, rmsForward[F]{x: x, o: o, rs: rs, wt: wt, C: C, eps: eps}, N, 16)
 }
 
 // RMSNormBackward implements gpu.Backend.
@@ -138,9 +126,7 @@ func (be *Backend[F]) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C
 	}
 	// y = x*r*w with r = (mean(x²)+eps)^-1/2:
 	// dx = r*(w*dy) - x * r³/C * sum_i(w_i dy_i x_i).
-	be.jobs.rmsBackward = rmsBackward[F]{x: x, do: do, di: di, rs: rs, wt: wt, C: C}
-	be.pool.parallel(&be.jobs.rmsBackward, N, 16, 1)
-	be.jobs.rmsBackward = rmsBackward[F]{}
+	runJob(be.pool, &be.jobs.rmsBackward, rmsBackward[F]{x: x, do: do, di: di, rs: rs, wt: wt, C: C}, N, 16)
 }
 
 // RoPEForward implements gpu.Backend.
@@ -165,9 +151,7 @@ func (be *Backend[F]) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0, d
 		return
 	}
 	s := F(dir)
-	be.jobs.ropeJob = ropeJob[F]{d: d, cs: cs, sn: sn, pos0: pos0, T: T, NH: NH, HS: HS, half: half, s: s}
-	be.pool.parallel(&be.jobs.ropeJob, B*T, 8, 1)
-	be.jobs.ropeJob = ropeJob[F]{}
+	runJob(be.pool, &be.jobs.ropeJob, ropeJob[F]{d: d, cs: cs, sn: sn, pos0: pos0, T: T, NH: NH, HS: HS, half: half, s: s}, B*T, 8)
 }
 
 // AttentionForward implements gpu.Backend.
@@ -181,9 +165,7 @@ func (be *Backend[F]) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH,
 	}
 	group := NH / NKV
 	scale := 1 / sqrt(F(HS))
-	be.jobs.attnForward = attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}
-	be.pool.parallel(&be.jobs.attnForward, B*NH, 1, 1)
-	be.jobs.attnForward = attnForward[F]{}
+	runJob(be.pool, &be.jobs.attnForward, attnForward[F]{o: o, a: a, qd: qd, kd: kd, vd: vd, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec}, B*NH, 1)
 }
 
 // AttentionBackward implements gpu.Backend. Work is split over (batch,
@@ -207,9 +189,7 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 	if cap(be.attnCols) < B*NKV*Tq {
 		be.attnCols = make([]F, B*NKV*Tq)
 	}
-	be.jobs.attnBackward = attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}
-	be.pool.parallel(&be.jobs.attnBackward, B*NKV, 1, 1)
-	be.jobs.attnBackward = attnBackward[F]{}
+	runJob(be.pool, &be.jobs.attnBackward, attnBackward[F]{dqd: dqd, dkd: dkd, dvd: dvd, da: da, do: do, qd: qd, kd: kd, vd: vd, a: a, NH: NH, NKV: NKV, Tq: Tq, Tk: Tk, HS: HS, group: group, scale: scale, vec: &be.vec, cols: be.attnCols[:B*NKV*Tq]}, B*NKV, 1)
 }
 
 func (be *Backend[F]) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
@@ -233,9 +213,7 @@ func (be *Backend[F]) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.jobs.swigluForward = swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}
-	be.pool.parallel(&be.jobs.swigluForward, n, 4096, 1)
-	be.jobs.swigluForward = swigluForward[F]{}
+	runJob(be.pool, &be.jobs.swigluForward, swigluForward[F]{o: o, g: g, u: u, vec: &be.vec}, n, 4096)
 }
 
 // SwiGLUBackward implements gpu.Backend.
@@ -246,9 +224,7 @@ func (be *Backend[F]) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) 
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
 		return
 	}
-	be.jobs.swigluBackward = swigluBackward[F]{dg: dg, du: du, do: do, g: g, u: u}
-	be.pool.parallel(&be.jobs.swigluBackward, n, 4096, 1)
-	be.jobs.swigluBackward = swigluBackward[F]{}
+	runJob(be.pool, &be.jobs.swigluBackward, swigluBackward[F]{dg: dg, du: du, do: do, g: g, u: u}, n, 4096)
 }
 
 // LogProbForward implements gpu.Backend.
@@ -259,9 +235,7 @@ func (be *Backend[F]) LogProbForward(logp, lse, logits gpu.Buf, targets []int32,
 	if !be.need(op, N, "logp", lp, "lse", ls) || !be.need(op, N*V, "logits", lg) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
-	be.jobs.logpForward = logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}
-	be.pool.parallel(&be.jobs.logpForward, N, 4, 1)
-	be.jobs.logpForward = logpForward[F]{}
+	runJob(be.pool, &be.jobs.logpForward, logpForward[F]{lp: lp, ls: ls, lg: lg, targets: targets, V: V}, N, 4)
 }
 
 // LogProbBackward implements gpu.Backend.
@@ -272,9 +246,7 @@ func (be *Backend[F]) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targe
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.inVocab(op, "target", targets, V) {
 		return
 	}
-	be.jobs.logpBackward = logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}
-	be.pool.parallel(&be.jobs.logpBackward, N, 4, 1)
-	be.jobs.logpBackward = logpBackward[F]{}
+	runJob(be.pool, &be.jobs.logpBackward, logpBackward[F]{dl: dl, dp: dp, lg: lg, ls: ls, targets: targets, V: V}, N, 4)
 }
 
 // inVocab checks that every id (a token or target of row n) is in 0..V-1.
@@ -286,6 +258,16 @@ func (be *Backend[F]) inVocab(op, what string, ids []int32, V int) bool {
 		}
 	}
 	return true
+}
+
+// embeddingOperands unwraps the operands of an embedding op: table (wte
+// or its gradient) and rows (named name: out or dout), which must hold
+// len(tokens) rows of C; every token must be a row of table. ok false:
+// the op failed, and be.err says why.
+func (be *Backend[F]) embeddingOperands(op string, table, rows gpu.Buf, name string, tokens []int32, C int) (tab, r []F, ok bool) {
+	tab, r = be.get(op, table), be.get(op, rows)
+	ok = be.need(op, len(tokens)*C, name, r) && be.inVocab(op, "token", tokens, len(tab)/max(C, 1))
+	return tab, r, ok
 }
 
 // AdamW implements gpu.Backend.
@@ -302,7 +284,5 @@ func (be *Backend[F]) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	c1, c2 := h.BiasCorrections()
 	lr, eps, wd, gs := F(h.LR), F(h.Eps), F(h.WeightDecay), F(h.GradScale)
 	fb1, fb2 := F(float64(h.Beta1)), F(float64(h.Beta2))
-	be.jobs.adamwJob = adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}
-	be.pool.parallel(&be.jobs.adamwJob, n, 8192, 1)
-	be.jobs.adamwJob = adamwJob[F]{}
+	runJob(be.pool, &be.jobs.adamwJob, adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}, n, 8192)
 }

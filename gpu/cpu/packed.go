@@ -41,9 +41,7 @@ func (be *Backend[F]) PackWeight(dst, w gpu.Buf, OC, C int) {
 		return
 	}
 	f := func(x []F) []float32 { return any(x).([]float32) }
-	be.jobs.packW = packWJob{dst: f(d), w: f(s), OC: OC, C: C}
-	be.pool.parallel(&be.jobs.packW, (OC+nr-1)/nr, 1, 1)
-	be.jobs.packW = packWJob{}
+	runJob(be.pool, &be.jobs.packW, packWJob{dst: f(d), w: f(s), OC: OC, C: C}, (OC+nr-1)/nr, 1)
 }
 
 // packWJob packs 16-column strips [lo, hi) of a weight.

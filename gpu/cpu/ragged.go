@@ -27,9 +27,7 @@ func (be *Backend[F]) RoPERows(x, cos, sin gpu.Buf, pos []int32, H, HS int) {
 			return
 		}
 	}
-	be.jobs.ropeJob = ropeJob[F]{d: d, cs: cs, sn: sn, pos: pos, T: 1, NH: H, HS: HS, half: half, s: 1}
-	be.pool.parallel(&be.jobs.ropeJob, len(pos), 8, 1)
-	be.jobs.ropeJob = ropeJob[F]{}
+	runJob(be.pool, &be.jobs.ropeJob, ropeJob[F]{d: d, cs: cs, sn: sn, pos: pos, T: 1, NH: H, HS: HS, half: half, s: 1}, len(pos), 8)
 }
 
 // ScatterRows implements gpu.RaggedAttention.
@@ -70,8 +68,6 @@ func (be *Backend[F]) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH
 		}
 		maxCnt = max(maxCnt, c)
 	}
-	be.jobs.attnRows = attnRows[F]{o: o, qd: qd, kd: kd, vd: vd, start: start, cnt: cnt, NH: NH, NKV: NKV, HS: HS,
-		scale: 1 / sqrt(F(HS)), maxCnt: maxCnt, vec: &be.vec}
-	be.pool.parallel(&be.jobs.attnRows, N*NH, 1, 1)
-	be.jobs.attnRows = attnRows[F]{}
+	runJob(be.pool, &be.jobs.attnRows, attnRows[F]{o: o, qd: qd, kd: kd, vd: vd, start: start, cnt: cnt, NH: NH, NKV: NKV, HS: HS,
+		scale: 1 / sqrt(F(HS)), maxCnt: maxCnt, vec: &be.vec}, N*NH, 1)
 }

@@ -59,58 +59,44 @@ func (g *sgemmJob) run(lo, hi int) {
 
 // packB packs 16-column strip s of the current block: bp[s*kn*16 + k*16 + jj].
 func (g *sgemmJob) packB(s int) {
-	dst := g.bp[s*g.kn*nr : (s+1)*g.kn*nr]
 	j := g.j0 + s*nr
-	cols := min(nr, g.j0+g.jn-j)
-	if g.bks == 1 {
-		for jj := range cols {
-			src := g.b[(j+jj)*g.brs+g.k0:][:g.kn]
-			for k, v := range src {
-				dst[k*nr+jj] = v
-			}
-		}
-	} else {
-		for k := range g.kn {
-			base := (g.k0+k)*g.bks + j*g.brs
-			row := dst[k*nr : k*nr+nr]
-			for jj := range cols {
-				row[jj] = g.b[base+jj*g.brs]
-			}
-		}
-	}
-	if cols < nr {
-		for k := range g.kn {
-			clear(dst[k*nr+cols : k*nr+nr])
-		}
-	}
+	g.packStrip(g.bp[s*g.kn*nr:(s+1)*g.kn*nr], g.b, g.brs, g.bks, j, min(nr, g.j0+g.jn-j), nr)
 }
 
 // packA packs rows [i0, i0+rows) of the current k block into 6-row strips:
 // ap[s*kn*6 + k*6 + r].
 func (g *sgemmJob) packA(ap []float32, i0, rows int) {
 	for s := 0; s*mr < rows; s++ {
-		dst := ap[s*g.kn*mr : (s+1)*g.kn*mr]
 		i := i0 + s*mr
-		rs := min(mr, i0+rows-i)
-		if g.aks == 1 {
-			for r := range rs {
-				src := g.a[(i+r)*g.ars+g.k0:][:g.kn]
-				for k, v := range src {
-					dst[k*mr+r] = v
-				}
-			}
-		} else {
-			for k := range g.kn {
-				base := (g.k0+k)*g.aks + i*g.ars
-				for r := range rs {
-					dst[k*mr+r] = g.a[base+r*g.ars]
-				}
+		g.packStrip(ap[s*g.kn*mr:(s+1)*g.kn*mr], g.a, g.ars, g.aks, i, min(mr, i0+rows-i), mr)
+	}
+}
+
+// packStrip packs lines [l0, l0+n) of an operand x, whose line l at step
+// k is x[l*ls+k*ks] (rows of A, columns of B), over the current k block
+// into a strip w lines wide: dst[k*w + l]. Lines n..w-1 are zeroed, so
+// the kernel always runs a full strip. Contiguous lines (ks 1) are read
+// line by line, strided ones step by step, each in memory order.
+func (g *sgemmJob) packStrip(dst, x []float32, ls, ks, l0, n, w int) {
+	if ks == 1 {
+		for l := range n {
+			src := x[(l0+l)*ls+g.k0:][:g.kn]
+			for k, v := range src {
+				dst[k*w+l] = v
 			}
 		}
-		if rs < mr {
-			for k := range g.kn {
-				clear(dst[k*mr+rs : k*mr+mr])
+	} else {
+		for k := range g.kn {
+			base := (g.k0+k)*ks + l0*ls
+			row := dst[k*w : k*w+n]
+			for l := range row {
+				row[l] = x[base+l*ls]
 			}
+		}
+	}
+	if n < w {
+		for k := range g.kn {
+			clear(dst[k*w+n : k*w+w])
 		}
 	}
 }
@@ -182,9 +168,7 @@ func (be *Backend[F]) sgemm(c []float32, ldc int, a []float32, ars, aks int, b [
 		}
 	}
 	if m < gemvRows && aks == 1 && bks == 1 {
-		be.gv = gemvJob{c: c, ldc: ldc, a: a, lda: ars, b: b, ldb: brs, m: m, k: K}
-		be.pool.parallel(&be.gv, n, max(1, 1<<15/K), 1)
-		be.gv = gemvJob{}
+		runJob(be.pool, &be.gv, gemvJob{c: c, ldc: ldc, a: a, lda: ars, b: b, ldb: brs, m: m, k: K}, n, max(1, 1<<15/K))
 		return
 	}
 	g := &be.sg

@@ -70,16 +70,26 @@ func startAdapters(t *testing.T) (*httptest.Server, *Server, string) {
 	return srv, sv, dir
 }
 
+// postJSON posts body as JSON to url and returns the status and the
+// answer's body.
 func postJSON(t *testing.T, url string, body any) (int, string) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	resp, raw := postRaw(t, url, string(b))
+	return resp.StatusCode, string(raw)
+}
+
+// postRaw posts the JSON text body to url and returns the response, its
+// body already read and closed, and that body.
+func postRaw(t *testing.T, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	return resp, raw
 }
 
 // answer is what the tests read from a chat or completions answer.

@@ -147,12 +147,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the server has admitted them
 	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
-	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, raw := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !json.Valid(raw) || !strings.Contains(string(raw), "busy") {
 		t.Fatalf("with every place held: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
 	}
@@ -161,11 +156,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
 		if resp.StatusCode == 200 {
 			break
 		}
@@ -179,11 +170,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	s2.MaxBody = 1 << 10
 	addr2 := listen(t, s2)
 	big := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 4<<10) + `"}]}`
-	resp, err = http.Post("http://"+addr2+"/v1/chat/completions", "application/json", strings.NewReader(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ = postRaw(t, "http://"+addr2+"/v1/chat/completions", big)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("body over MaxBody: %d, want 413", resp.StatusCode)
 	}
@@ -349,12 +336,7 @@ func TestUnencodableResponseIs500(t *testing.T) {
 	defer pol.Close()
 	addr := listen(t, New(pol, "nan"))
 	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"logprobs":true,"seed":1}`
-	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, raw := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
 	var e struct {
 		Error struct{ Message, Type string } `json:"error"`
 	}
@@ -389,13 +371,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	defer pol.Close()
 	addr := listen(t, New(pol, "tiny"))
 	ask := func() (int, string) {
-		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":3}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":3}`)
 		return resp.StatusCode, resp.Header.Get(VersionHeader)
 	}
 	// Alter a file of the served checkpoint: hashing it would fail.

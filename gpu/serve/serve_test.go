@@ -34,12 +34,7 @@ func start(t *testing.T, path string, poll time.Duration) *httptest.Server {
 func post(t *testing.T, url string, body any) (*http.Response, ChatResponse, map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	resp, raw := postRaw(t, url+"/v1/chat/completions", string(b))
 	var cr ChatResponse
 	var m map[string]any
 	json.Unmarshal(raw, &cr)

@@ -139,7 +139,7 @@ func (s Summary) String() string {
 // result's.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
 	start := time.Now()
-	since := metrics.Mark(counters, cRejected)
+	since := counts.Mark()
 	var sum Summary
 	if len(cfg.Repos) == 0 {
 		cfg.Repos = []string{"."}
@@ -387,7 +387,7 @@ func eventFiles(ctx context.Context, args []string) ([]string, error) {
 // when the runner reports none, from what this process counted since the
 // baseline.
 func fillSummary(sum *Summary, res beam.PipelineResult, since metrics.Baseline) {
-	t := metrics.RunTotals(res, metricNS, since)
+	t := counts.Totals(res, since)
 	sum.Repos, sum.Commits, sum.PRs = t.Count(cRepos), t.Count(cCommits), t.Count(cPRs)
 	sum.Candidates, sum.Instances = t.Count(cCandidates), t.Count(cKept)
 	sum.Rejected = t.Counts(cRejected)

@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		src = kafkaSource(cfg)
 	}
 	// After Feed, which counts its dead-letters outside the pipeline.
-	since := metrics.Mark(counters, cGroups, cDeadLetters)
+	since := counts.Mark()
 	p, err := build(id, cfg, src, useKafka, cfg.FeedInstances || cfg.Instances == "")
 	if err != nil {
 		return Summary{}, err

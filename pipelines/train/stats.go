@@ -12,38 +12,30 @@ import (
 	"swerl/transforms/rollout"
 )
 
-// metricNS is the Beam namespace of the train pipeline's counts.
-const metricNS = "swerl.train"
-
-// The counts of the train pipeline. Each DoFn counts through these (Beam
-// metrics, Prometheus and the progress line at once; see package
-// metrics); the end summary reads them from the pipeline result.
+// The counts of the train pipeline: Beam namespace swerl.train, Prometheus
+// names swerl_train_*. Each DoFn counts through these (Beam metrics,
+// Prometheus and the progress line at once; see package metrics); the end
+// summary reads them from the pipeline result.
 var (
-	cRecords = metrics.NewCounter(metricNS, "records", prometheus.CounterOpts{Name: "swerl_train_records_total",
-		Help: "Input records read by the train pipeline."})
-	cInstances = metrics.NewCounter(metricNS, "instances", prometheus.CounterOpts{Name: "swerl_train_instances_total",
-		Help: "Instances decoded and prompted."})
-	cRollouts = metrics.NewCounter(metricNS, "rollouts", prometheus.CounterOpts{Name: "swerl_train_rollouts_total",
-		Help: "Completions received from the policy."})
-	cScored = metrics.NewCounter(metricNS, "scored", prometheus.CounterOpts{Name: "swerl_train_scored_total",
-		Help: "Completions scored."})
-	cFormatErrors = metrics.NewCounter(metricNS, "format_errors", prometheus.CounterOpts{Name: "swerl_train_format_errors_total",
-		Help: "Scored completions with a format error."})
-	cGroups = metrics.NewCounterVec(metricNS, "groups", prometheus.CounterOpts{Name: "swerl_train_groups_total",
-		Help: "Finished groups by outcome (complete, incomplete, zero_variance, dropped)."}, "outcome")
-	cDeadLetters = metrics.NewCounterVec(metricNS, "deadletters", prometheus.CounterOpts{Name: "swerl_train_deadletters_total",
-		Help: "Records routed to the dead-letter outputs, by stage."}, "stage")
-	cSamples = metrics.NewCounter(metricNS, "samples", prometheus.CounterOpts{Name: "swerl_train_samples_total",
-		Help: "Sample rows written."})
-	cDuplicates = metrics.NewCounter(metricNS, "duplicates", prometheus.CounterOpts{Name: "swerl_train_duplicate_samples_total",
-		Help: "Samples not written again because their id was already written."})
-	cFiles = metrics.NewCounter(metricNS, "files", prometheus.CounterOpts{Name: "swerl_train_files_total",
-		Help: "Parquet files written (samples and dead-letters)."})
+	counts = metrics.NewNamespace("swerl.train", "swerl_train_")
+
+	cRecords      = counts.Counter("records", "records_total", "Input records read by the train pipeline.")
+	cInstances    = counts.Counter("instances", "instances_total", "Instances decoded and prompted.")
+	cRollouts     = counts.Counter("rollouts", "rollouts_total", "Completions received from the policy.")
+	cScored       = counts.Counter("scored", "scored_total", "Completions scored.")
+	cFormatErrors = counts.Counter("format_errors", "format_errors_total", "Scored completions with a format error.")
+	cGroups       = counts.CounterVec("groups", "groups_total",
+		"Finished groups by outcome (complete, incomplete, zero_variance, dropped).", "outcome")
+	cDeadLetters = counts.CounterVec("deadletters", "deadletters_total",
+		"Records routed to the dead-letter outputs, by stage.", "stage")
+	cSamples    = counts.Counter("samples", "samples_total", "Sample rows written.")
+	cDuplicates = counts.Counter("duplicates", "duplicate_samples_total", "Samples not written again because their id was already written.")
+	cFiles      = counts.Counter("files", "files_total", "Parquet files written (samples and dead-letters).")
 	// cRewardMicro sums the rewards of the samples written, in millionths
-	// (Beam counters are integers), for the summary's mean reward.
-	cRewardMicro   = metrics.NewCounter(metricNS, "reward_sum_micro", prometheus.CounterOpts{})
-	cPolicyVersion = metrics.NewMax(metricNS, "policy_version", prometheus.GaugeOpts{Name: "swerl_train_policy_version",
-		Help: "Weight version of the newest policy response."})
+	// (Beam counters are integers), for the summary's mean reward; it is
+	// not exported to Prometheus (mReward is).
+	cRewardMicro   = counts.Counter("reward_sum_micro", "", "")
+	cPolicyVersion = counts.Max("policy_version", "policy_version", "Weight version of the newest policy response.")
 
 	mReward = metrics.Factory.Histogram(prometheus.HistogramOpts{Name: "swerl_train_reward",
 		Help:    "Rewards of scored completions (−1 is a format error).",
@@ -53,10 +45,6 @@ var (
 	mLag = metrics.Factory.Gauge(prometheus.GaugeOpts{Name: "swerl_train_consumer_lag",
 		Help: "Input records known to be waiting behind the train pipeline's read position."})
 )
-
-// counters are the plain counts, for baselines.
-var counters = []*metrics.Counter{cRecords, cInstances, cRollouts, cScored, cFormatErrors,
-	cSamples, cDuplicates, cFiles, cRewardMicro}
 
 // Outcomes of a finished group (label values of cGroups).
 const (
@@ -110,7 +98,7 @@ func notePolicyVersion(ctx context.Context, v, newest int64) {
 // result (nil when the run failed or was stopped: then the counts of this
 // process are used, which miss the work of other worker processes).
 func summarize(res beam.PipelineResult, since metrics.Baseline) (sum Summary, fromRunner bool) {
-	c := metrics.RunTotals(res, metricNS, since)
+	c := counts.Totals(res, since)
 	groups, dead := c.Counts(cGroups), c.Counts(cDeadLetters)
 	out := Summary{
 		Records: c.Count(cRecords), Instances: c.Count(cInstances), Rollouts: c.Count(cRollouts),

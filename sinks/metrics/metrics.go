@@ -1,7 +1,8 @@
 // Package metrics serves swerl's Prometheus metrics and keeps the counts
 // of swerl's Beam pipelines (Counter, CounterVec, Max: Beam metrics,
-// Prometheus and the live progress line updated by one call; Read gets
-// the totals back from a pipeline result).
+// Prometheus and the live progress line updated by one call; Namespace
+// declares a pipeline's counts together; Read gets the totals back from a
+// pipeline result).
 //
 // Every swerl metric is registered on Registry (prefix "swerl_"), together
 // with the Go runtime and process collectors. Serve exposes it on /metrics;
