@@ -61,6 +61,29 @@ __device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, bool trans, 
     }
 }
 
+// MmaPlace is a thread's place in a block of the mma kernels: batch b,
+// head h and its kv head kh, the block's tile of MQ rows (or keys) of
+// tiles, counted from the end when reversed (the forward and dq blocks
+// with the most work first), the warp, the lane's quad g and place tg in
+// it, and HS in 16- (nf) and 8-channel (nn) chunks.
+struct MmaPlace {
+    int tiles, tile, b, h, kh, warp, g, tg, nf, nn;
+    __device__ MmaPlace(int T, int NH, int NKV, int HS, bool reversed) {
+        tiles = (T + MQ - 1) / MQ;
+        tile = (int)(blockIdx.x % tiles);
+        if (reversed) tile = tiles - 1 - tile;
+        int bh = blockIdx.x / tiles;
+        b = bh / NH;
+        h = bh % NH;
+        kh = h / (NH / NKV);
+        warp = threadIdx.x >> 5;
+        g = (threadIdx.x & 31) >> 2;
+        tg = threadIdx.x & 3;
+        nf = HS / 16;
+        nn = HS / 8;
+    }
+};
+
 // mmaFragA loads rows r..r+15 of a row-major bf16 tile (stride MLD) as A
 // fragments, one per 16 channels, for the lane of quad g, place tg.
 template <int NF>
@@ -74,6 +97,20 @@ __device__ __forceinline__ void mmaFragA(unsigned (&a)[NF][4], const __nv_bfloat
             a[f][2] = lds32(p + 8);
             a[f][3] = lds32(p + 8 * MLD + 8);
         }
+}
+
+// mmaFragPair loads the block's MQ rows from row first of head `head` of
+// the [B,T,heads,HS] tensors x and y into the tiles tx and ty, and the
+// warp's 16 of them as A fragments ax and ay.
+template <int NF>
+__device__ __forceinline__ void mmaFragPair(unsigned (&ax)[NF][4], unsigned (&ay)[NF][4], __nv_bfloat16* tx,
+                                            __nv_bfloat16* ty, const float* x, const float* y, int b, int head,
+                                            int heads, int first, int T, int HS, const MmaPlace& at) {
+    mmaRows(tx, MLD, false, x, b, head, heads, first, MQ, T, HS);
+    mmaRows(ty, MLD, false, y, b, head, heads, first, MQ, T, HS);
+    __syncthreads();
+    mmaFragA<NF>(ax, tx, at.warp * 16, at.nf, at.g, at.tg);
+    mmaFragA<NF>(ay, ty, at.warp * 16, at.nf, at.g, at.tg);
 }
 
 // mmaScore sets s to A·Xᵀ for rows 8j..8j+7 of the row-major tile X
@@ -146,12 +183,10 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, c
                                        int T, int NH, int NKV, int HS, float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
     __shared__ __align__(16) __nv_bfloat16 vt[128 * MVT]; // each V tile, transposed: [channel][key]
-    int tiles = (T + MQ - 1) / MQ;
-    int tile = tiles - 1 - (int)(blockIdx.x % tiles);
-    int bh = blockIdx.x / tiles, b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    MmaPlace at(T, NH, NKV, HS, true);
+    int tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
-    int nf = HS / 16, nn = HS / 8;
+    int nf = at.nf, nn = at.nn;
 
     mmaRows(ks, MLD, false, q, b, h, NH, q0, MQ, T, HS);
     __syncthreads();
@@ -264,19 +299,13 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float*
                                       float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
     __shared__ __align__(16) __nv_bfloat16 vs[MQ * MLD]; // the dO tile, then each V tile
-    int tiles = (T + MQ - 1) / MQ;
-    int tile = tiles - 1 - (int)(blockIdx.x % tiles);
-    int bh = blockIdx.x / tiles, b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    MmaPlace at(T, NH, NKV, HS, true);
+    int tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
-    int nf = HS / 16, nn = HS / 8;
+    int nf = at.nf, nn = at.nn;
 
-    mmaRows(ks, MLD, false, q, b, h, NH, q0, MQ, T, HS);
-    mmaRows(vs, MLD, false, dout, b, h, NH, q0, MQ, T, HS);
-    __syncthreads();
     unsigned qa[NF][4], da[NF][4]; // the warp's rows of Q and dO
-    mmaFragA<NF>(qa, ks, warp * 16, nf, g, tg);
-    mmaFragA<NF>(da, vs, warp * 16, nf, g, tg);
+    mmaFragPair<NF>(qa, da, ks, vs, q, dout, b, h, NH, q0, T, HS, at);
     long st = ((long)b * NH + h) * T;
     float llo = rlo < T ? lse[st + rlo] : 0.f, lhi = rhi < T ? lse[st + rhi] : 0.f;
     float dlo = rlo < T ? delta[st + rlo] : 0.f, dhi = rhi < T ? delta[st + rhi] : 0.f;
@@ -325,19 +354,13 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
     __shared__ __align__(16) __nv_bfloat16 qs[MQ * MLD]; // the K tile, then each Q tile
     __shared__ __align__(16) __nv_bfloat16 ds[MQ * MLD]; // the V tile, then each dO tile
     __shared__ float ls[MQ], dl[MQ];                      // each Q tile's lse and delta
-    int tiles = (T + MQ - 1) / MQ;
-    int tile = (int)(blockIdx.x % tiles);
-    int bh = blockIdx.x / tiles, b = bh / NH, h = bh % NH, kh = h / (NH / NKV);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
+    MmaPlace at(T, NH, NKV, HS, false);
+    int tiles = at.tiles, tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int key0 = tile * MQ, kr0 = key0 + warp * 16, klo = kr0 + g, khi = klo + 8;
-    int nf = HS / 16, nn = HS / 8;
+    int nf = at.nf, nn = at.nn;
 
-    mmaRows(qs, MLD, false, k, b, kh, NKV, key0, MQ, T, HS);
-    mmaRows(ds, MLD, false, v, b, kh, NKV, key0, MQ, T, HS);
-    __syncthreads();
     unsigned ka[NF][4], va[NF][4]; // the warp's keys of K and V
-    mmaFragA<NF>(ka, qs, warp * 16, nf, g, tg);
-    mmaFragA<NF>(va, ds, warp * 16, nf, g, tg);
+    mmaFragPair<NF>(ka, va, qs, ds, k, v, b, kh, NKV, key0, T, HS, at);
     float ak[2 * NF][4], av[2 * NF][4];
 #pragma unroll
     for (int n = 0; n < 2 * NF; n++)
