@@ -251,10 +251,23 @@ func widen(x []float32) []float64 {
 // (one KV cache for all slots, the ragged row ops, slots reused as
 // sequences finish) give the tokens and log-probs of the CPU's sampler.
 func TestBatchSamplerMatchesCPU(t *testing.T) {
+	// tiny's 16-channel heads take attn_rows; gqa's 64-channel heads, 7
+	// to a kv head (as Qwen2.5's), take attn_rows_gqa.
+	gqa := gpu.TinyConfig()
+	gqa.HiddenSize, gqa.NumAttentionHeads, gqa.NumKeyValueHeads = 448, 7, 1
+	for _, c := range []struct {
+		name string
+		cfg  gpu.Config
+	}{{"tiny", gpu.TinyConfig()}, {"gqa", gqa}} {
+		t.Run(c.name, func(t *testing.T) { batchSamplerMatchesCPU(t, c.cfg) })
+	}
+}
+
+func batchSamplerMatchesCPU(t *testing.T, cfg gpu.Config) {
 	gbe := open(t)
 	cbe := cpu.New()
 	defer cbe.Close()
-	m, err := gpu.NewModel(gpu.TinyConfig(), 9)
+	m, err := gpu.NewModel(cfg, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1214,8 +1214,8 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
 }
 
 // ---------------------------------------------------------------------------
-// The primitives of flash_mma.cuh on the device (its CPU emulator has its
-// own, in testdata/mmaemu/emu.h).
+// The primitives of flash_mma.cuh and attn_rows.cuh on the device (their
+// CPU emulator has its own, in testdata/mmaemu/emu.h).
 
 // mma_bf16 is d += A·B, one m16n8k16 tensor-core product of a warp: A
 // 16x16 bf16 row-major in four registers a lane, B 16x8 bf16 "col" in two,
@@ -1250,3 +1250,4 @@ __device__ __forceinline__ unsigned lds16x2(const __nv_bfloat16* p, int stride) 
 
 // Templates, with extern "C" entry points of their own.
 #include "flash_mma.cuh"
+#include "attn_rows.cuh"

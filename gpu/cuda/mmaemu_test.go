@@ -16,15 +16,28 @@ import (
 // fragment bookkeeping is checked on every machine; its speed only on a
 // GPU (scripts/cuda-device-run.sh).
 func TestMMAEmulated(t *testing.T) {
+	emulate(t, "flash.cc")
+}
+
+// TestRowsEmulated runs attn_rows_gqa (attn_rows.cuh), the ragged
+// attention of decoding for GQA heads, on the same emulator against
+// double-precision attention.
+func TestRowsEmulated(t *testing.T) {
+	emulate(t, "rows.cc")
+}
+
+// emulate builds testdata/mmaemu/src with g++ and runs it; it exits 0
+// when every check passed.
+func emulate(t *testing.T, src string) {
 	gxx := testenv.Tool(t, "g++", "apt-get install -y g++")
-	bin := filepath.Join(t.TempDir(), "mmaemu")
-	src := filepath.Join("testdata", "mmaemu", "flash.cc")
+	bin := filepath.Join(t.TempDir(), "emu")
+	src = filepath.Join("testdata", "mmaemu", src)
 	if out, err := exec.Command(gxx, "-std=c++20", "-O2", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("g++ %s: %v\n%s", src, err, out)
 	}
 	out, err := exec.Command(bin).CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
-		t.Fatalf("emulated flash_mma kernels: %v", err)
+		t.Fatalf("emulated %s: %v", src, err)
 	}
 }

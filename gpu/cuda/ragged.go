@@ -103,6 +103,16 @@ func (be *Backend) ScatterRows(dst, src gpu.Buf, idx []int32, W int) {
 	})
 }
 
+// gqaThreads is a block of attn_rows_gqa (RW warps in attn_rows.cuh).
+const gqaThreads = 256
+
+// gqaRows reports whether attn_rows_gqa takes the shape (attn_rows.cuh):
+// one block per row and kv head for up to 8 query heads a group, head
+// sizes a multiple of 32 up to 128; attn_rows takes the others.
+func gqaRows(NH, NKV, HS int) bool {
+	return HS%32 == 0 && HS <= 128 && NH/NKV <= 8
+}
+
 // AttentionRows implements gpu.RaggedAttention.
 func (be *Backend) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH, NKV, HS int) {
 	const op = "attention rows"
@@ -131,6 +141,10 @@ func (be *Backend) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH, N
 	be.post(func() {
 		ts := be.cachedInts(op, "start", start)
 		tc := be.cachedInts(op, "count", cnt)
+		if gqaRows(NH, NKV, HS) {
+			be.launchDims("attn_rows_gqa", N*NKV, 1, gqaThreads, o, qd, kd, vd, ts, tc, NH, NKV, HS, scale)
+			return
+		}
 		be.launch("attn_rows", N*NH, o, qd, kd, vd, ts, tc, NH, NKV, HS, scale)
 	})
 }

@@ -1,5 +1,5 @@
-// emu.h runs CUDA kernels written for one block of MW warps on the CPU,
-// one std::thread a lane, so that the tensor-core kernels of flash_mma.cuh
+// emu.h runs CUDA kernels on the CPU, one std::thread a lane, so that
+// the warp-level kernels of flash_mma.cuh and attn_rows.cuh
 // can be checked where there is no GPU. Blocks run one after another;
 // __shared__ arrays are function statics, shared by the block's threads.
 // Warp-wide operations (shuffles, mma.sync) exchange through per-warp
@@ -19,15 +19,15 @@
 #include <thread>
 #include <vector>
 
-#ifndef MW
-#define MW 4
-#endif
+// EMU_WARPS is the most warps a block the emulator runs.
+#define EMU_WARPS 8
 
 struct dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx; // one block at a time: the same for every thread
+inline dim3 blockDim;
 
 #define __global__
 #define __device__
@@ -64,9 +64,9 @@ inline float __expf(float x) { return expf(x); }
 
 namespace emu {
 inline std::barrier<>* block;
-inline std::barrier<>* warps[MW];
-inline float xch[MW][32];
-inline float A[MW][16][16], Bm[MW][16][8];
+inline std::barrier<>* warps[EMU_WARPS];
+inline float xch[EMU_WARPS][32];
+inline float A[EMU_WARPS][16][16], Bm[EMU_WARPS][16][8];
 inline int warp() { return threadIdx.x >> 5; }
 inline int lane() { return threadIdx.x & 31; }
 } // namespace emu
@@ -137,14 +137,16 @@ inline void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigne
     for (int i = 0; i < 4; i++) d[i] = r[i];
 }
 
-// launch runs kernel over grid blocks of MW warps.
-inline void launch(int grid, const std::function<void()>& kernel) {
-    const int n = MW * 32;
+// launch runs kernel over grid blocks of threads threads (whole warps,
+// at most EMU_WARPS).
+inline void launch(int grid, int threads, const std::function<void()>& kernel) {
+    const int n = threads, nw = threads / 32;
+    blockDim.x = n;
     std::barrier<> blk(n);
     std::vector<std::barrier<>*> ws;
-    for (int w = 0; w < MW; w++) ws.push_back(new std::barrier<>(32));
+    for (int w = 0; w < nw; w++) ws.push_back(new std::barrier<>(32));
     emu::block = &blk;
-    for (int w = 0; w < MW; w++) emu::warps[w] = ws[w];
+    for (int w = 0; w < nw; w++) emu::warps[w] = ws[w];
     std::barrier<> start(n), done(n);
     std::vector<std::thread> th;
     for (int i = 0; i < n; i++)

@@ -100,7 +100,7 @@ int main() {
         float fs = float(scale);
         int grid = B * NH * ((T + MQ - 1) / MQ);
         std::vector<float> gout(nq, NAN), glse(nl, NAN);
-        launch(grid, [&] {
+        launch(grid, MW * 32, [&] {
             (HS <= 64 ? flash_mma_fwd64 : flash_mma_fwd128)(gout.data(), glse.data(), q.data(),
                                                             k.data(), v.data(), B, T, NH, NKV, HS, fs);
         });
@@ -111,7 +111,7 @@ int main() {
         std::vector<float> flse(lse.begin(), lse.end()), fdelta(delta.begin(), delta.end());
         std::vector<float> base(nq), gdq(nq);
         for (int i = 0; i < nq; i++) gdq[i] = base[i] = nd(rng);
-        launch(grid, [&] {
+        launch(grid, MW * 32, [&] {
             (HS <= 64 ? flash_mma_dq64 : flash_mma_dq128)(gdq.data(), dout.data(), q.data(), k.data(), v.data(),
                                                           flse.data(), fdelta.data(), B, T, NH, NKV, HS, fs);
         });
@@ -122,7 +122,7 @@ int main() {
                 gdk[i] = kbase[i] = nd(rng);
                 gdv[i] = vbase[i] = nd(rng);
             }
-            launch(grid, [&] {
+            launch(grid, MW * 32, [&] {
                 flash_mma_dkv64(gdk.data(), gdv.data(), dout.data(), q.data(), k.data(), v.data(), flse.data(),
                                 fdelta.data(), B, T, NH, NKV, HS, fs);
             });

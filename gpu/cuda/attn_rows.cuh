@@ -1,0 +1,92 @@
+// attn_rows_gqa: the ragged attention of decoding (gpu.RaggedAttention)
+// for grouped-query heads. attn_rows gives each (row, query head) a block,
+// so the G = NH/NKV query heads of a kv head each read its keys and values
+// again (7 times for the Qwen2.5 shapes), and a thread reads a whole key
+// row with a stride between threads. Here a block serves one (row, kv
+// head) and all G query heads: a warp takes every 8th key, its lanes read
+// the key's and the value's row together (channel lane + 32i), and each
+// head's score is a warp sum; every warp keeps its own online softmax per
+// head, and the block merges the warps' at the end. HS is a multiple of 32
+// up to 128, G at most 8, cnt[n] >= 1; blocks of 256 threads.
+//
+// Included by kernels.cu and by the CPU emulator (testdata/mmaemu), with
+// shfl_xor and the other primitives of flash_mma.cuh.
+
+#define RG 8 // most query heads a kv head serves
+#define RC 4 // most channels a lane holds (HS <= 128)
+#define RW 8 // warps a block
+
+extern "C" __global__ void __launch_bounds__(RW * 32)
+    attn_rows_gqa(float* out, const float* q, const float* k, const float* v, const int* start, const int* cnt, int NH,
+                  int NKV, int HS, float scale) {
+    __shared__ float qs[RG * 128];
+    __shared__ float wm[RW][RG], wl[RW][RG]; // each warp's max and sum, per head
+    __shared__ float wacc[RW][RG * 128];     // each warp's unnormalised outputs
+    int n = blockIdx.x / NKV, kh = blockIdx.x % NKV, G = NH / NKV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = HS >> 5;
+    long qrow = ((long)n * NH + (long)kh * G) * HS; // the group's heads are adjacent in q and out
+    for (int e = threadIdx.x; e < G * HS; e += RW * 32) qs[e] = q[qrow + e] * scale;
+    __syncthreads();
+    float qr[RG][RC], acc[RG][RC], m[RG], l[RG];
+#pragma unroll
+    for (int g = 0; g < RG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+#pragma unroll
+        for (int i = 0; i < RC; i++) {
+            qr[g][i] = g < G && i < nc ? qs[g * HS + lane + 32 * i] : 0.f;
+            acc[g][i] = 0.f;
+        }
+    }
+    long base = start[n], KVC = (long)NKV * HS;
+    int len = cnt[n];
+    for (int j = warp; j < len; j += RW) {
+        const float* kj = k + (base + j) * KVC + (long)kh * HS;
+        const float* vj = v + (base + j) * KVC + (long)kh * HS;
+        float kv[RC], vv[RC];
+#pragma unroll
+        for (int i = 0; i < RC; i++) {
+            kv[i] = i < nc ? kj[lane + 32 * i] : 0.f;
+            vv[i] = i < nc ? vj[lane + 32 * i] : 0.f;
+        }
+#pragma unroll
+        for (int g = 0; g < RG; g++)
+            if (g < G) {
+                float s = 0.f;
+#pragma unroll
+                for (int i = 0; i < RC; i++) s += qr[g][i] * kv[i];
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) s += shfl_xor(s, o);
+                float mn = fmaxf(m[g], s);
+                float corr = __expf(m[g] - mn), p = __expf(s - mn);
+                l[g] = l[g] * corr + p;
+#pragma unroll
+                for (int i = 0; i < RC; i++) acc[g][i] = acc[g][i] * corr + p * vv[i];
+                m[g] = mn;
+            }
+    }
+#pragma unroll
+    for (int g = 0; g < RG; g++)
+        if (g < G) {
+            if (lane == 0) {
+                wm[warp][g] = m[g];
+                wl[warp][g] = l[g];
+            }
+#pragma unroll
+            for (int i = 0; i < RC; i++)
+                if (i < nc) wacc[warp][g * HS + lane + 32 * i] = acc[g][i];
+        }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * HS; e += RW * 32) {
+        int g = e / HS;
+        float M = -INFINITY, L = 0.f, o = 0.f;
+        for (int w = 0; w < RW; w++) M = fmaxf(M, wm[w][g]);
+        for (int w = 0; w < RW; w++)
+            if (wm[w][g] != -INFINITY) { // a warp that saw no key
+                float c = __expf(wm[w][g] - M);
+                L += wl[w][g] * c;
+                o += wacc[w][e] * c;
+            }
+        out[qrow + e] = o / L;
+    }
+}
