@@ -162,50 +162,6 @@ __global__ void head_group_sum(float* dst, const float* src, long BT, int NH, in
     }
 }
 
-// pick_greedy: one block per row of logits[N,V]: the row's first largest
-// logit and its log-probability, lse computed in double as gpu's CPU
-// picker does (max, then the sum of exp(v - max)); tok and logp get one
-// value per row.
-__global__ void pick_greedy(int* tok, float* logp, const float* logits, int N, int V) {
-    __shared__ float shv[32];
-    __shared__ int shi[32];
-    __shared__ double shs[32];
-    const float* row = logits + (long)blockIdx.x * V;
-    float mx = -INFINITY;
-    int best = 0x7fffffff;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float x = row[v];
-        if (x > mx || (x == mx && v < best)) mx = x, best = v;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        float x = __shfl_xor_sync(0xffffffff, mx, o);
-        int b = __shfl_xor_sync(0xffffffff, best, o);
-        if (x > mx || (x == mx && b < best)) mx = x, best = b;
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    if (lane == 0) shv[warp] = mx, shi[warp] = best;
-    __syncthreads();
-    mx = lane < nw ? shv[lane] : -INFINITY;
-    best = lane < nw ? shi[lane] : 0x7fffffff;
-    for (int o = 16; o > 0; o >>= 1) {
-        float x = __shfl_xor_sync(0xffffffff, mx, o);
-        int b = __shfl_xor_sync(0xffffffff, best, o);
-        if (x > mx || (x == mx && b < best)) mx = x, best = b;
-    }
-    double m = mx, s = 0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) s += exp((double)row[v] - m);
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-    __syncthreads();
-    if (lane == 0) shs[warp] = s;
-    __syncthreads();
-    s = lane < nw ? shs[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-    if (threadIdx.x == 0) {
-        tok[blockIdx.x] = best;
-        logp[blockIdx.x] = (float)((double)row[best] - (m + log(s)));
-    }
-}
-
 // rmsnorm_fwd: one block per row.
 __global__ void rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
     int n = blockIdx.x;
@@ -1213,8 +1169,10 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
     tcStore(dk, ak, st, t, NKV, t.kh, T, HS, 1.f, true, true);
 }
 
+} // extern "C"
+
 // ---------------------------------------------------------------------------
-// The primitives of flash_mma.cuh and attn_rows.cuh on the device (their
+// The primitives of the .cuh kernels on the device (their
 // CPU emulator has its own, in testdata/mmaemu/emu.h).
 
 // mma_bf16 is d += A·B, one m16n8k16 tensor-core product of a warp: A
@@ -1236,7 +1194,10 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 // lds32 loads the two bf16 at p (4-byte aligned) as one register.
 __device__ __forceinline__ unsigned lds32(const __nv_bfloat16* p) { return *reinterpret_cast<const unsigned*>(p); }
 
+// shfl_xor is the value of lane ^ m, for float, int and double.
 __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
+__device__ __forceinline__ int shfl_xor(int v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
+__device__ __forceinline__ double shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffff, v, m); }
 
 __device__ __forceinline__ void sts32(__nv_bfloat16* p, unsigned w) { *reinterpret_cast<unsigned*>(p) = w; }
 
@@ -1246,8 +1207,9 @@ __device__ __forceinline__ float4 ldg4(const float* p) { return *reinterpret_cas
 __device__ __forceinline__ unsigned lds16x2(const __nv_bfloat16* p, int stride) {
     return (unsigned)__bfloat16_as_ushort(p[0]) | (unsigned)__bfloat16_as_ushort(p[stride]) << 16;
 }
-} // extern "C"
 
-// Templates, with extern "C" entry points of their own.
+// Kernels written to run on the CPU emulator too, with extern "C" entry
+// points of their own.
 #include "flash_mma.cuh"
 #include "attn_rows.cuh"
+#include "pick.cuh"

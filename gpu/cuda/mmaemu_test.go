@@ -26,6 +26,13 @@ func TestRowsEmulated(t *testing.T) {
 	emulate(t, "rows.cc")
 }
 
+// TestPickEmulated runs the greedy picker's kernels (pick.cuh) on the
+// emulator against a double-precision scan: ties across the blocks of a
+// row, NaN and -inf logits, vocabularies smaller than the blocks a row.
+func TestPickEmulated(t *testing.T) {
+	emulate(t, "pick.cc")
+}
+
 // emulate builds testdata/mmaemu/src with g++ and runs it; it exits 0
 // when every check passed.
 func emulate(t *testing.T, src string) {

@@ -157,8 +157,12 @@ func fresh16(p *buf) cu.DevicePtr {
 
 var _ gpu.GreedyPicker = (*Backend)(nil)
 
-// PickGreedy implements gpu.GreedyPicker with the pick_greedy kernel, one
-// block per row, then one download of 2·rows words.
+// pickParts is PP in pick.cuh: the blocks that share a row of logits.
+const pickParts = 16
+
+// PickGreedy implements gpu.GreedyPicker with the kernels of pick.cuh
+// (pickParts blocks a row, then a warp a row merging their parts), then
+// one download of 2·rows words.
 func (be *Backend) PickGreedy(logits gpu.Buf, rows, V int, tok []int32, logp []float32) error {
 	const op = "pick greedy"
 	lg := be.get(op, logits)
@@ -173,12 +177,15 @@ func (be *Backend) PickGreedy(logits gpu.Buf, rows, V int, tok []int32, logp []f
 		return nil
 	}
 	be.do(func() {
-		if be.pickBuf == nil || be.pickBuf.n < 2*rows {
+		// tok and logp, then the parts: 16 bytes each (float, int, double),
+		// 8-byte aligned after 2·rows words.
+		need := 2*rows + 4*pickParts*rows
+		if be.pickBuf == nil || be.pickBuf.n < need {
 			if be.pickBuf != nil {
 				_ = cu.MemFree(be.pickBuf.a.ptr)
 				be.pickBuf = nil
 			}
-			b, err := be.alloc(2 * rows)
+			b, err := be.alloc(need)
 			if err != nil {
 				be.fail(op, "%v", err)
 				return
@@ -186,7 +193,9 @@ func (be *Backend) PickGreedy(logits gpu.Buf, rows, V int, tok []int32, logp []f
 			be.pickBuf = b
 		}
 		out := be.pickBuf.ptr()
-		be.launch("pick_greedy", rows, out, out+cu.DevicePtr(4*rows), lg, rows, V)
+		parts := out + cu.DevicePtr(8*rows)
+		be.launch("pick_part", rows*pickParts, parts, lg, rows, V)
+		be.launchDims("pick_merge", rows, 1, 32, out, out+cu.DevicePtr(4*rows), parts, lg, rows, V)
 		if be.error() != nil {
 			return
 		}

@@ -65,7 +65,6 @@ inline float __expf(float x) { return expf(x); }
 namespace emu {
 inline std::barrier<>* block;
 inline std::barrier<>* warps[EMU_WARPS];
-inline float xch[EMU_WARPS][32];
 inline float A[EMU_WARPS][16][16], Bm[EMU_WARPS][16][8];
 inline int warp() { return threadIdx.x >> 5; }
 inline int lane() { return threadIdx.x & 31; }
@@ -74,11 +73,13 @@ inline int lane() { return threadIdx.x & 31; }
 inline void __syncthreads() { emu::block->arrive_and_wait(); }
 inline void __syncwarp() { emu::warps[emu::warp()]->arrive_and_wait(); }
 
-inline float shfl_xor(float v, int m) {
+template <class T>
+inline T shfl_xor(T v, int m) {
+    static T xch[EMU_WARPS][32];
     int w = emu::warp(), l = emu::lane();
-    emu::xch[w][l] = v;
+    xch[w][l] = v;
     __syncwarp();
-    float r = emu::xch[w][l ^ m];
+    T r = xch[w][l ^ m];
     __syncwarp();
     return r;
 }
