@@ -207,16 +207,30 @@ __global__ void rope(float* x, const float* cs, const float* sn, int B, int T, i
     }
 }
 
+// AttnRow is the query row of a block of the one-block-a-row attention
+// kernels: row i of Tq, batch b, head h and its kv head kh, the last key it
+// sees (queries sit at the end of Tk keys) and the score scale.
+struct AttnRow {
+    int i, b, h, kh, last;
+    float scale;
+    __device__ AttnRow(int Tq, int Tk, int NH, int NKV, int HS) {
+        i = blockIdx.x % Tq;
+        int bh = blockIdx.x / Tq;
+        b = bh / NH;
+        h = bh % NH;
+        kh = h / (NH / NKV);
+        last = Tk - Tq + i;
+        scale = rsqrtf((float)HS);
+    }
+};
+
 // attn_fwd: one block per (b, h, i) query row. att row gets probabilities
 // (0 above the diagonal), out row the weighted values.
 __global__ void attn_fwd(float* out, float* att, const float* q, const float* k, const float* v,
                          int B, int Tq, int Tk, int NH, int NKV, int HS) {
-    int i = blockIdx.x % Tq;
-    int bh = blockIdx.x / Tq;
-    int b = bh / NH, h = bh % NH;
-    int kh = h / (NH / NKV);
-    int last = Tk - Tq + i;
-    float scale = rsqrtf((float)HS);
+    AttnRow r(Tq, Tk, NH, NKV, HS);
+    int i = r.i, b = r.b, h = r.h, kh = r.kh, last = r.last;
+    float scale = r.scale;
     const float* qi = q + (((long)b * Tq + i) * NH + h) * HS;
     float* row = att + (((long)b * NH + h) * Tq + i) * Tk;
     float mx = -INFINITY;
@@ -255,12 +269,9 @@ __global__ void attn_fwd(float* out, float* att, const float* q, const float* k,
 // dout_i.v_j, scaled; dv_j += p_j dout_i.
 __global__ void attn_bwd_scores(float* datt, float* dv, const float* dout, const float* v, const float* att,
                                 int B, int Tq, int Tk, int NH, int NKV, int HS) {
-    int i = blockIdx.x % Tq;
-    int bh = blockIdx.x / Tq;
-    int b = bh / NH, h = bh % NH;
-    int kh = h / (NH / NKV);
-    int last = Tk - Tq + i;
-    float scale = rsqrtf((float)HS);
+    AttnRow r(Tq, Tk, NH, NKV, HS);
+    int i = r.i, b = r.b, h = r.h, kh = r.kh, last = r.last;
+    float scale = r.scale;
     const float* row = att + (((long)b * NH + h) * Tq + i) * Tk;
     float* drow = datt + (((long)b * NH + h) * Tq + i) * Tk;
     const float* doi = dout + (((long)b * Tq + i) * NH + h) * HS;
@@ -286,11 +297,8 @@ __global__ void attn_bwd_scores(float* datt, float* dv, const float* dout, const
 // attn_bwd_qk: one block per (b, h, i): dq_i += sum_j ds_j k_j, dk_j += ds_j q_i.
 __global__ void attn_bwd_qk(float* dq, float* dk, const float* datt, const float* q, const float* k,
                             int B, int Tq, int Tk, int NH, int NKV, int HS) {
-    int i = blockIdx.x % Tq;
-    int bh = blockIdx.x / Tq;
-    int b = bh / NH, h = bh % NH;
-    int kh = h / (NH / NKV);
-    int last = Tk - Tq + i;
+    AttnRow r(Tq, Tk, NH, NKV, HS);
+    int i = r.i, b = r.b, h = r.h, kh = r.kh, last = r.last;
     const float* drow = datt + (((long)b * NH + h) * Tq + i) * Tk;
     const float* qi = q + (((long)b * Tq + i) * NH + h) * HS;
     if (dq) {
