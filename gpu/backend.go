@@ -174,6 +174,19 @@ type FrozenWeights interface {
 	UploadFrozen(data []float32) (Buf, error)
 }
 
+// BF16Activations is implemented by backends that can hold the
+// activations only matrix products read (the normed inputs of the
+// attention and MLP projections and of the LM head, the SwiGLU output) in
+// bf16 only. AllocBF16 returns such a buffer of n elements:
+// RMSNormForward and SwiGLUForward write it (rounded to bf16, as the
+// products would round it), MatmulForward and MatmulBackward read it as
+// inp, Slice views it, and every other op refuses it. A backend not in
+// such a mode returns an ordinary buffer. The Trainer takes those
+// activations from it.
+type BF16Activations interface {
+	AllocBF16(n int) (Buf, error)
+}
+
 // GreedyPicker is implemented by backends that pick greedy tokens where
 // the logits are: for each of the first rows rows of logits [rows, V], the
 // id of the first largest logit (as the CPU picker chooses, ties to the

@@ -175,3 +175,63 @@ func TestFrozenWeightsBinding(t *testing.T) {
 		t.Errorf("the sampler made %d frozen uploads for two versions, want 2", uploads)
 	}
 }
+
+// halfActs adds gpu.BF16Activations to hidden, counting what it was
+// asked for; its buffers are ordinary float32 ones.
+type halfActs struct {
+	hidden
+	asked *int
+}
+
+func (h halfActs) AllocBF16(n int) (gpu.Buf, error) {
+	*h.asked += n
+	return h.Alloc(n)
+}
+
+// TestBF16ActivationsLayout: a trainer on a BF16Activations backend takes
+// exactly the activations only matrix products read (the normed inputs
+// ln1, ln2 and lnf, the SwiGLU output) from AllocBF16, one set per layer
+// or, with activation checkpointing, one set shared by the layers, and
+// trains as on the backend without it.
+func TestBF16ActivationsLayout(t *testing.T) {
+	cbe := cpu.New()
+	defer cbe.Close()
+	c := gpu.TinyConfig()
+	batch := []gpu.Sequence{
+		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
+		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
+	}
+	for _, ckpt := range []bool{false, true} {
+		tc := gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2, Checkpoint: ckpt}
+		N, C, I, L := tc.MaxBatch*tc.MaxSeq, c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers
+		want := L*(2*N*C+N*I) + N*C
+		if ckpt {
+			want = 2*N*C + N*I + N*C
+		}
+		asked := 0
+		var losses [2][]float64
+		for i, be := range []gpu.Backend{hidden{cbe}, halfActs{hidden{cbe}, &asked}} {
+			m, err := gpu.NewModel(c, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := gpu.NewTrainer(m, be, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				met, err := tr.Step(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				losses[i] = append(losses[i], met.Loss)
+			}
+		}
+		if asked != want {
+			t.Errorf("checkpointing %v: AllocBF16 asked for %d elements, want %d (ln1, ln2, swi, lnf)", ckpt, asked, want)
+		}
+		if !slices.Equal(losses[0], losses[1]) {
+			t.Errorf("checkpointing %v: losses %v without BF16Activations, %v with", ckpt, losses[0], losses[1])
+		}
+	}
+}

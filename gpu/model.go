@@ -286,6 +286,17 @@ type arena struct {
 	buf  Buf
 	off  int
 	size int
+	// h16 lays out the activations only matrix products read, in a
+	// buffer of their own from BF16Activations; nil: in this arena.
+	h16 *arena
+}
+
+// half is the arena of the activations only products read.
+func (a *arena) half() *arena {
+	if a.h16 != nil {
+		return a.h16
+	}
+	return a
 }
 
 // take returns the next n elements; with buf nil it only counts.
@@ -329,6 +340,28 @@ func allocArena(be Backend, fill func(a *arena)) (Buf, int, error) {
 	return buf, count.off, nil
 }
 
+// allocActs is allocArena for a layout that also takes from a.half():
+// with a BF16Activations backend those buffers come from one AllocBF16
+// (returned as half), else from the main buffer.
+func allocActs(be Backend, fill func(a *arena)) (main, half Buf, err error) {
+	b16, ok := be.(BF16Activations)
+	if !ok {
+		main, _, err = allocArena(be, fill)
+		return main, nil, err
+	}
+	count := &arena{be: be, h16: &arena{be: be}}
+	fill(count)
+	if main, err = be.Alloc(count.off); err != nil {
+		return nil, nil, fmt.Errorf("gpu: allocate %d floats: %w", count.off, err)
+	}
+	if half, err = b16.AllocBF16(count.h16.off); err != nil {
+		be.Free(main)
+		return nil, nil, fmt.Errorf("gpu: allocate %d bf16 activations: %w", count.h16.off, err)
+	}
+	fill(&arena{be: be, buf: main, h16: &arena{be: be, buf: half}})
+	return main, half, nil
+}
+
 // dims are the derived sizes of a config.
 type dims struct {
 	C, I, V, L, NH, NKV, HS, QC, KVC int
@@ -350,17 +383,20 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
 	// activations from its input res[l] before using them.
-	layer := a.takeL
+	// ln1, ln2, swi and lnf are read only by matrix products: they come
+	// from a.half() (bf16 on a BF16Activations backend).
+	h := a.half()
+	layer, layer16 := a.takeL, h.takeL
 	if ckpt {
-		layer = a.takeShared
+		layer, layer16 = a.takeShared, h.takeShared
 	}
 	ac := acts{
-		res: a.takeL(d.L+1, N*d.C), ln1: layer(d.L, N*d.C), rstd1: layer(d.L, N),
+		res: a.takeL(d.L+1, N*d.C), ln1: layer16(d.L, N*d.C), rstd1: layer(d.L, N),
 		q: layer(d.L, N*d.QC), k: layer(d.L, N*d.KVC), v: layer(d.L, N*d.KVC),
 		att: layer(d.L, attLen(a.be, d, B, T)), atty: layer(d.L, N*d.QC), resMid: layer(d.L, N*d.C),
-		ln2: layer(d.L, N*d.C), rstd2: layer(d.L, N),
-		gate: layer(d.L, N*d.I), up: layer(d.L, N*d.I), swi: layer(d.L, N*d.I),
-		lnf: a.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
+		ln2: layer16(d.L, N*d.C), rstd2: layer(d.L, N),
+		gate: layer(d.L, N*d.I), up: layer(d.L, N*d.I), swi: layer16(d.L, N*d.I),
+		lnf: h.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
 		proj: a.take(N * d.C),
 	}
 	g := gradActs{

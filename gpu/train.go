@@ -173,6 +173,7 @@ type Trainer struct {
 	acts     acts
 	gacts    gradActs
 	actBuf   Buf
+	act16    Buf // the activations only products read, from BF16Activations (nil without)
 
 	micro int // micro-batches accumulated since the last optimizer step
 	step  int
@@ -268,7 +269,7 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		return nil, err
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
-	t.actBuf, _, err = allocArena(be, func(ar *arena) {
+	t.actBuf, t.act16, err = allocActs(be, func(ar *arena) {
 		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint)
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)

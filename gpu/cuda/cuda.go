@@ -39,9 +39,12 @@ type alloc struct {
 	keep16 bool
 	half   cu.DevicePtr
 	halfOK bool
-	// only16 marks frozen weights held in bf16 only (UploadFrozen): ptr
-	// is 0, half holds the values, and only weight reads accept it.
-	only16 bool
+	// only16 marks buffers held in bf16 only: ptr is 0 and half holds
+	// the values. Frozen weights (UploadFrozen) are read only as matmul
+	// weights and embedding tables; activations (act, AllocBF16) are
+	// written by RMSNormForward and SwiGLUForward and read only as matmul
+	// inputs.
+	only16, act bool
 }
 
 // buf is a Buf of this package: a window [off, off+n) of an allocation.
@@ -104,6 +107,9 @@ type Backend struct {
 	mm     mmOutputs
 	ints   map[string]*intSlot     // device copies of the ragged ops' row indices
 	ptrs   map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
+	// act16: AllocBF16 gives bf16-only activations in the bf16 matmul
+	// mode (SWERL_CUDA_ACT=bf16); otherwise float32 buffers.
+	act16 bool
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 	// kprof times each kernel on the GPU when SWERL_CUDA_PROFILE=kernels.
@@ -127,6 +133,14 @@ func New() (*Backend, error) {
 			be.Close()
 			return nil, err
 		}
+	}
+	switch a := os.Getenv("SWERL_CUDA_ACT"); a {
+	case "", "f32":
+	case "bf16":
+		be.act16 = true
+	default:
+		be.Close()
+		return nil, fmt.Errorf("cuda: SWERL_CUDA_ACT=%q: want f32 or bf16", a)
 	}
 	switch os.Getenv("SWERL_CUDA_PROFILE") {
 	case "1":
@@ -422,13 +436,17 @@ func (be *Backend) error() error {
 func (be *Backend) get(op string, x gpu.Buf) *buf {
 	b := be.weight(op, x)
 	if b != nil && b.a.only16 {
-		be.fail(op, "a frozen bf16 weight buffer (UploadFrozen) is read only as a matmul weight or an embedding table")
+		if b.a.act {
+			be.fail(op, "a bf16 activation (AllocBF16) is written only by rmsnorm and swiglu and read only by matrix products")
+		} else {
+			be.fail(op, "a frozen bf16 weight buffer (UploadFrozen) is read only as a matmul weight or an embedding table")
+		}
 		return nil
 	}
 	return b
 }
 
-// weight unwraps x as get does, frozen bf16-only buffers included.
+// weight unwraps x as get does, bf16-only buffers included.
 func (be *Backend) weight(op string, x gpu.Buf) *buf {
 	if x == nil {
 		return nil

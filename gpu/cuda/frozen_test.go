@@ -206,3 +206,71 @@ func TestFrozenSampler(t *testing.T) {
 		}
 	}
 }
+
+// plainActs is the backend without gpu.BF16Activations (its own
+// AllocBF16, of another signature, hides the backend's).
+type plainActs struct{ *cuda.Backend }
+
+func (plainActs) AllocBF16() {}
+
+// TestBF16Activations trains in the bf16 matmul mode with the
+// activations only products read (ln1, ln2, swi, lnf) held in bf16
+// (SWERL_CUDA_ACT=bf16) and held as float32 and converted at each
+// product: rmsnorm and swiglu round them as the conversion would, so
+// losses agree to float32 rounding, with and without checkpointing, and
+// the bf16 ones take 2 bytes an element less. Ops other than those
+// refuse such a buffer.
+func TestBF16Activations(t *testing.T) {
+	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+	t.Setenv("SWERL_CUDA_ACT", "bf16")
+	be := open(t)
+	cfg := gpu.TinyConfig()
+	cfg.HiddenSize, cfg.IntermediateSize = 256, 1024
+	batch := tinyBatch()
+	for _, ckpt := range []bool{false, true} {
+		tc := gpu.TrainConfig{MaxBatch: 64, MaxSeq: 64, LR: 1e-3, Checkpoint: ckpt}
+		var losses [2][]float64
+		var mem [2]int64
+		for i, b := range []gpu.Backend{plainActs{be}, be} {
+			m, err := gpu.NewModel(cfg, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _, _ := be.MemUsed()
+			tr, err := gpu.NewTrainer(m, b, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _, _ := be.MemUsed()
+			mem[i] = after - before
+			for range 3 {
+				met, err := tr.Step(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				losses[i] = append(losses[i], met.Loss)
+			}
+		}
+		for s := range losses[0] {
+			if d := math.Abs(losses[0][s] - losses[1][s]); d > 1e-6*(1+math.Abs(losses[0][s])) {
+				t.Errorf("checkpointing %v, step %d: loss %v with float32 activations, %v with bf16 ones", ckpt, s, losses[0][s], losses[1][s])
+			}
+		}
+		N, C, I, L := int64(tc.MaxBatch*tc.MaxSeq), int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.NumHiddenLayers)
+		want := 2 * (L*(2*N*C+N*I) + N*C)
+		if ckpt {
+			want = 2 * (2*N*C + N*I + N*C)
+		}
+		if got := mem[0] - mem[1]; float64(got) < 0.8*float64(want) {
+			t.Errorf("checkpointing %v: bf16 activations saved %d bytes (trainer %d against %d), want about %d", ckpt, got, mem[1], mem[0], want)
+		}
+	}
+	a, err := be.AllocBF16(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Add(a, a, a, 64)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "bf16 activation") {
+		t.Errorf("Add into a bf16 activation: error %v, want one naming it", err)
+	}
+}

@@ -34,6 +34,29 @@ __device__ float blockMax(float v) {
     return v;
 }
 
+// storeAct writes y to an activation: float32, or bf16 rounded to nearest
+// even (an activation only products read, AllocBF16: the value
+// f32_to_bf16 would give the product from the float32 one).
+__device__ __forceinline__ void storeAct(float* p, float y) { *p = y; }
+__device__ __forceinline__ void storeAct(__nv_bfloat16* p, float y) { *p = __float2bfloat16(y); }
+
+// rmsnormRow is rmsnorm_fwd's block: row blockIdx.x of out[N,C] = inp *
+// rstd * w, rstd = 1/sqrt(mean(inp^2) + eps).
+template <class O>
+__device__ void rmsnormRow(O* out, float* rstd, const float* inp, const float* w, int C, float eps) {
+    int n = blockIdx.x;
+    const float* x = inp + (long)n * C;
+    float s = 0;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s += x[i] * x[i];
+    s = blockSum(s);
+    float r = rsqrtf(s / C + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    O* o = out + (long)n * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(o + i, x[i] * r * w[i]);
+}
+
+__device__ __forceinline__ float swiglu1(float x, float u) { return x / (1.f + expf(-x)) * u; }
+
 extern "C" {
 
 __global__ void add_f32(float* out, const float* a, const float* b, long n) {
@@ -164,15 +187,13 @@ __global__ void head_group_sum(float* dst, const float* src, long BT, int NH, in
 
 // rmsnorm_fwd: one block per row.
 __global__ void rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
-    int n = blockIdx.x;
-    const float* x = inp + (long)n * C;
-    float s = 0;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) s += x[i] * x[i];
-    s = blockSum(s);
-    float r = rsqrtf(s / C + eps);
-    if (threadIdx.x == 0) rstd[n] = r;
-    float* o = out + (long)n * C;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) o[i] = x[i] * r * w[i];
+    rmsnormRow(out, rstd, inp, w, C, eps);
+}
+
+// rmsnorm_fwd_bf16 is rmsnorm_fwd into a bf16 activation.
+__global__ void rmsnorm_fwd_bf16(__nv_bfloat16* out, float* rstd, const float* inp, const float* w, int N, int C,
+                                 float eps) {
+    rmsnormRow(out, rstd, inp, w, C, eps);
 }
 
 // rmsnorm_bwd_inp: one block per row; dx = r*w*dy - x*r^3/C*sum(w*dy*x).
@@ -323,8 +344,6 @@ __device__ __forceinline__ bool aligned16(const void* a, const void* b, const vo
     return (((unsigned long)a | (unsigned long)b | (unsigned long)c | (unsigned long)d | (unsigned long)e) & 15) == 0;
 }
 
-__device__ __forceinline__ float swiglu1(float x, float u) { return x / (1.f + expf(-x)) * u; }
-
 // swiglu_fwd: out = silu(gate) * up, four elements at a time where aligned.
 __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
@@ -336,6 +355,12 @@ __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long 
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) out[i] = swiglu1(gate[i], up[i]);
+}
+
+// swiglu_fwd_bf16 is swiglu_fwd into a bf16 activation.
+__global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(swiglu1(gate[i], up[i]));
 }
 
 // swiglu_bwd1 adds element i's gradients: dup += dout silu(x), dgate +=

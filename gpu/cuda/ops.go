@@ -139,13 +139,15 @@ func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableNam
 	})
 }
 
-// readable fails op when weight w is held in bf16 only but the products
-// are not in the bf16 mode (driver thread): SetMatmul changed after
-// UploadFrozen.
-func (be *Backend) readable(op string, w *buf) bool {
-	if w.a.only16 && be.blas.compute != computeFastBF {
-		be.fail(op, "the weight is a frozen bf16-only buffer, which needs the bf16 matmul mode (SWERL_CUDA_MATMUL=bf16)")
-		return false
+// readable fails op when an operand is held in bf16 only but the
+// products are not in the bf16 mode (driver thread): SetMatmul changed
+// after UploadFrozen or AllocBF16.
+func (be *Backend) readable(op string, bufs ...*buf) bool {
+	for _, b := range bufs {
+		if b != nil && b.a.only16 && be.blas.compute != computeFastBF {
+			be.fail(op, "an operand is a bf16-only buffer, which needs the bf16 matmul mode (SWERL_CUDA_MATMUL=bf16)")
+			return false
+		}
 	}
 	return true
 }
@@ -154,7 +156,7 @@ func (be *Backend) readable(op string, w *buf) bool {
 // out(OC×N) = w(C×OC)ᵀ · inp(C×N).
 func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 	const op = "matmul forward"
-	o, x, wt, bs := be.get(op, out), be.get(op, inp), be.weight(op, w), be.get(op, bias)
+	o, x, wt, bs := be.get(op, out), be.weight(op, inp), be.weight(op, w), be.get(op, bias)
 	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 {
 		return
@@ -175,11 +177,11 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			return
 		}
 		defer be.wroteProducts(o)
-		if !be.readable(op, wt) {
+		if !be.readable(op, wt, x) {
 			return
 		}
 		if be.blas.compute == computeFastBF {
-			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.half(1, x.ptr(), N*C), C, beta, o.ptr(), OC)
+			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.in16(1, x, N*C), C, beta, o.ptr(), OC)
 			return
 		}
 		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), C, x.ptr(), C, beta, o.ptr(), OC)
@@ -191,7 +193,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
 	const op = "matmul backward"
 	di, dwt, db := be.get(op, dinp), be.get(op, dw), be.get(op, dbias)
-	do, x, wt := be.get(op, dout), be.get(op, inp), be.weight(op, w)
+	do, x, wt := be.get(op, dout), be.weight(op, inp), be.weight(op, w)
 	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
 		dbias != nil && !be.need(op, OC, "dbias", db) {
@@ -202,7 +204,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	}
 	be.post(func() {
 		defer be.wroteProducts(di, dwt, db)
-		if dinp != nil && !be.readable(op, wt) {
+		if dinp != nil && !be.readable(op, wt) || dw != nil && !be.readable(op, x) {
 			return
 		}
 		if be.blas.compute == computeFastBF {
@@ -212,7 +214,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, 1, di.ptr(), C)
 			}
 			if dw != nil {
-				be.gemm16(op+" dw", opN, opT, C, OC, N, be.half(0, x.ptr(), N*C), C, do16, OC, 1, dwt.ptr(), C)
+				be.gemm16(op+" dw", opN, opT, C, OC, N, be.in16(0, x, N*C), C, do16, OC, 1, dwt.ptr(), C)
 			}
 		} else {
 			if dinp != nil {
@@ -231,11 +233,17 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 // RMSNormForward implements gpu.Backend.
 func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float32) {
 	const op = "rmsnorm forward"
-	o, rs, x, wt := be.get(op, out), be.get(op, rstd), be.get(op, inp), be.get(op, w)
+	o, rs, x, wt := be.out16(op, out), be.get(op, rstd), be.get(op, inp), be.get(op, w)
 	if !be.need(op, N*C, "out", o, "inp", x) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
 		return
 	}
-	be.post(func() { be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps) })
+	be.post(func() {
+		if o.a.only16 {
+			be.launch("rmsnorm_fwd_bf16", N, o.a.half+cu.DevicePtr(2*o.off), rs, x, wt, N, C, eps)
+			return
+		}
+		be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps)
+	})
 }
 
 // RMSNormBackward implements gpu.Backend.
@@ -497,11 +505,17 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 // SwiGLUForward implements gpu.Backend.
 func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	const op = "swiglu forward"
-	o, g, u := be.get(op, out), be.get(op, gate), be.get(op, up)
+	o, g, u := be.out16(op, out), be.get(op, gate), be.get(op, up)
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.post(func() { be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n)) })
+	be.post(func() {
+		if o.a.only16 {
+			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.a.half+cu.DevicePtr(2*o.off), g, u, int64(n))
+			return
+		}
+		be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n))
+	})
 }
 
 // SwiGLUBackward implements gpu.Backend.

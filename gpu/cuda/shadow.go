@@ -111,6 +111,62 @@ func (be *Backend) UploadFrozen(data []float32) (gpu.Buf, error) {
 	return out, nil
 }
 
+var _ gpu.BF16Activations = (*Backend)(nil)
+
+// AllocBF16 implements gpu.BF16Activations: with SWERL_CUDA_ACT=bf16 in
+// the bf16 matmul mode, n zeroed bf16 values (2 bytes each) that
+// RMSNormForward and SwiGLUForward write and the products read as their
+// input without converting it; otherwise an ordinary buffer.
+func (be *Backend) AllocBF16(n int) (gpu.Buf, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: alloc bf16: negative size %d", n)
+	}
+	var out *buf
+	var err error
+	be.do(func() {
+		if !be.act16 || be.blas.compute != computeFastBF {
+			out, err = be.alloc(n)
+			return
+		}
+		var p cu.DevicePtr
+		if p, err = cu.MemAlloc(int64(2 * max(n, 2))); err != nil {
+			err = fmt.Errorf("cuda: alloc %d bf16 values: %w", n, err)
+			return
+		}
+		if err = cu.MemsetD32(p, 0, int64((max(n, 2)+1)/2)); err != nil {
+			_ = cu.MemFree(p)
+			err = fmt.Errorf("cuda: alloc %d bf16 values: zero: %w", n, err)
+			return
+		}
+		out = &buf{a: &alloc{n: n, half: p, keep16: true, halfOK: true, only16: true, act: true}, n: n}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// in16 is the bf16 form of the n elements of matmul input x (driver
+// thread): x itself when it is a bf16 activation, else a conversion into
+// scratch slot.
+func (be *Backend) in16(slot int, x *buf, n int) cu.DevicePtr {
+	if x.a.only16 {
+		return x.a.half + cu.DevicePtr(2*x.off)
+	}
+	return be.half(slot, x.ptr(), n)
+}
+
+// out16 unwraps the output of a producer of activations (op): a bf16
+// activation is accepted, frozen weights are not.
+func (be *Backend) out16(op string, x gpu.Buf) *buf {
+	b := be.weight(op, x)
+	if b != nil && b.a.only16 && !b.a.act {
+		be.fail(op, "a frozen bf16 weight buffer (UploadFrozen) is not written")
+		return nil
+	}
+	return b
+}
+
 // wrote marks the bf16 copy of b's allocation stale (driver thread): an op
 // other than AdamW wrote into it.
 func (be *Backend) wrote(b *buf) {
