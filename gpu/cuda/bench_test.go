@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	type run struct {
-		dev, mm, attn string
+		dev, mm, attn string // attn "X+act16": X with SWERL_CUDA_ACT=bf16
 		B, T          int
 	}
 	runs := []run{
@@ -80,6 +81,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma", 8, 512}, {"cuda", "bf16", "mma", 4, 2048},
+		{"cuda", "bf16", "mma+act16", 8, 512}, {"cuda", "bf16", "mma+act16", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
 	}
 	for _, r := range runs {
@@ -87,16 +89,20 @@ func BenchmarkTrainStep(b *testing.B) {
 		if r.attn != "" {
 			name = fmt.Sprintf("%s/%s-%s/B=%d,T=%d", r.dev, r.mm, r.attn, r.B, r.T)
 		}
+		attn, act16 := strings.CutSuffix(r.attn, "+act16")
 		b.Run(name, func(b *testing.B) {
 			var be gpu.Backend
 			var g *cuda.Backend
+			if act16 {
+				b.Setenv("SWERL_CUDA_ACT", "bf16")
+			}
 			if r.dev == "cuda" {
 				g = open(b)
 				if err := g.SetMatmul(r.mm); err != nil {
 					b.Fatal(err)
 				}
-				if r.attn != "" {
-					if err := g.SetAttention(r.attn); err != nil {
+				if attn != "" {
+					if err := g.SetAttention(attn); err != nil {
 						b.Fatal(err)
 					}
 				}
