@@ -320,33 +320,41 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 // long before the request returns.
 func TestOnTokenReportsEachToken(t *testing.T) {
 	pol := openTiny(t, Options{MaxSeq: 256, MaxTokens: 64, Batch: 4})
-	var got [2][]Token
-	var first time.Time
-	t0 := time.Now()
-	resp, err := pol.CompleteWith(context.Background(), rollout.Request{InstanceID: "x", Prompt: "fix the bug", N: 2, Seed: 9, Temperature: 1},
-		Params{OnToken: func(tk Token) {
-			if first.IsZero() {
-				first = time.Now()
-			}
-			got[tk.Completion] = append(got[tk.Completion], tk)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := time.Since(t0)
-	for i, c := range resp.Completions {
-		if len(got[i]) != len(c.Tokens) {
-			t.Fatalf("completion %d: %d tokens reported, %d sampled", i, len(got[i]), len(c.Tokens))
+	// Token by token: the first report comes in the first half of the
+	// answer's time. A whole answer takes milliseconds, so a loaded
+	// machine can stall one run: three tries before failing.
+	for try := 1; ; try++ {
+		var got [2][]Token
+		var first time.Time
+		t0 := time.Now()
+		resp, err := pol.CompleteWith(context.Background(), rollout.Request{InstanceID: "x", Prompt: "fix the bug", N: 2, Seed: 9, Temperature: 1},
+			Params{OnToken: func(tk Token) {
+				if first.IsZero() {
+					first = time.Now()
+				}
+				got[tk.Completion] = append(got[tk.Completion], tk)
+			}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		for j, tk := range got[i] {
-			if tk.ID != c.Tokens[j] || tk.LogProb != c.LogProbs[j] || tk.Version != resp.PolicyVersion {
-				t.Fatalf("completion %d token %d: reported %+v, sampled %d (%g) of v%d", i, j, tk, c.Tokens[j], c.LogProbs[j], resp.PolicyVersion)
+		total := time.Since(t0)
+		for i, c := range resp.Completions {
+			if len(got[i]) != len(c.Tokens) {
+				t.Fatalf("completion %d: %d tokens reported, %d sampled", i, len(got[i]), len(c.Tokens))
+			}
+			for j, tk := range got[i] {
+				if tk.ID != c.Tokens[j] || tk.LogProb != c.LogProbs[j] || tk.Version != resp.PolicyVersion {
+					t.Fatalf("completion %d token %d: reported %+v, sampled %d (%g) of v%d", i, j, tk, c.Tokens[j], c.LogProbs[j], resp.PolicyVersion)
+				}
 			}
 		}
-	}
-	n := max(len(got[0]), len(got[1]))
-	if ttf := first.Sub(t0); n >= 8 && ttf > total/2 {
-		t.Errorf("first token reported after %v of %v (%d tokens)", ttf, total, n)
+		n := max(len(got[0]), len(got[1]))
+		if ttf := first.Sub(t0); n < 8 || ttf <= total/2 {
+			break
+		} else if try == 3 {
+			t.Errorf("first token reported after %v of %v (%d tokens), three times", ttf, total, n)
+			break
+		}
 	}
 	// A request without OnToken leaves nothing watched.
 	if len(pol.cur.Load().watch) != 0 {
