@@ -8,7 +8,7 @@
 //
 // This file is included by kernels.cu, and by the CPU emulator of
 // testdata/mmaemu (go test ./gpu/cuda without the cuda tag), which runs it
-// with one thread a lane and implements the primitives below from the
+// with a fiber a lane and implements the primitives below from the
 // documented fragment layouts. The primitives each side provides:
 //   mma_bf16(d, a, b0, b1)  d += A(16x16 bf16, row) · B(16x8 bf16, col), f32
 //   pack_bf16(lo, hi)       two floats rounded to bf16 in one 32-bit word

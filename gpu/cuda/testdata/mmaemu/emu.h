@@ -1,22 +1,26 @@
-// emu.h runs CUDA kernels on the CPU, one std::thread a lane, so that
-// the warp-level kernels of flash_mma.cuh and attn_rows.cuh
-// can be checked where there is no GPU. Blocks run one after another;
-// __shared__ arrays are function statics, shared by the block's threads.
-// Warp-wide operations (shuffles, mma.sync) exchange through per-warp
-// staging memory between two warp barriers, and mma_bf16 scatters each
-// lane's registers into whole matrices by the fragment layouts of the PTX
-// ISA (m16n8k16, .bf16, .row.col, .f32), multiplies, and gathers each
-// lane's results back: a wrong layout assumption in a kernel gives a wrong
-// answer here too.
+// emu.h runs CUDA kernels on the CPU, so that the warp-level kernels of
+// flash_mma.cuh, attn_rows.cuh and pick.cuh can be checked where there is
+// no GPU. Every lane is a fiber with a stack of its own, all on one OS
+// thread: a lane runs until it reaches a barrier (__syncthreads,
+// __syncwarp, and the two inside every warp-wide operation), then the
+// next lane runs, so that lanes meet at barriers as a warp's do, in a
+// fixed order, with no OS threads to schedule. Blocks run one after
+// another; __shared__ arrays are function statics, shared by the block's
+// lanes. Warp-wide operations (shuffles, mma.sync) exchange through
+// per-warp staging memory between two warp barriers, and mma_bf16
+// scatters each lane's registers into whole matrices by the fragment
+// layouts of the PTX ISA (m16n8k16, .bf16, .row.col, .f32), multiplies,
+// and gathers each lane's results back: a wrong layout assumption in a
+// kernel gives a wrong answer here too. x86-64 only (the fiber switch).
 #pragma once
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <vector>
 
 // EMU_WARPS is the most warps a block the emulator runs.
@@ -25,8 +29,8 @@
 struct dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local dim3 threadIdx;
-inline dim3 blockIdx; // one block at a time: the same for every thread
+inline dim3 threadIdx; // the running lane's: the scheduler sets it before resuming one
+inline dim3 blockIdx;  // one block at a time
 inline dim3 blockDim;
 
 #define __global__
@@ -62,16 +66,82 @@ inline float bf16f(uint16_t h) {
 
 inline float __expf(float x) { return expf(x); }
 
+// emu_switch saves the callee-saved registers on the running stack,
+// stores its pointer in *from, loads *to and resumes what was saved there.
+extern "C" void emu_switch(void** from, void* const* to);
+asm(R"(
+.text
+.globl emu_switch
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq (%rsi), %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+)");
+
 namespace emu {
-inline std::barrier<>* block;
-inline std::barrier<>* warps[EMU_WARPS];
 inline float A[EMU_WARPS][16][16], Bm[EMU_WARPS][16][8];
 inline int warp() { return threadIdx.x >> 5; }
 inline int lane() { return threadIdx.x & 31; }
+
+// The scheduler: lanes[i] is lane i's saved stack pointer, main the
+// scheduler's; cur the running lane; done whether a lane's kernel has
+// returned; kernel the block's body.
+inline std::vector<void*> lanes;
+inline void* main;
+inline int cur;
+inline std::vector<char> done;
+inline const std::function<void()>* kernel;
+
+// yield returns to the scheduler, which resumes the next lane.
+inline void yield() { emu_switch(&lanes[cur], &main); }
+
+// progress counts arrivals at barriers and finished lanes: a round of
+// the scheduler that leaves it unchanged is a deadlock.
+inline unsigned long progress;
+
+// Barrier is a barrier for n lanes: arrive waits until n have arrived.
+struct Barrier {
+    int n = 0, count = 0;
+    unsigned gen = 0;
+    void arrive() {
+        progress++;
+        unsigned g = gen;
+        if (++count == n) {
+            count = 0;
+            gen++;
+            return;
+        }
+        while (gen == g) yield();
+    }
+};
+inline Barrier block;
+inline Barrier warps[EMU_WARPS];
+
+// start is where a lane's fiber begins: it runs the kernel, marks the
+// lane done and goes back to the scheduler for good.
+inline void start() {
+    (*kernel)();
+    done[cur] = 1;
+    progress++;
+    yield();
+    abort(); // never resumed
+}
 } // namespace emu
 
-inline void __syncthreads() { emu::block->arrive_and_wait(); }
-inline void __syncwarp() { emu::warps[emu::warp()]->arrive_and_wait(); }
+inline void __syncthreads() { emu::block.arrive(); }
+inline void __syncwarp() { emu::warps[emu::warp()].arrive(); }
 
 template <class T>
 inline T shfl_xor(T v, int m) {
@@ -139,27 +209,46 @@ inline void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigne
 }
 
 // launch runs kernel over grid blocks of threads threads (whole warps,
-// at most EMU_WARPS).
+// at most EMU_WARPS), each lane a fiber; it aborts when every unfinished
+// lane waits at a barrier that cannot complete (a lane returned before a
+// barrier the others reach).
 inline void launch(int grid, int threads, const std::function<void()>& kernel) {
-    const int n = threads, nw = threads / 32;
+    const int n = threads;
+    const size_t stack = 64 << 10;
+    std::vector<char> stacks((size_t)n * stack);
     blockDim.x = n;
-    std::barrier<> blk(n);
-    std::vector<std::barrier<>*> ws;
-    for (int w = 0; w < nw; w++) ws.push_back(new std::barrier<>(32));
-    emu::block = &blk;
-    for (int w = 0; w < nw; w++) emu::warps[w] = ws[w];
-    std::barrier<> start(n), done(n);
-    std::vector<std::thread> th;
-    for (int i = 0; i < n; i++)
-        th.emplace_back([&, i] {
-            threadIdx.x = i;
-            for (int bi = 0; bi < grid; bi++) {
-                if (i == 0) blockIdx.x = bi;
-                start.arrive_and_wait();
-                kernel();
-                done.arrive_and_wait();
+    emu::kernel = &kernel;
+    emu::lanes.assign(n, nullptr);
+    for (int bi = 0; bi < grid; bi++) {
+        blockIdx.x = bi;
+        emu::block = emu::Barrier{n};
+        for (int w = 0; w < n / 32; w++) emu::warps[w] = emu::Barrier{32};
+        emu::done.assign(n, 0);
+        for (int i = 0; i < n; i++) {
+            // A fresh stack: six zeroed registers for emu_switch to pop,
+            // then start as its return address, 16-byte aligned as at a
+            // call's entry once popped.
+            uintptr_t top = (uintptr_t)(stacks.data() + (size_t)(i + 1) * stack) & ~(uintptr_t)15;
+            void** sp = (void**)(top - 16);
+            sp[0] = (void*)&emu::start;
+            sp -= 6;
+            for (int r = 0; r < 6; r++) sp[r] = nullptr;
+            emu::lanes[i] = sp;
+        }
+        for (int live = n; live > 0;) {
+            unsigned long before = emu::progress;
+            live = 0;
+            for (int i = 0; i < n; i++) {
+                if (emu::done[i]) continue;
+                emu::cur = i;
+                threadIdx.x = i;
+                emu_switch(&emu::main, &emu::lanes[i]);
+                live += !emu::done[i];
             }
-        });
-    for (auto& t : th) t.join();
-    for (auto* w : ws) delete w;
+            if (live > 0 && emu::progress == before) {
+                fprintf(stderr, "emu: block %d: %d lanes wait at barriers that cannot complete\n", bi, live);
+                abort();
+            }
+        }
+    }
 }
