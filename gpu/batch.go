@@ -101,6 +101,7 @@ type BatchSampler struct {
 	att                                                     Buf // [NH, maxSeq, maxSeq] attention probabilities of one sequence
 	last, lastLn, lastRstd, logits                          Buf // [slots, C], [slots, C], [slots], [slots, V]
 	actBuf                                                  Buf
+	act16                                                   Buf // ln, swi, lastLn from BF16Activations (nil without)
 
 	cache []Buf // per slot: k then v of every layer, [2, L, maxSeq, KVC]; nil until first used
 	// With a RaggedAttention backend, one cache for all slots instead,
@@ -172,13 +173,16 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		return nil, err
 	}
 	d, R, S := s.d, s.rows, slots
-	s.actBuf, _, err = allocArena(be, func(a *arena) {
-		s.x, s.ln, s.rstd = a.take(R*d.C), a.take(R*d.C), a.take(R)
+	// ln, swi and lastLn are read only by matrix products: bf16 on a
+	// BF16Activations backend, like the trainer's.
+	s.actBuf, s.act16, err = allocActs(be, func(a *arena) {
+		h := a.half()
+		s.x, s.ln, s.rstd = a.take(R*d.C), h.take(R*d.C), a.take(R)
 		s.q, s.k, s.v, s.atty = a.take(R*d.QC), a.take(R*d.KVC), a.take(R*d.KVC), a.take(R*d.QC)
 		s.resMid, s.proj = a.take(R*d.C), a.take(R*d.C)
-		s.gate, s.up, s.swi = a.take(R*d.I), a.take(R*d.I), a.take(R*d.I)
+		s.gate, s.up, s.swi = a.take(R*d.I), a.take(R*d.I), h.take(R*d.I)
 		s.att = a.take(d.NH * maxSeq * maxSeq)
-		s.last, s.lastLn, s.lastRstd, s.logits = a.take(S*d.C), a.take(S*d.C), a.take(S), a.take(S*d.V)
+		s.last, s.lastLn, s.lastRstd, s.logits = a.take(S*d.C), h.take(S*d.C), a.take(S), a.take(S*d.V)
 	})
 	if err != nil {
 		return nil, err

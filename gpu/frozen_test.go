@@ -192,7 +192,8 @@ func (h halfActs) AllocBF16(n int) (gpu.Buf, error) {
 // exactly the activations only matrix products read (the normed inputs
 // ln1, ln2 and lnf, the SwiGLU output) from AllocBF16, one set per layer
 // or, with activation checkpointing, one set shared by the layers, and
-// trains as on the backend without it.
+// trains as on the backend without it; the batch sampler takes its
+// three such buffers and samples the same.
 func TestBF16ActivationsLayout(t *testing.T) {
 	cbe := cpu.New()
 	defer cbe.Close()
@@ -232,6 +233,32 @@ func TestBF16ActivationsLayout(t *testing.T) {
 		}
 		if !slices.Equal(losses[0], losses[1]) {
 			t.Errorf("checkpointing %v: losses %v without BF16Activations, %v with", ckpt, losses[0], losses[1])
+		}
+	}
+
+	// The batch sampler takes ln, swi and lastLn from it: a step's rows
+	// (maxSeq + slots) of the first two, a row a slot of the last.
+	m, _ := gpu.NewModel(c, 3)
+	const maxSeq, slots = 32, 3
+	asked := 0
+	var out [2][]gpu.Completion
+	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6}, {7, 8, 9, 10}}
+	ps := []gpu.SamplingParams{{MaxTokens: 9}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 7}, {MaxTokens: 5}, {MaxTokens: 8}}
+	for i, be := range []gpu.Backend{hidden{cbe}, halfActs{hidden{cbe}, &asked}} {
+		s, err := gpu.NewBatchSampler(m, be, maxSeq, slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[i], err = s.SampleAll(prompts, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if R := maxSeq + slots; asked != R*c.HiddenSize+R*c.IntermediateSize+slots*c.HiddenSize {
+		t.Errorf("the batch sampler asked AllocBF16 for %d elements, want %d (ln, swi, lastLn)", asked, R*c.HiddenSize+R*c.IntermediateSize+slots*c.HiddenSize)
+	}
+	for i := range out[0] {
+		if !slices.Equal(out[0][i].Tokens, out[1][i].Tokens) || !slices.Equal(out[0][i].LogProbs, out[1][i].LogProbs) {
+			t.Errorf("request %d: sampled %v without BF16Activations, %v with", i, out[0][i].Tokens, out[1][i].Tokens)
 		}
 	}
 }

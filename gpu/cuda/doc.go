@@ -33,9 +33,11 @@
 // other op refuses it. With SWERL_CUDA_ACT=bf16 (gpu.BF16Activations,
 // opt-in until a GPU run has checked it) the activations only products
 // read (the normed inputs of the projections and the LM head, the SwiGLU
-// output) are held in bf16 as well: rmsnorm and swiglu write them rounded
-// as the conversion before each product would, so results are the same
-// and those conversions go. Other activations stay float32.
+// output; in decoding, the BatchSampler's ln, swi and lastLn) are held in
+// bf16 as well: rmsnorm and swiglu write them rounded as the conversion
+// before each product would, so results are the same and those
+// conversions go (3 of a layer's 4 in decoding). Other activations stay
+// float32.
 //
 // Attention: training uses cuBLAS batched products over every (batch,
 // head) in one call each and a softmax kernel over the [B,NH,T,T]

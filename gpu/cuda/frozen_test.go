@@ -218,8 +218,8 @@ func (plainActs) AllocBF16() {}
 // (SWERL_CUDA_ACT=bf16) and held as float32 and converted at each
 // product: rmsnorm and swiglu round them as the conversion would, so
 // losses agree to float32 rounding, with and without checkpointing, and
-// the bf16 ones take 2 bytes an element less. Ops other than those
-// refuse such a buffer.
+// the bf16 ones take 2 bytes an element less; a batch sampler decodes
+// the same with them. Ops other than those refuse such a buffer.
 func TestBF16Activations(t *testing.T) {
 	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
 	t.Setenv("SWERL_CUDA_ACT", "bf16")
@@ -264,6 +264,26 @@ func TestBF16Activations(t *testing.T) {
 		if got := mem[0] - mem[1]; float64(got) < 0.8*float64(want) {
 			t.Errorf("checkpointing %v: bf16 activations saved %d bytes (trainer %d against %d), want about %d", ckpt, got, mem[1], mem[0], want)
 		}
+	}
+	// Decoding with ln, swi and lastLn in bf16 samples the same.
+	m, err := gpu.NewModel(cfg, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int32{{1, 2, 3}, {4, 5, 6, 7, 8}, {9}}
+	ps := []gpu.SamplingParams{{MaxTokens: 12}, {MaxTokens: 9}, {Temperature: 1, TopK: 20, Seed: 4, MaxTokens: 10}}
+	var outs [2][]gpu.Completion
+	for i, b := range []gpu.Backend{plainActs{be}, be} {
+		s, err := gpu.NewBatchSampler(m, b, 64, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outs[i], err = s.SampleAll(prompts, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range outs[0] {
+		sameCompletion(t, fmt.Sprintf("request %d, float32 against bf16 activations", i), outs[0][i], outs[1][i])
 	}
 	a, err := be.AllocBF16(64)
 	if err != nil {
