@@ -602,16 +602,21 @@ func (s *BatchSampler) raggedRows() {
 }
 
 // raggedAttention is layer l's per-sequence part for all rows at once:
-// RoPE of q and k, the k and v rows written to the caches, then each row's
-// attention over its own slot's cache rows.
+// RoPE of q and k, the k and v rows written to the caches (one op on a
+// RaggedKV backend), then each row's attention over its own slot's cache
+// rows.
 func (s *BatchSampler) raggedAttention(l int) {
 	d, S, P := s.d, s.slots, s.maxSeq
-	s.ra.RoPERows(s.q, s.cos, s.sin, s.rowPos, d.NH, d.HS)
-	s.ra.RoPERows(s.k, s.cos, s.sin, s.rowPos, d.NKV, d.HS)
 	kc := s.be.Slice(s.big, l*S*P*d.KVC, S*P*d.KVC)
 	vc := s.be.Slice(s.big, (d.L+l)*S*P*d.KVC, S*P*d.KVC)
-	s.ra.ScatterRows(kc, s.k, s.rowDst, d.KVC)
-	s.ra.ScatterRows(vc, s.v, s.rowDst, d.KVC)
+	if kv, ok := s.ra.(RaggedKV); ok {
+		kv.RoPEScatterRows(s.q, s.k, s.v, kc, vc, s.cos, s.sin, s.rowPos, s.rowDst, d.NH, d.NKV, d.HS)
+	} else {
+		s.ra.RoPERows(s.q, s.cos, s.sin, s.rowPos, d.NH, d.HS)
+		s.ra.RoPERows(s.k, s.cos, s.sin, s.rowPos, d.NKV, d.HS)
+		s.ra.ScatterRows(kc, s.k, s.rowDst, d.KVC)
+		s.ra.ScatterRows(vc, s.v, s.rowDst, d.KVC)
+	}
 	s.ra.AttentionRows(s.atty, s.q, kc, vc, s.rowBase, s.rowCnt, d.NH, d.NKV, d.HS)
 }
 

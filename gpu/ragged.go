@@ -24,3 +24,13 @@ type RaggedAttention interface {
 	// query may see.
 	AttentionRows(out, q, k, v Buf, start, cnt []int32, NH, NKV, HS int)
 }
+
+// RaggedKV is implemented by RaggedAttention backends that prepare a
+// decoding step's queries and cache rows in one op: RoPEScatterRows
+// rotates q[N,NH,HS] in place as RoPERows does, and writes the rows of
+// k[N,NKV,HS], rotated likewise, and of v to rows dst[n] of kc and vc
+// (rows of NKV*HS), N = len(pos) = len(dst): RoPERows on q and on k, then
+// ScatterRows of k and of v, except that k itself may be left unrotated.
+type RaggedKV interface {
+	RoPEScatterRows(q, k, v, kc, vc, cos, sin Buf, pos, dst []int32, NH, NKV, HS int)
+}

@@ -56,17 +56,33 @@ func TestRaggedBatchSampler(t *testing.T) {
 	m := sharpModel(t)
 	prompts, ps := batchRequests(30, m.Config.VocabSize)
 	want := perSequenceAll(t, m, prompts, ps)
-	be := rowwise{cpu.New()}
-	defer be.Close()
-	got := sampleAll(t, m, be, 7, prompts, ps)
-	for i := range got {
-		if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].FinishReason != want[i].FinishReason {
-			t.Fatalf("request %d: ragged %v (%s), per sequence %v (%s)", i, got[i].Tokens, got[i].FinishReason, want[i].Tokens, want[i].FinishReason)
-		}
-		for j, lp := range got[i].LogProbs {
-			if math.Abs(float64(lp-want[i].LogProbs[j])) > 1e-5 {
-				t.Fatalf("request %d token %d: log-prob %v, per sequence %v", i, j, lp, want[i].LogProbs[j])
+	c := cpu.New()
+	defer c.Close()
+	// fusedKV also takes the RaggedKV path of the sampler (its queries
+	// and cache rows in one op).
+	for _, be := range []gpu.Backend{rowwise{c}, fusedKV{rowwise{c}}} {
+		got := sampleAll(t, m, be, 7, prompts, ps)
+		for i := range got {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].FinishReason != want[i].FinishReason {
+				t.Fatalf("%T, request %d: ragged %v (%s), per sequence %v (%s)", be, i, got[i].Tokens, got[i].FinishReason, want[i].Tokens, want[i].FinishReason)
+			}
+			for j, lp := range got[i].LogProbs {
+				if math.Abs(float64(lp-want[i].LogProbs[j])) > 1e-5 {
+					t.Fatalf("%T, request %d token %d: log-prob %v, per sequence %v", be, i, j, lp, want[i].LogProbs[j])
+				}
 			}
 		}
 	}
+}
+
+// fusedKV is rowwise with gpu.RaggedKV composed from its ragged ops, as
+// the contract states it (k rotated in place here, which the contract
+// allows).
+type fusedKV struct{ rowwise }
+
+func (f fusedKV) RoPEScatterRows(q, k, v, kc, vc, cos, sin gpu.Buf, pos, dst []int32, NH, NKV, HS int) {
+	f.RoPERows(q, cos, sin, pos, NH, HS)
+	f.RoPERows(k, cos, sin, pos, NKV, HS)
+	f.ScatterRows(kc, k, dst, NKV*HS)
+	f.ScatterRows(vc, v, dst, NKV*HS)
 }

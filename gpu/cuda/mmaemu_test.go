@@ -34,6 +34,13 @@ func TestPickEmulated(t *testing.T) {
 	emulate(t, "pick.cc")
 }
 
+// TestKVEmulated runs rope_kv_rows (attn_rows.cuh), decoding's RoPE and
+// cache writes in one launch, on the emulator against the steps done one
+// by one.
+func TestKVEmulated(t *testing.T) {
+	emulate(t, "kv.cc")
+}
+
 // emulate builds testdata/mmaemu/src with g++ and runs it; it exits 0
 // when every check passed.
 func emulate(t *testing.T, src string) {

@@ -60,19 +60,9 @@ func (be *Backend) cachedInts(op, key string, ids []int32) *buf {
 func (be *Backend) RoPERows(x, cos, sin gpu.Buf, pos []int32, H, HS int) {
 	const op = "rope rows"
 	d, cs, sn := be.get(op, x), be.get(op, cos), be.get(op, sin)
-	if be.error() == nil && (HS <= 0 || HS%2 != 0 || H <= 0) {
-		be.fail(op, "head size %d is not positive and even, or %d heads", HS, H)
-	}
 	N := len(pos)
-	if !be.need(op, N*H*HS, "x", d) || !be.need(op, 0, "cos", cs, "sin", sn) || N == 0 {
+	if !be.ropeShape(op, H, HS) || !be.need(op, N*H*HS, "x", d) || !be.positions(op, pos, cs, sn, HS) || N == 0 {
 		return
-	}
-	P := cs.n / (HS / 2)
-	for n, p := range pos {
-		if p < 0 || int(p) >= P || int(p) >= sn.n/(HS/2) {
-			be.fail(op, "row %d at position %d outside the %d positions of the tables", n, p, P)
-			return
-		}
 	}
 	pos = slices.Clone(pos) // read later on the driver thread
 	be.post(func() {
@@ -81,25 +71,79 @@ func (be *Backend) RoPERows(x, cos, sin gpu.Buf, pos []int32, H, HS int) {
 	})
 }
 
+// ropeShape fails op unless there are heads of an even, positive size.
+func (be *Backend) ropeShape(op string, H, HS int) bool {
+	if be.error() == nil && (HS <= 0 || HS%2 != 0 || H <= 0) {
+		be.fail(op, "head size %d is not positive and even, or %d heads", HS, H)
+	}
+	return be.error() == nil
+}
+
+// positions fails op unless every position has a row in the RoPE tables
+// cs and sn ([P, HS/2]).
+func (be *Backend) positions(op string, pos []int32, cs, sn *buf, HS int) bool {
+	if !be.need(op, 0, "cos", cs, "sin", sn) {
+		return false
+	}
+	P := min(cs.n, sn.n) / (HS / 2)
+	for n, p := range pos {
+		if p < 0 || int(p) >= P {
+			be.fail(op, "row %d at position %d outside the %d positions of the tables", n, p, P)
+			return false
+		}
+	}
+	return true
+}
+
+// destinations fails op unless every index names one of rows rows of dst.
+func (be *Backend) destinations(op string, idx []int32, rows int) bool {
+	for n, i := range idx {
+		if i < 0 || int(i) >= rows {
+			be.fail(op, "row %d goes to row %d outside the %d rows of dst", n, i, rows)
+			return false
+		}
+	}
+	return be.error() == nil
+}
+
 // ScatterRows implements gpu.RaggedAttention.
 func (be *Backend) ScatterRows(dst, src gpu.Buf, idx []int32, W int) {
 	const op = "scatter rows"
 	d, s := be.get(op, dst), be.get(op, src)
 	N := len(idx)
-	if !be.need(op, N*W, "src", s) || !be.need(op, 0, "dst", d) || N*W == 0 {
+	if !be.need(op, N*W, "src", s) || !be.need(op, 0, "dst", d) || N*W == 0 || !be.destinations(op, idx, d.n/W) {
 		return
-	}
-	rows := d.n / W
-	for n, i := range idx {
-		if i < 0 || int(i) >= rows {
-			be.fail(op, "row %d goes to row %d outside the %d rows of dst", n, i, rows)
-			return
-		}
 	}
 	idx = slices.Clone(idx)
 	be.post(func() {
 		t := be.cachedInts(op, "scatter", idx)
 		be.launch("scatter_rows", be.gridFor(N*W), d, s, t, N, W)
+	})
+}
+
+var _ gpu.RaggedKV = (*Backend)(nil)
+
+// RoPEScatterRows implements gpu.RaggedKV with one launch of rope_kv_rows
+// (attn_rows.cuh) instead of RoPERows twice and ScatterRows twice; k is
+// not written.
+func (be *Backend) RoPEScatterRows(q, k, v, kc, vc, cos, sin gpu.Buf, pos, dst []int32, NH, NKV, HS int) {
+	const op = "rope scatter rows"
+	qd, kd, vd, kcd, vcd := be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, kc), be.get(op, vc)
+	cs, sn := be.get(op, cos), be.get(op, sin)
+	N, W := len(pos), NKV*HS
+	if be.error() == nil && len(dst) != N {
+		be.fail(op, "%d positions but %d destinations", N, len(dst))
+	}
+	if !be.ropeShape(op, min(NH, NKV), HS) || !be.need(op, N*NH*HS, "q", qd) || !be.need(op, N*W, "k", kd, "v", vd) ||
+		!be.need(op, 0, "kc", kcd, "vc", vcd) || !be.positions(op, pos, cs, sn, HS) ||
+		!be.destinations(op, dst, min(kcd.n, vcd.n)/W) || N == 0 {
+		return
+	}
+	pos, dst = slices.Clone(pos), slices.Clone(dst)
+	be.post(func() {
+		tp := be.cachedInts(op, "pos", pos)
+		td := be.cachedInts(op, "scatter", dst)
+		be.launch("rope_kv_rows", be.gridFor(N*(NH+3*NKV)*HS/2), qd, kd, vd, kcd, vcd, cs, sn, tp, td, N, NH, NKV, HS)
 	})
 }
 

@@ -32,6 +32,7 @@ struct dim3 {
 inline dim3 threadIdx; // the running lane's: the scheduler sets it before resuming one
 inline dim3 blockIdx;  // one block at a time
 inline dim3 blockDim;
+inline dim3 gridDim;
 
 #define __global__
 #define __device__
@@ -217,6 +218,7 @@ inline void launch(int grid, int threads, const std::function<void()>& kernel) {
     const size_t stack = 64 << 10;
     std::vector<char> stacks((size_t)n * stack);
     blockDim.x = n;
+    gridDim.x = grid;
     emu::kernel = &kernel;
     emu::lanes.assign(n, nullptr);
     for (int bi = 0; bi < grid; bi++) {
