@@ -21,7 +21,8 @@
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps at 8x512 with the tc and the
-#                      mma attention (and mma with SWERL_CUDA_ACT=bf16),
+#                      mma attention (and mma with SWERL_CUDA_ACT=bf16, then
+#                      also SWERL_CUDA_ZERO=lazy),
 #                      and of batch-64 decoding
 # TEST_RUN narrows the tests, BENCH_PAT the benchmarks (-test.bench),
 # PROF_PAT and PROF_PAT2 the two profiled benchmarks; BENCH=0 skips the
@@ -57,7 +58,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 		[ "${AGAIN:-1}" = 1 ] && b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
-	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16-(tc|mma)(\+act16)?$/B=8}" >"$out/profile.log" 2>&1
+	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16-(tc|mma)(\+act16)?(\+lazy)?$/B=8}" >"$out/profile.log" 2>&1
 	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"

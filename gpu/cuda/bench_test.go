@@ -72,7 +72,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	type run struct {
-		dev, mm, attn string // attn "X+act16": X with SWERL_CUDA_ACT=bf16
+		dev, mm, attn string // attn "X+act16+lazy": X with SWERL_CUDA_ACT=bf16, SWERL_CUDA_ZERO=lazy
 		B, T          int
 	}
 	runs := []run{
@@ -82,6 +82,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma", 8, 512}, {"cuda", "bf16", "mma", 4, 2048},
 		{"cuda", "bf16", "mma+act16", 8, 512}, {"cuda", "bf16", "mma+act16", 4, 2048},
+		{"cuda", "bf16", "mma+act16+lazy", 8, 512}, {"cuda", "bf16", "mma+act16+lazy", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
 	}
 	for _, r := range runs {
@@ -89,12 +90,17 @@ func BenchmarkTrainStep(b *testing.B) {
 		if r.attn != "" {
 			name = fmt.Sprintf("%s/%s-%s/B=%d,T=%d", r.dev, r.mm, r.attn, r.B, r.T)
 		}
-		attn, act16 := strings.CutSuffix(r.attn, "+act16")
+		attn, flags, _ := strings.Cut(r.attn, "+")
 		b.Run(name, func(b *testing.B) {
 			var be gpu.Backend
 			var g *cuda.Backend
-			if act16 {
-				b.Setenv("SWERL_CUDA_ACT", "bf16")
+			for _, f := range strings.Split(flags, "+") {
+				switch f {
+				case "act16":
+					b.Setenv("SWERL_CUDA_ACT", "bf16")
+				case "lazy":
+					b.Setenv("SWERL_CUDA_ZERO", "lazy")
+				}
 			}
 			if r.dev == "cuda" {
 				g = open(b)

@@ -110,6 +110,14 @@ type Backend struct {
 	// act16: AllocBF16 gives bf16-only activations in the bf16 matmul
 	// mode (SWERL_CUDA_ACT=bf16); otherwise float32 buffers.
 	act16 bool
+	// lazy (SWERL_CUDA_ZERO=lazy): Zero records its range in pend
+	// instead of zeroing it; the next op that touches the range zeroes it
+	// first (settle), unless it writes the range whole and can take the
+	// zero as its starting point (take: a product with beta 0, an
+	// accumulating kernel that writes instead of adding). Caller side,
+	// like the ops' checks; pending ranges never overlap.
+	lazy bool
+	pend []pendZero
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 	// kprof times each kernel on the GPU when SWERL_CUDA_PROFILE=kernels.
@@ -133,6 +141,14 @@ func New() (*Backend, error) {
 			be.Close()
 			return nil, err
 		}
+	}
+	switch z := os.Getenv("SWERL_CUDA_ZERO"); z {
+	case "", "now":
+	case "lazy":
+		be.lazy = true
+	default:
+		be.Close()
+		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want now or lazy", z)
 	}
 	switch a := os.Getenv("SWERL_CUDA_ACT"); a {
 	case "", "f32":
@@ -448,6 +464,24 @@ func (be *Backend) get(op string, x gpu.Buf) *buf {
 
 // weight unwraps x as get does, bf16-only buffers included.
 func (be *Backend) weight(op string, x gpu.Buf) *buf {
+	b := be.unwrap(op, x)
+	be.settle(b)
+	return b
+}
+
+// dest unwraps the output x of an op that may take a pending zero of it
+// (take): as get, but without settling.
+func (be *Backend) dest(op string, x gpu.Buf) *buf {
+	b := be.unwrap(op, x)
+	if b != nil && b.a.only16 {
+		return be.get(op, x) // refused there
+	}
+	return b
+}
+
+// unwrap is x as this package's buffer, nil for nil; a foreign or freed
+// buffer fails op.
+func (be *Backend) unwrap(op string, x gpu.Buf) *buf {
 	if x == nil {
 		return nil
 	}
@@ -513,7 +547,7 @@ func (be *Backend) Alloc(n int) (gpu.Buf, error) {
 
 // Slice implements gpu.Backend.
 func (be *Backend) Slice(x gpu.Buf, off, n int) gpu.Buf {
-	b := be.weight("slice", x)
+	b := be.unwrap("slice", x)
 	if b == nil || off < 0 || n < 0 || off+n > b.n {
 		ln := 0
 		if b != nil {
@@ -532,6 +566,7 @@ func (be *Backend) Free(x gpu.Buf) {
 		return
 	}
 	b.a.freed = true
+	be.forget(b.a)
 	be.do(func() {
 		if b.a.ptr != 0 {
 			_ = cu.MemFree(b.a.ptr)

@@ -53,6 +53,61 @@ func TestBackendFlashAttention(t *testing.T) {
 	gputest.TestBackend(t, open(t))
 }
 
+// TestBackendLazyZero runs the suite with SWERL_CUDA_ZERO=lazy: Zero
+// leaves its range to the next op that touches it, and the backward ops
+// that write a zeroed output whole start from zero instead of adding.
+func TestBackendLazyZero(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ZERO", "lazy")
+	gputest.TestBackend(t, open(t))
+}
+
+// TestTrainerLazyZero trains the tiny model with and without lazy zeroing
+// (with and without checkpointing) on two backends side by side: the same
+// losses, gradient norms and weights to float32 rounding.
+func TestTrainerLazyZero(t *testing.T) {
+	for _, ckpt := range []bool{false, true} {
+		var trs [2]*gpu.Trainer
+		var ms [2]*gpu.Model
+		for i, mode := range []string{"now", "lazy"} {
+			t.Setenv("SWERL_CUDA_ZERO", mode)
+			be := open(t)
+			m, err := gpu.NewModel(gpu.TinyConfig(), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-2, Checkpoint: ckpt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			trs[i], ms[i] = tr, m
+		}
+		batch := tinyBatch()
+		for step := range 4 {
+			f := (*gpu.Trainer).Step
+			if step%2 == 1 {
+				f = (*gpu.Trainer).SFTStep
+			}
+			a, err := f(trs[0], batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := f(trs[1], batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := math.Abs(a.Loss - b.Loss); d > 1e-5*(1+math.Abs(a.Loss)) || math.Abs(a.GradNorm-b.GradNorm) > 1e-4*(1+a.GradNorm) {
+				t.Errorf("checkpointing %v, step %d: zeroing now: loss %v grad norm %v; lazily: %v, %v", ckpt, step, a.Loss, a.GradNorm, b.Loss, b.GradNorm)
+			}
+		}
+		for _, tr := range trs {
+			if err := tr.SyncHost(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sameWeights(t, ms[0], ms[1], 1e-5)
+	}
+}
+
 // TestBackendStridedAttention runs the suite with one strided-batched
 // product per head (run 2's attention) instead of one call over all heads.
 func TestBackendStridedAttention(t *testing.T) {

@@ -371,11 +371,16 @@ __device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float
     dg += d * u * sig * (1.f + x * (1.f - sig));
 }
 
-__global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n) {
+// swiglu_bwd: zg (zu) 1 writes dgate (dup) instead of adding to it (an
+// output that takes a pending zero, SWERL_CUDA_ZERO=lazy): it is not read.
+__global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n,
+                           int zg, int zu) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
     if (dgate && dup && aligned16(dgate, dup, dout, gate, up)) {
         for (long i = t; i < n / 4; i += stride) {
-            float4 dg = ((float4*)dgate)[i], du = ((float4*)dup)[i], d = ((const float4*)dout)[i];
+            float4 dg = zg ? zero4 : ((float4*)dgate)[i], du = zu ? zero4 : ((float4*)dup)[i];
+            float4 d = ((const float4*)dout)[i];
             float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
             swiglu_bwd1(dg.x, du.x, d.x, g.x, u.x);
             swiglu_bwd1(dg.y, du.y, d.y, g.y, u.y);
@@ -389,8 +394,8 @@ __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const fl
     for (long i = i0 + t; i < n; i += stride) {
         float x = gate[i];
         float sig = 1.f / (1.f + expf(-x));
-        if (dup) dup[i] += dout[i] * x * sig;
-        if (dgate) dgate[i] += dout[i] * up[i] * sig * (1.f + x * (1.f - sig));
+        if (dup) dup[i] = (zu ? 0.f : dup[i]) + dout[i] * x * sig;
+        if (dgate) dgate[i] = (zg ? 0.f : dgate[i]) + dout[i] * up[i] * sig * (1.f + x * (1.f - sig));
     }
 }
 
@@ -438,18 +443,26 @@ __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const 
 }
 
 // logprob_bwd: one block per row.
-__global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets, int N, int V) {
+// logprob_bwd: one block per row; a row whose dlogp is 0 adds nothing.
+// zero 1 writes dlogits instead of adding to it (it takes a pending zero,
+// SWERL_CUDA_ZERO=lazy), zeros on those rows.
+__global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets,
+                            int N, int V, int zero) {
     int n = blockIdx.x;
     float g = dlogp[n];
-    if (g == 0.f) return;
-    const float* row = logits + (long)n * V;
     float* drow = dlogits + (long)n * V;
+    if (g == 0.f) {
+        if (zero)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) drow[v] = 0.f;
+        return;
+    }
+    const float* row = logits + (long)n * V;
     float l = lse[n];
     int t = targets[n];
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float d = -g * expf(row[v] - l);
         if (v == t) d += g;
-        drow[v] += d;
+        drow[v] = (zero ? 0.f : drow[v]) + d;
     }
 }
 

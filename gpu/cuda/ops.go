@@ -12,22 +12,6 @@ import (
 	"swerl/gpu"
 )
 
-// Zero implements gpu.Backend.
-func (be *Backend) Zero(x gpu.Buf) {
-	d := be.get("zero", x)
-	if be.error() != nil || d == nil || d.n == 0 {
-		return
-	}
-	be.post(func() {
-		be.wrote(d)
-		t := be.begin()
-		if err := cu.MemsetD32(d.ptr(), 0, int64(d.n)); err != nil {
-			be.fail("zero", "%v", err)
-		}
-		be.end(t, "memset", 0)
-	})
-}
-
 // Copy implements gpu.Backend.
 func (be *Backend) Copy(dst, src gpu.Buf) {
 	d, s := be.get("copy", dst), be.get("copy", src)
@@ -192,7 +176,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 // dinp(C×N) += w(C×OC)·dout(OC×N); dw(C×OC) += inp(C×N)·dout(OC×N)ᵀ.
 func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
 	const op = "matmul backward"
-	di, dwt, db := be.get(op, dinp), be.get(op, dw), be.get(op, dbias)
+	di, dwt, db := be.dest(op, dinp), be.get(op, dw), be.get(op, dbias)
 	do, x, wt := be.get(op, dout), be.weight(op, inp), be.weight(op, w)
 	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
@@ -201,6 +185,10 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	}
 	if N == 0 || C == 0 || OC == 0 {
 		return
+	}
+	beta := float32(1) // dinp += ...; 0 where it takes a pending zero
+	if dinp != nil && be.take(di, N*C) {
+		beta = 0
 	}
 	be.post(func() {
 		defer be.wroteProducts(di, dwt, db)
@@ -211,14 +199,14 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 			// dout is converted once for both products.
 			do16 := be.half(1, do.ptr(), N*OC)
 			if dinp != nil {
-				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, 1, di.ptr(), C)
+				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, beta, di.ptr(), C)
 			}
 			if dw != nil {
 				be.gemm16(op+" dw", opN, opT, C, OC, N, be.in16(0, x, N*C), C, do16, OC, 1, dwt.ptr(), C)
 			}
 		} else {
 			if dinp != nil {
-				be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), C, do.ptr(), OC, 1, di.ptr(), C)
+				be.gemm(op+" dinp", opN, opN, C, N, OC, wt.ptr(), C, do.ptr(), OC, beta, di.ptr(), C)
 			}
 			if dw != nil {
 				be.gemm(op+" dw", opN, opT, C, OC, N, x.ptr(), C, do.ptr(), OC, 1, dwt.ptr(), C)
@@ -521,12 +509,20 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 // SwiGLUBackward implements gpu.Backend.
 func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 	const op = "swiglu backward"
-	dg, du, do, g, u := be.get(op, dgate), be.get(op, dup), be.get(op, dout), be.get(op, gate), be.get(op, up)
+	dg, du, do, g, u := be.dest(op, dgate), be.dest(op, dup), be.get(op, dout), be.get(op, gate), be.get(op, up)
 	if !be.need(op, n, "dout", do, "gate", g, "up", u) ||
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
 		return
 	}
-	be.post(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n)) })
+	// Outputs that take a pending zero are written, not added to.
+	zg, zu := 0, 0
+	if dgate != nil && be.take(dg, n) {
+		zg = 1
+	}
+	if dup != nil && be.take(du, n) {
+		zu = 1
+	}
+	be.post(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu) })
 }
 
 // LogProbForward implements gpu.Backend.
@@ -547,15 +543,19 @@ func (be *Backend) LogProbForward(logp, lse, logits gpu.Buf, targets []int32, V 
 // LogProbBackward implements gpu.Backend.
 func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets []int32, V int) {
 	const op = "logprob backward"
-	dl, dp, lg, ls := be.get(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
+	dl, dp, lg, ls := be.dest(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
 	N := len(targets)
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.checkIDs(op, "target", targets, V) || N == 0 {
 		return
 	}
+	z := 0 // 1: dlogits takes a pending zero, every row written
+	if be.take(dl, N*V) {
+		z = 1
+	}
 	targets = slices.Clone(targets) // read later on the driver thread
 	be.post(func() {
 		t := be.uploadInts(op, targets)
-		be.launch("logprob_bwd", N, dl, dp, lg, ls, t, N, V)
+		be.launch("logprob_bwd", N, dl, dp, lg, ls, t, N, V, z)
 	})
 }
 
