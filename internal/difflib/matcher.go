@@ -190,10 +190,24 @@ func NewLines(a, b []string, autojunk bool) *Matcher {
 		}
 		bb[i] = id
 	}
-	aa := grow(&sc.a, len(a))
-	for i, l := range a {
-		aa[i] = t.find(l, b)
+	// The lines a shares with b at both ends (two versions of a file
+	// mostly do) take b's ids without a lookup: the table would give the
+	// same id for an equal line.
+	n := min(len(a), len(b))
+	pre := 0
+	for pre < n && a[pre] == b[pre] {
+		pre++
 	}
+	suf := 0
+	for suf < n-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	aa := grow(&sc.a, len(a))
+	copy(aa, bb[:pre])
+	for i := pre; i < len(a)-suf; i++ {
+		aa[i] = t.find(a[i], b)
+	}
+	copy(aa[len(a)-suf:], bb[len(b)-suf:])
 	return newMatcher(sc, aa, bb, int(nids), autojunk)
 }
 
