@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"swerl/internal/gitio"
 	"swerl/schemas"
@@ -772,9 +773,13 @@ func (c *blobCache) read(cat *gitio.CatFile, ids []string) ([]cachedBlob, []erro
 	return out, errs
 }
 
-// put caches a copy of data as blob id of repo and returns the entry.
+// put caches data as blob id of repo and returns the entry. It takes
+// data over: the entry's string is data's bytes, not a copy (each object
+// cat-file reads is a fresh slice that nothing else holds; a copy was a
+// sixth of the bytes the mining run allocated), so the caller must not
+// change or reuse data afterwards.
 func (c *blobCache) put(repo, id string, data []byte) cachedBlob {
-	b := cachedBlob{data: string(data), text: !mining.IsBinary(data) && utf8.Valid(data)}
+	b := cachedBlob{data: unsafe.String(unsafe.SliceData(data), len(data)), text: !mining.IsBinary(data) && utf8.Valid(data)}
 	if c == nil || len(data) > blobCacheBytes/8 {
 		return b
 	}
