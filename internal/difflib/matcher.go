@@ -364,9 +364,19 @@ func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 			continue
 		}
 		js := m.positions(id)
-		// hi: first position >= bhi; lo: first position >= blo.
-		hi := searchInt32(js, bhi)
-		lo := searchInt32(js[:hi], blo)
+		if len(js) == 0 {
+			continue
+		}
+		// hi: first position >= bhi; lo: first position >= blo. Most
+		// lines occur once or a few times, all inside the range (always
+		// so in the first call, over the whole of b): no search then.
+		lo, hi := 0, len(js)
+		if int(js[hi-1]) >= bhi {
+			hi = searchInt32(js, bhi)
+		}
+		if hi > 0 && int(js[0]) < blo {
+			lo = searchInt32(js[:hi], blo)
+		}
 		rowBest, rowJ := 0, 0
 		for x := hi - 1; x >= lo; x-- {
 			j := int(js[x])
