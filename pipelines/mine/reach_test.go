@@ -320,3 +320,25 @@ func TestMinePartialCloneIsOneDeadLetter(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 }
+
+// TestBuildInNoRepositoryIsAGitError: a candidate whose directory is not
+// (or no longer) a repository is rejected as a git error that says so,
+// once a candidate, whether the directory exists or not; the build is not
+// stopped.
+func TestBuildInNoRepositoryIsAGitError(t *testing.T) {
+	f := &buildFn{}
+	defer f.Teardown()
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "gone")} {
+		for i := range 2 {
+			c := Candidate{RepoDir: dir, Repo: "acme/gone", ID: fmt.Sprintf("acme/gone#%d", i+1), Number: i + 1,
+				Base: strings.Repeat("a", 40), Head: strings.Repeat("b", 40), Merge: strings.Repeat("c", 40)}
+			_, r := f.buildOne(c)
+			if r == nil || r.Reason != string(mining.GitError) || r.ID != c.ID {
+				t.Fatalf("%s in %s: rejection %+v", c.ID, dir, r)
+			}
+			if !strings.Contains(r.Detail, "not a git repository") && !strings.Contains(r.Detail, "no such file") {
+				t.Errorf("%s in %s: %q does not say why", c.ID, dir, r.Detail)
+			}
+		}
+	}
+}
