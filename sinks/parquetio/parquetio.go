@@ -63,18 +63,19 @@ var fileCodec = &zstd.Codec{Level: zstd.SpeedDefault}
 // own, so larger pages find more of the repeats: pallets/flask's 707
 // instances take 37.7 MB in 512 KiB pages, 22.0 MB in 1 MiB, 14.1 MB in
 // 2 MiB, 10.1 MB in 4 MiB, and zstd's CPU falls with the bytes it writes
-// (writing them all: 0.38-0.40 s at 1 MiB, 0.30-0.31 s at 2 MiB). Each
-// column buffers up to a page, so a writer's memory grows with it (peak
-// RSS +20 MB at 2 MiB, +60 MB at 4 MiB).
-const streamPageBytes = 2 << 20
+// (writing them all: 0.38-0.40 s at 1 MiB, 0.30-0.31 s at 2 MiB). But
+// each column buffers up to a page, and the mining run's memory limit
+// follows the live heap, so 2 MiB pages took its peak RSS from 396-410 to
+// 430-461 MiB at 20000 generated commits for no gain in wall time there:
+// pages stay at 1 MiB.
+const streamPageBytes = 1 << 20
 
 func streamOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{parquet.Compression(streamCodec), parquet.PageBufferSize(streamPageBytes)}
 }
 
-// streamCodec is zstd at its fastest level with a 2 MiB window, a
-// FileWriter's page (a smaller window made flask's instance files 20%
-// larger and took more CPU): parquet-go's codec keeps the default 8 MiB window,
+// streamCodec is zstd at its fastest level with a 2 MiB window, enough for
+// a FileWriter's pages: parquet-go's codec keeps the default 8 MiB window,
 // 16 MiB of history per encoder, which dominated the heap of a writer. On
 // the mining bench's instance files the fastest level took 18% less
 // encoding CPU than the default, for files of the same size within 0.3%
