@@ -117,3 +117,21 @@ func TestGitDiffMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGitDiffMatchesReference compares GitDiff with the plain construction
+// on any two versions of one file (and the second as a new file).
+func FuzzGitDiffMatchesReference(f *testing.F) {
+	f.Add("a\nb\nc\n", "a\nB\nc\n")
+	f.Add("x\ny", "x\ny\n")
+	f.Add("same\nsame\nsame\n", "same\nsame\n")
+	f.Add("", "new\n")
+	f.Add("l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\n", "l1\nl2\nl3\nl9\nl5\nl6\nl7\nl8\nl10")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, old := range []map[string]string{{"f.py": a}, {}} {
+			new := map[string]string{"f.py": b}
+			if got, want := GitDiff(old, new), referenceGitDiff(old, new); got != want {
+				t.Fatalf("old %q new %q: GitDiff\n%s\nwant\n%s", a, b, got, want)
+			}
+		}
+	})
+}
