@@ -190,10 +190,24 @@ func NewLines(a, b []string, autojunk bool) *Matcher {
 		}
 		bb[i] = id
 	}
-	aa := grow(&sc.a, len(a))
-	for i, l := range a {
-		aa[i] = t.find(l, b)
+	// The lines a shares with b at both ends (two versions of a file
+	// mostly do) take b's ids without a lookup: the table would give the
+	// same id for an equal line.
+	n := min(len(a), len(b))
+	pre := 0
+	for pre < n && a[pre] == b[pre] {
+		pre++
 	}
+	suf := 0
+	for suf < n-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	aa := grow(&sc.a, len(a))
+	copy(aa, bb[:pre])
+	for i := pre; i < len(a)-suf; i++ {
+		aa[i] = t.find(a[i], b)
+	}
+	copy(aa[len(a)-suf:], bb[len(b)-suf:])
 	return newMatcher(sc, aa, bb, int(nids), autojunk)
 }
 
@@ -350,9 +364,19 @@ func (m *Matcher) longestDP(alo, ahi, blo, bhi int) Match {
 			continue
 		}
 		js := m.positions(id)
-		// hi: first position >= bhi; lo: first position >= blo.
-		hi := searchInt32(js, bhi)
-		lo := searchInt32(js[:hi], blo)
+		if len(js) == 0 {
+			continue
+		}
+		// hi: first position >= bhi; lo: first position >= blo. Most
+		// lines occur once or a few times, all inside the range (always
+		// so in the first call, over the whole of b): no search then.
+		lo, hi := 0, len(js)
+		if int(js[hi-1]) >= bhi {
+			hi = searchInt32(js, bhi)
+		}
+		if hi > 0 && int(js[0]) < blo {
+			lo = searchInt32(js[:hi], blo)
+		}
 		rowBest, rowJ := 0, 0
 		for x := hi - 1; x >= lo; x-- {
 			j := int(js[x])

@@ -199,7 +199,12 @@ func DiffBody(ctx context.Context, oldText, newText string) (string, error) {
 // SplitLines, which also breaks at "\r" and the other Unicode line
 // boundaries).
 func SplitAfterNewline(s string) []string {
-	var out []string
+	if s == "" {
+		return nil
+	}
+	// Counted first (strings.Count is vectorized) so the slice is
+	// allocated once, at its size, instead of grown by doubling.
+	out := make([]string, 0, strings.Count(s, "\n")+1)
 	for s != "" {
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {

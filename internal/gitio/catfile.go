@@ -93,6 +93,7 @@ func NewCatFileEnv(ctx context.Context, repo *Repo, env []string) (*CatFile, err
 	if err != nil {
 		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
 	}
+	growPipe(out)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
 	}

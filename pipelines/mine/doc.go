@@ -12,8 +12,9 @@
 // (the "(#N)" commit and the run of commits the same rebase wrote before
 // it: one committer, one commit time), and merge commits of merged
 // PullRequestEvents. A PR number merged by several commits is kept once, at
-// its earliest merge (a first, cheap pass over the log finds it); the
-// others are counted as merged_twice. With Config.Commits every other
+// its earliest merge (a first pass over the log finds it, keeping the
+// commits that can become candidates, up to 16 MiB, so the log is read
+// again only past that); the others are counted as merged_twice. With Config.Commits every other
 // non-merge commit of the refs' first-parent lines becomes a candidate too
 // (source "commit", id "owner/repo@<sha12>"). Candidates are
 // reshuffled, then read by many workers through `git cat-file --batch`

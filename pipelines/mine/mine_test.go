@@ -480,9 +480,7 @@ func TestBlobCache(t *testing.T) {
 		t.Error("the nil cache holds entries")
 	}
 	var c blobCache
-	src := []byte("alpha")
-	c.put("r", "a", src)
-	src[0] = 'X' // the cache holds a copy
+	c.put("r", "a", []byte("alpha")) // put takes the slice over
 	c.put("r", "b", []byte("bin\x00ary"))
 	c.put("r", "c", []byte("caf\xe9"))
 	if s, text, ok := c.get("r", "a"); !ok || !text || s != "alpha" {

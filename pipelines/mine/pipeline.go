@@ -282,10 +282,14 @@ func (f *buildFn) workers() int {
 	return 4 * max(1, runtime.NumCPU())
 }
 
-// acquire returns a cat-file process for dir: up to catFiles of them a
-// repository, started on first use and then shared round-robin (a
-// CatFile pipelines the requests of many goroutines).
-func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
+// acquire returns a cat-file process for candidate c's repository: up to
+// catFiles of them a repository, started on first use and then shared
+// round-robin (a CatFile pipelines the requests of many goroutines). The
+// scan opened the repository and named the candidate's from it, so it is
+// not opened again (two git processes before the first build); were the
+// directory no repository, its cat-file's first answer would say so.
+func (f *buildFn) acquire(c Candidate) (*gitio.CatFile, error) {
+	dir := c.RepoDir
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cs := f.cats[dir]
@@ -293,21 +297,17 @@ func (f *buildFn) acquire(dir string) (*gitio.CatFile, error) {
 		f.next++
 		return cs[f.next%len(cs)], nil
 	}
-	repo, err := gitio.Open(context.Background(), dir)
-	if err != nil {
-		return nil, err
-	}
 	// The process outlives this bundle: it is a cache, never output.
-	c, err := gitio.NewCatFile(context.Background(), repo)
+	cat, err := gitio.NewCatFile(context.Background(), &gitio.Repo{Dir: dir, Name: c.Repo})
 	if err != nil {
 		return nil, err
 	}
-	c.UseTrees(trees)
+	cat.UseTrees(trees)
 	if f.cats == nil {
 		f.cats = map[string][]*gitio.CatFile{}
 	}
-	f.cats[dir] = append(cs, c)
-	return c, nil
+	f.cats[dir] = append(cs, cat)
+	return cat, nil
 }
 
 // catFiles is how many cat-file processes a build bundle runs for one
@@ -385,7 +385,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 }
 
 func (f *buildFn) buildOne(c Candidate) (schemas.Instance, *Rejected) {
-	cat, err := f.acquire(c.RepoDir)
+	cat, err := f.acquire(c)
 	if err != nil {
 		return schemas.Instance{}, &Rejected{Repo: c.Repo, ID: c.ID, Reason: string(mining.GitError), Detail: err.Error()}
 	}

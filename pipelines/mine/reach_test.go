@@ -160,6 +160,38 @@ func TestScanFindsEveryReachablePR(t *testing.T) {
 	}
 }
 
+// TestScanReadsTheLogOnceOrTwice: the scan gives the same candidates and
+// rejections, in the same order, and counts every commit once, whether it
+// keeps the first pass's commits or (past keptCommitBytes) reads the log
+// again; with and without plain commits.
+func TestScanReadsTheLogOnceOrTwice(t *testing.T) {
+	r := mergeStyles(t)
+	scan := func(commits bool) (events []string, read int) {
+		cfg := scanConfig{Commits: commits, Refs: []string{"refs/heads/*"}, Read: func() { read++ }}
+		err := scanRepo(context.Background(), r.Dir, nil, cfg, func(c Candidate) {
+			events = append(events, fmt.Sprintf("candidate %s %s base %s", c.ID, c.Kind, c.Base))
+		}, func(rj Rejected) { events = append(events, "rejected "+rj.ID+" "+rj.Reason) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events, read
+	}
+	commits, _ := strconv.Atoi(strings.TrimSpace(r.Git("rev-list", "--count", "--branches")))
+	for _, withCommits := range []bool{false, true} {
+		once, readOnce := scan(withCommits)
+		saved := keptCommitBytes
+		keptCommitBytes = 1
+		twice, readTwice := scan(withCommits)
+		keptCommitBytes = saved
+		if len(once) < 10 || !slices.Equal(once, twice) {
+			t.Errorf("commits %v: kept from the first pass:\n%s\nread again:\n%s", withCommits, strings.Join(once, "\n"), strings.Join(twice, "\n"))
+		}
+		if readOnce != commits || readTwice != commits {
+			t.Errorf("commits %v: %d and %d commits counted, %d reachable", withCommits, readOnce, readTwice, commits)
+		}
+	}
+}
+
 func TestMineEveryMergeStyle(t *testing.T) {
 	r := mergeStyles(t)
 	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Refs: []string{"2.0.x"}, Out: t.TempDir(), Runner: "prism", RelevantFiles: -1})
@@ -286,5 +318,27 @@ func TestMinePartialCloneIsOneDeadLetter(t *testing.T) {
 	}
 	if sum.Instances != 1 || sum.Repos != 2 || sum.Rejected[string(mining.GitError)] != 1 {
 		t.Errorf("summary %+v", sum)
+	}
+}
+
+// TestBuildInNoRepositoryIsAGitError: a candidate whose directory is not
+// (or no longer) a repository is rejected as a git error that says so,
+// once a candidate, whether the directory exists or not; the build is not
+// stopped.
+func TestBuildInNoRepositoryIsAGitError(t *testing.T) {
+	f := &buildFn{}
+	defer f.Teardown()
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "gone")} {
+		for i := range 2 {
+			c := Candidate{RepoDir: dir, Repo: "acme/gone", ID: fmt.Sprintf("acme/gone#%d", i+1), Number: i + 1,
+				Base: strings.Repeat("a", 40), Head: strings.Repeat("b", 40), Merge: strings.Repeat("c", 40)}
+			_, r := f.buildOne(c)
+			if r == nil || r.Reason != string(mining.GitError) || r.ID != c.ID {
+				t.Fatalf("%s in %s: rejection %+v", c.ID, dir, r)
+			}
+			if !strings.Contains(r.Detail, "not a git repository") && !strings.Contains(r.Detail, "no such file") {
+				t.Errorf("%s in %s: %q does not say why", c.ID, dir, r.Detail)
+			}
+		}
 	}
 }

@@ -437,6 +437,15 @@ func checkImportTargets(t *testing.T, name, content string) {
 			}
 		}
 	}
+	// importTargets tries a Python line only on the expression its first
+	// word names: each must match nothing else.
+	for _, line := range strings.Split(content, "\n") {
+		for _, l := range []string{line, trimBlanks(line)} {
+			if pyImportRE.MatchString(l) && !strings.HasPrefix(l, "import") || pyFromRE.MatchString(l) && !strings.HasPrefix(l, "from") {
+				t.Fatalf("%s: %q matches a Python import expression without its keyword first", name, l)
+			}
+		}
+	}
 }
 
 func TestImportLinesMatchLineScan(t *testing.T) {

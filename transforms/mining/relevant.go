@@ -276,18 +276,26 @@ func importTargets(p, content, goModule string, lines func(lang, content string,
 		}
 	}
 	first := func(re *regexp.Regexp, line string) []string { return re.FindStringSubmatch(line) }
+	prefixed := func(word string, re *regexp.Regexp, line string) []string {
+		if !strings.HasPrefix(line, word) {
+			return nil
+		}
+		return re.FindStringSubmatch(line)
+	}
 	lang := Language(p)
 	lines(lang, content, func(line string) {
 		switch lang {
 		case "Python":
-			if m := first(pyImportRE, line); m != nil {
+			// Each expression is anchored and starts with its keyword:
+			// a line can match only the one its first word names.
+			if m := prefixed("import", pyImportRE, line); m != nil {
 				for _, mod := range strings.Split(m[1], ",") {
 					mp := strings.ReplaceAll(strings.TrimSpace(mod), ".", "/")
 					add(mp + ".py")
 					add(mp + "/__init__.py")
 				}
 			}
-			if m := first(pyFromRE, line); m != nil {
+			if m := prefixed("from", pyFromRE, line); m != nil {
 				base := strings.ReplaceAll(m[2], ".", "/")
 				if dots := len(m[1]); dots > 0 {
 					d := dir

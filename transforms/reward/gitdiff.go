@@ -48,7 +48,11 @@ func GitDiff(old, new map[string]string) string {
 
 func writeGitHunks(sb *strings.Builder, a, b []string) {
 	m := difflib.NewLines(a, b, true)
-	for _, g := range m.GroupedOpCodes(3) {
+	groups := m.GroupedOpCodes(3)
+	// The groups are plain indexes: the matcher's arrays (as long as the
+	// files) go back to the pool for the next diff.
+	m.Release()
+	for _, g := range groups {
 		difflib.EachHunkLine(a, b, g, func(prefix, l string) {
 			sb.WriteString(prefix)
 			if len(prefix) > 1 { // the "@@ -a,b +c,d @@" header
