@@ -22,6 +22,8 @@
 // of a head they hold in registers (HS <= 16*NF), with extern "C" entry
 // points per NF at the end.
 
+#include "tile.cuh"
+
 #define MW 4              // warps a block
 #define MQ (16 * MW)      // query rows a block
 #define MK 64             // keys a tile
@@ -61,21 +63,14 @@ __device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, bool trans, 
     }
 }
 
-// MmaPlace is a thread's place in a block of the mma kernels: batch b,
-// head h and its kv head kh, the block's tile of MQ rows (or keys) of
-// tiles, counted from the end when reversed (the forward and dq blocks
-// with the most work first), the warp, the lane's quad g and place tg in
-// it, and HS in 16- (nf) and 8-channel (nn) chunks.
-struct MmaPlace {
-    int tiles, tile, b, h, kh, warp, g, tg, nf, nn;
-    __device__ MmaPlace(int T, int NH, int NKV, int HS, bool reversed) {
-        tiles = (T + MQ - 1) / MQ;
-        tile = (int)(blockIdx.x % tiles);
+// MmaPlace is a thread's place in a block of the mma kernels: the block's
+// tile of MQ rows (or keys), counted from the end when reversed (the
+// forward and dq blocks with the most work first), the warp, the lane's
+// quad g and place tg in it, and HS in 16- (nf) and 8-channel (nn) chunks.
+struct MmaPlace : HeadTile {
+    int warp, g, tg, nf, nn;
+    __device__ MmaPlace(int T, int NH, int NKV, int HS, bool reversed) : HeadTile(T, MQ, NH, NKV) {
         if (reversed) tile = tiles - 1 - tile;
-        int bh = blockIdx.x / tiles;
-        b = bh / NH;
-        h = bh % NH;
-        kh = h / (NH / NKV);
         warp = threadIdx.x >> 5;
         g = (threadIdx.x & 31) >> 2;
         tg = threadIdx.x & 3;

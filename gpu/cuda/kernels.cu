@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include "tile.cuh"
+
 #define BLOCK 256
 
 // blockSum reduces v over a block of BLOCK threads; every thread gets the sum.
@@ -229,17 +231,13 @@ __global__ void rope(float* x, const float* cs, const float* sn, int B, int T, i
 }
 
 // AttnRow is the query row of a block of the one-block-a-row attention
-// kernels: row i of Tq, batch b, head h and its kv head kh, the last key it
-// sees (queries sit at the end of Tk keys) and the score scale.
-struct AttnRow {
-    int i, b, h, kh, last;
+// kernels (a tile of one row): row i of Tq, the last key it sees (queries
+// sit at the end of Tk keys) and the score scale.
+struct AttnRow : HeadTile {
+    int i, last;
     float scale;
-    __device__ AttnRow(int Tq, int Tk, int NH, int NKV, int HS) {
-        i = blockIdx.x % Tq;
-        int bh = blockIdx.x / Tq;
-        b = bh / NH;
-        h = bh % NH;
-        kh = h / (NH / NKV);
+    __device__ AttnRow(int Tq, int Tk, int NH, int NKV, int HS) : HeadTile(Tq, 1, NH, NKV) {
+        i = tile;
         last = Tk - Tq + i;
         scale = rsqrtf((float)HS);
     }
@@ -634,15 +632,9 @@ __global__ void attn_rows(float* out, const float* q, const float* k, const floa
 // FlashBlock is a flash kernel block's place: its tile of rows (or keys)
 // tile of tiles, batch b, query head h, kv head kh, and the thread's warp,
 // lane and channels per lane nc.
-struct FlashBlock {
-    int tiles, tile, b, h, kh, warp, lane, nc;
-    __device__ FlashBlock(int T, int NH, int NKV, int HS) {
-        tiles = (T + FT - 1) / FT;
-        tile = blockIdx.x % tiles;
-        int bh = blockIdx.x / tiles;
-        b = bh / NH;
-        h = bh % NH;
-        kh = h / (NH / NKV);
+struct FlashBlock : HeadTile {
+    int warp, lane, nc;
+    __device__ FlashBlock(int T, int NH, int NKV, int HS) : HeadTile(T, FT, NH, NKV) {
         warp = threadIdx.x >> 5;
         lane = threadIdx.x & 31;
         nc = HS >> 5;
@@ -921,15 +913,9 @@ __device__ void tcLoad(__nv_bfloat16* dst, int ld, const float* src, int bi, int
 // tcTile is a block's place: 64-row tile `tile` of (b, h), kv head kh, the
 // warp's first row r0 and the lane's row (r0 + lane/2) and half (lane&1:
 // which 16 of a TCK-wide row the lane handles).
-struct TcTile {
-    int tile, b, h, kh, warp, lane, r0, row, myr, half, nf, ld;
-    __device__ TcTile(int T, int NH, int NKV, int HS) {
-        int tiles = (T + 63) / 64;
-        tile = blockIdx.x % tiles;
-        int bh = blockIdx.x / tiles;
-        b = bh / NH;
-        h = bh % NH;
-        kh = h / (NH / NKV);
+struct TcTile : HeadTile {
+    int warp, lane, r0, row, myr, half, nf, ld;
+    __device__ TcTile(int T, int NH, int NKV, int HS) : HeadTile(T, 64, NH, NKV) {
         warp = threadIdx.x >> 5;
         lane = threadIdx.x & 31;
         r0 = tile * 64 + warp * 16;

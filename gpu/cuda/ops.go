@@ -165,7 +165,7 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 			return
 		}
 		if be.blas.compute == computeFastBF {
-			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.in16(1, x, N*C), C, beta, o.ptr(), OC)
+			be.gemm16(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.weight16(1, x, N*C), C, beta, o.ptr(), OC)
 			return
 		}
 		be.gemm(op, opT, opN, OC, N, C, wt.ptr(), C, x.ptr(), C, beta, o.ptr(), OC)
@@ -202,7 +202,7 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, beta, di.ptr(), C)
 			}
 			if dw != nil {
-				be.gemm16(op+" dw", opN, opT, C, OC, N, be.in16(0, x, N*C), C, do16, OC, 1, dwt.ptr(), C)
+				be.gemm16(op+" dw", opN, opT, C, OC, N, be.weight16(0, x, N*C), C, do16, OC, 1, dwt.ptr(), C)
 			}
 		} else {
 			if dinp != nil {

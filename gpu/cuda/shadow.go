@@ -36,6 +36,13 @@ func (be *Backend) KeepBF16(x gpu.Buf) error {
 
 var _ gpu.FrozenWeights = (*Backend)(nil)
 
+// bf16 reports whether the products are in the bf16 mode now.
+func (be *Backend) bf16() bool {
+	var c int
+	be.do(func() { c = be.blas.compute })
+	return c == computeFastBF
+}
+
 // frozenChunk is how many floats UploadFrozen stages on the device at a
 // time on their way to bf16 (128 MiB).
 const frozenChunk = 32 << 20
@@ -51,25 +58,17 @@ func (be *Backend) UploadFrozen(data []float32) (gpu.Buf, error) {
 	if err := be.error(); err != nil {
 		return nil, err
 	}
+	if !be.bf16() {
+		b, err := be.Alloc(len(data))
+		if err != nil {
+			return nil, err
+		}
+		be.Upload(b, data)
+		return b, be.error()
+	}
 	var out *buf
 	be.do(func() {
 		n := len(data)
-		if be.blas.compute != computeFastBF {
-			b, err := be.alloc(n)
-			if err != nil {
-				be.fail(op, "%v", err)
-				return
-			}
-			if n > 0 {
-				if err := cu.MemcpyHtoD(b.ptr(), unsafe.Pointer(&data[0]), int64(4*n)); err != nil {
-					_ = cu.MemFree(b.a.ptr)
-					be.fail(op, "%v", err)
-					return
-				}
-			}
-			out = b
-			return
-		}
 		half, err := cu.MemAlloc(int64(2 * max(n, 1)))
 		if err != nil {
 			be.fail(op, "alloc %d bf16 values: %v", n, err)
@@ -121,13 +120,12 @@ func (be *Backend) AllocBF16(n int) (gpu.Buf, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("cuda: alloc bf16: negative size %d", n)
 	}
+	if !be.act16 || !be.bf16() {
+		return be.Alloc(n)
+	}
 	var out *buf
 	var err error
 	be.do(func() {
-		if !be.act16 || be.blas.compute != computeFastBF {
-			out, err = be.alloc(n)
-			return
-		}
 		var p cu.DevicePtr
 		if p, err = cu.MemAlloc(int64(2 * max(n, 2))); err != nil {
 			err = fmt.Errorf("cuda: alloc %d bf16 values: %w", n, err)
@@ -146,16 +144,6 @@ func (be *Backend) AllocBF16(n int) (gpu.Buf, error) {
 	return out, nil
 }
 
-// in16 is the bf16 form of the n elements of matmul input x (driver
-// thread): x itself when it is a bf16 activation, else a conversion into
-// scratch slot.
-func (be *Backend) in16(slot int, x *buf, n int) cu.DevicePtr {
-	if x.a.only16 {
-		return x.a.half + cu.DevicePtr(2*x.off)
-	}
-	return be.half(slot, x.ptr(), n)
-}
-
 // out16 unwraps the output of a producer of activations (op): a bf16
 // activation is accepted, frozen weights are not.
 func (be *Backend) out16(op string, x gpu.Buf) *buf {
@@ -170,15 +158,15 @@ func (be *Backend) out16(op string, x gpu.Buf) *buf {
 // wrote marks the bf16 copy of b's allocation stale (driver thread): an op
 // other than AdamW wrote into it.
 func (be *Backend) wrote(b *buf) {
-	if b != nil && b.a.half != 0 {
+	if b != nil && b.a.half != 0 && !b.a.only16 { // bf16-only: the copy is the buffer
 		b.a.halfOK = false
 	}
 }
 
-// weight16 returns the bf16 form of the n elements of weight operand w
-// (driver thread): a window of its allocation's bf16 copy when the
-// allocation keeps one, else a conversion into scratch slot. 0 after a
-// failure.
+// weight16 returns the bf16 form of the n elements of product operand w,
+// a weight or an input (driver thread): a window of its allocation's bf16
+// copy when the allocation keeps one (bf16-only buffers are that copy),
+// else a conversion into scratch slot. 0 after a failure.
 func (be *Backend) weight16(slot int, w *buf, n int) cu.DevicePtr {
 	a := w.a
 	if !a.keep16 {
