@@ -175,7 +175,7 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 	d, R, S := s.d, s.rows, slots
 	// ln, swi and lastLn are read only by matrix products: bf16 on a
 	// BF16Activations backend, like the trainer's.
-	s.actBuf, s.act16, err = allocActs(be, func(a *arena) {
+	s.actBuf, s.act16, err = allocArena(be, func(a *arena) {
 		h := a.half()
 		s.x, s.ln, s.rstd = a.take(R*d.C), h.take(R*d.C), a.take(R)
 		s.q, s.k, s.v, s.atty = a.take(R*d.QC), a.take(R*d.KVC), a.take(R*d.KVC), a.take(R*d.QC)

@@ -328,37 +328,30 @@ func (a *arena) takeShared(L, n int) []Buf {
 }
 
 // allocArena sizes a layout with a counting pass of fill, allocates one
-// buffer and runs fill again to slice it.
-func allocArena(be Backend, fill func(a *arena)) (Buf, int, error) {
-	count := &arena{be: be}
-	fill(count)
-	buf, err := be.Alloc(count.off)
-	if err != nil {
-		return nil, 0, fmt.Errorf("gpu: allocate %d floats: %w", count.off, err)
+// buffer and runs fill again to slice it. What fill takes from a.half()
+// (the activations only matrix products read) comes from one AllocBF16
+// of a BF16Activations backend, returned as half; on other backends from
+// the main buffer.
+func allocArena(be Backend, fill func(a *arena)) (main, half Buf, err error) {
+	b16, _ := be.(BF16Activations)
+	newArena := func(buf Buf) *arena { return &arena{be: be, buf: buf} }
+	count := newArena(nil)
+	if b16 != nil {
+		count.h16 = newArena(nil)
 	}
-	fill(&arena{be: be, buf: buf})
-	return buf, count.off, nil
-}
-
-// allocActs is allocArena for a layout that also takes from a.half():
-// with a BF16Activations backend those buffers come from one AllocBF16
-// (returned as half), else from the main buffer.
-func allocActs(be Backend, fill func(a *arena)) (main, half Buf, err error) {
-	b16, ok := be.(BF16Activations)
-	if !ok {
-		main, _, err = allocArena(be, fill)
-		return main, nil, err
-	}
-	count := &arena{be: be, h16: &arena{be: be}}
 	fill(count)
 	if main, err = be.Alloc(count.off); err != nil {
 		return nil, nil, fmt.Errorf("gpu: allocate %d floats: %w", count.off, err)
 	}
-	if half, err = b16.AllocBF16(count.h16.off); err != nil {
-		be.Free(main)
-		return nil, nil, fmt.Errorf("gpu: allocate %d bf16 activations: %w", count.h16.off, err)
+	a := newArena(main)
+	if b16 != nil && count.h16.off > 0 {
+		if half, err = b16.AllocBF16(count.h16.off); err != nil {
+			be.Free(main)
+			return nil, nil, fmt.Errorf("gpu: allocate %d bf16 activations: %w", count.h16.off, err)
+		}
+		a.h16 = newArena(half)
 	}
-	fill(&arena{be: be, buf: main, h16: &arena{be: be, buf: half}})
+	fill(a)
 	return main, half, nil
 }
 

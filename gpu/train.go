@@ -269,7 +269,7 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		return nil, err
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
-	t.actBuf, t.act16, err = allocActs(be, func(ar *arena) {
+	t.actBuf, t.act16, err = allocArena(be, func(ar *arena) {
 		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint)
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
