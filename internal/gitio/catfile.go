@@ -8,12 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
-	"swerl/internal/syncbuf"
 	"sync"
+	"syscall"
+	"time"
+
+	"swerl/internal/syncbuf"
 )
 
 // CatFile reads objects through one long-lived `git cat-file --batch`.
@@ -27,8 +31,12 @@ import (
 type CatFile struct {
 	repo   *Repo
 	cmd    *exec.Cmd
-	stderr syncbuf.Buffer // git's stderr: written by exec's copying goroutine, read when a request fails
-	trees  *TreeCache
+	stderr syncbuf.Buffer // git's stderr: copied by stderrCopy, read when a request fails
+	// stderrDone is closed when git's stderr has reached EOF (git exited):
+	// a failure of the process itself waits for it, so that its error
+	// carries all git said.
+	stderrDone chan struct{}
+	trees      *TreeCache
 
 	mu    sync.Mutex // guards in and queue; held while writing requests
 	in    io.WriteCloser
@@ -83,20 +91,36 @@ func NewCatFileEnv(ctx context.Context, repo *Repo, env []string) (*CatFile, err
 	cmd := exec.CommandContext(ctx, "git", "cat-file", "--batch")
 	cmd.Dir = repo.Dir
 	cmd.Env = append(gitEnv(), env...)
-	c := &CatFile{repo: repo, cmd: cmd, queue: make(chan *batch, 1<<12), done: make(chan struct{})}
-	cmd.Stderr = &c.stderr
-	var err error
-	if c.in, err = cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
-	}
-	out, err := cmd.StdoutPipe()
+	c := &CatFile{repo: repo, cmd: cmd, queue: make(chan *batch, 1<<12), done: make(chan struct{}), stderrDone: make(chan struct{})}
+	// git's stderr goes through a pipe of our own rather than exec's
+	// copying goroutine, whose end only Wait (in Close) would tell.
+	er, ew, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
 	}
-	growPipe(out)
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = ew
+	fail := func(err error) (*CatFile, error) {
+		er.Close()
+		ew.Close()
 		return nil, fmt.Errorf("gitio: %s: cat-file: %w", repo.Name, err)
 	}
+	if c.in, err = cmd.StdinPipe(); err != nil {
+		return fail(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fail(err)
+	}
+	growPipe(out)
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	ew.Close() // git holds the write end now
+	go func() {
+		io.Copy(&c.stderr, er)
+		er.Close()
+		close(c.stderrDone)
+	}()
 	go c.readLoop(bufio.NewReaderSize(out, 1<<16))
 	return c, nil
 }
@@ -239,8 +263,16 @@ func (c *CatFile) read(out *bufio.Reader, rev string) (*Object, error) {
 	return &Object{Hash: f[0], Type: f[1], Data: data[:size]}, nil
 }
 
-// failErr describes a failure of the process, with what git said.
+// failErr describes a failure of the process, with what git said. When
+// git is gone (its output ended, or its input is a broken pipe), that is
+// once its stderr has ended too.
 func (c *CatFile) failErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) {
+		select {
+		case <-c.stderrDone:
+		case <-time.After(5 * time.Second): // a child of git holding stderr open
+		}
+	}
 	return fmt.Errorf("gitio: %s: cat-file: %w: %s", c.repo.Name, err, strings.TrimSpace(c.stderr.String()))
 }
 
