@@ -20,11 +20,12 @@
 #                      4x2048 and 8x2048, mma at 4x2048 (LORA7B=0 skips it)
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
-#                      warm-up) of bf16 steps at 8x512 with the tc and the
-#                      mma attention (and mma with SWERL_CUDA_ACT=bf16, then
-#                      also SWERL_CUDA_ZERO=lazy),
-#                      and of batch-64 decoding
-# TEST_RUN narrows the tests, BENCH_PAT the benchmarks (-test.bench),
+#                      warm-up) of bf16 steps at 8x512 with the defaults
+#                      (mma attention, bf16 activations, lazy zeroing), with
+#                      cublas and with tc attention, and of batch-64 decoding
+# TEST_RUN narrows the tests and TEST_SKIP (default Emulated) skips some;
+# BENCH_PAT narrows the benchmarks (-test.bench: anchor the first level as
+# ^BenchmarkX$),
 # PROF_PAT and PROF_PAT2 the two profiled benchmarks; BENCH=0 skips the
 # benchmarks and the profile.
 #
@@ -43,7 +44,9 @@ export LD_LIBRARY_PATH=$SWERL_CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 echo "cublas from $SWERL_CUBLAS_DIR"
 cd "$dir"
-REQUIRE_GPU=1 timeout 240 ./cuda.test -test.v -test.count=1 ${TEST_RUN:+-test.run "$TEST_RUN"} >"$out/test.log" 2>&1
+# The emulator tests (TestMMAEmulated, ...) are CPU tests of the ordinary
+# go test: they need g++ and testdata/, which the GPU machine lacks.
+REQUIRE_GPU=1 timeout 240 ./cuda.test -test.v -test.count=1 -test.skip "${TEST_SKIP-Emulated}" ${TEST_RUN:+-test.run "$TEST_RUN"} >"$out/test.log" 2>&1
 rc=$?
 grep -E '^(--- FAIL|FAIL|ok|PASS)|^    --- FAIL|device ' "$out/test.log" | tail -40
 echo "tests rc=$rc"
@@ -58,7 +61,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 		[ "${AGAIN:-1}" = 1 ] && b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
-	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16-(tc|mma)(\+act16)?(\+lazy)?$/B=8}" >"$out/profile.log" 2>&1
+	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16(-cublas|-tc)?$/B=8}" >"$out/profile.log" 2>&1
 	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"

@@ -80,17 +80,21 @@ type Backend struct {
 	toks   *buf // device copy of the last token/target ids (int32)
 	acc    *buf // 2 words: the float64 accumulator of SumSquares
 	blocks int  // grid size cap for grid-stride kernels
-	// attn is the training attention: "cublas" (the default: cuBLAS
-	// batched products on tensor cores, one call per product over every
-	// (b, head), and a softmax kernel over the [B,NH,T,T] matrix),
+	// attn is the training attention: "cublas" (the default in the f32
+	// and tf32 matmul modes: cuBLAS batched products, one call per
+	// product over every (b, head), and a softmax kernel over the
+	// [B,NH,T,T] matrix),
 	// "strided" (the same products, one strided-batched call per head),
 	// "flash" (the tiled kernels of
 	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
 	// but SIMT float32 and slower), "tc" (the same tiling with the tile
-	// products on bf16 tensor cores), "mma" (the same blocks on mma.sync
-	// with the softmax in registers, flash_mma.cuh) or "naive" (one
+	// products on bf16 tensor cores), "mma" (the default in bf16: the
+	// same blocks on mma.sync with the softmax in registers,
+	// flash_mma.cuh) or "naive" (one
 	// block per row); SWERL_CUDA_ATTN picks it.
 	attn string
+	// attnSet: SetAttention chose attn; otherwise SetMatmul does.
+	attnSet bool
 	// naiveAttn selects the one-block-per-row attention kernels instead of
 	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
 	naiveAttn bool
@@ -108,9 +112,10 @@ type Backend struct {
 	ints   map[string]*intSlot     // device copies of the ragged ops' row indices
 	ptrs   map[string]cu.DevicePtr // attention's cuBLAS pointer arrays, by content
 	// act16: AllocBF16 gives bf16-only activations in the bf16 matmul
-	// mode (SWERL_CUDA_ACT=bf16); otherwise float32 buffers.
+	// mode (the default; SWERL_CUDA_ACT=f32 turns it off); otherwise
+	// float32 buffers.
 	act16 bool
-	// lazy (SWERL_CUDA_ZERO=lazy): Zero records its range in pend
+	// lazy (the default; SWERL_CUDA_ZERO=now turns it off): Zero records its range in pend
 	// instead of zeroing it; the next op that touches the range zeroes it
 	// first (settle), unless it writes the range whole and can take the
 	// zero as its starting point (take: a product with beta 0, an
@@ -143,17 +148,17 @@ func New() (*Backend, error) {
 		}
 	}
 	switch z := os.Getenv("SWERL_CUDA_ZERO"); z {
-	case "", "now":
-	case "lazy":
+	case "", "lazy":
 		be.lazy = true
+	case "now":
 	default:
 		be.Close()
-		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want now or lazy", z)
+		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want lazy or now", z)
 	}
 	switch a := os.Getenv("SWERL_CUDA_ACT"); a {
-	case "", "f32":
-	case "bf16":
+	case "", "bf16":
 		be.act16 = true
+	case "f32":
 	default:
 		be.Close()
 		return nil, fmt.Errorf("cuda: SWERL_CUDA_ACT=%q: want f32 or bf16", a)
@@ -320,20 +325,26 @@ func (be *Backend) SetMatmul(mode string) error {
 	if c == 0 {
 		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", mode)
 	}
-	be.do(func() { be.blas.compute = c })
+	be.do(func() {
+		be.blas.compute = c
+		if !be.attnSet {
+			be.attn = map[bool]string{true: "mma", false: "cublas"}[c == computeFastBF]
+		}
+	})
 	return nil
 }
 
-// SetAttention selects the training attention: "cublas" (the default),
-// "strided", "flash", "tc", "mma" or "naive"; see the attn field.
-// SWERL_CUDA_ATTN sets it at New.
+// SetAttention selects the training attention: "cublas", "strided",
+// "flash", "tc", "mma" or "naive"; see the attn field. SWERL_CUDA_ATTN
+// sets it at New. Until it is set, the matmul mode picks: mma in bf16
+// (flash_mma.cuh rounds its operands to bf16), cublas in f32 and tf32.
 func (be *Backend) SetAttention(mode string) error {
 	switch mode {
 	case "flash", "tc", "mma", "cublas", "strided", "naive":
 	default:
 		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma or naive", mode)
 	}
-	be.do(func() { be.attn, be.naiveAttn = mode, mode == "naive" })
+	be.do(func() { be.attn, be.naiveAttn, be.attnSet = mode, mode == "naive", true })
 	return nil
 }
 

@@ -53,11 +53,11 @@ func TestBackendFlashAttention(t *testing.T) {
 	gputest.TestBackend(t, open(t))
 }
 
-// TestBackendLazyZero runs the suite with SWERL_CUDA_ZERO=lazy: Zero
-// leaves its range to the next op that touches it, and the backward ops
-// that write a zeroed output whole start from zero instead of adding.
-func TestBackendLazyZero(t *testing.T) {
-	t.Setenv("SWERL_CUDA_ZERO", "lazy")
+// TestBackendEagerZero runs the suite with SWERL_CUDA_ZERO=now: Zero
+// clears its range at once (the default, lazy, leaves it to the next op
+// that touches it, and TestBackend runs that).
+func TestBackendEagerZero(t *testing.T) {
+	t.Setenv("SWERL_CUDA_ZERO", "now")
 	gputest.TestBackend(t, open(t))
 }
 

@@ -30,9 +30,9 @@
 // bytes a parameter instead of 4, and no conversion at each product),
 // with their norm weights and biases in float32; only the products'
 // weight operands and the embedding lookup read such a buffer, and every
-// other op refuses it. With SWERL_CUDA_ACT=bf16 (gpu.BF16Activations,
-// opt-in until a GPU run has checked it) the activations only products
-// read (the normed inputs of the projections and the LM head, the SwiGLU
+// other op refuses it. In the bf16 mode (gpu.BF16Activations;
+// SWERL_CUDA_ACT=f32 turns it off) the activations only products read
+// (the normed inputs of the projections and the LM head, the SwiGLU
 // output; in decoding, the BatchSampler's ln, swi and lastLn) are held in
 // bf16 as well: rmsnorm and swiglu write them rounded as the conversion
 // before each product would, so results are the same and those
@@ -40,35 +40,30 @@
 // float32.
 //
 // Zeroing: backward ops accumulate, so the model zeroes each gradient
-// buffer before its first use (run 11: 220 memsets, 3.5 ms of a 69 ms
-// step). With SWERL_CUDA_ZERO=lazy (zero.go; opt-in until a GPU run has
-// checked it) Zero only records the range, and the next op that touches
-// it either zeroes it first or, when it writes the range whole (a
-// backward product's dinp, SwiGLU's and the log-prob's backward), starts
-// from zero instead of adding: beta 0, no read of the zeros.
+// buffer before its first use. Zero only records the range (zero.go;
+// SWERL_CUDA_ZERO=now zeroes at once instead), and the next op that
+// touches it either zeroes it first or, when it writes the range whole
+// (a backward product's dinp, SwiGLU's and the log-prob's backward),
+// starts from zero instead of adding: beta 0, no read of the zeros.
 //
-// Attention: training uses cuBLAS batched products over every (batch,
-// head) in one call each and a softmax kernel over the [B,NH,T,T]
-// probabilities (SWERL_CUDA_ATTN=cublas, the default); =tc selects the
-// tensor-core flash kernels of gpu.FlashAttention (WMMA bf16 tiles, float32
-// softmax statistics, a log-sum-exp per row instead of the [B,NH,T,T]
-// matrices: the memory of long sequences, within 5% of the cuBLAS path's
-// speed on the 0.5B shape);
-// =mma runs flash_mma.cuh instead, FlashAttention-2's layout on mma.sync:
-// scores, probabilities, dP and dS stay in registers in the PTX ISA's
-// fragment layouts, so the softmax needs no shared memory (forward, dq,
-// and dk/dv for heads up to 64 channels; larger heads take tc's dk/dv);
+// Attention: in the bf16 mode training runs flash_mma.cuh
+// (SWERL_CUDA_ATTN=mma, gpu.FlashAttention), FlashAttention-2's layout
+// on mma.sync: scores, probabilities, dP and dS stay in registers in the
+// PTX ISA's fragment layouts, so the softmax needs no shared memory, and
+// a log-sum-exp per row replaces the [B,NH,T,T] matrices (forward, dq,
+// and dk/dv for heads up to 64 channels; larger heads take tc's dk/dv).
 // testdata/mmaemu runs those kernels on a CPU emulator of the fragment
-// layouts in the ordinary go test;
-// =flash the same tiling in SIMT float32 (exact, slower); =strided and
-// =naive are earlier paths, for comparison. Decoding many sequences uses
-// gpu.RaggedAttention (RoPE, the KV cache write and attention for every
-// row of a step in one launch each; attention with one block per row and
-// kv head for GQA heads, attn_rows.cuh, so a group's query heads read
-// its keys and values once: run 11's profile had attn_rows at 18.5% of
-// batch-64 decoding, each of 7 heads reading the same rows), and greedy steps pick on the device
-// (gpu.GreedyPicker: two numbers a row leave the GPU instead of the
-// vocabulary's logits).
+// layouts in the ordinary go test. In f32 and tf32 the default is
+// =cublas: batched products over every (batch, head) in one call each
+// and a softmax kernel over the [B,NH,T,T] probabilities. =tc is the
+// earlier WMMA flash kernel, =flash the same tiling in SIMT float32
+// (exact, slower); =strided and =naive are earlier paths, for
+// comparison. Decoding many sequences uses gpu.RaggedAttention (RoPE,
+// the KV cache write and attention for every row of a step in one launch
+// each; attention with one block per row and kv head for GQA heads,
+// attn_rows.cuh, so a group's query heads read its keys and values
+// once), and greedy steps pick on the device (gpu.GreedyPicker: two
+// numbers a row leave the GPU instead of the vocabulary's logits).
 //
 // SWERL_CUDA_PROFILE=kernels times every kernel, cuBLAS call (named by
 // shape, with its TFLOP/s) and memory operation on the GPU's clock with

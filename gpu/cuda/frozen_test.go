@@ -152,7 +152,7 @@ func TestFrozenSampler(t *testing.T) {
 	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
 	be := open(t)
 	cfg := gpu.TinyConfig()
-	cfg.VocabSize = 65536
+	cfg.VocabSize = 131072 // the embedding dominates: 8.4M parameters
 	m1, err := gpu.NewModel(cfg, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +181,12 @@ func TestFrozenSampler(t *testing.T) {
 	}
 	plain, memPlain := newSampler(plainWeights{be}, roundedMatrices(t, m1))
 	frozen, memFrozen := newSampler(be, m1)
-	if saved := 2 * int64(m1.NumParams()); float64(memPlain-memFrozen) < 0.85*float64(saved) {
-		t.Errorf("frozen sampler weights saved %d bytes (sampler %d against %d), want about %d", memPlain-memFrozen, memFrozen, memPlain, saved)
+	// MemUsed counts the driver's 2 MiB pages: each allocation may round
+	// up by one, and the frozen upload makes two (bf16 matrices, float32
+	// norms and biases), so up to 4 MiB of the saving can hide.
+	const pages = 4 << 20
+	if saved := 2 * int64(m1.NumParams()); memPlain-memFrozen < saved-pages {
+		t.Errorf("frozen sampler weights saved %d bytes (sampler %d against %d), want %d less at most 4 MiB of page rounding", memPlain-memFrozen, memFrozen, memPlain, saved)
 	}
 	for v, m := range []*gpu.Model{m1, m2} {
 		if v > 0 {

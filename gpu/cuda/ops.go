@@ -581,7 +581,7 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 // mode (run 2's products, kept as they were), or when it cannot be
 // allocated, and then the products add one group member at a time.
 func (be *Backend) groupTmp(op string, rep, n int) *buf {
-	if rep == 1 || be.attn != "cublas" {
+	if rep == 1 || be.attn == "strided" {
 		return nil
 	}
 	if be.gqaTmp == nil || be.gqaTmp.n < n {

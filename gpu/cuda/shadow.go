@@ -112,8 +112,8 @@ func (be *Backend) UploadFrozen(data []float32) (gpu.Buf, error) {
 
 var _ gpu.BF16Activations = (*Backend)(nil)
 
-// AllocBF16 implements gpu.BF16Activations: with SWERL_CUDA_ACT=bf16 in
-// the bf16 matmul mode, n zeroed bf16 values (2 bytes each) that
+// AllocBF16 implements gpu.BF16Activations: in the bf16 matmul mode
+// (unless SWERL_CUDA_ACT=f32), n zeroed bf16 values (2 bytes each) that
 // RMSNormForward and SwiGLUForward write and the products read as their
 // input without converting it; otherwise an ordinary buffer.
 func (be *Backend) AllocBF16(n int) (gpu.Buf, error) {

@@ -9,7 +9,8 @@ import (
 )
 
 // pendZero is the range [lo, hi) of allocation a that Zero left for the
-// next op touching it (SWERL_CUDA_ZERO=lazy).
+// next op touching it (lazy zeroing, the default; SWERL_CUDA_ZERO=now
+// turns it off).
 type pendZero struct {
 	a      *alloc
 	lo, hi int
