@@ -176,13 +176,15 @@ type FrozenWeights interface {
 
 // BF16Activations is implemented by backends that can hold the
 // activations only matrix products read (the normed inputs of the
-// attention and MLP projections and of the LM head, the SwiGLU output) in
-// bf16 only. AllocBF16 returns such a buffer of n elements:
-// RMSNormForward and SwiGLUForward write it (rounded to bf16, as the
-// products would round it), MatmulForward and MatmulBackward read it as
-// inp, Slice views it, and every other op refuses it. A backend not in
-// such a mode returns an ordinary buffer. The Trainer takes those
-// activations from it.
+// attention and MLP projections and of the LM head, the SwiGLU output)
+// and the gradients only they read (of the logits and of the gate and up
+// projections' outputs) in bf16 only. AllocBF16 returns such a buffer of
+// n elements: RMSNormForward, SwiGLUForward, SwiGLUBackward and
+// LogProbBackward write it (rounded to bf16, as the products would round
+// it), Zero clears it, MatmulForward and MatmulBackward read it as inp
+// and MatmulBackward as a dout without bias, Slice views it, and every
+// other op refuses it. A backend not in such a mode returns an ordinary
+// buffer. The Trainer takes those buffers from it.
 type BF16Activations interface {
 	AllocBF16(n int) (Buf, error)
 }

@@ -192,6 +192,7 @@ func (h halfActs) AllocBF16(n int) (gpu.Buf, error) {
 // exactly the activations only matrix products read (the normed inputs
 // ln1, ln2 and lnf, the SwiGLU output) from AllocBF16, one set per layer
 // or, with activation checkpointing, one set shared by the layers, and
+// the gradients only they read (dlogits, dgate, dup, shared), and
 // trains as on the backend without it; the batch sampler takes its
 // three such buffers and samples the same.
 func TestBF16ActivationsLayout(t *testing.T) {
@@ -205,9 +206,10 @@ func TestBF16ActivationsLayout(t *testing.T) {
 	for _, ckpt := range []bool{false, true} {
 		tc := gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2, Checkpoint: ckpt}
 		N, C, I, L := tc.MaxBatch*tc.MaxSeq, c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers
-		want := L*(2*N*C+N*I) + N*C
+		grads := N*c.VocabSize + 2*N*I
+		want := L*(2*N*C+N*I) + N*C + grads
 		if ckpt {
-			want = 2*N*C + N*I + N*C
+			want = 2*N*C + N*I + N*C + grads
 		}
 		asked := 0
 		var losses [2][]float64
@@ -229,7 +231,7 @@ func TestBF16ActivationsLayout(t *testing.T) {
 			}
 		}
 		if asked != want {
-			t.Errorf("checkpointing %v: AllocBF16 asked for %d elements, want %d (ln1, ln2, swi, lnf)", ckpt, asked, want)
+			t.Errorf("checkpointing %v: AllocBF16 asked for %d elements, want %d (ln1, ln2, swi, lnf, dlogits, dgate, dup)", ckpt, asked, want)
 		}
 		if !slices.Equal(losses[0], losses[1]) {
 			t.Errorf("checkpointing %v: losses %v without BF16Activations, %v with", ckpt, losses[0], losses[1])

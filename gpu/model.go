@@ -392,11 +392,14 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
 		lnf: h.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
 		proj: a.take(N * d.C),
 	}
+	// dlogits, dgate and dup are read only by the products of the LM
+	// head and of the gate and up projections (none has a bias): they
+	// come from a.half() too.
 	g := gradActs{
-		dlogits: a.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
+		dlogits: h.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
 		dln: a.take(N * d.C), datty: a.take(N * d.QC), dq: a.take(N * d.QC), dk: a.take(N * d.KVC),
 		dv: a.take(N * d.KVC), datt: a.take(attLen(a.be, d, B, T)),
-		dswi: a.take(N * d.I), dgate: a.take(N * d.I), dup: a.take(N * d.I),
+		dswi: a.take(N * d.I), dgate: h.take(N * d.I), dup: h.take(N * d.I),
 	}
 	return ac, g
 }

@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -261,9 +262,10 @@ func TestBF16Activations(t *testing.T) {
 			}
 		}
 		N, C, I, L := int64(tc.MaxBatch*tc.MaxSeq), int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.NumHiddenLayers)
-		want := 2 * (L*(2*N*C+N*I) + N*C)
+		grads := N*int64(cfg.VocabSize) + 2*N*I // dlogits, dgate, dup
+		want := 2 * (L*(2*N*C+N*I) + N*C + grads)
 		if ckpt {
-			want = 2 * (2*N*C + N*I + N*C)
+			want = 2 * (2*N*C + N*I + N*C + grads)
 		}
 		if got := mem[0] - mem[1]; float64(got) < 0.8*float64(want) {
 			t.Errorf("checkpointing %v: bf16 activations saved %d bytes (trainer %d against %d), want about %d", ckpt, got, mem[1], mem[0], want)
@@ -296,5 +298,130 @@ func TestBF16Activations(t *testing.T) {
 	be.Add(a, a, a, 64)
 	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "bf16 activation") {
 		t.Errorf("Add into a bf16 activation: error %v, want one naming it", err)
+	}
+}
+
+// TestBF16Gradients writes SwiGLU's and the log-prob's backward into
+// bf16 gradients (AllocBF16) and reads them back through an identity
+// product, which carries bf16 values exactly: each element is the
+// float32 kernels' value rounded once to bf16 (written over a zero, lazy
+// or not), or, added to again, the bf16 sum of what was there and the
+// new float32 value. A product with a bias refuses such a dout.
+func TestBF16Gradients(t *testing.T) {
+	for _, mode := range []string{"lazy", "now"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+			t.Setenv("SWERL_CUDA_ZERO", mode)
+			be := open(t)
+			const rows, cols = 6, 37 // n = 222: the four-wide loop and its tail
+			n := rows * cols
+			rng := rand.New(rand.NewPCG(5, 6))
+			vals := func(k int, scale float64) []float32 {
+				x := make([]float32, k)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64() * scale)
+				}
+				return x
+			}
+			up := func(x []float32) gpu.Buf {
+				b, err := be.Alloc(len(x))
+				if err != nil {
+					t.Fatal(err)
+				}
+				be.Upload(b, x)
+				return b
+			}
+			eye := make([]float32, cols*cols)
+			for i := range cols {
+				eye[i*cols+i] = 1
+			}
+			w, dummy := up(eye), up(make([]float32, n))
+			// readBack is g [rows, cols] through dinp = g · I.
+			readBack := func(g gpu.Buf) []float32 {
+				out, _ := be.Alloc(n)
+				be.Zero(out)
+				be.MatmulBackward(out, nil, nil, g, dummy, w, rows, cols, cols)
+				got := make([]float32, n)
+				be.Download(got, out)
+				if err := be.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			r16 := func(v float32) float32 { return hf.BF16ToFloat32(hf.Float32ToBF16(v)) }
+			// check wants got bit for bit, or within ulps units in the
+			// last place of bf16: added to, the kernel may fuse the
+			// last multiply with the add, which the host's sum does not.
+			check := func(what string, got, want []float32, ulps float64) {
+				t.Helper()
+				for i := range want {
+					ulp := math.Abs(float64(want[i])) / 128
+					if d := math.Abs(float64(got[i] - want[i])); math.Float32bits(got[i]) != math.Float32bits(want[i]) && d > ulps*ulp {
+						t.Fatalf("%s element %d: %v, want %v", what, i, got[i], want[i])
+					}
+				}
+			}
+
+			// SwiGLU backward, into float32 and into bf16 gradients.
+			gate, upv, dout := up(vals(n, 2)), up(vals(n, 1)), up(vals(n, 1))
+			g32, u32 := up(make([]float32, n)), up(make([]float32, n))
+			g16, err := be.AllocBF16(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u16, _ := be.AllocBF16(n)
+			for _, b := range []gpu.Buf{g32, u32, g16, u16} {
+				be.Zero(b)
+			}
+			be.SwiGLUBackward(g32, u32, dout, gate, upv, n)
+			be.SwiGLUBackward(g16, u16, dout, gate, upv, n)
+			dg, du := make([]float32, n), make([]float32, n)
+			be.Download(dg, g32)
+			be.Download(du, u32)
+			wantG, wantU := make([]float32, n), make([]float32, n)
+			for i := range n {
+				wantG[i], wantU[i] = r16(dg[i]), r16(du[i])
+			}
+			check("dgate written", readBack(g16), wantG, 0)
+			check("dup written", readBack(u16), wantU, 0)
+			// Again without a zero: bf16(bf16 value + float32 value).
+			be.SwiGLUBackward(g16, u16, dout, gate, upv, n)
+			for i := range n {
+				wantG[i], wantU[i] = r16(wantG[i]+dg[i]), r16(wantU[i]+du[i])
+			}
+			check("dgate added to", readBack(g16), wantG, 1)
+			check("dup added to", readBack(u16), wantU, 1)
+
+			// Log-prob backward over [rows, cols] logits.
+			logits := up(vals(n, 3))
+			lp, lse, dlogp := up(make([]float32, rows)), up(make([]float32, rows)), up(vals(rows, 1))
+			targets := []int32{0, 5, 36, 17, 2, 9}
+			be.LogProbForward(lp, lse, logits, targets, cols)
+			l32 := up(make([]float32, n))
+			l16, _ := be.AllocBF16(n)
+			be.Zero(l32)
+			be.Zero(l16)
+			be.LogProbBackward(l32, dlogp, logits, lse, targets, cols)
+			be.LogProbBackward(l16, dlogp, logits, lse, targets, cols)
+			dl := make([]float32, n)
+			be.Download(dl, l32)
+			wantL := make([]float32, n)
+			for i := range n {
+				wantL[i] = r16(dl[i])
+			}
+			check("dlogits written", readBack(l16), wantL, 0)
+			be.LogProbBackward(l16, dlogp, logits, lse, targets, cols)
+			for i := range n {
+				wantL[i] = r16(wantL[i] + dl[i])
+			}
+			check("dlogits added to", readBack(l16), wantL, 1)
+
+			// A bias gradient would need dout in float32: refused.
+			bias := up(make([]float32, cols))
+			be.MatmulBackward(nil, nil, bias, l16, dummy, w, rows, cols, cols)
+			if err := be.Err(); err == nil || !strings.Contains(err.Error(), "bf16 gradient") {
+				t.Errorf("a bias gradient from a bf16 dout: error %v, want a refusal naming it", err)
+			}
+		})
 	}
 }

@@ -397,6 +397,40 @@ __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const fl
     }
 }
 
+// swiglu_bwd_bf16 is swiglu_bwd into bf16 gradients, which only matrix
+// products read (gpu.BF16Activations): each element is computed in
+// float32 and rounded once, as converting swiglu_bwd's output before the
+// products would round it; an element that is added to (zg or zu 0) is
+// read back from bf16 first.
+__global__ void swiglu_bwd_bf16(__nv_bfloat16* dgate, __nv_bfloat16* dup, const float* dout, const float* gate,
+                                const float* up, long n, int zg, int zu) {
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if (aligned16(dout, gate, up) && (((unsigned long)dgate | (unsigned long)dup) & 7) == 0) {
+        for (long i = t; i < n / 4; i += stride) {
+            float dg[4] = {0.f, 0.f, 0.f, 0.f}, du[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int j = 0; j < 4; j++) {
+                if (!zg) dg[j] = __bfloat162float(dgate[4 * i + j]);
+                if (!zu) du[j] = __bfloat162float(dup[4 * i + j]);
+            }
+            float4 d = ((const float4*)dout)[i];
+            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            swiglu_bwd1(dg[0], du[0], d.x, g.x, u.x);
+            swiglu_bwd1(dg[1], du[1], d.y, g.y, u.y);
+            swiglu_bwd1(dg[2], du[2], d.z, g.z, u.z);
+            swiglu_bwd1(dg[3], du[3], d.w, g.w, u.w);
+            storeBF16x4(dgate + 4 * i, make_float4(dg[0], dg[1], dg[2], dg[3]));
+            storeBF16x4(dup + 4 * i, make_float4(du[0], du[1], du[2], du[3]));
+        }
+        i0 = n / 4 * 4;
+    }
+    for (long i = i0 + t; i < n; i += stride) {
+        float dg = zg ? 0.f : __bfloat162float(dgate[i]), du = zu ? 0.f : __bfloat162float(dup[i]);
+        swiglu_bwd1(dg, du, dout[i], gate[i], up[i]);
+        dgate[i] = __float2bfloat16(dg);
+        dup[i] = __float2bfloat16(du);
+    }
+}
+
 // logprob_fwd: one block per row.
 // lseAdd adds exp(x) to the running sum s, kept relative to the running
 // max m; -inf adds nothing and NaN makes the sum NaN (as the two-pass sum
@@ -440,7 +474,6 @@ __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const 
     }
 }
 
-// logprob_bwd: one block per row.
 // logprob_bwd: one block per row; a row whose dlogp is 0 adds nothing.
 // zero 1 writes dlogits instead of adding to it (it takes a pending zero,
 // SWERL_CUDA_ZERO=lazy), zeros on those rows.
@@ -461,6 +494,29 @@ __global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* log
         float d = -g * expf(row[v] - l);
         if (v == t) d += g;
         drow[v] = (zero ? 0.f : drow[v]) + d;
+    }
+}
+
+// logprob_bwd_bf16 is logprob_bwd into bf16 dlogits, which only the LM
+// head's products read: each element rounded once, as converting
+// logprob_bwd's output would round it.
+__global__ void logprob_bwd_bf16(__nv_bfloat16* dlogits, const float* dlogp, const float* logits, const float* lse,
+                                 const int* targets, int N, int V, int zero) {
+    int n = blockIdx.x;
+    float g = dlogp[n];
+    __nv_bfloat16* drow = dlogits + (long)n * V;
+    if (g == 0.f) {
+        if (zero)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) drow[v] = __float2bfloat16(0.f);
+        return;
+    }
+    const float* row = logits + (long)n * V;
+    float l = lse[n];
+    int t = targets[n];
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float d = -g * expf(row[v] - l);
+        if (v == t) d += g;
+        drow[v] = __float2bfloat16((zero ? 0.f : __bfloat162float(drow[v])) + d);
     }
 }
 

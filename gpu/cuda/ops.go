@@ -177,10 +177,16 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
 	const op = "matmul backward"
 	di, dwt, db := be.dest(op, dinp), be.get(op, dw), be.get(op, dbias)
-	do, x, wt := be.get(op, dout), be.weight(op, inp), be.weight(op, w)
+	do, x, wt := be.weight(op, dout), be.weight(op, inp), be.weight(op, w)
 	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
 		dbias != nil && !be.need(op, OC, "dbias", db) {
+		return
+	}
+	if do.a.only16 && (!do.a.act || dbias != nil) {
+		// A bf16 gradient (grad16) is read by the products only; its
+		// layer has no bias. Frozen weights are no gradient.
+		be.fail(op, "dout is a bf16-only buffer: a bf16 gradient without a bias is allowed, not a frozen weight or one with a bias")
 		return
 	}
 	if N == 0 || C == 0 || OC == 0 {
@@ -192,12 +198,13 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 	}
 	be.post(func() {
 		defer be.wroteProducts(di, dwt, db)
-		if dinp != nil && !be.readable(op, wt) || dw != nil && !be.readable(op, x) {
+		if dinp != nil && !be.readable(op, wt) || dw != nil && !be.readable(op, x) || !be.readable(op, do) {
 			return
 		}
 		if be.blas.compute == computeFastBF {
-			// dout is converted once for both products.
-			do16 := be.half(1, do.ptr(), N*OC)
+			// dout is converted once for both products (a bf16
+			// gradient is read as it is).
+			do16 := be.weight16(1, do, N*OC)
 			if dinp != nil {
 				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, beta, di.ptr(), C)
 			}
@@ -509,9 +516,14 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 // SwiGLUBackward implements gpu.Backend.
 func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 	const op = "swiglu backward"
-	dg, du, do, g, u := be.dest(op, dgate), be.dest(op, dup), be.get(op, dout), be.get(op, gate), be.get(op, up)
+	dg, du, do, g, u := be.grad16(op, dgate), be.grad16(op, dup), be.get(op, dout), be.get(op, gate), be.get(op, up)
 	if !be.need(op, n, "dout", do, "gate", g, "up", u) ||
 		dgate != nil && !be.need(op, n, "dgate", dg) || dup != nil && !be.need(op, n, "dup", du) {
+		return
+	}
+	half := dg != nil && dg.a.only16 || du != nil && du.a.only16
+	if half && (dg == nil || du == nil || !dg.a.only16 || !du.a.only16) {
+		be.fail(op, "dgate and dup are both bf16 activations or neither")
 		return
 	}
 	// Outputs that take a pending zero are written, not added to.
@@ -522,7 +534,13 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 	if dup != nil && be.take(du, n) {
 		zu = 1
 	}
-	be.post(func() { be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu) })
+	be.post(func() {
+		if half {
+			be.launch("swiglu_bwd_bf16", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g, u, int64(n), zg, zu)
+			return
+		}
+		be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu)
+	})
 }
 
 // LogProbForward implements gpu.Backend.
@@ -543,7 +561,7 @@ func (be *Backend) LogProbForward(logp, lse, logits gpu.Buf, targets []int32, V 
 // LogProbBackward implements gpu.Backend.
 func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets []int32, V int) {
 	const op = "logprob backward"
-	dl, dp, lg, ls := be.dest(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
+	dl, dp, lg, ls := be.grad16(op, dlogits), be.get(op, dlogp), be.get(op, logits), be.get(op, lse)
 	N := len(targets)
 	if !be.need(op, N, "dlogp", dp, "lse", ls) || !be.need(op, N*V, "logits", lg, "dlogits", dl) || !be.checkIDs(op, "target", targets, V) || N == 0 {
 		return
@@ -555,6 +573,10 @@ func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets 
 	targets = slices.Clone(targets) // read later on the driver thread
 	be.post(func() {
 		t := be.uploadInts(op, targets)
+		if dl.a.only16 {
+			be.launch("logprob_bwd_bf16", N, dl.ptr16(), dp, lg, ls, t, N, V, z)
+			return
+		}
 		be.launch("logprob_bwd", N, dl, dp, lg, ls, t, N, V, z)
 	})
 }

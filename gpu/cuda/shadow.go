@@ -155,6 +155,21 @@ func (be *Backend) out16(op string, x gpu.Buf) *buf {
 	return b
 }
 
+// grad16 unwraps x as dest does (no settling: x may take a pending
+// zero), but accepts a bf16 activation: the gradients only products read
+// (dgate, dup, dlogits) are held in bf16, and Zero, SwiGLUBackward and
+// LogProbBackward write them.
+func (be *Backend) grad16(op string, x gpu.Buf) *buf {
+	b := be.unwrap(op, x)
+	if b != nil && b.a.only16 && !b.a.act {
+		return be.get(op, x) // a frozen weight: refused there
+	}
+	return b
+}
+
+// ptr16 is the device address of b's window in a bf16-only buffer.
+func (b *buf) ptr16() cu.DevicePtr { return b.a.half + cu.DevicePtr(2*b.off) }
+
 // wrote marks the bf16 copy of b's allocation stale (driver thread): an op
 // other than AdamW wrote into it.
 func (be *Backend) wrote(b *buf) {

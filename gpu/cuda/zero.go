@@ -20,7 +20,7 @@ type pendZero struct {
 // merged with any pending range it overlaps or touches, so that pending
 // ranges stay disjoint.
 func (be *Backend) Zero(x gpu.Buf) {
-	d := be.dest("zero", x)
+	d := be.grad16("zero", x)
 	if be.error() != nil || d == nil || d.n == 0 {
 		return
 	}
@@ -45,7 +45,13 @@ func (be *Backend) postZero(p pendZero) {
 	be.post(func() {
 		be.wrote(&buf{a: p.a})
 		t := be.begin()
-		if err := cu.MemsetD32(p.a.ptr+cu.DevicePtr(4*p.lo), 0, int64(p.hi-p.lo)); err != nil {
+		var err error
+		if p.a.only16 { // a bf16 gradient (grad16): bf16 zero is 0x0000
+			err = cu.MemsetD16(p.a.half+cu.DevicePtr(2*p.lo), 0, int64(p.hi-p.lo))
+		} else {
+			err = cu.MemsetD32(p.a.ptr+cu.DevicePtr(4*p.lo), 0, int64(p.hi-p.lo))
+		}
+		if err != nil {
 			be.fail("zero", "%v", err)
 		}
 		be.end(t, "memset", 0)
