@@ -141,6 +141,24 @@ type Backend interface {
 	AdamW(p, g, m, v Buf, n int, h AdamWParams)
 }
 
+// AdamWGroup is one tensor of the window an AdamWGroups call updates: N
+// elements from Off (counted from the window's start), with the call's
+// weight decay where Decay is set and none elsewhere (norms, biases).
+type AdamWGroup struct {
+	Off, N int
+	Decay  bool
+}
+
+// GroupedAdamW is implemented by backends that update many tensors of one
+// arena in one pass instead of one AdamW call each. AdamWGroups does what
+// AdamW(p, g, m, v, N, h) does on each group's window, with h.WeightDecay
+// on the groups with Decay and 0 on the others. The groups are adjacent
+// and in order: the first starts at 0 and each starts where the last one
+// ended; p, g, m and v hold at least their total.
+type GroupedAdamW interface {
+	AdamWGroups(p, g, m, v Buf, groups []AdamWGroup, h AdamWParams)
+}
+
 // HostBacked is implemented by backends whose buffers live in host memory
 // as float32. Wrap returns a Buf that aliases data without copying, so the
 // model's host parameter arena is trained in place; Host returns the

@@ -158,10 +158,11 @@ type Trainer struct {
 	hostView bool // paramBuf aliases model.arena
 
 	// The trained parameters: the model's arena, or the LoRA arena.
-	host      []float32 // their host memory
-	trainBuf  Buf       // on the backend (paramBuf without LoRA)
-	trainView bool      // trainBuf aliases host
-	groups    []group   // AdamW groups over trainBuf
+	host      []float32      // their host memory
+	trainBuf  Buf            // on the backend (paramBuf without LoRA)
+	trainView bool           // trainBuf aliases host
+	groups    []group        // AdamW groups over trainBuf
+	runs      [][]AdamWGroup // groups in runs of adjacent ones, for GroupedAdamW
 	gradBuf   Buf
 	mBuf      Buf
 	vBuf      Buf
@@ -187,6 +188,31 @@ type Trainer struct {
 type group struct {
 	off, n int
 	decay  bool // a matrix (weight decay applies), not a norm or bias
+}
+
+// adjacentRuns splits groups (in arena order) into runs in which each
+// group starts where the previous one ended, as AdamWGroup windows with
+// arena offsets.
+func adjacentRuns(groups []group) [][]AdamWGroup {
+	var runs [][]AdamWGroup
+	for i, g := range groups {
+		ag := AdamWGroup{Off: g.off, N: g.n, Decay: g.decay}
+		if i > 0 && groups[i-1].off+groups[i-1].n == g.off {
+			runs[len(runs)-1] = append(runs[len(runs)-1], ag)
+			continue
+		}
+		runs = append(runs, []AdamWGroup{ag})
+	}
+	return runs
+}
+
+// rebase returns run with offsets counted from its first group.
+func rebase(run []AdamWGroup) []AdamWGroup {
+	out := make([]AdamWGroup, len(run))
+	for i, g := range run {
+		out[i] = AdamWGroup{Off: g.Off - run[0].Off, N: g.N, Decay: g.Decay}
+	}
+	return out
 }
 
 // NewTrainer binds m to be and trains all of its parameters. The
@@ -505,17 +531,33 @@ func (t *Trainer) update(met *Metrics) error {
 	}
 	t.step++
 	lr := t.cfg.LRAt(t.step)
-	for _, g := range t.groups {
-		off, n := g.off, g.n
-		wd := t.cfg.WeightDecay
-		if !g.decay {
-			wd = 0
+	h := AdamWParams{
+		LR: float32(lr), Beta1: float32(t.cfg.Beta1), Beta2: float32(t.cfg.Beta2),
+		Eps: float32(t.cfg.Eps), WeightDecay: float32(t.cfg.WeightDecay), GradScale: float32(scale), Step: t.step,
+	}
+	window := func(off, n int) (p, g, m, v Buf) {
+		return t.be.Slice(t.trainBuf, off, n), t.be.Slice(t.gradBuf, off, n), t.be.Slice(t.mBuf, off, n), t.be.Slice(t.vBuf, off, n)
+	}
+	if ga, ok := t.be.(GroupedAdamW); ok {
+		// One call for each run of adjacent tensors (one for a whole
+		// model) instead of one a tensor, most of which are norms and
+		// biases of a few hundred floats.
+		if t.runs == nil {
+			t.runs = adjacentRuns(t.groups)
 		}
-		t.be.AdamW(t.be.Slice(t.trainBuf, off, n), t.be.Slice(t.gradBuf, off, n),
-			t.be.Slice(t.mBuf, off, n), t.be.Slice(t.vBuf, off, n), n, AdamWParams{
-				LR: float32(lr), Beta1: float32(t.cfg.Beta1), Beta2: float32(t.cfg.Beta2),
-				Eps: float32(t.cfg.Eps), WeightDecay: float32(wd), GradScale: float32(scale), Step: t.step,
-			})
+		for _, r := range t.runs {
+			p, g, m, v := window(r[0].Off, r[len(r)-1].Off+r[len(r)-1].N-r[0].Off)
+			ga.AdamWGroups(p, g, m, v, rebase(r), h)
+		}
+	} else {
+		for _, g := range t.groups {
+			hg := h
+			if !g.decay {
+				hg.WeightDecay = 0
+			}
+			p, gr, m, v := window(g.off, g.n)
+			t.be.AdamW(p, gr, m, v, g.n, hg)
+		}
 	}
 	t.micro = 0
 	met.Applied, met.LR, met.GradNorm = true, lr, norm

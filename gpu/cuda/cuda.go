@@ -656,7 +656,13 @@ func (be *Backend) colSum(dst, a, b, r *buf, N, C int) {
 	if N == 0 || C == 0 {
 		return
 	}
-	be.launchGrid("col_sum", (C+31)/32, (N+511)/512, dst, a, b, r, N, C)
+	// Rows a block such that the grid has about four blocks an SM
+	// (be.blocks is 32 an SM), at least 64 so the atomic adds stay few:
+	// narrow inputs (a 128-column bias) need many row blocks to keep the
+	// card busy.
+	cols, tb := (C+31)/32, be.blocks/8
+	rows := max(64, ((N*cols+tb-1)/tb+7)/8*8)
+	be.launchGrid("col_sum", cols, (N+rows-1)/rows, dst, a, b, r, N, C, rows)
 }
 
 // launch runs kernel name over grid blocks of block threads. Arguments are

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"swerl/gpu"
@@ -856,4 +857,69 @@ func fetch(t testing.TB, be gpu.Backend, b gpu.Buf, n int) []float32 {
 		t.Fatal(err)
 	}
 	return x
+}
+
+// TestAdamWGroups updates 1100 groups of 0 to 37 elements (three
+// launches of up to 512 groups, groups ending inside a four-element
+// load, decay on every third) in one AdamWGroups call and again with one
+// AdamW call a group: the same weights and moments. Groups that leave a
+// gap are refused, naming the group.
+func TestAdamWGroups(t *testing.T) {
+	be := open(t)
+	var groups []gpu.AdamWGroup
+	n := 0
+	for i := range 1100 {
+		sz := (i * 7) % 38
+		groups = append(groups, gpu.AdamWGroup{Off: n, N: sz, Decay: i%3 == 0})
+		n += sz
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	init := make([][]float32, 4)
+	for j := range init {
+		init[j] = make([]float32, n)
+		for i := range init[j] {
+			init[j][i] = float32(rng.NormFloat64())
+			if j == 3 {
+				init[j][i] *= init[j][i] // v is not negative
+			}
+		}
+	}
+	set := func() [4]gpu.Buf {
+		var b [4]gpu.Buf
+		for j := range b {
+			var err error
+			if b[j], err = be.Alloc(n); err != nil {
+				t.Fatal(err)
+			}
+			be.Upload(b[j], init[j])
+		}
+		return b
+	}
+	h := gpu.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5, Step: 3}
+	a, b := set(), set() // p, g, m, v
+	be.AdamWGroups(a[0], a[1], a[2], a[3], groups, h)
+	for _, gr := range groups {
+		hg := h
+		if !gr.Decay {
+			hg.WeightDecay = 0
+		}
+		w := func(x gpu.Buf) gpu.Buf { return be.Slice(x, gr.Off, gr.N) }
+		be.AdamW(w(b[0]), w(b[1]), w(b[2]), w(b[3]), gr.N, hg)
+	}
+	for _, j := range []int{0, 2, 3} {
+		got, want := make([]float32, n), make([]float32, n)
+		be.Download(got, a[j])
+		be.Download(want, b[j])
+		if err := be.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, msg := gputest.Close(got, widen(want), 1e-6); !ok {
+			t.Errorf("%s: grouped against one call a group: %s", []string{"p", "g", "m", "v"}[j], msg)
+		}
+	}
+	groups[5].Off++
+	be.AdamWGroups(a[0], a[1], a[2], a[3], groups, h)
+	if err := be.Err(); err == nil || !strings.Contains(err.Error(), "group 5") {
+		t.Errorf("groups with a gap: error %v, want one naming group 5", err)
+	}
 }

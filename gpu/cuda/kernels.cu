@@ -123,14 +123,14 @@ __global__ void bias_fill(float* out, const float* bias, int N, int OC) {
 }
 
 // col_sum: dst[c] += sum_n a[n,c] * (b ? b[n,c] : 1) * (r ? r[n] : 1) over
-// a[N,C]. Grid (ceil(C/32), ceil(N/COLROWS)); a block of 256 threads is 8
-// row lanes of 32 columns; each block adds its partial sums atomically.
-#define COLROWS 512
-__global__ void col_sum(float* dst, const float* a, const float* b, const float* r, int N, int C) {
+// a[N,C]. Grid (ceil(C/32), ceil(N/rows)); a block of 256 threads is 8
+// row lanes of 32 columns over `rows` rows; each block adds its partial
+// sums atomically.
+__global__ void col_sum(float* dst, const float* a, const float* b, const float* r, int N, int C, int rows) {
     __shared__ float sh[8][33];
     int lane = threadIdx.x & 31, rl = threadIdx.x >> 5;
     int c = blockIdx.x * 32 + lane;
-    int n0 = blockIdx.y * COLROWS, n1 = min(n0 + COLROWS, N);
+    int n0 = blockIdx.y * rows, n1 = min(n0 + rows, N);
     float s = 0;
     if (c < C) {
         for (int n = n0 + rl; n < n1; n += 8) {
@@ -355,10 +355,18 @@ __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long 
     for (long i = i0 + t; i < n; i += stride) out[i] = swiglu1(gate[i], up[i]);
 }
 
-// swiglu_fwd_bf16 is swiglu_fwd into a bf16 activation.
+// swiglu_fwd_bf16 is swiglu_fwd into a bf16 activation, four elements at
+// a time where aligned.
 __global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n) {
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16(swiglu1(gate[i], up[i]));
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    if (aligned16(gate, up, 0) && ((unsigned long)out & 7) == 0) {
+        for (long i = t; i < n / 4; i += stride) {
+            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            storeBF16x4(out + 4 * i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
+        }
+        i0 = n / 4 * 4;
+    }
+    for (long i = i0 + t; i < n; i += stride) out[i] = __float2bfloat16(swiglu1(gate[i], up[i]));
 }
 
 // swiglu_bwd1 adds element i's gradients: dup += dout silu(x), dgate +=
@@ -532,6 +540,54 @@ __device__ __forceinline__ float adamw1(float& p, float g, float& m, float& v, f
     v = vi;
     p -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * p);
     return p;
+}
+
+// adamw_groups is adamw over ng adjacent groups of elements: tab holds
+// three ints a group (its start, counted from p, in a low and a high
+// word, and 1 where weight decay wd applies, 0 where none does); the last
+// group ends at n. A thread walks its elements in order, so it finds each
+// one's group by moving a cursor forward.
+#define ADAMW_GROUPS 512
+__global__ void adamw_groups(float* p, const float* g, float* m, float* v, __nv_bfloat16* p16, const int* tab, int ng,
+                             long n, float lr, float b1, float b2, float eps, float wd, float gs, float c1, float c2) {
+    __shared__ long st[ADAMW_GROUPS + 1];
+    __shared__ float wds[ADAMW_GROUPS];
+    for (int k = threadIdx.x; k < ng; k += blockDim.x) {
+        st[k] = ((long)tab[3 * k + 1] << 32) | (unsigned)tab[3 * k];
+        wds[k] = tab[3 * k + 2] ? wd : 0.f;
+    }
+    if (threadIdx.x == 0) st[ng] = n;
+    __syncthreads();
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    int k = 0;
+    if ((((unsigned long)p | (unsigned long)g | (unsigned long)m | (unsigned long)v) & 15) == 0 && ((unsigned long)p16 & 7) == 0) {
+        long n4 = n / 4;
+        for (long i = t; i < n4; i += stride) {
+            long e = 4 * i;
+            while (st[k + 1] <= e) k++;
+            float w[4];
+            for (int j = 0, kj = k; j < 4; j++) { // a group may end inside the four
+                while (st[kj + 1] <= e + j) kj++;
+                w[j] = wds[kj];
+            }
+            float4 P = ((float4*)p)[i], G = ((const float4*)g)[i], M = ((float4*)m)[i], V = ((float4*)v)[i];
+            adamw1(P.x, G.x, M.x, V.x, lr, b1, b2, eps, w[0], gs, c1, c2);
+            adamw1(P.y, G.y, M.y, V.y, lr, b1, b2, eps, w[1], gs, c1, c2);
+            adamw1(P.z, G.z, M.z, V.z, lr, b1, b2, eps, w[2], gs, c1, c2);
+            adamw1(P.w, G.w, M.w, V.w, lr, b1, b2, eps, w[3], gs, c1, c2);
+            ((float4*)p)[i] = P;
+            ((float4*)m)[i] = M;
+            ((float4*)v)[i] = V;
+            if (p16) storeBF16x4(p16 + 4 * i, P);
+        }
+        i0 = 4 * n4;
+        k = 0;
+    }
+    for (long i = i0 + t; i < n; i += stride) {
+        while (st[k + 1] <= i) k++;
+        float w = adamw1(p[i], g[i], m[i], v[i], lr, b1, b2, eps, wds[k], gs, c1, c2);
+        if (p16) p16[i] = __float2bfloat16(w);
+    }
 }
 
 __global__ void adamw(float* p, const float* g, float* m, float* v, __nv_bfloat16* p16, long n, float lr, float b1, float b2,

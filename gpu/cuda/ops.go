@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"unsafe"
@@ -596,6 +597,61 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	be.post(func() {
 		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, fresh16(pd), int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
 	})
+}
+
+// adamwGroups is ADAMW_GROUPS in kernels.cu: the groups one adamw_groups
+// launch takes.
+const adamwGroups = 512
+
+var _ gpu.GroupedAdamW = (*Backend)(nil)
+
+// AdamWGroups implements gpu.GroupedAdamW: one adamw_groups launch for
+// each adamwGroups groups. Its table of group starts is re-sent only when
+// it changes, so a trainer's steps upload it once.
+func (be *Backend) AdamWGroups(p, g, m, v gpu.Buf, groups []gpu.AdamWGroup, h gpu.AdamWParams) {
+	const op = "adamw"
+	n := 0
+	for i, gr := range groups {
+		if gr.Off != n || gr.N < 0 {
+			be.fail(op, "group %d at %d of %d elements: groups must be adjacent from 0 (want it at %d)", i, gr.Off, gr.N, n)
+			return
+		}
+		n += gr.N
+	}
+	pd, gd, md, vd := be.get(op, p), be.get(op, g), be.get(op, m), be.get(op, v)
+	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) || n == 0 {
+		return
+	}
+	if h.Step < 1 {
+		be.fail(op, "step %d, want >= 1", h.Step)
+		return
+	}
+	c1, c2 := h.BiasCorrections()
+	for c := 0; c*adamwGroups < len(groups); c++ {
+		chunk := groups[c*adamwGroups : min((c+1)*adamwGroups, len(groups))]
+		off, last := chunk[0].Off, chunk[len(chunk)-1]
+		cn := last.Off + last.N - off
+		tab := make([]int32, 0, 3*len(chunk))
+		for _, gr := range chunk {
+			rel := int64(gr.Off - off)
+			dec := int32(0)
+			if gr.Decay {
+				dec = 1
+			}
+			tab = append(tab, int32(uint32(rel)), int32(rel>>32), dec)
+		}
+		win := func(b *buf) *buf { return &buf{a: b.a, off: b.off + off, n: cn} }
+		pw, gw, mw, vw := win(pd), win(gd), win(md), win(vd)
+		key := fmt.Sprintf("adamw/%d", c)
+		be.post(func() {
+			t := be.cachedInts(op, key, tab)
+			if t == nil {
+				return
+			}
+			be.launch("adamw_groups", be.gridFor(cn), pw, gw, mw, vw, fresh16(pw), t, len(chunk), int64(cn),
+				h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
+		})
+	}
 }
 
 // groupTmp returns scratch of n floats for GQA's per-query-head dK and dV
