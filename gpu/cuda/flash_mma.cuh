@@ -13,11 +13,16 @@
 //   mma_bf16(d, a, b0, b1)  d += A(16x16 bf16, row) · B(16x8 bf16, col), f32
 //   pack_bf16(lo, hi)       two floats rounded to bf16 in one 32-bit word
 //   lds32(p)                two adjacent bf16 of shared memory as one word
-//   lds16x2(p, stride)      p[0] and p[stride] (bf16) as one word, p[0] low
+//   ldsm4<TRANS>(r, p)      ldmatrix .m8n8.x4 (.trans) of bf16: lane l gives
+//                           p, row l%8 of matrix l/8; r[m] gets lane l's
+//                           part of matrix m: row l/4, columns 2(l%4) and
+//                           2(l%4)+1, or with TRANS column l/4 of rows
+//                           2(l%4) and 2(l%4)+1
+//   ex2(x)                  2^x (ex2.approx)
 //   sts32(p, w)             stores a word of two bf16 at p (4-byte aligned)
 //   ldg4(p)                 four floats at p (16-byte aligned) as a float4
 //   shfl_xor(v, m)          the value of lane ^ m in the warp
-// and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, min, atomicAdd,
+// and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, fmaf, min, atomicAdd,
 // float4, make_float4, INFINITY. The kernels are templates over NF, the most 16-channel chunks
 // of a head they hold in registers (HS <= 16*NF), with extern "C" entry
 // points per NF at the end.
@@ -28,39 +33,46 @@
 #define MQ (16 * MW)      // query rows a block
 #define MK 64             // keys a tile
 #define MLD (128 + 8)     // bf16 row stride of the Q and K tiles (HS <= 128)
-#define MVT (MK + 8)      // bf16 row stride of the transposed V tile
 
-// mmaRows copies rows first..first+rows-1 of head `head` of a
+// log2e turns scores into the base-2 units of ex2.
+#define MMA_LOG2E 1.4426950408889634f
+
+// mmaRowsHS copies rows first..first+rows-1 of head `head` of a
 // [B,T,heads,HS] float32 tensor (batch b) into shared memory as bf16, row
-// by row with stride ld (trans false), or transposed, channel by channel
-// with stride ld (trans true); rows at or past T are zeros. The block's
-// threads share the work, four channels a load when src is 16-byte
-// aligned (then every row is: HS is a multiple of 16), else one.
-__device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, bool trans, const float* src, int b, int head,
-                                        int heads, int first, int rows, int T, int HS) {
+// by row with stride ld; rows at or past T are zeros. The block's threads
+// share the work, four channels a load when src is 16-byte aligned (then
+// every row is: HS is a multiple of 16), else one. HSC > 0 is HS known
+// when compiling, so the divisions by it are shifts.
+template <int HSC>
+__device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const float* src, int b, int head, int heads,
+                                          int first, int rows, int T, int HS) {
+    if (HSC > 0) HS = HSC;
+    const float* base = src + (((long)b * T + first) * heads + head) * HS;
+    long rs = (long)heads * HS; // one row to the next
+    int have = T - first;       // rows j < have exist
     if (((unsigned long)src & 15) == 0) {
         int q4 = HS / 4;
         for (int e = threadIdx.x; e < rows * q4; e += MW * 32) {
-            int j = e / q4, c = (e - j * q4) * 4, row = first + j;
+            int j = e / q4, c = (e - j * q4) * 4;
             float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (row < T) x = ldg4(src + (((long)b * T + row) * heads + head) * HS + c);
-            if (trans) {
-                dst[c * ld + j] = __float2bfloat16(x.x);
-                dst[(c + 1) * ld + j] = __float2bfloat16(x.y);
-                dst[(c + 2) * ld + j] = __float2bfloat16(x.z);
-                dst[(c + 3) * ld + j] = __float2bfloat16(x.w);
-            } else {
-                sts32(dst + j * ld + c, pack_bf16(x.x, x.y));
-                sts32(dst + j * ld + c + 2, pack_bf16(x.z, x.w));
-            }
+            if (j < have) x = ldg4(base + j * rs + c);
+            sts32(dst + j * ld + c, pack_bf16(x.x, x.y));
+            sts32(dst + j * ld + c + 2, pack_bf16(x.z, x.w));
         }
         return;
     }
     for (int e = threadIdx.x; e < rows * HS; e += MW * 32) {
-        int j = e / HS, c = e - j * HS, row = first + j;
-        float x = row < T ? src[(((long)b * T + row) * heads + head) * HS + c] : 0.f;
-        dst[trans ? c * ld + j : j * ld + c] = __float2bfloat16(x);
+        int j = e / HS, c = e - j * HS;
+        dst[j * ld + c] = __float2bfloat16(j < have ? base[j * rs + c] : 0.f);
     }
+}
+
+// mmaRows is mmaRowsHS, with HS known when compiling where it is 16*NF.
+template <int NF>
+__device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, const float* src, int b, int head, int heads,
+                                        int first, int rows, int T, int HS) {
+    if (HS == 16 * NF) mmaRowsHS<16 * NF>(dst, ld, src, b, head, heads, first, rows, T, HS);
+    else mmaRowsHS<0>(dst, ld, src, b, head, heads, first, rows, T, HS);
 }
 
 // MmaPlace is a thread's place in a block of the mma kernels: the block's
@@ -101,24 +113,32 @@ template <int NF>
 __device__ __forceinline__ void mmaFragPair(unsigned (&ax)[NF][4], unsigned (&ay)[NF][4], __nv_bfloat16* tx,
                                             __nv_bfloat16* ty, const float* x, const float* y, int b, int head,
                                             int heads, int first, int T, int HS, const MmaPlace& at) {
-    mmaRows(tx, MLD, false, x, b, head, heads, first, MQ, T, HS);
-    mmaRows(ty, MLD, false, y, b, head, heads, first, MQ, T, HS);
+    mmaRows<NF>(tx, MLD, x, b, head, heads, first, MQ, T, HS);
+    mmaRows<NF>(ty, MLD, y, b, head, heads, first, MQ, T, HS);
     __syncthreads();
     mmaFragA<NF>(ax, tx, at.warp * 16, at.nf, at.g, at.tg);
     mmaFragA<NF>(ay, ty, at.warp * 16, at.nf, at.g, at.tg);
 }
 
 // mmaScore sets s to A·Xᵀ for rows 8j..8j+7 of the row-major tile X
-// (stride MLD): B[c][x] = X[x][c], two adjacent channels a register.
+// (stride MLD): B[c][x] = X[x][c], two adjacent channels a register; one
+// ldmatrix gives the B fragments of two 16-channel chunks.
 template <int NF>
 __device__ __forceinline__ void mmaScore(float (&s)[4], const unsigned (&a)[NF][4], const __nv_bfloat16* X, int j,
                                          int nf, int g, int tg) {
     s[0] = s[1] = s[2] = s[3] = 0.f;
+    int l = threadIdx.x & 31;
+    const __nv_bfloat16* p = X + (j * 8 + (l & 7)) * MLD + (l >> 3) * 8;
 #pragma unroll
-    for (int f = 0; f < NF; f++)
-        if (f < nf) {
-            const __nv_bfloat16* p = X + (j * 8 + g) * MLD + f * 16 + tg * 2;
-            mma_bf16(s, a[f], lds32(p), lds32(p + 8));
+    for (int f = 0; f < NF; f += 2)
+        if (f + 1 < nf) {
+            unsigned b[4];
+            ldsm4<false>(b, p + f * 16);
+            mma_bf16(s, a[f], b[0], b[1]);
+            mma_bf16(s, a[f + 1], b[2], b[3]);
+        } else if (f < nf) { // an odd last chunk
+            const __nv_bfloat16* q = X + (j * 8 + g) * MLD + f * 16 + tg * 2;
+            mma_bf16(s, a[f], lds32(q), lds32(q + 8));
         }
 }
 
@@ -134,18 +154,23 @@ __device__ __forceinline__ void mmaPack(unsigned (&a)[4][4], const float (&s)[8]
 }
 
 // mmaTimes adds A·X to acc: A the four 16-column chunks of a 16×64 tile,
-// X 64 rows by HS channels, row-major with stride MLD (B[x][c] = X[x][c],
-// two rows a register).
+// X 64 rows by HS channels, row-major with stride MLD (B[x][c] = X[x][c]:
+// two rows of a column a register, which ldmatrix's transpose gives, for
+// two 8-channel tiles at once; nn is even, HS being a multiple of 16).
 template <int NF>
 __device__ __forceinline__ void mmaTimes(float (&acc)[2 * NF][4], const unsigned (&a)[4][4], const __nv_bfloat16* X,
                                          int nn, int g, int tg) {
+    int l = threadIdx.x & 31;
+    const __nv_bfloat16* p = X + ((l & 7) + ((l >> 3) & 1) * 8) * MLD + (l >> 4) * 8;
 #pragma unroll
-    for (int n = 0; n < 2 * NF; n++)
+    for (int n = 0; n < 2 * NF; n += 2)
         if (n < nn) {
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
-                const __nv_bfloat16* p = X + (kk * 16 + tg * 2) * MLD + n * 8 + g;
-                mma_bf16(acc[n], a[kk], lds16x2(p, MLD), lds16x2(p + 8 * MLD, MLD));
+                unsigned b[4];
+                ldsm4<true>(b, p + kk * 16 * MLD + n * 8);
+                mma_bf16(acc[n], a[kk], b[0], b[1]);
+                mma_bf16(acc[n + 1], a[kk], b[2], b[3]);
             }
         }
 }
@@ -173,17 +198,21 @@ __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][
 // attention, as flash_tc_fwd computes them (scores scaled by scale, the
 // log-sum-exp in the same units); one block per (b, h, MQ query rows), the
 // blocks of the longest rows first. HS is a multiple of 16, at most 16*NF.
+// The running maximum is kept in base-2 units (scores times
+// scale·log2e), so each probability is one fma and one ex2; only the
+// tiles that reach past a row of the warp or past T are masked.
 template <int NF>
 __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, const float* k, const float* v, int B,
                                        int T, int NH, int NKV, int HS, float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
-    __shared__ __align__(16) __nv_bfloat16 vt[128 * MVT]; // each V tile, transposed: [channel][key]
+    __shared__ __align__(16) __nv_bfloat16 vs[MK * MLD]; // each V tile, row-major
     MmaPlace at(T, NH, NKV, HS, true);
     int tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
     int nf = at.nf, nn = at.nn;
+    float sl2 = scale * MMA_LOG2E;
 
-    mmaRows(ks, MLD, false, q, b, h, NH, q0, MQ, T, HS);
+    mmaRows<NF>(ks, MLD, q, b, h, NH, q0, MQ, T, HS);
     __syncthreads();
     unsigned qa[NF][4]; // the warp's 16 rows of Q
     mmaFragA<NF>(qa, ks, warp * 16, nf, g, tg);
@@ -191,50 +220,59 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, c
 #pragma unroll
     for (int n = 0; n < 2 * NF; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f;
+    float mlo = -INFINITY, mhi = -INFINITY, llo = 0.f, lhi = 0.f; // maxima in base-2 units
     int ktiles = min(q0 + MQ - 1, T - 1) / MK + 1;
     for (int jt = 0; jt < ktiles; jt++) {
         int k0 = jt * MK;
         __syncthreads(); // every warp is done with the previous tile (and with Q)
-        mmaRows(ks, MLD, false, k, b, kh, NKV, k0, MK, T, HS);
-        mmaRows(vt, MVT, true, v, b, kh, NKV, k0, MK, T, HS);
+        mmaRows<NF>(ks, MLD, k, b, kh, NKV, k0, MK, T, HS);
+        mmaRows<NF>(vs, MLD, v, b, kh, NKV, k0, MK, T, HS);
         __syncthreads();
         if (k0 > r0 + 15 || r0 >= T) continue; // every key after the warp's rows
 
-        // S = Q·Kᵀ; then the online softmax over the lane's keys
-        // k0 + 8j + 2tg + {0,1} of rows rlo (s[j][0..1]) and rhi
-        // (s[j][2..3]); the quad holds the row.
+        // S = Q·Kᵀ, unscaled; the lane holds keys k0 + 8j + 2tg + {0,1}
+        // of rows rlo (s[j][0..1]) and rhi (s[j][2..3]); the quad holds
+        // the row. Masked scores are -inf.
         float s[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
+        bool full = k0 + MK - 1 <= r0 && k0 + MK <= T; // every key at or before every row, and < T
+        if (!full) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int key = k0 + j * 8 + tg * 2 + e;
+                    if (key > rlo || key >= T) s[j][e] = -INFINITY;
+                    if (key > rhi || key >= T) s[j][2 + e] = -INFINITY;
+                }
+        }
         float mxlo = -INFINITY, mxhi = -INFINITY;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int key = k0 + j * 8 + tg * 2 + e;
-                s[j][e] = key <= rlo && key < T ? s[j][e] * scale : -INFINITY;
-                s[j][2 + e] = key <= rhi && key < T ? s[j][2 + e] * scale : -INFINITY;
-                mxlo = fmaxf(mxlo, s[j][e]);
-                mxhi = fmaxf(mxhi, s[j][2 + e]);
-            }
+            mxlo = fmaxf(mxlo, fmaxf(s[j][0], s[j][1]));
+            mxhi = fmaxf(mxhi, fmaxf(s[j][2], s[j][3]));
         }
         mxlo = fmaxf(mxlo, shfl_xor(mxlo, 1));
         mxlo = fmaxf(mxlo, shfl_xor(mxlo, 2));
         mxhi = fmaxf(mxhi, shfl_xor(mxhi, 1));
         mxhi = fmaxf(mxhi, shfl_xor(mxhi, 2));
-        float mnlo = fmaxf(mlo, mxlo), mnhi = fmaxf(mhi, mxhi);
-        float clo = mnlo == -INFINITY ? 1.f : __expf(mlo - mnlo);
-        float chi = mnhi == -INFINITY ? 1.f : __expf(mhi - mnhi);
+        float mnlo = fmaxf(mlo, mxlo * sl2), mnhi = fmaxf(mhi, mxhi * sl2);
+        float clo = mnlo == -INFINITY ? 1.f : ex2(mlo - mnlo);
+        float chi = mnhi == -INFINITY ? 1.f : ex2(mhi - mnhi);
+        // A row with no key yet (mn -inf) takes zeros: its scores are all
+        // -inf, and fma(-inf, sl2, inf) would be NaN.
+        float nlo = mnlo == -INFINITY ? 0.f : -mnlo, nhi = mnhi == -INFINITY ? 0.f : -mnhi;
         float pslo = 0.f, pshi = 0.f;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float m = i < 2 ? mnlo : mnhi;
-                s[j][i] = s[j][i] == -INFINITY ? 0.f : __expf(s[j][i] - m);
-                if (i < 2) pslo += s[j][i];
-                else pshi += s[j][i];
-            }
+        for (int j = 0; j < 8; j++) {
+            s[j][0] = ex2(fmaf(s[j][0], sl2, nlo));
+            s[j][1] = ex2(fmaf(s[j][1], sl2, nlo));
+            s[j][2] = ex2(fmaf(s[j][2], sl2, nhi));
+            s[j][3] = ex2(fmaf(s[j][3], sl2, nhi));
+            pslo += s[j][0] + s[j][1];
+            pshi += s[j][2] + s[j][3];
+        }
         unsigned pa[4][4]; // P as A fragments
         mmaPack(pa, s);
         pslo += shfl_xor(pslo, 1);
@@ -246,20 +284,15 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, c
         mlo = mnlo;
         mhi = mnhi;
 
-        // O = O·corr + P·V: B[key][c] = V[key][c] = vt[c][key].
+        // O = O·corr + P·V.
 #pragma unroll
-        for (int n = 0; n < 2 * NF; n++)
-            if (n < nn) {
-                o[n][0] *= clo;
-                o[n][1] *= clo;
-                o[n][2] *= chi;
-                o[n][3] *= chi;
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++) {
-                    const __nv_bfloat16* p = vt + (n * 8 + g) * MVT + kk * 16 + tg * 2;
-                    mma_bf16(o[n], pa[kk], lds32(p), lds32(p + 8));
-                }
-            }
+        for (int n = 0; n < 2 * NF; n++) {
+            o[n][0] *= clo;
+            o[n][1] *= clo;
+            o[n][2] *= chi;
+            o[n][3] *= chi;
+        }
+        mmaTimes<NF>(o, pa, vs, nn, g, tg);
     }
     if (r0 >= T) return; // after the last __syncthreads
 #pragma unroll
@@ -277,9 +310,10 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, c
                 d[1] = o[n][3] / lhi;
             }
         }
+    // lse in the scores' units: the base-2 maximum back to natural log.
     if (tg == 0) {
-        if (rlo < T) lse[((long)b * NH + h) * T + rlo] = mlo + logf(llo);
-        if (rhi < T) lse[((long)b * NH + h) * T + rhi] = mhi + logf(lhi);
+        if (rlo < T) lse[((long)b * NH + h) * T + rlo] = mlo * 0.6931471805599453f + logf(llo);
+        if (rhi < T) lse[((long)b * NH + h) * T + rhi] = mhi * 0.6931471805599453f + logf(lhi);
     }
 }
 
@@ -302,7 +336,8 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float*
     unsigned qa[NF][4], da[NF][4]; // the warp's rows of Q and dO
     mmaFragPair<NF>(qa, da, ks, vs, q, dout, b, h, NH, q0, T, HS, at);
     long st = ((long)b * NH + h) * T;
-    float llo = rlo < T ? lse[st + rlo] : 0.f, lhi = rhi < T ? lse[st + rhi] : 0.f;
+    float sl2 = scale * MMA_LOG2E; // P = 2^(S·sl2 - lse·log2e)
+    float llo = rlo < T ? lse[st + rlo] * MMA_LOG2E : 0.f, lhi = rhi < T ? lse[st + rhi] * MMA_LOG2E : 0.f;
     float dlo = rlo < T ? delta[st + rlo] : 0.f, dhi = rhi < T ? delta[st + rhi] : 0.f;
     float acc[2 * NF][4];
 #pragma unroll
@@ -312,8 +347,8 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float*
     for (int jt = 0; jt < ktiles; jt++) {
         int k0 = jt * MK;
         __syncthreads();
-        mmaRows(ks, MLD, false, k, b, kh, NKV, k0, MK, T, HS);
-        mmaRows(vs, MLD, false, v, b, kh, NKV, k0, MK, T, HS);
+        mmaRows<NF>(ks, MLD, k, b, kh, NKV, k0, MK, T, HS);
+        mmaRows<NF>(vs, MLD, v, b, kh, NKV, k0, MK, T, HS);
         __syncthreads();
         if (k0 > r0 + 15 || r0 >= T) continue;
         float s[8][4];
@@ -323,11 +358,19 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float*
             mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
             mmaScore<NF>(dp, da, vs, j, nf, g, tg);
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = k0 + j * 8 + tg * 2 + (i & 1), row = i < 2 ? rlo : rhi;
-                float p = key <= row && key < T && row < T ? __expf(s[j][i] * scale - (i < 2 ? llo : lhi)) : 0.f;
-                s[j][i] = p * (dp[i] - (i < 2 ? dlo : dhi));
-            }
+            for (int i = 0; i < 4; i++)
+                s[j][i] = ex2(fmaf(s[j][i], sl2, -(i < 2 ? llo : lhi))) * (dp[i] - (i < 2 ? dlo : dhi));
+        }
+        // Only tiles that reach past a row of the warp or past T have
+        // entries to drop (whatever was computed there, inf included).
+        if (k0 + MK - 1 > r0 || k0 + MK > T || r0 + 15 >= T) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int key = k0 + j * 8 + tg * 2 + (i & 1), row = i < 2 ? rlo : rhi;
+                    if (key > row || key >= T || row >= T) s[j][i] = 0.f;
+                }
         }
         unsigned sa[4][4]; // dS as A fragments
         mmaPack(sa, s);
@@ -362,13 +405,14 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
 #pragma unroll
         for (int i = 0; i < 4; i++) ak[n][i] = av[n][i] = 0.f;
     long st = ((long)b * NH + h) * T;
+    float sl2 = scale * MMA_LOG2E; // P = 2^(S·sl2 - lse·log2e)
     for (int it = tile; it < tiles; it++) {
         int q0 = it * MQ;
         __syncthreads();
-        mmaRows(qs, MLD, false, q, b, h, NH, q0, MQ, T, HS);
-        mmaRows(ds, MLD, false, dout, b, h, NH, q0, MQ, T, HS);
+        mmaRows<NF>(qs, MLD, q, b, h, NH, q0, MQ, T, HS);
+        mmaRows<NF>(ds, MLD, dout, b, h, NH, q0, MQ, T, HS);
         for (int j = threadIdx.x; j < MQ; j += MW * 32) {
-            ls[j] = q0 + j < T ? lse[st + q0 + j] : 0.f;
+            ls[j] = q0 + j < T ? lse[st + q0 + j] * MMA_LOG2E : 0.f;
             dl[j] = q0 + j < T ? delta[st + q0 + j] : 0.f;
         }
         __syncthreads();
@@ -380,10 +424,18 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
         for (int j = 0; j < 8; j++) {
             mmaScore<NF>(s[j], ka, qs, j, nf, g, tg);
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int r = j * 8 + tg * 2 + (i & 1), key = i < 2 ? klo : khi;
-                s[j][i] = q0 + r >= key && q0 + r < T && key < T ? __expf(s[j][i] * scale - ls[r]) : 0.f;
-            }
+            for (int i = 0; i < 4; i++) s[j][i] = ex2(fmaf(s[j][i], sl2, -ls[j * 8 + tg * 2 + (i & 1)]));
+        }
+        // Only tiles with a query before a key of the warp, or past T,
+        // have entries to drop (whatever was computed there).
+        if (q0 < kr0 + 15 || q0 + MQ > T || kr0 + 15 >= T) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int r = j * 8 + tg * 2 + (i & 1), key = i < 2 ? klo : khi;
+                    if (q0 + r < key || q0 + r >= T || key >= T) s[j][i] = 0.f;
+                }
         }
         unsigned pa[4][4];
         mmaPack(pa, s);
@@ -405,7 +457,9 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
 
 // The entry points: NF 4 for head sizes up to 64, 8 up to 128. dk and dv
 // take NF 4 only: K, V and both accumulators in registers need more than
-// a thread has at 128 channels, so larger heads use flash_tc_dkv.
+// a thread has at 128 channels, so larger heads use flash_tc_dkv. dk/dv
+// asks for three blocks an SM (168 registers, no spills, where it would
+// take 186 and fit two).
 extern "C" {
 #define MMA_ARGS_FWD float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int HS, float scale
 #define MMA_ARGS_DQ                                                                                                      \
@@ -423,7 +477,7 @@ __global__ void __launch_bounds__(MW * 32) flash_mma_dq64(MMA_ARGS_DQ) {
 __global__ void __launch_bounds__(MW * 32) flash_mma_dq128(MMA_ARGS_DQ) {
     mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
 }
-__global__ void __launch_bounds__(MW * 32)
+__global__ void __launch_bounds__(MW * 32, 3)
     flash_mma_dkv64(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
                     const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
     mmaDkv<4>(dk, dv, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);

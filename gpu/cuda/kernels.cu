@@ -1347,6 +1347,30 @@ __device__ __forceinline__ void sts32(__nv_bfloat16* p, unsigned w) { *reinterpr
 
 __device__ __forceinline__ float4 ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
+// ldsm4 is ldmatrix.sync.aligned.m8n8.x4 (.trans with TRANS) of bf16: lane
+// l gives p, 16-byte aligned, the row l%8 of matrix l/8; r[m] is lane l's
+// fragment of matrix m (see flash_mma.cuh).
+template <bool TRANS>
+__device__ __forceinline__ void ldsm4(unsigned (&r)[4], const __nv_bfloat16* p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+}
+
+// ex2 is 2^x by the special-function unit (what __expf uses after
+// scaling by log2e).
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // lds16x2 loads p[0] and p[stride] as one register, p[0] in the low half.
 __device__ __forceinline__ unsigned lds16x2(const __nv_bfloat16* p, int stride) {
     return (unsigned)__bfloat16_as_ushort(p[0]) | (unsigned)__bfloat16_as_ushort(p[stride]) << 16;

@@ -37,7 +37,7 @@ inline dim3 gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
@@ -173,6 +173,32 @@ inline float4 ldg4(const float* p) { return {p[0], p[1], p[2], p[3]}; }
 inline void sts32(__nv_bfloat16* p, unsigned w) { memcpy(p, &w, 4); }
 
 inline unsigned lds16x2(const __nv_bfloat16* p, int stride) { return unsigned(p[0].x) | unsigned(p[stride].x) << 16; }
+
+inline float ex2(float x) { return exp2f(x); }
+
+// ldsm4 is ldmatrix .m8n8.x4 (.trans): lane l gives the address of row
+// l%8 of matrix l/8; lane l receives, of matrix m, row l/4 at columns
+// 2(l%4), 2(l%4)+1, or with TRANS column l/4 of rows 2(l%4), 2(l%4)+1
+// (the lower column or row in the low half). The addresses pass through
+// the warp's staging memory, as a shuffle's values do.
+template <bool TRANS>
+inline void ldsm4(unsigned (&r)[4], const __nv_bfloat16* p) {
+    static const __nv_bfloat16* rows[EMU_WARPS][32];
+    int w = emu::warp(), l = emu::lane();
+    if ((reinterpret_cast<uintptr_t>(p) & 15) != 0) {
+        fprintf(stderr, "emu: ldmatrix row address %p is not 16-byte aligned\n", (const void*)p);
+        abort();
+    }
+    rows[w][l] = p;
+    __syncwarp();
+    for (int m = 0; m < 4; m++) {
+        const __nv_bfloat16* const* mat = rows[w] + 8 * m;
+        int g = l >> 2, t = l & 3;
+        if (TRANS) r[m] = unsigned(mat[2 * t][g].x) | unsigned(mat[2 * t + 1][g].x) << 16;
+        else r[m] = unsigned(mat[g][2 * t].x) | unsigned(mat[g][2 * t + 1].x) << 16;
+    }
+    __syncwarp();
+}
 
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 

@@ -32,7 +32,8 @@ static double worst(const std::vector<float>& got, const std::vector<float>& bas
 
 int main() {
     const Shape shapes[] = {{1, 64, 2, 1, 64},  {2, 100, 4, 2, 64}, {1, 130, 3, 3, 16, true}, {1, 70, 2, 1, 128},
-                            {1, 1, 2, 2, 32},   {1, 129, 4, 1, 48}, {2, 65, 2, 2, 80},       {1, 77, 2, 1, 64, true}};
+                            {1, 1, 2, 2, 32},   {1, 129, 4, 1, 48}, {2, 65, 2, 2, 80},       {1, 77, 2, 1, 64, true},
+                            {1, 256, 2, 1, 64}, {2, 192, 4, 2, 32}};
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.f, 1.f);
     bool ok = true;
