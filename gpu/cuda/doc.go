@@ -71,16 +71,17 @@
 // the table and the GPU's busy share of the wall clock (=1 times each op
 // synchronized instead).
 //
-// Measured (H200, run 11 in results/, side by side with the binary of
-// the session that began at run 7): a GRPO step of the 0.5B shape in bf16
-// takes 64.3 ms at B×T 8×512 (19.9% MFU, 63.7k tokens/s; 83.4 ms before)
-// and 183.3 ms at 4×2048 (15.8%; 214.4 before); the 35% target is not
+// Measured (results/README.md, each side by side with the previous
+// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 52.1
+// ms at B×T 8×512 on an H100 (24.6% MFU, 78.6k tokens/s; 74.7 ms with
+// the binary of run 11 on the same card) and 125.4 ms at 4×2048 (23.1%;
+// 211.5 before); the attention of run 16 takes it to 43.9 and 98.6 ms on
+// an H200 (29.2% and 29.3%; 46.8 and 116.7 before). The 35% target is not
 // met. Greedy decoding of 64 sequences with the BatchSampler in bf16:
-// 11,061 tokens/s (2,734 before), over the 10,000 target. A
+// 16,584 tokens/s on an H100, over the 10,000 target. A
 // Qwen2.5-7B-shaped LoRA step with activation checkpointing
-// (gpu.TrainConfig.Checkpoint) and tc attention holds 54.6 GB at 4×2048
-// (6,734 tokens/s) and 76.4 GB at 8×2048 (7,107), with its base still in
-// float32 then (the bf16-only base is not yet measured on a GPU).
+// (gpu.TrainConfig.Checkpoint), its base in bf16 only, holds 32.3 GB at
+// 4×2048 (7,310 tokens/s) and 48.1 GB at 8×2048 (7,414).
 //
 // Measured runs on GPU machines (suite results, benchmark tables, MFU) are
 // in results/README.md with their raw logs; scripts/cuda-device-run.sh runs
