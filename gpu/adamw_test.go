@@ -35,10 +35,7 @@ func TestGroupedAdamW(t *testing.T) {
 	cbe := cpu.New()
 	defer cbe.Close()
 	c := gpu.TinyConfig()
-	batch := []gpu.Sequence{
-		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
-		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
-	}
+	batch := twoSequences()
 	tc := gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2, WeightDecay: 0.1}
 	var calls [][]gpu.AdamWGroup
 	var weights [2][]float32

@@ -93,10 +93,7 @@ func TestFrozenWeightsBinding(t *testing.T) {
 	if uploads != 1 {
 		t.Fatalf("the LoRA trainer made %d frozen uploads, want 1", uploads)
 	}
-	batch := []gpu.Sequence{
-		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
-		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
-	}
+	batch := twoSequences()
 	for step := range 3 {
 		x, err := tr1.Step(batch)
 		if err != nil {
@@ -176,6 +173,15 @@ func TestFrozenWeightsBinding(t *testing.T) {
 	}
 }
 
+// twoSequences is a GRPO batch for the tiny model: two sequences of
+// different lengths, one advantage positive and one negative.
+func twoSequences() []gpu.Sequence {
+	return []gpu.Sequence{
+		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
+		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
+	}
+}
+
 // halfActs adds gpu.BF16Activations to hidden, counting what it was
 // asked for; its buffers are ordinary float32 ones.
 type halfActs struct {
@@ -199,10 +205,7 @@ func TestBF16ActivationsLayout(t *testing.T) {
 	cbe := cpu.New()
 	defer cbe.Close()
 	c := gpu.TinyConfig()
-	batch := []gpu.Sequence{
-		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
-		{Prompt: []int32{11, 3}, Completion: []int32{12, 13, 14}, Advantage: -0.5},
-	}
+	batch := twoSequences()
 	for _, ckpt := range []bool{false, true} {
 		tc := gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2, Checkpoint: ckpt}
 		N, C, I, L := tc.MaxBatch*tc.MaxSeq, c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers

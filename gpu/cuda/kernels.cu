@@ -482,17 +482,29 @@ __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const 
     }
 }
 
-// logprob_bwd: one block per row; a row whose dlogp is 0 adds nothing.
-// zero 1 writes dlogits instead of adding to it (it takes a pending zero,
-// SWERL_CUDA_ZERO=lazy), zeros on those rows.
-__global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets,
-                            int N, int V, int zero) {
+} // extern "C": the helpers below are overloaded and templated
+
+// gradOf and gradTo read and write a float32 or a bf16 gradient element.
+__device__ __forceinline__ float gradOf(const float* p) { return *p; }
+__device__ __forceinline__ float gradOf(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void gradTo(float* p, float v) { *p = v; }
+__device__ __forceinline__ void gradTo(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+
+// logprobBwd is row blockIdx.x of logprob_bwd: dlogits += dlogp ·
+// (onehot(target) - softmax); a row whose dlogp is 0 adds nothing. zero
+// 1 writes dlogits instead of adding to it (it takes a pending zero),
+// zeros on those rows. Into bf16 (logprob_bwd_bf16: dlogits that only the
+// LM head's products read) each element is computed in float32 and
+// rounded once, as converting the float32 output would round it.
+template <class G>
+__device__ __forceinline__ void logprobBwd(G* dlogits, const float* dlogp, const float* logits, const float* lse,
+                                           const int* targets, int V, int zero) {
     int n = blockIdx.x;
     float g = dlogp[n];
-    float* drow = dlogits + (long)n * V;
+    G* drow = dlogits + (long)n * V;
     if (g == 0.f) {
         if (zero)
-            for (int v = threadIdx.x; v < V; v += blockDim.x) drow[v] = 0.f;
+            for (int v = threadIdx.x; v < V; v += blockDim.x) gradTo(drow + v, 0.f);
         return;
     }
     const float* row = logits + (long)n * V;
@@ -501,31 +513,19 @@ __global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* log
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float d = -g * expf(row[v] - l);
         if (v == t) d += g;
-        drow[v] = (zero ? 0.f : drow[v]) + d;
+        gradTo(drow + v, (zero ? 0.f : gradOf(drow + v)) + d);
     }
 }
 
-// logprob_bwd_bf16 is logprob_bwd into bf16 dlogits, which only the LM
-// head's products read: each element rounded once, as converting
-// logprob_bwd's output would round it.
+extern "C" {
+__global__ void logprob_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse, const int* targets,
+                            int N, int V, int zero) {
+    logprobBwd(dlogits, dlogp, logits, lse, targets, V, zero);
+}
+
 __global__ void logprob_bwd_bf16(__nv_bfloat16* dlogits, const float* dlogp, const float* logits, const float* lse,
                                  const int* targets, int N, int V, int zero) {
-    int n = blockIdx.x;
-    float g = dlogp[n];
-    __nv_bfloat16* drow = dlogits + (long)n * V;
-    if (g == 0.f) {
-        if (zero)
-            for (int v = threadIdx.x; v < V; v += blockDim.x) drow[v] = __float2bfloat16(0.f);
-        return;
-    }
-    const float* row = logits + (long)n * V;
-    float l = lse[n];
-    int t = targets[n];
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float d = -g * expf(row[v] - l);
-        if (v == t) d += g;
-        drow[v] = __float2bfloat16((zero ? 0.f : __bfloat162float(drow[v])) + d);
-    }
+    logprobBwd(dlogits, dlogp, logits, lse, targets, V, zero);
 }
 
 // adamw updates p, m and v; where p16 is not null it also writes the
