@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"swerl/gpu/policy"
@@ -29,12 +30,21 @@ type live struct {
 
 func newLive() *live { return &live{wake: make(chan struct{}, 1)} }
 
+// liveTokenHook, set by tests only, runs in onToken after each token with
+// the number collected so far: a test holds the policy there to see what
+// the client has received by then.
+var liveTokenHook atomic.Pointer[func(n int)]
+
 // onToken is the policy's OnToken: it must not block.
 func (l *live) onToken(t policy.Token) {
 	l.mu.Lock()
 	l.toks = append(l.toks, t.ID)
 	l.version = t.Version
+	n := len(l.toks)
 	l.mu.Unlock()
+	if h := liveTokenHook.Load(); h != nil {
+		(*h)(n)
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default:

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -19,8 +21,9 @@ type liveEvent struct {
 	at   time.Duration
 }
 
-// streamTimed posts req and returns its events with their arrival times.
-func streamTimed(t *testing.T, url string, req map[string]any) []liveEvent {
+// streamTimed posts req and returns its events with their arrival times;
+// onEvent, when not nil, sees each event as it arrives.
+func streamTimed(t *testing.T, url string, req map[string]any, onEvent func(liveEvent)) []liveEvent {
 	t.Helper()
 	b, _ := json.Marshal(req)
 	t0 := time.Now()
@@ -37,15 +40,18 @@ func streamTimed(t *testing.T, url string, req map[string]any) []liveEvent {
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			out = append(out, liveEvent{d, time.Since(t0)})
+			if onEvent != nil {
+				onEvent(out[len(out)-1])
+			}
 		}
 	}
 	return out
 }
 
-// One streamed choice goes out token by token: the text arrives in many
-// chunks, the first long before the answer ends, and adds up to the answer
-// the same request gets whole (a stop string cut included); the finish
-// reason and usage are the whole answer's.
+// One streamed choice goes out token by token: the first text reaches the
+// client while the policy is still sampling, and the chunks add up to the
+// answer the same request gets whole (a stop string cut included); the
+// finish reason and usage are the whole answer's.
 func TestStreamTokenByToken(t *testing.T) {
 	srv, _, _ := startAdapters(t) // a 256-token context
 	for _, api := range []string{"chat", "completions"} {
@@ -60,49 +66,39 @@ func TestStreamTokenByToken(t *testing.T) {
 			r := postWhole(t, srv.URL+path, req)
 			return r.Choices[0].content(), r.Choices[0].FinishReason, r.Usage
 		}
-		streamed := func() (text, finish string, usage Usage, chunks int, first, total time.Duration) {
+		streamed := func(onPiece func()) (text, finish string, usage Usage, chunks int) {
 			sreq := map[string]any{"stream": true, "stream_options": map[string]bool{"include_usage": true}}
 			for k, v := range req {
 				sreq[k] = v
 			}
-			events := streamTimed(t, srv.URL+path, sreq)
+			events := streamTimed(t, srv.URL+path, sreq, func(ev liveEvent) {
+				if c, err := parseChunk(ev.data); err == nil && onPiece != nil && c.piece != "" {
+					onPiece()
+				}
+			})
 			if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
 				t.Fatalf("%s: events %v", api, events)
 			}
-			total = events[len(events)-1].at
 			for _, ev := range events[:len(events)-1] {
-				var c struct {
-					Choices []struct {
-						Text         string
-						Delta        struct{ Content string }
-						FinishReason *string `json:"finish_reason"`
-					}
-					Usage *Usage
-				}
-				if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
+				c, err := parseChunk(ev.data)
+				if err != nil {
 					t.Fatalf("%s: event %q: %v", api, ev.data, err)
 				}
-				if c.Usage != nil {
-					usage = *c.Usage
+				if c.usage != nil {
+					usage = *c.usage
 				}
-				for _, ch := range c.Choices {
-					piece := ch.Text + ch.Delta.Content
-					if !utf8.ValidString(piece) {
-						t.Errorf("%s: chunk %q is not valid UTF-8", api, piece)
-					}
-					if piece != "" {
-						if chunks == 0 {
-							first = ev.at
-						}
-						chunks++
-					}
-					text += piece
-					if ch.FinishReason != nil {
-						finish = *ch.FinishReason
-					}
+				if !utf8.ValidString(c.piece) {
+					t.Errorf("%s: chunk %q is not valid UTF-8", api, c.piece)
+				}
+				if c.piece != "" {
+					chunks++
+				}
+				text += c.piece
+				if c.finish != "" {
+					finish = c.finish
 				}
 			}
-			return text, finish, usage, chunks, first, total
+			return text, finish, usage, chunks
 		}
 		// The random model often samples its eos early: take the first
 		// seed whose answer is long.
@@ -117,30 +113,38 @@ func TestStreamTokenByToken(t *testing.T) {
 		if wantUsage.CompletionTokens < 100 {
 			t.Fatalf("%s: no seed gave an answer of 100 tokens", api)
 		}
-		// Token by token: the first chunk arrives in the first half of the
-		// stream (a stream written after the whole answer has its first
-		// and last chunks together at the end). A loaded machine can
-		// starve the client for a while, so three tries before failing.
-		for try := 1; ; try++ {
-			got, finish, usage, chunks, first, total := streamed()
-			t.Logf("%s: %d tokens in %d chunks; first chunk after %v, the end after %v", api, usage.CompletionTokens, chunks, first, total)
-			if got != want || finish != wantFinish || usage != wantUsage {
-				t.Fatalf("%s: streamed %q (%s, %+v), whole %q (%s, %+v)", api, got, finish, usage, want, wantFinish, wantUsage)
+		// Token by token, shown without timing: the policy is held after
+		// its 20th token until the client has its first piece of text. An
+		// answer sent only once complete would keep the client waiting
+		// there; after 30 s the policy goes on and the test fails.
+		seen := make(chan struct{})
+		var once sync.Once
+		var starved atomic.Bool
+		hook := func(n int) {
+			if n == 20 {
+				select {
+				case <-seen:
+				case <-time.After(30 * time.Second):
+					starved.Store(true)
+				}
 			}
-			if chunks >= 10 && first <= total/2 {
-				break
-			}
-			if try == 3 {
-				t.Errorf("%s: %d chunks, the first after %v of %v: not token by token", api, chunks, first, total)
-				break
-			}
+		}
+		liveTokenHook.Store(&hook)
+		got, finish, usage, chunks := streamed(func() { once.Do(func() { close(seen) }) })
+		liveTokenHook.Store(nil)
+		t.Logf("%s: %d tokens in %d chunks", api, usage.CompletionTokens, chunks)
+		if got != want || finish != wantFinish || usage != wantUsage {
+			t.Fatalf("%s: streamed %q (%s, %+v), whole %q (%s, %+v)", api, got, finish, usage, want, wantFinish, wantUsage)
+		}
+		if starved.Load() || chunks < 2 {
+			t.Errorf("%s: %d chunks; the first had not arrived when the policy had sampled 20 tokens: not token by token", api, chunks)
 		}
 		// A stop string from the middle of the answer: the stream stops
 		// where the whole answer is cut, and sends nothing past it.
 		runes := []rune(want)
 		req["stop"] = []string{string(runes[len(runes)/2 : len(runes)/2+2])}
 		want, wantFinish, wantUsage = whole()
-		got, finish, usage, _, _, _ := streamed()
+		got, finish, usage, _ = streamed(nil)
 		if got != want || finish != "stop" || wantFinish != "stop" || usage != wantUsage {
 			t.Fatalf("%s with stop %q: streamed %q (%s), whole %q (%s)", api, req["stop"], got, finish, want, wantFinish)
 		}
@@ -194,4 +198,33 @@ func TestLiveStreamClientGone(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("after clients left: %d %s", code, body)
 	}
+}
+
+// liveChunk is what one streamed event carries of a choice: its text
+// (completions) or content (chat), its finish reason, and the usage.
+type liveChunk struct {
+	piece, finish string
+	usage         *Usage
+}
+
+func parseChunk(data string) (liveChunk, error) {
+	var c struct {
+		Choices []struct {
+			Text         string
+			Delta        struct{ Content string }
+			FinishReason *string `json:"finish_reason"`
+		}
+		Usage *Usage
+	}
+	if err := json.Unmarshal([]byte(data), &c); err != nil {
+		return liveChunk{}, err
+	}
+	out := liveChunk{usage: c.Usage}
+	for _, ch := range c.Choices {
+		out.piece += ch.Text + ch.Delta.Content
+		if ch.FinishReason != nil {
+			out.finish = *ch.FinishReason
+		}
+	}
+	return out, nil
 }
