@@ -141,6 +141,27 @@ type Backend interface {
 	AdamW(p, g, m, v Buf, n int, h AdamWParams)
 }
 
+// ResidualNorm is implemented by backends that add a residual and
+// normalize the sum in one op: AddRMSNormForward(sum, out, rstd, a, b, w,
+// N, C, eps) does Add(sum, a, b, N*C) and then RMSNormForward(out, rstd,
+// sum, w, N, C, eps), with the same results, reading a and b once. sum
+// may be a or b. The Trainer and the BatchSampler use it where a residual
+// add is followed by a norm of its sum (addNorm).
+type ResidualNorm interface {
+	AddRMSNormForward(sum, out, rstd, a, b, w Buf, N, C int, eps float32)
+}
+
+// addNorm is AddRMSNormForward on a ResidualNorm backend, else Add and
+// RMSNormForward.
+func addNorm(be Backend, sum, out, rstd, a, b, w Buf, N, C int, eps float32) {
+	if rn, ok := be.(ResidualNorm); ok {
+		rn.AddRMSNormForward(sum, out, rstd, a, b, w, N, C, eps)
+		return
+	}
+	be.Add(sum, a, b, N*C)
+	be.RMSNormForward(out, rstd, sum, w, N, C, eps)
+}
+
 // AdamWGroup is one tensor of the window an AdamWGroups call updates: N
 // elements from Off (counted from the window's start), with the call's
 // weight decay where Decay is set and none elsewhere (norms, biases).

@@ -482,9 +482,9 @@ func (s *BatchSampler) forward() error {
 	}
 	be.EmbeddingForward(s.x, s.params.Wte, s.tokens, d.C)
 	rows := func(b Buf, i, n, width int) Buf { return be.Slice(b, i*width, n*width) }
+	be.RMSNormForward(s.ln, s.rstd, s.x, s.params.Layers[0].InputNorm, N, d.C, d.eps)
 	for l := range d.L {
 		w, wp := &s.params.Layers[l], &s.packed.Layers[l]
-		be.RMSNormForward(s.ln, s.rstd, s.x, w.InputNorm, N, d.C, d.eps)
 		s.matmul(s.q, s.ln, w.Q, wp.Q, w.QBias, N, d.C, d.QC)
 		s.matmul(s.k, s.ln, w.K, wp.K, w.KBias, N, d.C, d.KVC)
 		s.matmul(s.v, s.ln, w.V, wp.V, w.VBias, N, d.C, d.KVC)
@@ -510,13 +510,16 @@ func (s *BatchSampler) forward() error {
 			be.AttentionForward(rows(s.atty, q.row, T, d.QC), s.att, qr, kAll, vAll, 1, T, q.pos+T, d.NH, d.NKV, d.HS)
 		}
 		s.matmul(s.proj, s.atty, w.O, wp.O, nil, N, d.QC, d.C)
-		be.Add(s.resMid, s.x, s.proj, N*d.C)
-		be.RMSNormForward(s.ln, s.rstd, s.resMid, w.PostNorm, N, d.C, d.eps)
+		addNorm(be, s.resMid, s.ln, s.rstd, s.x, s.proj, w.PostNorm, N, d.C, d.eps)
 		s.matmul(s.gate, s.ln, w.Gate, wp.Gate, nil, N, d.C, d.I)
 		s.matmul(s.up, s.ln, w.Up, wp.Up, nil, N, d.C, d.I)
 		be.SwiGLUForward(s.swi, s.gate, s.up, N*d.I)
 		s.matmul(s.proj, s.swi, w.Down, wp.Down, nil, N, d.I, d.C)
-		be.Add(s.x, s.resMid, s.proj, N*d.C)
+		if l+1 < d.L { // the residual, and the next layer's input norm
+			addNorm(be, s.x, s.ln, s.rstd, s.resMid, s.proj, s.params.Layers[l+1].InputNorm, N, d.C, d.eps)
+		} else {
+			be.Add(s.x, s.resMid, s.proj, N*d.C)
+		}
 	}
 	// The last row of each prefilling sequence, then the final norm and
 	// the LM head over those rows only.

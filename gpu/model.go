@@ -459,8 +459,7 @@ func forwardLayer(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos
 	}
 	be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
 	lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
-	be.Add(ac.resMid[i], in, ac.proj, N*d.C)
-	be.RMSNormForward(ac.ln2[i], ac.rstd2[i], ac.resMid[i], w.PostNorm, N, d.C, d.eps)
+	addNorm(be, ac.resMid[i], ac.ln2[i], ac.rstd2[i], in, ac.proj, w.PostNorm, N, d.C, d.eps)
 	be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
 	be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
 	lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)

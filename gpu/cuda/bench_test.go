@@ -72,7 +72,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	type run struct {
-		dev, mm, attn string // attn "X+act32+eager": X with SWERL_CUDA_ACT=f32, SWERL_CUDA_ZERO=now
+		dev, mm, attn string // attn "X+act32+eager": X with SWERL_CUDA_ACT=f32, SWERL_CUDA_ZERO=now; "+fuse": SWERL_CUDA_FUSE=1
 		B, T          int
 	}
 	runs := []run{
@@ -81,6 +81,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"cuda", "bf16", "cublas", 8, 512}, {"cuda", "bf16", "cublas", 4, 2048},
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma+act32+eager", 8, 512}, {"cuda", "bf16", "mma+act32+eager", 4, 2048},
+		{"cuda", "bf16", "mma+fuse", 8, 512}, {"cuda", "bf16", "mma+fuse", 4, 2048},
 		{"cuda", "bf16", "strided", 8, 512},
 		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
@@ -100,6 +101,8 @@ func BenchmarkTrainStep(b *testing.B) {
 					b.Setenv("SWERL_CUDA_ACT", "f32")
 				case "eager":
 					b.Setenv("SWERL_CUDA_ZERO", "now")
+				case "fuse":
+					b.Setenv("SWERL_CUDA_FUSE", "1")
 				}
 			}
 			if r.dev == "cuda" {
@@ -200,7 +203,9 @@ func BenchmarkSampleBatch(b *testing.B) {
 		mm   string
 		n    int
 		host bool // greedy picks on the host (logits downloaded), as before gpu.GreedyPicker
-	}{{"f32", 1, false}, {"f32", 64, false}, {"bf16", 1, false}, {"bf16", 64, false}, {"bf16", 64, true}} {
+		fuse bool // SWERL_CUDA_FUSE=1
+	}{{"f32", 1, false, false}, {"f32", 64, false, false}, {"bf16", 1, false, false}, {"bf16", 64, false, false},
+		{"bf16", 64, true, false}, {"bf16", 64, false, true}} {
 		n := v.n
 		name := fmt.Sprintf("cuda/batch=%d", n)
 		if v.mm != "f32" {
@@ -209,7 +214,13 @@ func BenchmarkSampleBatch(b *testing.B) {
 		if v.host {
 			name += "/hostpick"
 		}
+		if v.fuse {
+			name += "/fuse"
+		}
 		b.Run(name, func(b *testing.B) {
+			if v.fuse {
+				b.Setenv("SWERL_CUDA_FUSE", "1")
+			}
 			g := open(b)
 			if err := g.SetMatmul(v.mm); err != nil {
 				b.Fatal(err)

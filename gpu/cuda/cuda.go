@@ -123,6 +123,9 @@ type Backend struct {
 	// like the ops' checks; pending ranges never overlap.
 	lazy bool
 	pend []pendZero
+	// fuse (SWERL_CUDA_FUSE=1, opt-in until a GPU run has checked it):
+	// AddRMSNormForward is one kernel instead of Add and RMSNormForward.
+	fuse bool
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
 	// kprof times each kernel on the GPU when SWERL_CUDA_PROFILE=kernels.
@@ -154,6 +157,14 @@ func New() (*Backend, error) {
 	default:
 		be.Close()
 		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want lazy or now", z)
+	}
+	switch f := os.Getenv("SWERL_CUDA_FUSE"); f {
+	case "", "0":
+	case "1":
+		be.fuse = true
+	default:
+		be.Close()
+		return nil, fmt.Errorf("cuda: SWERL_CUDA_FUSE=%q: want 0 or 1", f)
 	}
 	switch a := os.Getenv("SWERL_CUDA_ACT"); a {
 	case "", "bf16":

@@ -923,3 +923,54 @@ func TestAdamWGroups(t *testing.T) {
 		t.Errorf("groups with a gap: error %v, want one naming group 5", err)
 	}
 }
+
+// TestFusedResidualNorm trains and decodes with SWERL_CUDA_FUSE=1 (the add
+// and norm of a residual in one kernel) beside the default, in the f32
+// and the bf16 matmul modes (bf16 activations: the kernel's bf16 output):
+// the same losses and the same tokens and log-probabilities, bit for bit,
+// since the kernel adds and sums squares as Add and rmsnorm_fwd do.
+func TestFusedResidualNorm(t *testing.T) {
+	for _, mm := range []string{"f32", "bf16"} {
+		t.Run(mm, func(t *testing.T) {
+			t.Setenv("SWERL_CUDA_MATMUL", mm)
+			var losses [2][]float64
+			var outs [2][]gpu.Completion
+			for i, fuse := range []string{"0", "1"} {
+				t.Setenv("SWERL_CUDA_FUSE", fuse)
+				be := open(t)
+				m, err := gpu.NewModel(gpu.TinyConfig(), 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					met, err := tr.Step(tinyBatch())
+					if err != nil {
+						t.Fatal(err)
+					}
+					losses[i] = append(losses[i], met.Loss)
+				}
+				s, err := gpu.NewBatchSampler(m, be, 32, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompts := [][]int32{{1, 2, 3}, {4, 5, 6, 7, 8}, {9}}
+				ps := []gpu.SamplingParams{{MaxTokens: 9}, {MaxTokens: 7}, {Temperature: 1, TopK: 20, Seed: 4, MaxTokens: 8}}
+				if outs[i], err = s.SampleAll(prompts, ps); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(losses[0], losses[1]) {
+				t.Errorf("losses %v unfused, %v fused", losses[0], losses[1])
+			}
+			for i := range outs[0] {
+				if !slices.Equal(outs[0][i].Tokens, outs[1][i].Tokens) || !slices.Equal(outs[0][i].LogProbs, outs[1][i].LogProbs) {
+					t.Errorf("request %d: unfused %v %v, fused %v %v", i, outs[0][i].Tokens, outs[0][i].LogProbs, outs[1][i].Tokens, outs[1][i].LogProbs)
+				}
+			}
+		})
+	}
+}

@@ -39,6 +39,10 @@
 // conversions go (3 of a layer's 4 in decoding). Other activations stay
 // float32.
 //
+// Fusion: with SWERL_CUDA_FUSE=1 (opt-in until a GPU run has checked it)
+// gpu.ResidualNorm's add and norm of a residual are one kernel
+// (add_rmsnorm_fwd), once a layer in training and twice in decoding.
+//
 // Zeroing: backward ops accumulate, so the model zeroes each gradient
 // buffer before its first use. Zero only records the range (zero.go;
 // SWERL_CUDA_ZERO=now zeroes at once instead), and the next op that

@@ -57,6 +57,25 @@ __device__ void rmsnormRow(O* out, float* rstd, const float* inp, const float* w
     for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(o + i, x[i] * r * w[i]);
 }
 
+// addRmsnormRow is add_rmsnorm_fwd's block: row blockIdx.x of sum = a + b
+// (sum may be a or b: each thread reads its elements before writing
+// them), then out = sum * rstd * w as rmsnormRow computes it.
+template <class O>
+__device__ void addRmsnormRow(float* sum, O* out, float* rstd, const float* a, const float* b, const float* w, int C,
+                              float eps) {
+    long o = (long)blockIdx.x * C;
+    float s = 0;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        float v = a[o + i] + b[o + i];
+        sum[o + i] = v;
+        s += v * v;
+    }
+    s = blockSum(s);
+    float r = rsqrtf(s / C + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(out + o + i, sum[o + i] * r * w[i]);
+}
+
 __device__ __forceinline__ float swiglu1(float x, float u) { return x / (1.f + expf(-x)) * u; }
 
 extern "C" {
@@ -196,6 +215,18 @@ __global__ void rmsnorm_fwd(float* out, float* rstd, const float* inp, const flo
 __global__ void rmsnorm_fwd_bf16(__nv_bfloat16* out, float* rstd, const float* inp, const float* w, int N, int C,
                                  float eps) {
     rmsnormRow(out, rstd, inp, w, C, eps);
+}
+
+// add_rmsnorm_fwd: sum = a + b, then rmsnorm_fwd of sum; one block per row.
+__global__ void add_rmsnorm_fwd(float* sum, float* out, float* rstd, const float* a, const float* b, const float* w,
+                                int N, int C, float eps) {
+    addRmsnormRow(sum, out, rstd, a, b, w, C, eps);
+}
+
+// add_rmsnorm_fwd_bf16 is add_rmsnorm_fwd into a bf16 activation.
+__global__ void add_rmsnorm_fwd_bf16(float* sum, __nv_bfloat16* out, float* rstd, const float* a, const float* b,
+                                     const float* w, int N, int C, float eps) {
+    addRmsnormRow(sum, out, rstd, a, b, w, C, eps);
 }
 
 // rmsnorm_bwd_inp: one block per row; dx = r*w*dy - x*r^3/C*sum(w*dy*x).

@@ -242,6 +242,31 @@ func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float
 	})
 }
 
+var _ gpu.ResidualNorm = (*Backend)(nil)
+
+// AddRMSNormForward implements gpu.ResidualNorm: one add_rmsnorm_fwd
+// launch with SWERL_CUDA_FUSE=1 (opt-in until a GPU run has checked it),
+// else Add and RMSNormForward.
+func (be *Backend) AddRMSNormForward(sum, out, rstd, a, b, w gpu.Buf, N, C int, eps float32) {
+	if !be.fuse {
+		be.Add(sum, a, b, N*C)
+		be.RMSNormForward(out, rstd, sum, w, N, C, eps)
+		return
+	}
+	const op = "add rmsnorm forward"
+	sm, o, rs, x, y, wt := be.get(op, sum), be.out16(op, out), be.get(op, rstd), be.get(op, a), be.get(op, b), be.get(op, w)
+	if !be.need(op, N*C, "sum", sm, "out", o, "a", x, "b", y) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
+		return
+	}
+	be.post(func() {
+		if o.a.only16 {
+			be.launch("add_rmsnorm_fwd_bf16", N, sm, o.ptr16(), rs, x, y, wt, N, C, eps)
+			return
+		}
+		be.launch("add_rmsnorm_fwd", N, sm, o, rs, x, y, wt, N, C, eps)
+	})
+}
+
 // RMSNormBackward implements gpu.Backend.
 func (be *Backend) RMSNormBackward(dinp, dw, dout, inp, w, rstd gpu.Buf, N, C int) {
 	const op = "rmsnorm backward"
