@@ -609,8 +609,21 @@ func (be *Backend) LogProbBackward(dlogits, dlogp, logits, lse gpu.Buf, targets 
 
 // AdamW implements gpu.Backend.
 func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
+	pd, gd, md, vd, c1, c2, ok := be.adamwArgs(p, g, m, v, n, h)
+	if !ok {
+		return
+	}
+	be.post(func() {
+		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, fresh16(pd), int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
+	})
+}
+
+// adamwArgs unwraps the operands of an AdamW over n elements and checks
+// them and the step; ok false after a failure (or when n is 0). c1 and c2
+// are the bias corrections.
+func (be *Backend) adamwArgs(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) (pd, gd, md, vd *buf, c1, c2 float32, ok bool) {
 	const op = "adamw"
-	pd, gd, md, vd := be.get(op, p), be.get(op, g), be.get(op, m), be.get(op, v)
+	pd, gd, md, vd = be.get(op, p), be.get(op, g), be.get(op, m), be.get(op, v)
 	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) {
 		return
 	}
@@ -618,10 +631,8 @@ func (be *Backend) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 		be.fail(op, "step %d, want >= 1", h.Step)
 		return
 	}
-	c1, c2 := h.BiasCorrections()
-	be.post(func() {
-		be.launch("adamw", be.gridFor(n), pd, gd, md, vd, fresh16(pd), int64(n), h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
-	})
+	b1, b2 := h.BiasCorrections()
+	return pd, gd, md, vd, float32(b1), float32(b2), n > 0
 }
 
 // adamwGroups is ADAMW_GROUPS in kernels.cu: the groups one adamw_groups
@@ -643,15 +654,10 @@ func (be *Backend) AdamWGroups(p, g, m, v gpu.Buf, groups []gpu.AdamWGroup, h gp
 		}
 		n += gr.N
 	}
-	pd, gd, md, vd := be.get(op, p), be.get(op, g), be.get(op, m), be.get(op, v)
-	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) || n == 0 {
+	pd, gd, md, vd, c1, c2, ok := be.adamwArgs(p, g, m, v, n, h)
+	if !ok {
 		return
 	}
-	if h.Step < 1 {
-		be.fail(op, "step %d, want >= 1", h.Step)
-		return
-	}
-	c1, c2 := h.BiasCorrections()
 	for c := 0; c*adamwGroups < len(groups); c++ {
 		chunk := groups[c*adamwGroups : min((c+1)*adamwGroups, len(groups))]
 		off, last := chunk[0].Off, chunk[len(chunk)-1]
@@ -674,7 +680,7 @@ func (be *Backend) AdamWGroups(p, g, m, v gpu.Buf, groups []gpu.AdamWGroup, h gp
 				return
 			}
 			be.launch("adamw_groups", be.gridFor(cn), pw, gw, mw, vw, fresh16(pw), t, len(chunk), int64(cn),
-				h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, float32(c1), float32(c2))
+				h.LR, h.Beta1, h.Beta2, h.Eps, h.WeightDecay, h.GradScale, c1, c2)
 		})
 	}
 }
