@@ -485,11 +485,17 @@ func (s *BatchSampler) forward() error {
 	be.RMSNormForward(s.ln, s.rstd, s.x, s.params.Layers[0].InputNorm, N, d.C, d.eps)
 	for l := range d.L {
 		w, wp := &s.params.Layers[l], &s.packed.Layers[l]
-		s.matmul(s.q, s.ln, w.Q, wp.Q, w.QBias, N, d.C, d.QC)
-		s.matmul(s.k, s.ln, w.K, wp.K, w.KBias, N, d.C, d.KVC)
-		s.matmul(s.v, s.ln, w.V, wp.V, w.VBias, N, d.C, d.KVC)
+		// With a RaggedKVBias backend the ragged op adds the biases.
+		qb, kb, vb := w.QBias, w.KBias, w.VBias
+		kvb, fold := s.ra.(RaggedKVBias)
+		if fold = fold && kvb.RaggedBias(); fold {
+			qb, kb, vb = nil, nil, nil
+		}
+		s.matmul(s.q, s.ln, w.Q, wp.Q, qb, N, d.C, d.QC)
+		s.matmul(s.k, s.ln, w.K, wp.K, kb, N, d.C, d.KVC)
+		s.matmul(s.v, s.ln, w.V, wp.V, vb, N, d.C, d.KVC)
 		if s.ra != nil {
-			s.raggedAttention(l)
+			s.raggedAttention(l, fold)
 		}
 		// Attention is per sequence: its rows, at its positions, over
 		// its own cache.
@@ -606,13 +612,17 @@ func (s *BatchSampler) raggedRows() {
 
 // raggedAttention is layer l's per-sequence part for all rows at once:
 // RoPE of q and k, the k and v rows written to the caches (one op on a
-// RaggedKV backend), then each row's attention over its own slot's cache
-// rows.
-func (s *BatchSampler) raggedAttention(l int) {
+// RaggedKV backend, which adds the layer's biases too when bias is set),
+// then each row's attention over its own slot's cache rows.
+func (s *BatchSampler) raggedAttention(l int, bias bool) {
 	d, S, P := s.d, s.slots, s.maxSeq
 	kc := s.be.Slice(s.big, l*S*P*d.KVC, S*P*d.KVC)
 	vc := s.be.Slice(s.big, (d.L+l)*S*P*d.KVC, S*P*d.KVC)
-	if kv, ok := s.ra.(RaggedKV); ok {
+	if bias {
+		w := &s.params.Layers[l]
+		s.ra.(RaggedKVBias).RoPEScatterRowsBias(s.q, s.k, s.v, kc, vc, s.cos, s.sin, w.QBias, w.KBias, w.VBias,
+			s.rowPos, s.rowDst, d.NH, d.NKV, d.HS)
+	} else if kv, ok := s.ra.(RaggedKV); ok {
 		kv.RoPEScatterRows(s.q, s.k, s.v, kc, vc, s.cos, s.sin, s.rowPos, s.rowDst, d.NH, d.NKV, d.HS)
 	} else {
 		s.ra.RoPERows(s.q, s.cos, s.sin, s.rowPos, d.NH, d.HS)

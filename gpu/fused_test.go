@@ -1,7 +1,9 @@
 package gpu_test
 
 import (
+	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"swerl/gpu"
@@ -72,6 +74,105 @@ func TestResidualNorm(t *testing.T) {
 	for i := range outs[0] {
 		if !slices.Equal(outs[0][i].Tokens, outs[1][i].Tokens) || !slices.Equal(outs[0][i].LogProbs, outs[1][i].LogProbs) {
 			t.Errorf("request %d: sampled %v without ResidualNorm, %v with", i, outs[0][i].Tokens, outs[1][i].Tokens)
+		}
+	}
+}
+
+// biasFold adds gpu.RaggedKVBias to the CPU backend's RaggedAttention: it
+// adds the biases to the rows on the host, then rotates and scatters.
+type biasFold struct {
+	hidden
+	ra    gpu.RaggedAttention
+	hb    gpu.HostBacked
+	calls *int
+}
+
+func (b biasFold) RoPERows(x, cos, sin gpu.Buf, pos []int32, H, HS int) {
+	b.ra.RoPERows(x, cos, sin, pos, H, HS)
+}
+func (b biasFold) ScatterRows(dst, src gpu.Buf, idx []int32, W int) {
+	b.ra.ScatterRows(dst, src, idx, W)
+}
+func (b biasFold) AttentionRows(out, q, k, v gpu.Buf, start, cnt []int32, NH, NKV, HS int) {
+	b.ra.AttentionRows(out, q, k, v, start, cnt, NH, NKV, HS)
+}
+func (b biasFold) RaggedBias() bool { return true }
+func (b biasFold) RoPEScatterRowsBias(q, k, v, kc, vc, cos, sin, qb, kb, vb gpu.Buf, pos, dst []int32, NH, NKV, HS int) {
+	*b.calls++
+	add := func(x, bias gpu.Buf, W int) {
+		if bias == nil {
+			return
+		}
+		xs, bs := b.hb.Host(x), b.hb.Host(bias)
+		for n := range pos {
+			for c := range W {
+				xs[n*W+c] += bs[c]
+			}
+		}
+	}
+	add(q, qb, NH*HS)
+	add(k, kb, NKV*HS)
+	add(v, vb, NKV*HS)
+	b.ra.RoPERows(q, cos, sin, pos, NH, HS)
+	b.ra.RoPERows(k, cos, sin, pos, NKV, HS)
+	b.ra.ScatterRows(kc, k, dst, NKV*HS)
+	b.ra.ScatterRows(vc, v, dst, NKV*HS)
+}
+
+// TestRaggedBiasFold: a batch sampler over a RaggedKVBias backend leaves
+// the q, k and v biases to the ragged op, one call a layer a step, and
+// samples what it samples with the biases in the projections (to float32
+// rounding: the sums are taken in another order).
+func TestRaggedBiasFold(t *testing.T) {
+	cbe := cpu.New()
+	defer cbe.Close()
+	c := gpu.TinyConfig()
+	m, err := gpu.NewModel(c, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := 0
+	for _, x := range m.Tensors() { // biases as a trained model has them, not zero
+		if strings.HasSuffix(x.Name, ".bias") {
+			for i := range x.Data {
+				x.Data[i] = float32(math.Sin(float64(nb*7+i))) * 0.5
+			}
+			nb++
+		}
+	}
+	if nb != 3*c.NumHiddenLayers {
+		t.Fatalf("%d bias tensors, want q, k and v's of %d layers", nb, c.NumHiddenLayers)
+	}
+	ra, _ := gpu.Backend(cbe).(gpu.RaggedAttention)
+	hb, _ := gpu.Backend(cbe).(gpu.HostBacked)
+	if ra == nil || hb == nil {
+		t.Fatal("the CPU backend has no RaggedAttention or HostBacked")
+	}
+	calls := 0
+	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6, 7, 8, 9}}
+	ps := []gpu.SamplingParams{{MaxTokens: 7}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 6}, {MaxTokens: 5}}
+	var outs [2][]gpu.Completion
+	for i, be := range []gpu.Backend{cbe, biasFold{hidden{cbe}, ra, hb, &calls}} {
+		s, err := gpu.NewBatchSampler(m, be, 32, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outs[i], err = s.SampleAll(prompts, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if L := c.NumHiddenLayers; calls == 0 || calls%L != 0 {
+		t.Errorf("%d folded calls, want a positive multiple of %d (one a layer a step)", calls, L)
+	}
+	for i := range outs[0] {
+		a, b := outs[0][i], outs[1][i]
+		if !slices.Equal(a.Tokens, b.Tokens) {
+			t.Fatalf("request %d: tokens %v with the biases in the projections, %v folded", i, a.Tokens, b.Tokens)
+		}
+		for j := range a.LogProbs {
+			if d := math.Abs(float64(a.LogProbs[j] - b.LogProbs[j])); d > 1e-5 {
+				t.Errorf("request %d token %d: log-prob %v unfolded, %v folded", i, j, a.LogProbs[j], b.LogProbs[j])
+			}
 		}
 	}
 }

@@ -34,3 +34,16 @@ type RaggedAttention interface {
 type RaggedKV interface {
 	RoPEScatterRows(q, k, v, kc, vc, cos, sin Buf, pos, dst []int32, NH, NKV, HS int)
 }
+
+// RaggedKVBias is implemented by RaggedKV backends that can also add the
+// attention's biases in that op: RoPEScatterRowsBias is RoPEScatterRows
+// with qb [NH*HS] added to every row of q, and kb and vb [NKV*HS] to
+// every row of k and v, before the rotation and the cache writes (a nil
+// bias adds nothing), so that the q, k and v projections before it run
+// without theirs. k and v themselves may be left without them. RaggedBias
+// reports whether it may be used: a backend may offer it in some modes
+// only.
+type RaggedKVBias interface {
+	RaggedBias() bool
+	RoPEScatterRowsBias(q, k, v, kc, vc, cos, sin, qb, kb, vb Buf, pos, dst []int32, NH, NKV, HS int)
+}

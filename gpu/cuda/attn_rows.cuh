@@ -95,18 +95,22 @@ extern "C" __global__ void __launch_bounds__(RW * 32)
 // (gpu.RaggedKV): it rotates q[N,NH,HS] in place as rope_rows does, and
 // writes k[N,NKV,HS]'s rows rotated, and v's as they are, to rows dst[n]
 // of the caches kc and vc (rows of NKV*HS), each row n at position
-// pos[n] of the tables cs, sn [P, HS/2]. A thread takes a rotation pair of
-// q, then of k, then a value of v (grid-stride over the three).
+// pos[n] of the tables cs, sn [P, HS/2]. The biases qb [NH*HS], kb and
+// vb [NKV*HS], where not null, are added to every row first
+// (gpu.RaggedKVBias: the projections then run without them). A thread
+// takes a rotation pair of q, then of k, then a value of v (grid-stride
+// over the three).
 extern "C" __global__ void rope_kv_rows(float* q, const float* k, const float* v, float* kc, float* vc, const float* cs,
-                                        const float* sn, const int* pos, const int* dst, int N, int NH, int NKV,
-                                        int HS) {
+                                        const float* sn, const int* pos, const int* dst, const float* qb,
+                                        const float* kb, const float* vb, int N, int NH, int NKV, int HS) {
     int half = HS / 2;
     long W = (long)NKV * HS, nq = (long)N * NH * half, nk = (long)N * NKV * half, nv = (long)N * W;
     for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < nq + nk + nv;
          idx += (long)gridDim.x * blockDim.x) {
         if (idx >= nq + nk) {
             long e = idx - nq - nk, n = e / W;
-            vc[(long)dst[n] * W + (e - n * W)] = v[e];
+            long c = e - n * W;
+            vc[(long)dst[n] * W + c] = vb ? v[e] + vb[c] : v[e];
             continue;
         }
         bool isq = idx < nq;
@@ -118,8 +122,14 @@ extern "C" __global__ void rope_kv_rows(float* q, const float* k, const float* v
         int p = pos[n];
         float c = cs[(long)p * half + i], s = sn[(long)p * half + i];
         const float* x = isq ? q + nh * HS : k + nh * HS;
+        const float* bias = isq ? qb : kb;
         float* o = isq ? q + nh * HS : kc + (long)dst[n] * W + (nh - n * heads) * HS;
         float x1 = x[i], x2 = x[i + half];
+        if (bias) {
+            const float* bh = bias + (nh - n * heads) * HS;
+            x1 += bh[i];
+            x2 += bh[i + half];
+        }
         o[i] = x1 * c - x2 * s;
         o[i + half] = x2 * c + x1 * s;
     }

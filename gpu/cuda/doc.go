@@ -41,7 +41,9 @@
 //
 // Fusion: with SWERL_CUDA_FUSE=1 (opt-in until a GPU run has checked it)
 // gpu.ResidualNorm's add and norm of a residual are one kernel
-// (add_rmsnorm_fwd), once a layer in training and twice in decoding.
+// (add_rmsnorm_fwd), once a layer in training and twice in decoding, and
+// decoding adds the q, k and v biases in rope_kv_rows
+// (gpu.RaggedKVBias) instead of a bias_fill before each product.
 //
 // Zeroing: backward ops accumulate, so the model zeroes each gradient
 // buffer before its first use. Zero only records the range (zero.go;

@@ -127,23 +127,38 @@ var _ gpu.RaggedKV = (*Backend)(nil)
 // (attn_rows.cuh) instead of RoPERows twice and ScatterRows twice; k is
 // not written.
 func (be *Backend) RoPEScatterRows(q, k, v, kc, vc, cos, sin gpu.Buf, pos, dst []int32, NH, NKV, HS int) {
+	be.RoPEScatterRowsBias(q, k, v, kc, vc, cos, sin, nil, nil, nil, pos, dst, NH, NKV, HS)
+}
+
+var _ gpu.RaggedKVBias = (*Backend)(nil)
+
+// RaggedBias implements gpu.RaggedKVBias: with SWERL_CUDA_FUSE=1 (opt-in
+// until a GPU run has checked it), so that the q, k and v projections of
+// a decoding step skip their bias_fill launches.
+func (be *Backend) RaggedBias() bool { return be.fuse }
+
+// RoPEScatterRowsBias implements gpu.RaggedKVBias: rope_kv_rows adds the
+// biases that are not nil; k and v are not written.
+func (be *Backend) RoPEScatterRowsBias(q, k, v, kc, vc, cos, sin, qb, kb, vb gpu.Buf, pos, dst []int32, NH, NKV, HS int) {
 	const op = "rope scatter rows"
 	qd, kd, vd, kcd, vcd := be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, kc), be.get(op, vc)
 	cs, sn := be.get(op, cos), be.get(op, sin)
+	qbd, kbd, vbd := be.get(op, qb), be.get(op, kb), be.get(op, vb)
 	N, W := len(pos), NKV*HS
 	if be.error() == nil && len(dst) != N {
 		be.fail(op, "%d positions but %d destinations", N, len(dst))
 	}
 	if !be.ropeShape(op, min(NH, NKV), HS) || !be.need(op, N*NH*HS, "q", qd) || !be.need(op, N*W, "k", kd, "v", vd) ||
 		!be.need(op, 0, "kc", kcd, "vc", vcd) || !be.positions(op, pos, cs, sn, HS) ||
-		!be.destinations(op, dst, min(kcd.n, vcd.n)/W) || N == 0 {
+		qb != nil && !be.need(op, NH*HS, "qb", qbd) || kb != nil && !be.need(op, W, "kb", kbd) ||
+		vb != nil && !be.need(op, W, "vb", vbd) || !be.destinations(op, dst, min(kcd.n, vcd.n)/W) || N == 0 {
 		return
 	}
 	pos, dst = slices.Clone(pos), slices.Clone(dst)
 	be.post(func() {
 		tp := be.cachedInts(op, "pos", pos)
 		td := be.cachedInts(op, "scatter", dst)
-		be.launch("rope_kv_rows", be.gridFor(N*(NH+3*NKV)*HS/2), qd, kd, vd, kcd, vcd, cs, sn, tp, td, N, NH, NKV, HS)
+		be.launch("rope_kv_rows", be.gridFor(N*(NH+3*NKV)*HS/2), qd, kd, vd, kcd, vcd, cs, sn, tp, td, qbd, kbd, vbd, N, NH, NKV, HS)
 	})
 }
 
