@@ -1,12 +1,14 @@
 package gpu_test
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/gputest"
 )
 
 func newSampler(t *testing.T, m *gpu.Model, maxSeq int) *gpu.Sampler {
@@ -51,15 +53,7 @@ func TestSamplerCacheMatchesRecompute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(a.Tokens, b.Tokens) {
-			t.Errorf("%+v: cached tokens %v\nrecomputed %v", p, a.Tokens, b.Tokens)
-			continue
-		}
-		for i := range a.LogProbs {
-			if d := math.Abs(float64(a.LogProbs[i] - b.LogProbs[i])); d > 1e-4 {
-				t.Errorf("%+v: logprob %d cached %v recomputed %v", p, i, a.LogProbs[i], b.LogProbs[i])
-			}
-		}
+		gputest.SameCompletion(t, fmt.Sprintf("%+v", p), "cached", "recomputed", a, b, 1e-4)
 		if len(a.Tokens) != 20 || a.FinishReason != "length" {
 			t.Errorf("%+v: %d tokens, finish %q; want 20, length", p, len(a.Tokens), a.FinishReason)
 		}

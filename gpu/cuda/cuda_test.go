@@ -506,15 +506,7 @@ func TestKeepBF16(t *testing.T) {
 // and, within 1e-4, its log-probs.
 func sameCompletion(t *testing.T, what string, cpu, cuda gpu.Completion) {
 	t.Helper()
-	if !slices.Equal(cpu.Tokens, cuda.Tokens) {
-		t.Errorf("%s: cpu %v\ncuda %v", what, cpu.Tokens, cuda.Tokens)
-		return
-	}
-	for i := range cpu.LogProbs {
-		if d := math.Abs(float64(cpu.LogProbs[i] - cuda.LogProbs[i])); d > 1e-4 {
-			t.Errorf("%s: logprob %d cpu %v cuda %v", what, i, cpu.LogProbs[i], cuda.LogProbs[i])
-		}
-	}
+	gputest.SameCompletion(t, what, "cpu", "cuda", cpu, cuda, 1e-4)
 }
 
 // stepBoth takes four steps (GRPO and SFT in turn) on the CPU trainer trc
@@ -982,16 +974,7 @@ func TestFused(t *testing.T) {
 				t.Errorf("losses %v unfused, %v fused", losses[0], losses[1])
 			}
 			for i := range outs[0] {
-				a, b := outs[0][i], outs[1][i]
-				if !slices.Equal(a.Tokens, b.Tokens) {
-					t.Errorf("request %d: tokens %v unfused, %v fused", i, a.Tokens, b.Tokens)
-					continue
-				}
-				for j := range a.LogProbs {
-					if d := math.Abs(float64(a.LogProbs[j] - b.LogProbs[j])); d > 1e-5 {
-						t.Errorf("request %d token %d: log-prob %v unfused, %v fused", i, j, a.LogProbs[j], b.LogProbs[j])
-					}
-				}
+				gputest.SameCompletion(t, fmt.Sprintf("request %d", i), "unfused", "fused", outs[0][i], outs[1][i], 1e-5)
 			}
 		})
 	}

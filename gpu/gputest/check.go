@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"swerl/gpu"
@@ -14,6 +15,21 @@ const (
 	TolForward  = 2e-4
 	TolBackward = 1e-3
 )
+
+// SameCompletion fails t unless completions a and b (named na and nb in
+// the message) have the same tokens and log-probs within tol.
+func SameCompletion(t testing.TB, what, na, nb string, a, b gpu.Completion, tol float64) {
+	t.Helper()
+	if !slices.Equal(a.Tokens, b.Tokens) {
+		t.Errorf("%s: %s tokens %v\n%s %v", what, na, a.Tokens, nb, b.Tokens)
+		return
+	}
+	for i := range a.LogProbs {
+		if d := math.Abs(float64(a.LogProbs[i] - b.LogProbs[i])); d > tol {
+			t.Errorf("%s: logprob %d %s %v %s %v", what, i, na, a.LogProbs[i], nb, b.LogProbs[i])
+		}
+	}
+}
 
 // Close reports whether got matches want within tol relative to the
 // largest |want|, and describes the mismatch otherwise.
