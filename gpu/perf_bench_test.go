@@ -72,6 +72,37 @@ func BenchmarkTrainStep(b *testing.B) {
 	b.ReportMetric(float64(be.Workers()), "workers")
 }
 
+// BenchmarkTrainStepTiny is BenchmarkTrainStep for the built-in tiny
+// model (width 64, heads of 16 channels) at the batch swerl run's learner
+// takes (8 sequences of up to 1024 tokens): attention, not the matrix
+// products, is most of its step.
+func BenchmarkTrainStepTiny(b *testing.B) {
+	const B, T = 8, 1024
+	cfg := gpu.TinyConfig()
+	cfg.MaxPositionEmbeddings = 4096
+	m, err := gpu.NewModel(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := cpu.New()
+	defer be.Close()
+	tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: B, MaxSeq: T, LR: 1e-4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := benchBatch(B, T, cfg.VocabSize, 2)
+	if _, err := tr.Step(batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tr.Step(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(B*T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
 // BenchmarkSample measures decoding tokens/s of the ~20M model after a
 // 64-token prompt, with the KV cache and with NoCache (the whole prefix
 // recomputed for every token).
