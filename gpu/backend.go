@@ -145,16 +145,18 @@ type Backend interface {
 // normalize the sum in one op: AddRMSNormForward(sum, out, rstd, a, b, w,
 // N, C, eps) does Add(sum, a, b, N*C) and then RMSNormForward(out, rstd,
 // sum, w, N, C, eps), with the same results, reading a and b once. sum
-// may be a or b. The Trainer and the BatchSampler use it where a residual
-// add is followed by a norm of its sum (addNorm).
+// may be a or b. FusedNorm reports whether it may be used: a backend may
+// offer it in some modes only. The Trainer and the BatchSampler use it
+// where a residual add is followed by a norm of its sum (addNorm).
 type ResidualNorm interface {
+	FusedNorm() bool
 	AddRMSNormForward(sum, out, rstd, a, b, w Buf, N, C int, eps float32)
 }
 
-// addNorm is AddRMSNormForward on a ResidualNorm backend, else Add and
-// RMSNormForward.
+// addNorm is AddRMSNormForward on a ResidualNorm backend that offers it,
+// else Add and RMSNormForward.
 func addNorm(be Backend, sum, out, rstd, a, b, w Buf, N, C int, eps float32) {
-	if rn, ok := be.(ResidualNorm); ok {
+	if rn, ok := be.(ResidualNorm); ok && rn.FusedNorm() {
 		rn.AddRMSNormForward(sum, out, rstd, a, b, w, N, C, eps)
 		return
 	}

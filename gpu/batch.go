@@ -482,13 +482,14 @@ func (s *BatchSampler) forward() error {
 	}
 	be.EmbeddingForward(s.x, s.params.Wte, s.tokens, d.C)
 	rows := func(b Buf, i, n, width int) Buf { return be.Slice(b, i*width, n*width) }
+	// With a RaggedKVBias backend the ragged op adds q, k and v's biases.
+	kvb, fold := s.ra.(RaggedKVBias)
+	fold = fold && kvb.RaggedBias()
 	be.RMSNormForward(s.ln, s.rstd, s.x, s.params.Layers[0].InputNorm, N, d.C, d.eps)
 	for l := range d.L {
 		w, wp := &s.params.Layers[l], &s.packed.Layers[l]
-		// With a RaggedKVBias backend the ragged op adds the biases.
 		qb, kb, vb := w.QBias, w.KBias, w.VBias
-		kvb, fold := s.ra.(RaggedKVBias)
-		if fold = fold && kvb.RaggedBias(); fold {
+		if fold {
 			qb, kb, vb = nil, nil, nil
 		}
 		s.matmul(s.q, s.ln, w.Q, wp.Q, qb, N, d.C, d.QC)

@@ -2,9 +2,7 @@ package gpu_test
 
 import (
 	"fmt"
-	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"swerl/gpu"
@@ -18,6 +16,8 @@ type residualNorm struct {
 	hidden
 	calls *int
 }
+
+func (residualNorm) FusedNorm() bool { return true }
 
 func (b residualNorm) AddRMSNormForward(sum, out, rstd, a, x, w gpu.Buf, N, C int, eps float32) {
 	*b.calls++
@@ -133,16 +133,7 @@ func TestRaggedBiasFold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nb := 0
-	for _, x := range m.Tensors() { // biases as a trained model has them, not zero
-		if strings.HasSuffix(x.Name, ".bias") {
-			for i := range x.Data {
-				x.Data[i] = float32(math.Sin(float64(nb*7+i))) * 0.5
-			}
-			nb++
-		}
-	}
-	if nb != 3*c.NumHiddenLayers {
+	if nb := gputest.SetBiases(m); nb != 3*c.NumHiddenLayers {
 		t.Fatalf("%d bias tensors, want q, k and v's of %d layers", nb, c.NumHiddenLayers)
 	}
 	ra, _ := gpu.Backend(cbe).(gpu.RaggedAttention)

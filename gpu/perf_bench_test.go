@@ -44,8 +44,26 @@ func benchBatch(B, T, V int, seed uint64) []gpu.Sequence {
 // B×T tokens per step (SFT objective: every completion token carries a
 // loss, like GRPO's), in tokens per second.
 func BenchmarkTrainStep(b *testing.B) {
-	const B, T = 4, 256
-	cfg := benchConfig()
+	params, workers := timeSteps(b, benchConfig(), 4, 256, (*gpu.Trainer).SFTStep)
+	b.ReportMetric(float64(params)/1e6, "Mparams")
+	b.ReportMetric(float64(workers), "workers")
+}
+
+// BenchmarkTrainStepTiny is BenchmarkTrainStep for the built-in tiny
+// model (width 64, heads of 16 channels) at the batch swerl run's learner
+// takes (8 sequences of up to 1024 tokens, GRPO steps): attention, not
+// the matrix products, is most of its step.
+func BenchmarkTrainStepTiny(b *testing.B) {
+	cfg := gpu.TinyConfig()
+	cfg.MaxPositionEmbeddings = 4096
+	timeSteps(b, cfg, 8, 1024, (*gpu.Trainer).Step)
+}
+
+// timeSteps times step on a model of cfg trained on the CPU backend over
+// batches of B sequences of T tokens, after one untimed step (which sizes
+// lazily allocated state), and reports tokens/s; it returns the model's
+// parameter count and the backend's worker count.
+func timeSteps(b *testing.B, cfg gpu.Config, B, T int, step func(*gpu.Trainer, []gpu.Sequence) (gpu.Metrics, error)) (params, workers int) {
 	m, err := gpu.NewModel(cfg, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -57,50 +75,18 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	batch := benchBatch(B, T, cfg.VocabSize, 2)
-	if _, err := tr.SFTStep(batch); err != nil { // allocate lazily sized state
+	if _, err := step(tr, batch); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := tr.SFTStep(batch); err != nil {
+		if _, err := step(tr, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(B*T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-	b.ReportMetric(float64(m.NumParams())/1e6, "Mparams")
-	b.ReportMetric(float64(be.Workers()), "workers")
-}
-
-// BenchmarkTrainStepTiny is BenchmarkTrainStep for the built-in tiny
-// model (width 64, heads of 16 channels) at the batch swerl run's learner
-// takes (8 sequences of up to 1024 tokens): attention, not the matrix
-// products, is most of its step.
-func BenchmarkTrainStepTiny(b *testing.B) {
-	const B, T = 8, 1024
-	cfg := gpu.TinyConfig()
-	cfg.MaxPositionEmbeddings = 4096
-	m, err := gpu.NewModel(cfg, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	be := cpu.New()
-	defer be.Close()
-	tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: B, MaxSeq: T, LR: 1e-4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	batch := benchBatch(B, T, cfg.VocabSize, 2)
-	if _, err := tr.Step(batch); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := tr.Step(batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(B*T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	return m.NumParams(), be.Workers()
 }
 
 // BenchmarkSample measures decoding tokens/s of the ~20M model after a

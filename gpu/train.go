@@ -158,11 +158,11 @@ type Trainer struct {
 	hostView bool // paramBuf aliases model.arena
 
 	// The trained parameters: the model's arena, or the LoRA arena.
-	host      []float32      // their host memory
-	trainBuf  Buf            // on the backend (paramBuf without LoRA)
-	trainView bool           // trainBuf aliases host
-	groups    []group        // AdamW groups over trainBuf
-	runs      [][]AdamWGroup // groups in runs of adjacent ones, for GroupedAdamW
+	host      []float32  // their host memory
+	trainBuf  Buf        // on the backend (paramBuf without LoRA)
+	trainView bool       // trainBuf aliases host
+	groups    []group    // AdamW groups over trainBuf
+	runs      []adamwRun // groups in runs of adjacent ones, for GroupedAdamW
 	gradBuf   Buf
 	mBuf      Buf
 	vBuf      Buf
@@ -190,29 +190,26 @@ type group struct {
 	decay  bool // a matrix (weight decay applies), not a norm or bias
 }
 
-// adjacentRuns splits groups (in arena order) into runs in which each
-// group starts where the previous one ended, as AdamWGroup windows with
-// arena offsets.
-func adjacentRuns(groups []group) [][]AdamWGroup {
-	var runs [][]AdamWGroup
-	for i, g := range groups {
-		ag := AdamWGroup{Off: g.off, N: g.n, Decay: g.decay}
-		if i > 0 && groups[i-1].off+groups[i-1].n == g.off {
-			runs[len(runs)-1] = append(runs[len(runs)-1], ag)
-			continue
-		}
-		runs = append(runs, []AdamWGroup{ag})
-	}
-	return runs
+// adamwRun is a window [off, off+n) of the trained arena made of
+// adjacent groups, as AdamWGroup windows counted from off.
+type adamwRun struct {
+	off, n int
+	groups []AdamWGroup
 }
 
-// rebase returns run with offsets counted from its first group.
-func rebase(run []AdamWGroup) []AdamWGroup {
-	out := make([]AdamWGroup, len(run))
-	for i, g := range run {
-		out[i] = AdamWGroup{Off: g.Off - run[0].Off, N: g.N, Decay: g.Decay}
+// adjacentRuns splits groups (in arena order) into runs in which each
+// group starts where the previous one ended.
+func adjacentRuns(groups []group) []adamwRun {
+	var runs []adamwRun
+	for i, g := range groups {
+		if i == 0 || groups[i-1].off+groups[i-1].n != g.off {
+			runs = append(runs, adamwRun{off: g.off})
+		}
+		r := &runs[len(runs)-1]
+		r.groups = append(r.groups, AdamWGroup{Off: g.off - r.off, N: g.n, Decay: g.decay})
+		r.n = g.off + g.n - r.off
 	}
-	return out
+	return runs
 }
 
 // NewTrainer binds m to be and trains all of its parameters. The
@@ -546,8 +543,8 @@ func (t *Trainer) update(met *Metrics) error {
 			t.runs = adjacentRuns(t.groups)
 		}
 		for _, r := range t.runs {
-			p, g, m, v := window(r[0].Off, r[len(r)-1].Off+r[len(r)-1].N-r[0].Off)
-			ga.AdamWGroups(p, g, m, v, rebase(r), h)
+			p, g, m, v := window(r.off, r.n)
+			ga.AdamWGroups(p, g, m, v, r.groups, h)
 		}
 	} else {
 		for _, g := range t.groups {

@@ -339,7 +339,10 @@ func (be *Backend) SetMatmul(mode string) error {
 	be.do(func() {
 		be.blas.compute = c
 		if !be.attnSet {
-			be.attn = map[bool]string{true: "mma", false: "cublas"}[c == computeFastBF]
+			be.attn = "cublas"
+			if c == computeFastBF {
+				be.attn = "mma"
+			}
 		}
 	})
 	return nil

@@ -937,15 +937,7 @@ func TestFused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				nb := 0
-				for _, x := range m.Tensors() {
-					if strings.HasSuffix(x.Name, ".bias") {
-						for j := range x.Data {
-							x.Data[j] = float32(math.Sin(float64(nb*7+j))) * 0.5
-						}
-						nb++
-					}
-				}
+				gputest.SetBiases(m)
 				tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 4, MaxSeq: 16, LR: 1e-2})
 				if err != nil {
 					t.Fatal(err)

@@ -42,38 +42,25 @@ __device__ float blockMax(float v) {
 __device__ __forceinline__ void storeAct(float* p, float y) { *p = y; }
 __device__ __forceinline__ void storeAct(__nv_bfloat16* p, float y) { *p = __float2bfloat16(y); }
 
-// rmsnormRow is rmsnorm_fwd's block: row blockIdx.x of out[N,C] = inp *
-// rstd * w, rstd = 1/sqrt(mean(inp^2) + eps).
-template <class O>
-__device__ void rmsnormRow(O* out, float* rstd, const float* inp, const float* w, int C, float eps) {
-    int n = blockIdx.x;
-    const float* x = inp + (long)n * C;
-    float s = 0;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) s += x[i] * x[i];
-    s = blockSum(s);
-    float r = rsqrtf(s / C + eps);
-    if (threadIdx.x == 0) rstd[n] = r;
-    O* o = out + (long)n * C;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(o + i, x[i] * r * w[i]);
-}
-
-// addRmsnormRow is add_rmsnorm_fwd's block: row blockIdx.x of sum = a + b
-// (sum may be a or b: each thread reads its elements before writing
-// them), then out = sum * rstd * w as rmsnormRow computes it.
-template <class O>
-__device__ void addRmsnormRow(float* sum, O* out, float* rstd, const float* a, const float* b, const float* w, int C,
-                              float eps) {
+// rmsnormRow is the block of rmsnorm_fwd and add_rmsnorm_fwd: row
+// blockIdx.x of out[N,C] = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps),
+// where x is inp or, with ADD, the sum inp + b, which it writes to sum
+// first (sum may be inp or b: each thread reads its elements before it
+// writes them).
+template <class O, bool ADD = false>
+__device__ void rmsnormRow(O* out, float* rstd, const float* inp, const float* w, int C, float eps,
+                           float* sum = nullptr, const float* b = nullptr) {
     long o = (long)blockIdx.x * C;
+    const float* x = ADD ? sum + o : inp + o;
     float s = 0;
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
-        float v = a[o + i] + b[o + i];
-        sum[o + i] = v;
-        s += v * v;
+        if (ADD) sum[o + i] = inp[o + i] + b[o + i];
+        s += x[i] * x[i];
     }
     s = blockSum(s);
     float r = rsqrtf(s / C + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(out + o + i, sum[o + i] * r * w[i]);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) storeAct(out + o + i, x[i] * r * w[i]);
 }
 
 __device__ __forceinline__ float swiglu1(float x, float u) { return x / (1.f + expf(-x)) * u; }
@@ -220,13 +207,13 @@ __global__ void rmsnorm_fwd_bf16(__nv_bfloat16* out, float* rstd, const float* i
 // add_rmsnorm_fwd: sum = a + b, then rmsnorm_fwd of sum; one block per row.
 __global__ void add_rmsnorm_fwd(float* sum, float* out, float* rstd, const float* a, const float* b, const float* w,
                                 int N, int C, float eps) {
-    addRmsnormRow(sum, out, rstd, a, b, w, C, eps);
+    rmsnormRow<float, true>(out, rstd, a, w, C, eps, sum, b);
 }
 
 // add_rmsnorm_fwd_bf16 is add_rmsnorm_fwd into a bf16 activation.
 __global__ void add_rmsnorm_fwd_bf16(float* sum, __nv_bfloat16* out, float* rstd, const float* a, const float* b,
                                      const float* w, int N, int C, float eps) {
-    addRmsnormRow(sum, out, rstd, a, b, w, C, eps);
+    rmsnormRow<__nv_bfloat16, true>(out, rstd, a, w, C, eps, sum, b);
 }
 
 // rmsnorm_bwd_inp: one block per row; dx = r*w*dy - x*r^3/C*sum(w*dy*x).
@@ -515,11 +502,9 @@ __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const 
 
 } // extern "C": the helpers below are overloaded and templated
 
-// gradOf and gradTo read and write a float32 or a bf16 gradient element.
+// gradOf reads a float32 or a bf16 gradient element (storeAct writes one).
 __device__ __forceinline__ float gradOf(const float* p) { return *p; }
 __device__ __forceinline__ float gradOf(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void gradTo(float* p, float v) { *p = v; }
-__device__ __forceinline__ void gradTo(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
 // logprobBwd is row blockIdx.x of logprob_bwd: dlogits += dlogp ·
 // (onehot(target) - softmax); a row whose dlogp is 0 adds nothing. zero
@@ -535,7 +520,7 @@ __device__ __forceinline__ void logprobBwd(G* dlogits, const float* dlogp, const
     G* drow = dlogits + (long)n * V;
     if (g == 0.f) {
         if (zero)
-            for (int v = threadIdx.x; v < V; v += blockDim.x) gradTo(drow + v, 0.f);
+            for (int v = threadIdx.x; v < V; v += blockDim.x) storeAct(drow + v, 0.f);
         return;
     }
     const float* row = logits + (long)n * V;
@@ -544,7 +529,7 @@ __device__ __forceinline__ void logprobBwd(G* dlogits, const float* dlogp, const
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float d = -g * expf(row[v] - l);
         if (v == t) d += g;
-        gradTo(drow + v, (zero ? 0.f : gradOf(drow + v)) + d);
+        storeAct(drow + v, (zero ? 0.f : gradOf(drow + v)) + d);
     }
 }
 

@@ -115,7 +115,7 @@ func (be *Backend) embedding(op, kernel, rowsName string, rows gpu.Buf, tableNam
 	be.post(func() {
 		t := be.uploadInts(op, tokens)
 		if kernel == "embedding_fwd" && w.a.only16 {
-			be.launch("embedding_fwd_bf16", be.gridFor(N*C), r, w.a.half+cu.DevicePtr(2*w.off), t, N, C)
+			be.launch("embedding_fwd_bf16", be.gridFor(N*C), r, w.ptr16(), t, N, C)
 		} else if kernel == "embedding_fwd" {
 			be.launch(kernel, be.gridFor(N*C), r, w, t, N, C) // out, wte
 		} else {
@@ -235,7 +235,7 @@ func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float
 	}
 	be.post(func() {
 		if o.a.only16 {
-			be.launch("rmsnorm_fwd_bf16", N, o.a.half+cu.DevicePtr(2*o.off), rs, x, wt, N, C, eps)
+			be.launch("rmsnorm_fwd_bf16", N, o.ptr16(), rs, x, wt, N, C, eps)
 			return
 		}
 		be.launch("rmsnorm_fwd", N, o, rs, x, wt, N, C, eps)
@@ -244,15 +244,13 @@ func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float
 
 var _ gpu.ResidualNorm = (*Backend)(nil)
 
-// AddRMSNormForward implements gpu.ResidualNorm: one add_rmsnorm_fwd
-// launch with SWERL_CUDA_FUSE=1 (opt-in until a GPU run has checked it),
-// else Add and RMSNormForward.
+// FusedNorm implements gpu.ResidualNorm: with SWERL_CUDA_FUSE=1 (opt-in
+// until a GPU run has checked it).
+func (be *Backend) FusedNorm() bool { return be.fuse }
+
+// AddRMSNormForward implements gpu.ResidualNorm with one add_rmsnorm_fwd
+// launch.
 func (be *Backend) AddRMSNormForward(sum, out, rstd, a, b, w gpu.Buf, N, C int, eps float32) {
-	if !be.fuse {
-		be.Add(sum, a, b, N*C)
-		be.RMSNormForward(out, rstd, sum, w, N, C, eps)
-		return
-	}
 	const op = "add rmsnorm forward"
 	sm, o, rs, x, y, wt := be.get(op, sum), be.out16(op, out), be.get(op, rstd), be.get(op, a), be.get(op, b), be.get(op, w)
 	if !be.need(op, N*C, "sum", sm, "out", o, "a", x, "b", y) || !be.need(op, N, "rstd", rs) || !be.need(op, C, "w", wt) {
@@ -532,7 +530,7 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	}
 	be.post(func() {
 		if o.a.only16 {
-			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.a.half+cu.DevicePtr(2*o.off), g, u, int64(n))
+			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), g, u, int64(n))
 			return
 		}
 		be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n))

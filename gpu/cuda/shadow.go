@@ -167,7 +167,8 @@ func (be *Backend) grad16(op string, x gpu.Buf) *buf {
 	return b
 }
 
-// ptr16 is the device address of b's window in a bf16-only buffer.
+// ptr16 is the device address of b's window in its allocation's bf16
+// values: a bf16-only buffer, or the bf16 copy kept beside float32 ones.
 func (b *buf) ptr16() cu.DevicePtr { return b.a.half + cu.DevicePtr(2*b.off) }
 
 // wrote marks the bf16 copy of b's allocation stale (driver thread): an op
@@ -201,7 +202,7 @@ func (be *Backend) weight16(slot int, w *buf, n int) cu.DevicePtr {
 		be.launch("f32_to_bf16", be.gridFor(a.n), a.half, a.ptr, int64(a.n))
 		a.halfOK = be.error() == nil
 	}
-	return a.half + cu.DevicePtr(2*w.off)
+	return w.ptr16()
 }
 
 // fresh16 is the bf16 copy of p's window for AdamW to write (driver
@@ -211,7 +212,7 @@ func fresh16(p *buf) cu.DevicePtr {
 	if p.a.half == 0 || !p.a.halfOK {
 		return 0
 	}
-	return p.a.half + cu.DevicePtr(2*p.off)
+	return p.ptr16()
 }
 
 var _ gpu.GreedyPicker = (*Backend)(nil)

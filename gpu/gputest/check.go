@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"swerl/gpu"
@@ -15,6 +16,22 @@ const (
 	TolForward  = 2e-4
 	TolBackward = 1e-3
 )
+
+// SetBiases gives every bias tensor of m nonzero values, as a trained
+// model has (a new one's are zero, which would hide a bias applied twice
+// or not at all), and returns how many tensors it set.
+func SetBiases(m *gpu.Model) int {
+	nb := 0
+	for _, x := range m.Tensors() {
+		if strings.HasSuffix(x.Name, ".bias") {
+			for i := range x.Data {
+				x.Data[i] = float32(math.Sin(float64(nb*7+i))) * 0.5
+			}
+			nb++
+		}
+	}
+	return nb
+}
 
 // SameCompletion fails t unless completions a and b (named na and nb in
 // the message) have the same tokens and log-probs within tol.
