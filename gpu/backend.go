@@ -164,6 +164,39 @@ func addNorm(be Backend, sum, out, rstd, a, b, w Buf, N, C int, eps float32) {
 	be.RMSNormForward(out, rstd, sum, w, N, C, eps)
 }
 
+// PairedSwiGLU is implemented by backends whose SwiGLU can read the gate
+// and up projections side by side: gu is [N, 2I], row n holding gate[n, 0:I]
+// then up[n, 0:I], the output of one product with the stacked weight
+// [2I, C] (mlp.gate_proj then mlp.up_proj, adjacent in the arena).
+// SwiGLUPairForward(out, gu, N, I) does SwiGLUForward over the two halves,
+// and SwiGLUPairBackward(dgu, dout, gu, N, I) SwiGLUBackward into dgu's
+// halves, with the same results. One product of 2I columns replaces two
+// of I in the forward pass and in each backward product (the input's
+// gradient then sums over 2I in one product instead of adding two).
+// PairedGLU reports whether it may be used.
+type PairedSwiGLU interface {
+	PairedGLU() bool
+	SwiGLUPairForward(out, gu Buf, N, I int)
+	SwiGLUPairBackward(dgu, dout, gu Buf, N, I int)
+}
+
+// pairedGLU returns be's PairedSwiGLU where every layer's MLP can run its
+// gate and up projections as one product: the backend offers it, the two
+// weights lie side by side (GateUp is set) and no LoRA adapter is on
+// either (an adapter adds to one projection's output alone). Else nil.
+func pairedGLU(be Backend, p *Params[Buf], lo *loraRun) PairedSwiGLU {
+	pg, ok := be.(PairedSwiGLU)
+	if !ok || !pg.PairedGLU() {
+		return nil
+	}
+	for l := range p.Layers {
+		if p.Layers[l].GateUp == nil || lo.adapts(l, modGate) || lo.adapts(l, modUp) {
+			return nil
+		}
+	}
+	return pg
+}
+
 // AdamWGroup is one tensor of the window an AdamWGroups call updates: N
 // elements from Off (counted from the window's start), with the call's
 // weight decay where Decay is set and none elsewhere (norms, biases).

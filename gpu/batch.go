@@ -98,10 +98,14 @@ type BatchSampler struct {
 
 	// Activations of one step, for up to rows rows; the layers reuse them.
 	x, ln, rstd, q, k, v, atty, resMid, proj, gate, up, swi Buf
-	att                                                     Buf // [NH, maxSeq, maxSeq] attention probabilities of one sequence
-	last, lastLn, lastRstd, logits                          Buf // [slots, C], [slots, C], [slots], [slots, V]
-	actBuf                                                  Buf
-	act16                                                   Buf // ln, swi, lastLn from BF16Activations (nil without)
+	// glu, when set, runs each MLP's gate and up projections as one
+	// product into gu [rows, 2I] instead of gate and up (pairedGLU).
+	glu                            PairedSwiGLU
+	gu                             Buf
+	att                            Buf // [NH, maxSeq, maxSeq] attention probabilities of one sequence
+	last, lastLn, lastRstd, logits Buf // [slots, C], [slots, C], [slots], [slots, V]
+	actBuf                         Buf
+	act16                          Buf // ln, swi, lastLn from BF16Activations (nil without)
 
 	cache []Buf // per slot: k then v of every layer, [2, L, maxSeq, KVC]; nil until first used
 	// With a RaggedAttention backend, one cache for all slots instead,
@@ -173,6 +177,9 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		return nil, err
 	}
 	d, R, S := s.d, s.rows, slots
+	if s.pm == nil { // packed weights have no GateUp
+		s.glu = pairedGLU(be, &s.params, nil)
+	}
 	// ln, swi and lastLn are read only by matrix products: bf16 on a
 	// BF16Activations backend, like the trainer's.
 	s.actBuf, s.act16, err = allocArena(be, func(a *arena) {
@@ -180,7 +187,12 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		s.x, s.ln, s.rstd = a.take(R*d.C), h.take(R*d.C), a.take(R)
 		s.q, s.k, s.v, s.atty = a.take(R*d.QC), a.take(R*d.KVC), a.take(R*d.KVC), a.take(R*d.QC)
 		s.resMid, s.proj = a.take(R*d.C), a.take(R*d.C)
-		s.gate, s.up, s.swi = a.take(R*d.I), a.take(R*d.I), h.take(R*d.I)
+		if s.glu != nil {
+			s.gu = a.take(2 * R * d.I)
+		} else {
+			s.gate, s.up = a.take(R*d.I), a.take(R*d.I)
+		}
+		s.swi = h.take(R * d.I)
 		s.att = a.take(d.NH * maxSeq * maxSeq)
 		s.last, s.lastLn, s.lastRstd, s.logits = a.take(S*d.C), h.take(S*d.C), a.take(S), a.take(S*d.V)
 	})
@@ -518,9 +530,14 @@ func (s *BatchSampler) forward() error {
 		}
 		s.matmul(s.proj, s.atty, w.O, wp.O, nil, N, d.QC, d.C)
 		addNorm(be, s.resMid, s.ln, s.rstd, s.x, s.proj, w.PostNorm, N, d.C, d.eps)
-		s.matmul(s.gate, s.ln, w.Gate, wp.Gate, nil, N, d.C, d.I)
-		s.matmul(s.up, s.ln, w.Up, wp.Up, nil, N, d.C, d.I)
-		be.SwiGLUForward(s.swi, s.gate, s.up, N*d.I)
+		if s.glu != nil {
+			be.MatmulForward(s.gu, s.ln, w.GateUp, nil, N, d.C, 2*d.I)
+			s.glu.SwiGLUPairForward(s.swi, s.gu, N, d.I)
+		} else {
+			s.matmul(s.gate, s.ln, w.Gate, wp.Gate, nil, N, d.C, d.I)
+			s.matmul(s.up, s.ln, w.Up, wp.Up, nil, N, d.C, d.I)
+			be.SwiGLUForward(s.swi, s.gate, s.up, N*d.I)
+		}
 		s.matmul(s.proj, s.swi, w.Down, wp.Down, nil, N, d.I, d.C)
 		if l+1 < d.L { // the residual, and the next layer's input norm
 			addNorm(be, s.x, s.ln, s.rstd, s.resMid, s.proj, s.params.Layers[l+1].InputNorm, N, d.C, d.eps)

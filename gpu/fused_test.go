@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -159,5 +160,143 @@ func TestRaggedBiasFold(t *testing.T) {
 	}
 	for i := range outs[0] {
 		gputest.SameCompletion(t, fmt.Sprintf("request %d", i), "unfolded", "folded", outs[0][i], outs[1][i], 1e-5)
+	}
+}
+
+// pairedGLU adds gpu.PairedSwiGLU to hidden: it copies the gate and up
+// halves of each row into buffers of their own and runs the backend's
+// SwiGLU on them (the backward copies the sums back), counting the calls.
+type pairedGLU struct {
+	hidden
+	calls *int
+}
+
+func (pairedGLU) PairedGLU() bool { return true }
+
+// halves copies gu's halves into new gate and up buffers (toPair false)
+// or those back into gu (toPair true).
+func (b pairedGLU) halves(gu, gate, up gpu.Buf, N, I int, toPair bool) {
+	for n := range N {
+		for h, x := range []gpu.Buf{gate, up} {
+			pair, half := b.Slice(gu, (2*n+h)*I, I), b.Slice(x, n*I, I)
+			if toPair {
+				b.Copy(pair, half)
+			} else {
+				b.Copy(half, pair)
+			}
+		}
+	}
+}
+
+func (b pairedGLU) split(gu gpu.Buf, N, I int) (gate, up gpu.Buf) {
+	gate, _ = b.Alloc(N * I)
+	up, _ = b.Alloc(N * I)
+	b.halves(gu, gate, up, N, I, false)
+	return gate, up
+}
+
+func (b pairedGLU) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
+	*b.calls++
+	gate, up := b.split(gu, N, I)
+	b.SwiGLUForward(out, gate, up, N*I)
+	b.Free(gate)
+	b.Free(up)
+}
+
+func (b pairedGLU) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
+	*b.calls++
+	gate, up := b.split(gu, N, I)
+	dgate, dup := b.split(dgu, N, I)
+	b.SwiGLUBackward(dgate, dup, dout, gate, up, N*I)
+	b.halves(dgu, dgate, dup, N, I, true)
+	for _, x := range []gpu.Buf{gate, up, dgate, dup} {
+		b.Free(x)
+	}
+}
+
+// TestPairedGLU: on a PairedSwiGLU backend the trainer runs each MLP's
+// gate and up projections as one product of 2I columns (one paired call
+// a layer forward and one backward), the batch sampler likewise (one a
+// layer a step), and both compute what they compute with two products:
+// the forward the same numbers (each output is the same dot product),
+// the input's gradient summed over 2I at once instead of two sums added,
+// so losses agree to float32 rounding. A LoRA adapter on gate or up
+// keeps the two products.
+func TestPairedGLU(t *testing.T) {
+	cbe := cpu.New()
+	defer cbe.Close()
+	c := gpu.TinyConfig()
+	calls := 0
+	var logps [2][][]float32 // before each step
+	var outs [2][]gpu.Completion
+	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6}}
+	ps := []gpu.SamplingParams{{MaxTokens: 6}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 5}, {MaxTokens: 4}}
+	for i, be := range []gpu.Backend{hidden{cbe}, pairedGLU{hidden{cbe}, &calls}} {
+		m, err := gpu.NewModel(c, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			lp, err := tr.LogProbs(twoSequences())
+			if err != nil {
+				t.Fatal(err)
+			}
+			logps[i] = append(logps[i], slices.Concat(lp...))
+			if _, err := tr.Step(twoSequences()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := 3 * 3 * c.NumHiddenLayers; i == 1 && calls != want {
+			t.Errorf("three steps and log-probabilities made %d paired calls, want %d (a layer's forward and backward, and forward)", calls, want)
+		}
+		calls = 0
+		s, err := gpu.NewBatchSampler(m, be, 32, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outs[i], err = s.SampleAll(prompts, ps); err != nil {
+			t.Fatal(err)
+		}
+		if L := c.NumHiddenLayers; i == 1 && (calls == 0 || calls%L != 0) {
+			t.Errorf("sampling made %d paired calls, want a positive multiple of %d (one a layer a step)", calls, L)
+		}
+	}
+	if !slices.Equal(logps[0][0], logps[1][0]) {
+		t.Errorf("log-probabilities %v with two products, %v with one: the forward should not change", logps[0][0], logps[1][0])
+	}
+	for s := 1; s < len(logps[0]); s++ {
+		for j, x := range logps[0][s] {
+			if y := logps[1][s][j]; math.Abs(float64(x-y)) > 1e-5 {
+				t.Errorf("after %d steps: log-probability %d is %v with two products, %v with one", s, j, x, y)
+			}
+		}
+	}
+	for i := range outs[0] {
+		gputest.SameCompletion(t, fmt.Sprintf("request %d", i), "two products", "one", outs[0][i], outs[1][i], 1e-5)
+	}
+
+	// An adapter on up_proj keeps the two products.
+	calls = 0
+	m, err := gpu.NewModel(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Targets: []string{"up_proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := gpu.NewLoRATrainer(m, a, pairedGLU{hidden{cbe}, &calls}, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Step(twoSequences()); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Errorf("with an adapter on up_proj the trainer made %d paired calls, want 0", calls)
 	}
 }

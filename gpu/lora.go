@@ -396,10 +396,13 @@ func (lr *loraRun) acts(d dims, N int, a *arena, ckpt bool) {
 	lr.dh = a.take(N * lr.r)
 }
 
+// adapts reports whether module mod of layer l has an adapter.
+func (lr *loraRun) adapts(l, mod int) bool { return lr != nil && lr.w[l][mod].A != nil }
+
 // forward adds the adapter of module mod in layer l to y [N, out], the
 // base layer's output for x [N, in]: y += Scale·(x·Aᵀ)·Bᵀ.
 func (lr *loraRun) forward(be Backend, l, mod int, y, x Buf, N, in, out int) {
-	if lr == nil || lr.w[l][mod].A == nil {
+	if !lr.adapts(l, mod) {
 		return
 	}
 	p, hs := lr.w[l][mod], lr.hs[l][mod]
@@ -414,7 +417,7 @@ func (lr *loraRun) forward(be Backend, l, mod int, y, x Buf, N, in, out int) {
 // [N, in] from dy [N, out]: with hs = Scale·x·Aᵀ and y += hs·Bᵀ,
 // dB += dyᵀ·hs, dh = Scale·dy·B, dA += dhᵀ·x and dx += dh·A.
 func (lr *loraRun) backward(be Backend, l, mod int, dx, dy, x Buf, N, in, out int) {
-	if lr == nil || lr.w[l][mod].A == nil {
+	if !lr.adapts(l, mod) {
 		return
 	}
 	p, g := lr.w[l][mod], lr.g[l][mod]

@@ -116,6 +116,9 @@ type LayerParams[T any] struct {
 	Gate      T // [I, C] mlp.gate_proj.weight
 	Up        T // [I, C] mlp.up_proj.weight
 	Down      T // [C, I] mlp.down_proj.weight
+	// GateUp is Gate and Up as one [2I, C] tensor: the same memory, the
+	// two being adjacent in the arena (zero where they are not bound so).
+	GateUp T
 }
 
 // Tensor is a named tensor: from Model.Tensors, a view into the
@@ -145,8 +148,10 @@ func layout(c Config) ([]spec, int) {
 func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 	specs, _ := layout(c)
 	byName := make(map[string]T, len(specs))
+	offs := make(map[string]int, len(specs))
 	for _, s := range specs {
 		byName[s.Name] = view(s.off, arch.Numel(s.Shape))
+		offs[s.Name] = s.off
 	}
 	p := Params[T]{Wte: byName["model.embed_tokens.weight"], Norm: byName["model.norm.weight"]}
 	p.LMHead = p.Wte
@@ -155,7 +160,8 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 	}
 	p.Layers = make([]LayerParams[T], c.NumHiddenLayers)
 	for l := range p.Layers {
-		n := func(s string) T { return byName[fmt.Sprintf("model.layers.%d.%s", l, s)] }
+		name := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", l, s) }
+		n := func(s string) T { return byName[name(s)] }
 		p.Layers[l] = LayerParams[T]{
 			InputNorm: n("input_layernorm.weight"),
 			Q:         n("self_attn.q_proj.weight"), QBias: n("self_attn.q_proj.bias"),
@@ -166,6 +172,10 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 			Gate:     n("mlp.gate_proj.weight"),
 			Up:       n("mlp.up_proj.weight"),
 			Down:     n("mlp.down_proj.weight"),
+		}
+		// Config.Tensors lists up_proj right after gate_proj.
+		if g, u := offs[name("mlp.gate_proj.weight")], offs[name("mlp.up_proj.weight")]; u == g+c.IntermediateSize*c.HiddenSize {
+			p.Layers[l].GateUp = view(g, 2*c.IntermediateSize*c.HiddenSize)
 		}
 	}
 	return p
@@ -254,6 +264,7 @@ type acts struct {
 	rstd2  []Buf // L x [N]
 	gate   []Buf // L x [N, I]
 	up     []Buf // L x [N, I]
+	gu     []Buf // L x [N, 2I]: gate and up side by side, instead of gate and up (glu set)
 	swi    []Buf // L x [N, I]
 	lnf    Buf   // [N, C]
 	rstdf  Buf   // [N]
@@ -261,6 +272,9 @@ type acts struct {
 	lse    Buf   // [N]
 	logp   Buf   // [N]
 	proj   Buf   // [N, C] output of o_proj and down_proj before the residual add
+	// glu, when set, runs each MLP's gate and up projections as one
+	// product into gu (pairedGLU).
+	glu PairedSwiGLU
 }
 
 // gradActs are the backward scratch buffers, shared by all layers.
@@ -278,6 +292,7 @@ type gradActs struct {
 	dswi    Buf // [N, I]
 	dgate   Buf // [N, I]
 	dup     Buf // [N, I]
+	dgu     Buf // [N, 2I] instead of dgate and dup with acts.glu
 }
 
 // arena hands out consecutive windows of one backend allocation.
@@ -370,8 +385,9 @@ func dimsOf(c Config) dims {
 	}
 }
 
-// trainActs lays out the activations for B*T rows.
-func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
+// trainActs lays out the activations for B*T rows; with glu, the MLP's
+// gate and up projections as one [N, 2I] buffer a layer.
+func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU) (acts, gradActs) {
 	N := B * T
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
@@ -388,9 +404,14 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
 		q: layer(d.L, N*d.QC), k: layer(d.L, N*d.KVC), v: layer(d.L, N*d.KVC),
 		att: layer(d.L, attLen(a.be, d, B, T)), atty: layer(d.L, N*d.QC), resMid: layer(d.L, N*d.C),
 		ln2: layer16(d.L, N*d.C), rstd2: layer(d.L, N),
-		gate: layer(d.L, N*d.I), up: layer(d.L, N*d.I), swi: layer16(d.L, N*d.I),
+		swi: layer16(d.L, N*d.I),
 		lnf: h.take(N * d.C), rstdf: a.take(N), logits: a.take(N * d.V), lse: a.take(N), logp: a.take(N),
-		proj: a.take(N * d.C),
+		proj: a.take(N * d.C), glu: glu,
+	}
+	if glu != nil {
+		ac.gu = layer(d.L, 2*N*d.I)
+	} else {
+		ac.gate, ac.up = layer(d.L, N*d.I), layer(d.L, N*d.I)
 	}
 	// dlogits, dgate and dup are read only by the products of the LM
 	// head and of the gate and up projections (none has a bias): they
@@ -399,7 +420,12 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool) (acts, gradActs) {
 		dlogits: h.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
 		dln: a.take(N * d.C), datty: a.take(N * d.QC), dq: a.take(N * d.QC), dk: a.take(N * d.KVC),
 		dv: a.take(N * d.KVC), datt: a.take(attLen(a.be, d, B, T)),
-		dswi: a.take(N * d.I), dgate: h.take(N * d.I), dup: h.take(N * d.I),
+		dswi: a.take(N * d.I),
+	}
+	if glu != nil {
+		g.dgu = h.take(2 * N * d.I)
+	} else {
+		g.dgate, g.dup = h.take(N*d.I), h.take(N*d.I)
 	}
 	return ac, g
 }
@@ -460,11 +486,16 @@ func forwardLayer(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos
 	be.MatmulForward(ac.proj, ac.atty[i], w.O, nil, N, d.QC, d.C)
 	lo.forward(be, i, modO, ac.proj, ac.atty[i], N, d.QC, d.C)
 	addNorm(be, ac.resMid[i], ac.ln2[i], ac.rstd2[i], in, ac.proj, w.PostNorm, N, d.C, d.eps)
-	be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
-	be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
-	lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)
-	lo.forward(be, i, modUp, ac.up[i], ac.ln2[i], N, d.C, d.I)
-	be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
+	if ac.glu != nil {
+		be.MatmulForward(ac.gu[i], ac.ln2[i], w.GateUp, nil, N, d.C, 2*d.I)
+		ac.glu.SwiGLUPairForward(ac.swi[i], ac.gu[i], N, d.I)
+	} else {
+		be.MatmulForward(ac.gate[i], ac.ln2[i], w.Gate, nil, N, d.C, d.I)
+		be.MatmulForward(ac.up[i], ac.ln2[i], w.Up, nil, N, d.C, d.I)
+		lo.forward(be, i, modGate, ac.gate[i], ac.ln2[i], N, d.C, d.I)
+		lo.forward(be, i, modUp, ac.up[i], ac.ln2[i], N, d.C, d.I)
+		be.SwiGLUForward(ac.swi[i], ac.gate[i], ac.up[i], N*d.I)
+	}
 	be.MatmulForward(ac.proj, ac.swi[i], w.Down, nil, N, d.I, d.C)
 	lo.forward(be, i, modDown, ac.proj, ac.swi[i], N, d.I, d.C)
 	be.Add(out, ac.resMid[i], ac.proj, N*d.C)
@@ -502,14 +533,21 @@ func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *
 		be.Zero(ga.dswi)
 		be.MatmulBackward(ga.dswi, gw.Down, nil, ga.dres, ac.swi[l], w.Down, N, d.I, d.C)
 		lo.backward(be, l, modDown, ga.dswi, ga.dres, ac.swi[l], N, d.I, d.C)
-		be.Zero(ga.dgate)
-		be.Zero(ga.dup)
-		be.SwiGLUBackward(ga.dgate, ga.dup, ga.dswi, ac.gate[l], ac.up[l], N*d.I)
-		be.Zero(ga.dln)
-		be.MatmulBackward(ga.dln, gw.Gate, nil, ga.dgate, ac.ln2[l], w.Gate, N, d.C, d.I)
-		be.MatmulBackward(ga.dln, gw.Up, nil, ga.dup, ac.ln2[l], w.Up, N, d.C, d.I)
-		lo.backward(be, l, modGate, ga.dln, ga.dgate, ac.ln2[l], N, d.C, d.I)
-		lo.backward(be, l, modUp, ga.dln, ga.dup, ac.ln2[l], N, d.C, d.I)
+		if ac.glu != nil {
+			be.Zero(ga.dgu)
+			ac.glu.SwiGLUPairBackward(ga.dgu, ga.dswi, ac.gu[l], N, d.I)
+			be.Zero(ga.dln)
+			be.MatmulBackward(ga.dln, gw.GateUp, nil, ga.dgu, ac.ln2[l], w.GateUp, N, d.C, 2*d.I)
+		} else {
+			be.Zero(ga.dgate)
+			be.Zero(ga.dup)
+			be.SwiGLUBackward(ga.dgate, ga.dup, ga.dswi, ac.gate[l], ac.up[l], N*d.I)
+			be.Zero(ga.dln)
+			be.MatmulBackward(ga.dln, gw.Gate, nil, ga.dgate, ac.ln2[l], w.Gate, N, d.C, d.I)
+			be.MatmulBackward(ga.dln, gw.Up, nil, ga.dup, ac.ln2[l], w.Up, N, d.C, d.I)
+			lo.backward(be, l, modGate, ga.dln, ga.dgate, ac.ln2[l], N, d.C, d.I)
+			lo.backward(be, l, modUp, ga.dln, ga.dup, ac.ln2[l], N, d.C, d.I)
+		}
 		be.RMSNormBackward(ga.dres, gw.PostNorm, ga.dln, ac.resMid[l], w.PostNorm, ac.rstd2[l], N, d.C)
 		// resMid = in + o(attention(rope(q), rope(k), v)).
 		be.Zero(ga.datty)

@@ -72,7 +72,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	type run struct {
-		dev, mm, attn string // attn "X+act32+eager": X with SWERL_CUDA_ACT=f32, SWERL_CUDA_ZERO=now; "+fuse": SWERL_CUDA_FUSE=1
+		dev, mm, attn string // attn "X+act32+eager": X with SWERL_CUDA_ACT=f32, SWERL_CUDA_ZERO=now; "+nofuse": SWERL_CUDA_FUSE=0
 		B, T          int
 	}
 	runs := []run{
@@ -81,7 +81,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		{"cuda", "bf16", "cublas", 8, 512}, {"cuda", "bf16", "cublas", 4, 2048},
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma+act32+eager", 8, 512}, {"cuda", "bf16", "mma+act32+eager", 4, 2048},
-		{"cuda", "bf16", "mma+fuse", 8, 512}, {"cuda", "bf16", "mma+fuse", 4, 2048},
+		{"cuda", "bf16", "mma+nofuse", 8, 512}, {"cuda", "bf16", "mma+nofuse", 4, 2048},
 		{"cuda", "bf16", "strided", 8, 512},
 		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
@@ -101,8 +101,8 @@ func BenchmarkTrainStep(b *testing.B) {
 					b.Setenv("SWERL_CUDA_ACT", "f32")
 				case "eager":
 					b.Setenv("SWERL_CUDA_ZERO", "now")
-				case "fuse":
-					b.Setenv("SWERL_CUDA_FUSE", "1")
+				case "nofuse":
+					b.Setenv("SWERL_CUDA_FUSE", "0")
 				}
 			}
 			if r.dev == "cuda" {
@@ -200,10 +200,10 @@ func BenchmarkSampleBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, v := range []struct {
-		mm   string
-		n    int
-		host bool // greedy picks on the host (logits downloaded), as before gpu.GreedyPicker
-		fuse bool // SWERL_CUDA_FUSE=1
+		mm     string
+		n      int
+		host   bool // greedy picks on the host (logits downloaded), as before gpu.GreedyPicker
+		nofuse bool // SWERL_CUDA_FUSE=0
 	}{{"f32", 1, false, false}, {"f32", 64, false, false}, {"bf16", 1, false, false}, {"bf16", 64, false, false},
 		{"bf16", 64, true, false}, {"bf16", 64, false, true}} {
 		n := v.n
@@ -214,12 +214,12 @@ func BenchmarkSampleBatch(b *testing.B) {
 		if v.host {
 			name += "/hostpick"
 		}
-		if v.fuse {
-			name += "/fuse"
+		if v.nofuse {
+			name += "/nofuse"
 		}
 		b.Run(name, func(b *testing.B) {
-			if v.fuse {
-				b.Setenv("SWERL_CUDA_FUSE", "1")
+			if v.nofuse {
+				b.Setenv("SWERL_CUDA_FUSE", "0")
 			}
 			g := open(b)
 			if err := g.SetMatmul(v.mm); err != nil {

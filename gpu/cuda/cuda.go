@@ -123,8 +123,10 @@ type Backend struct {
 	// like the ops' checks; pending ranges never overlap.
 	lazy bool
 	pend []pendZero
-	// fuse (SWERL_CUDA_FUSE=1, opt-in until a GPU run has checked it):
-	// AddRMSNormForward is one kernel instead of Add and RMSNormForward.
+	// fuse (the default; SWERL_CUDA_FUSE=0 turns it off): AddRMSNormForward
+	// is one kernel instead of Add and RMSNormForward, decoding adds the
+	// q, k and v biases in rope_kv_rows, and the MLP's gate and up
+	// projections are one product (gpu.PairedSwiGLU).
 	fuse bool
 	// prof accumulates per-op time when SWERL_CUDA_PROFILE=1.
 	prof map[string]time.Duration
@@ -159,9 +161,9 @@ func New() (*Backend, error) {
 		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want lazy or now", z)
 	}
 	switch f := os.Getenv("SWERL_CUDA_FUSE"); f {
-	case "", "0":
-	case "1":
+	case "", "1":
 		be.fuse = true
+	case "0":
 	default:
 		be.Close()
 		return nil, fmt.Errorf("cuda: SWERL_CUDA_FUSE=%q: want 0 or 1", f)

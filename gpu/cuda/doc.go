@@ -39,11 +39,16 @@
 // conversions go (3 of a layer's 4 in decoding). Other activations stay
 // float32.
 //
-// Fusion: with SWERL_CUDA_FUSE=1 (opt-in until a GPU run has checked it)
+// Fusion (the default; SWERL_CUDA_FUSE=0 turns it off):
 // gpu.ResidualNorm's add and norm of a residual are one kernel
 // (add_rmsnorm_fwd), once a layer in training and twice in decoding, and
 // decoding adds the q, k and v biases in rope_kv_rows
-// (gpu.RaggedKVBias) instead of a bias_fill before each product.
+// (gpu.RaggedKVBias) instead of a bias_fill before each product. The
+// MLP's gate and up projections are one product of 2I columns into a
+// [N, 2I] buffer, gate and up side by side in each row
+// (gpu.PairedSwiGLU), which the SwiGLU kernels read through GluRows; the
+// backward pass makes both weights' gradients and the input's in one
+// product each.
 //
 // Zeroing: backward ops accumulate, so the model zeroes each gradient
 // buffer before its first use. Zero only records the range (zero.go;

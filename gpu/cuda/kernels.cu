@@ -360,31 +360,61 @@ __device__ __forceinline__ bool aligned16(const void* a, const void* b, const vo
     return (((unsigned long)a | (unsigned long)b | (unsigned long)c | (unsigned long)d | (unsigned long)e) & 15) == 0;
 }
 
-// swiglu_fwd: out = silu(gate) * up, four elements at a time where aligned.
-__global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n) {
+// GluRows maps element i of an [N, I] SwiGLU operand (gate, up and their
+// gradients) to its place in a buffer whose rows lie ld apart: the place
+// itself where ld == I (a contiguous operand); else gate and up side by
+// side in one [N, 2I] buffer (gpu.PairedSwiGLU: up is gate + I, ld 2I),
+// where i stays below 2^32 (the caller checks) so that finding the row is
+// a 32-bit division. In units of four elements (at4) I is a multiple of 4.
+struct GluRows {
+    long I, ld;
+    __device__ __forceinline__ long at(long i) const {
+        if (ld == I) return i;
+        unsigned r = (unsigned)i / (unsigned)I;
+        return (long)r * ld + (i - (long)r * I);
+    }
+    __device__ __forceinline__ long at4(long i) const { return GluRows{I / 4, ld / 4}.at(i); }
+    // vec4 reports whether rows keep four-element groups together.
+    __device__ __forceinline__ bool vec4() const { return (I & 3) == 0 && (ld & 3) == 0; }
+};
+
+// swiglu_fwd: out = silu(gate) * up over n elements, out contiguous and
+// gate, up laid out by (I, ld) (GluRows), four elements at a time where
+// aligned.
+__global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    if (aligned16(out, gate, up)) {
+    GluRows gr{I, ld};
+    if (aligned16(out, gate, up) && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
-            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            long j = gr.at4(i);
+            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
             ((float4*)out)[i] = make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
         }
         i0 = n / 4 * 4;
     }
-    for (long i = i0 + t; i < n; i += stride) out[i] = swiglu1(gate[i], up[i]);
+    for (long i = i0 + t; i < n; i += stride) {
+        long j = gr.at(i);
+        out[i] = swiglu1(gate[j], up[j]);
+    }
 }
 
 // swiglu_fwd_bf16 is swiglu_fwd into a bf16 activation, four elements at
 // a time where aligned.
-__global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n) {
+__global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    if (aligned16(gate, up, 0) && ((unsigned long)out & 7) == 0) {
+    GluRows gr{I, ld};
+    if (aligned16(gate, up, 0) && ((unsigned long)out & 7) == 0 && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
-            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            long j = gr.at4(i);
+            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
             storeBF16x4(out + 4 * i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
         }
         i0 = n / 4 * 4;
     }
-    for (long i = i0 + t; i < n; i += stride) out[i] = __float2bfloat16(swiglu1(gate[i], up[i]));
+    for (long i = i0 + t; i < n; i += stride) {
+        long j = gr.at(i);
+        out[i] = __float2bfloat16(swiglu1(gate[j], up[j]));
+    }
 }
 
 // swiglu_bwd1 adds element i's gradients: dup += dout silu(x), dgate +=
@@ -395,65 +425,72 @@ __device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float
     dg += d * u * sig * (1.f + x * (1.f - sig));
 }
 
-// swiglu_bwd: zg (zu) 1 writes dgate (dup) instead of adding to it (an
+// swiglu_bwd: dout contiguous, gate, up, dgate and dup laid out by (I,
+// ld) (GluRows). zg (zu) 1 writes dgate (dup) instead of adding to it (an
 // output that takes a pending zero, SWERL_CUDA_ZERO=lazy): it is not read.
 __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n,
-                           int zg, int zu) {
+                           int zg, int zu, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    GluRows gr{I, ld};
     const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (dgate && dup && aligned16(dgate, dup, dout, gate, up)) {
+    if (dgate && dup && aligned16(dgate, dup, dout, gate, up) && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
-            float4 dg = zg ? zero4 : ((float4*)dgate)[i], du = zu ? zero4 : ((float4*)dup)[i];
+            long j = gr.at4(i);
+            float4 dg = zg ? zero4 : ((float4*)dgate)[j], du = zu ? zero4 : ((float4*)dup)[j];
             float4 d = ((const float4*)dout)[i];
-            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
             swiglu_bwd1(dg.x, du.x, d.x, g.x, u.x);
             swiglu_bwd1(dg.y, du.y, d.y, g.y, u.y);
             swiglu_bwd1(dg.z, du.z, d.z, g.z, u.z);
             swiglu_bwd1(dg.w, du.w, d.w, g.w, u.w);
-            ((float4*)dgate)[i] = dg;
-            ((float4*)dup)[i] = du;
+            ((float4*)dgate)[j] = dg;
+            ((float4*)dup)[j] = du;
         }
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) {
-        float x = gate[i];
+        long j = gr.at(i);
+        float x = gate[j];
         float sig = 1.f / (1.f + expf(-x));
-        if (dup) dup[i] = (zu ? 0.f : dup[i]) + dout[i] * x * sig;
-        if (dgate) dgate[i] = (zg ? 0.f : dgate[i]) + dout[i] * up[i] * sig * (1.f + x * (1.f - sig));
+        if (dup) dup[j] = (zu ? 0.f : dup[j]) + dout[i] * x * sig;
+        if (dgate) dgate[j] = (zg ? 0.f : dgate[j]) + dout[i] * up[j] * sig * (1.f + x * (1.f - sig));
     }
 }
 
-// swiglu_bwd_bf16 is swiglu_bwd into bf16 gradients, which only matrix
-// products read (gpu.BF16Activations): each element is computed in
-// float32 and rounded once, as converting swiglu_bwd's output before the
-// products would round it; an element that is added to (zg or zu 0) is
-// read back from bf16 first.
+// swiglu_bwd_bf16 is swiglu_bwd into bf16 gradients (both given), which
+// only matrix products read (gpu.BF16Activations): each element is
+// computed in float32 and rounded once, as converting swiglu_bwd's output
+// before the products would round it; an element that is added to (zg or
+// zu 0) is read back from bf16 first.
 __global__ void swiglu_bwd_bf16(__nv_bfloat16* dgate, __nv_bfloat16* dup, const float* dout, const float* gate,
-                                const float* up, long n, int zg, int zu) {
+                                const float* up, long n, int zg, int zu, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    if (aligned16(dout, gate, up) && (((unsigned long)dgate | (unsigned long)dup) & 7) == 0) {
+    GluRows gr{I, ld};
+    if (aligned16(dout, gate, up) && (((unsigned long)dgate | (unsigned long)dup) & 7) == 0 && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
+            long j = gr.at4(i);
             float dg[4] = {0.f, 0.f, 0.f, 0.f}, du[4] = {0.f, 0.f, 0.f, 0.f};
-            for (int j = 0; j < 4; j++) {
-                if (!zg) dg[j] = __bfloat162float(dgate[4 * i + j]);
-                if (!zu) du[j] = __bfloat162float(dup[4 * i + j]);
+            for (int e = 0; e < 4; e++) {
+                if (!zg) dg[e] = __bfloat162float(dgate[4 * j + e]);
+                if (!zu) du[e] = __bfloat162float(dup[4 * j + e]);
             }
             float4 d = ((const float4*)dout)[i];
-            float4 g = ((const float4*)gate)[i], u = ((const float4*)up)[i];
+            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
             swiglu_bwd1(dg[0], du[0], d.x, g.x, u.x);
             swiglu_bwd1(dg[1], du[1], d.y, g.y, u.y);
             swiglu_bwd1(dg[2], du[2], d.z, g.z, u.z);
             swiglu_bwd1(dg[3], du[3], d.w, g.w, u.w);
-            storeBF16x4(dgate + 4 * i, make_float4(dg[0], dg[1], dg[2], dg[3]));
-            storeBF16x4(dup + 4 * i, make_float4(du[0], du[1], du[2], du[3]));
+            storeBF16x4(dgate + 4 * j, make_float4(dg[0], dg[1], dg[2], dg[3]));
+            storeBF16x4(dup + 4 * j, make_float4(du[0], du[1], du[2], du[3]));
         }
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) {
-        float dg = zg ? 0.f : __bfloat162float(dgate[i]), du = zu ? 0.f : __bfloat162float(dup[i]);
-        swiglu_bwd1(dg, du, dout[i], gate[i], up[i]);
-        dgate[i] = __float2bfloat16(dg);
-        dup[i] = __float2bfloat16(du);
+        long j = gr.at(i);
+        float dg = zg ? 0.f : __bfloat162float(dgate[j]), du = zu ? 0.f : __bfloat162float(dup[j]);
+        swiglu_bwd1(dg, du, dout[i], gate[j], up[j]);
+        dgate[j] = __float2bfloat16(dg);
+        dup[j] = __float2bfloat16(du);
     }
 }
 

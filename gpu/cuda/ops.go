@@ -244,8 +244,7 @@ func (be *Backend) RMSNormForward(out, rstd, inp, w gpu.Buf, N, C int, eps float
 
 var _ gpu.ResidualNorm = (*Backend)(nil)
 
-// FusedNorm implements gpu.ResidualNorm: with SWERL_CUDA_FUSE=1 (opt-in
-// until a GPU run has checked it).
+// FusedNorm implements gpu.ResidualNorm: unless SWERL_CUDA_FUSE=0.
 func (be *Backend) FusedNorm() bool { return be.fuse }
 
 // AddRMSNormForward implements gpu.ResidualNorm with one add_rmsnorm_fwd
@@ -530,10 +529,10 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	}
 	be.post(func() {
 		if o.a.only16 {
-			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), g, u, int64(n))
+			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), g, u, int64(n), int64(n), int64(n))
 			return
 		}
-		be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n))
+		be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n), int64(n), int64(n))
 	})
 }
 
@@ -560,10 +559,69 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 	}
 	be.post(func() {
 		if half {
-			be.launch("swiglu_bwd_bf16", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g, u, int64(n), zg, zu)
+			be.launch("swiglu_bwd_bf16", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g, u, int64(n), zg, zu, int64(n), int64(n))
 			return
 		}
-		be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu)
+		be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu, int64(n), int64(n))
+	})
+}
+
+var _ gpu.PairedSwiGLU = (*Backend)(nil)
+
+// PairedGLU implements gpu.PairedSwiGLU: unless SWERL_CUDA_FUSE=0.
+func (be *Backend) PairedGLU() bool { return be.fuse }
+
+// pairedFits reports (failing op otherwise) whether the SwiGLU kernels
+// can address n elements of a paired operand: their row is a 32-bit
+// division (GluRows).
+func (be *Backend) pairedFits(op string, n int) bool {
+	if n >= 1<<32 {
+		be.fail(op, "%d elements: the paired layout takes fewer than 2^32", n)
+		return false
+	}
+	return true
+}
+
+// SwiGLUPairForward implements gpu.PairedSwiGLU: the SwiGLU kernels with
+// gate at gu and up at gu + I, rows 2I apart.
+func (be *Backend) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
+	const op = "paired swiglu forward"
+	n := N * I
+	o, x := be.out16(op, out), be.get(op, gu)
+	if !be.need(op, n, "out", o) || !be.need(op, 2*n, "gu", x) || !be.pairedFits(op, n) {
+		return
+	}
+	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
+	be.post(func() {
+		if o.a.only16 {
+			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), x, up, int64(n), int64(I), int64(2*I))
+			return
+		}
+		be.launch("swiglu_fwd", be.gridFor(n), o, x, up, int64(n), int64(I), int64(2*I))
+	})
+}
+
+// SwiGLUPairBackward implements gpu.PairedSwiGLU, as SwiGLUPairForward.
+func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
+	const op = "paired swiglu backward"
+	n := N * I
+	dx, do, x := be.grad16(op, dgu), be.get(op, dout), be.get(op, gu)
+	if !be.need(op, n, "dout", do) || !be.need(op, 2*n, "dgu", dx, "gu", x) || !be.pairedFits(op, n) {
+		return
+	}
+	// dgu taking a pending zero is written, not added to.
+	z := 0
+	if be.take(dx, 2*n) {
+		z = 1
+	}
+	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
+	dup := &buf{a: dx.a, off: dx.off + I, n: 2*n - I}
+	be.post(func() {
+		if dx.a.only16 {
+			be.launch("swiglu_bwd_bf16", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x, up, int64(n), z, z, int64(I), int64(2*I))
+			return
+		}
+		be.launch("swiglu_bwd", be.gridFor(n), dx, dup, do, x, up, int64(n), z, z, int64(I), int64(2*I))
 	})
 }
 

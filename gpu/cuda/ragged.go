@@ -132,9 +132,9 @@ func (be *Backend) RoPEScatterRows(q, k, v, kc, vc, cos, sin gpu.Buf, pos, dst [
 
 var _ gpu.RaggedKVBias = (*Backend)(nil)
 
-// RaggedBias implements gpu.RaggedKVBias: with SWERL_CUDA_FUSE=1 (opt-in
-// until a GPU run has checked it), so that the q, k and v projections of
-// a decoding step skip their bias_fill launches.
+// RaggedBias implements gpu.RaggedKVBias: unless SWERL_CUDA_FUSE=0, so
+// that the q, k and v projections of a decoding step skip their
+// bias_fill launches.
 func (be *Backend) RaggedBias() bool { return be.fuse }
 
 // RoPEScatterRowsBias implements gpu.RaggedKVBias: rope_kv_rows adds the
