@@ -30,8 +30,8 @@ type live struct {
 
 func newLive() *live { return &live{wake: make(chan struct{}, 1)} }
 
-// liveTokenHook, set by tests only, runs in onToken after each token with
-// the number collected so far: a test holds the policy there to see what
+// liveTokenHook, set by tests only, runs in onToken after each token (and
+// its wake-up) with the number collected so far: a test holds the policy there to see what
 // the client has received by then.
 var liveTokenHook atomic.Pointer[func(n int)]
 
@@ -42,12 +42,14 @@ func (l *live) onToken(t policy.Token) {
 	l.version = t.Version
 	n := len(l.toks)
 	l.mu.Unlock()
-	if h := liveTokenHook.Load(); h != nil {
-		(*h)(n)
-	}
 	select {
 	case l.wake <- struct{}{}:
 	default:
+	}
+	// After the wake-up: a hook that holds the policy must not also hold
+	// back the news of the tokens collected so far.
+	if h := liveTokenHook.Load(); h != nil {
+		(*h)(n)
 	}
 }
 
