@@ -105,6 +105,20 @@ func readInstances(t *testing.T, files []string) []schemas.Instance {
 	return all
 }
 
+// onlyInstance fails the test unless the run that returned sum and err
+// succeeded and wrote exactly one instance, and returns that instance.
+func onlyInstance(t *testing.T, sum Summary, err error) schemas.Instance {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts := readInstances(t, sum.Files)
+	if len(insts) != 1 {
+		t.Fatalf("instances %d\n%s", len(insts), sum)
+	}
+	return insts[0]
+}
+
 // checkApplies checks out the instance's base with git itself, checks the
 // code context against it, and applies the oracle patch with `git apply`:
 // the result must be the oracle new content.
@@ -363,14 +377,7 @@ func TestMineEvents(t *testing.T) {
 	}
 	evFile := writeFile(t, strings.Join(lines, "\n")+"\n")
 	sum, err := Run(context.Background(), Config{Repos: []string{r.Dir}, Events: []string{evFile}, Out: t.TempDir(), Runner: "prism"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	insts := readInstances(t, sum.Files)
-	if len(insts) != 1 {
-		t.Fatalf("instances %d\n%s", len(insts), sum)
-	}
-	inst := insts[0]
+	inst := onlyInstance(t, sum, err)
 	if inst.ID != "acme/gadgets#4" || inst.Source != schemas.SourceGHArchive || inst.PRUser != "alice" ||
 		inst.ProblemStatement != "g returns 1\n\nIt should return 2." || !reflect.DeepEqual(inst.LinkedIssues, []int{3}) {
 		t.Errorf("event instance %+v", inst)

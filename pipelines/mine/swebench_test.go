@@ -37,14 +37,7 @@ func TestImportSWEBench(t *testing.T) {
 	out := t.TempDir()
 	objectsBefore := r.Git("count-objects", "-v")
 	sum, err := ImportSWEBench(context.Background(), ImportConfig{File: file, Repo: r.Dir, Out: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	insts := readInstances(t, sum.Files)
-	if len(insts) != 1 {
-		t.Fatalf("instances %d\n%s", len(insts), sum)
-	}
-	inst := insts[0]
+	inst := onlyInstance(t, sum, err)
 	if inst.ID != "acme__tools-42" || inst.PRNumber != 42 || inst.Source != schemas.SourceSWEBench || inst.BaseCommit != base || inst.ProblemStatement != "a() returns 1" || inst.PRBody != "bump it" {
 		t.Errorf("instance %+v", inst)
 	}
