@@ -43,14 +43,9 @@ func TestTrainToObjectStorage(t *testing.T) {
 	}
 	for _, run := range runs {
 		out := run.out
-		var so, se bytes.Buffer
-		args := []string{"train", "--instances", run.instances, "--policy", "file:" + set.CompletionsPath,
-			"--group-size", fmt.Sprint(g), "--out", out, "--metrics-addr", ""}
-		if code := runMain(context.Background(), args, &so, &se); code != 0 {
-			t.Fatalf("--out %s: exit %d\n%s", out, code, se.String())
-		}
-		if !strings.Contains(se.String(), fmt.Sprintf("%d samples written", n*g)) {
-			t.Fatalf("--out %s: summary:\n%s", out, se.String())
+		se := trainFilePolicy(t, run.instances, set.CompletionsPath, g, out)
+		if !strings.Contains(se, fmt.Sprintf("%d samples written", n*g)) {
+			t.Fatalf("--out %s: summary:\n%s", out, se)
 		}
 		parts, err := files.List(context.Background(), files.Join(out, "samples", "*.parquet"))
 		if err != nil || len(parts) == 0 {

@@ -30,14 +30,9 @@ func TestTrainContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	var so, se bytes.Buffer
-	args := []string{"train", "--instances", set.InstancesPath, "--policy", "file:" + set.CompletionsPath,
-		"--group-size", fmt.Sprint(g), "--out", out, "--metrics-addr", ""}
-	if code := runMain(context.Background(), args, &so, &se); code != 0 {
-		t.Fatalf("exit %d\n%s", code, se.String())
-	}
-	if !strings.Contains(se.String(), "embedded Kafka broker") || !strings.Contains(se.String(), "samples written") {
-		t.Fatalf("stderr lacks the broker line or the summary:\n%s", se.String())
+	se := trainFilePolicy(t, set.InstancesPath, set.CompletionsPath, g, out)
+	if !strings.Contains(se, "embedded Kafka broker") || !strings.Contains(se, "samples written") {
+		t.Fatalf("stderr lacks the broker line or the summary:\n%s", se)
 	}
 	rows, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
 	if err != nil {
@@ -92,6 +87,21 @@ func TestTrainContract(t *testing.T) {
 	if len(dls) != 1 || dls[0].Source != set.InstancesPath+":3" || string(dls[0].Value) != "this is not json" {
 		t.Fatalf("dead-letters %+v", dls)
 	}
+}
+
+// trainFilePolicy runs `swerl train` on instances with the recorded
+// completions as a file policy, groups of g and --out out, and no metrics
+// server; it fails the test unless the command exits 0, and returns its
+// stderr.
+func trainFilePolicy(t *testing.T, instances, completions string, g int, out string) string {
+	t.Helper()
+	var so, se bytes.Buffer
+	args := []string{"train", "--instances", instances, "--policy", "file:" + completions,
+		"--group-size", fmt.Sprint(g), "--out", out, "--metrics-addr", ""}
+	if code := runMain(context.Background(), args, &so, &se); code != 0 {
+		t.Fatalf("swerl train --instances %s --out %s: exit %d\n%s", instances, out, code, se.String())
+	}
+	return se.String()
 }
 
 func TestTrainUsage(t *testing.T) {
