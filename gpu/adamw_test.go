@@ -71,16 +71,40 @@ func TestGroupedAdamW(t *testing.T) {
 	if len(calls[0]) != len(ts) {
 		t.Fatalf("a step's call has %d groups, want one per tensor (%d)", len(calls[0]), len(ts))
 	}
+	// The groups follow the arena, one after another (its order is not
+	// Tensors': q, k and v's weights lie side by side), each a tensor's
+	// size, with weight decay on the matrices only.
 	off := 0
+	var got, want []gpu.AdamWGroup
 	for i, gr := range calls[0] {
-		n := 1
-		for _, d := range ts[i].Shape {
-			n *= d
+		if gr.Off != off {
+			t.Errorf("group %d: %+v, want Off %d (where the last one ended)", i, gr, off)
 		}
-		if gr.Off != off || gr.N != n || gr.Decay != (len(ts[i].Shape) > 1) {
-			t.Errorf("group %d (%s): %+v, want Off %d N %d Decay %v", i, ts[i].Name, gr, off, n, len(ts[i].Shape) > 1)
+		off += gr.N
+		got = append(got, gpu.AdamWGroup{N: gr.N, Decay: gr.Decay})
+	}
+	if off != m.NumParams() {
+		t.Errorf("the groups cover %d parameters, want %d", off, m.NumParams())
+	}
+	for _, x := range ts {
+		want = append(want, gpu.AdamWGroup{N: len(x.Data), Decay: len(x.Shape) > 1})
+	}
+	byShape := func(a, b gpu.AdamWGroup) int {
+		if a.N != b.N {
+			return a.N - b.N
 		}
-		off += n
+		if a.Decay == b.Decay {
+			return 0
+		}
+		if a.Decay {
+			return 1
+		}
+		return -1
+	}
+	slices.SortFunc(got, byShape)
+	slices.SortFunc(want, byShape)
+	if !slices.Equal(got, want) {
+		t.Errorf("groups (size, decay) %v, want the tensors' %v", got, want)
 	}
 
 	// LoRA: the adapters, all matrices, in one call.

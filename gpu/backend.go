@@ -197,6 +197,39 @@ func pairedGLU(be Backend, p *Params[Buf], lo *loraRun) PairedSwiGLU {
 	return pg
 }
 
+// PackedQKV is implemented by backends that run the attention's q, k and
+// v projections as one product into qkv [N, W] (W = (NH+2·NKV)·HS: q, k
+// and v side by side in each row, the output of the stacked weight
+// LayerParams.QKV with bias QKVBias) and move the rows between that and
+// q, k and v: SplitQKV writes q [N, NH·HS] and k [N, NKV·HS] from qkv
+// rotated as RoPEForward(…, pos0) rotates them, and v copied; MergeQKV
+// writes dqkv from dq and dk rotated back as RoPEBackward(…, 0) does, and
+// dv (dqkv is written, not added to). One product replaces three in the
+// forward pass and in each backward product, and one bias gradient three.
+// PackedQKVOK reports whether it may be used.
+type PackedQKV interface {
+	PackedQKVOK() bool
+	SplitQKV(q, k, v, qkv, cos, sin Buf, B, T, NH, NKV, HS, pos0 int)
+	MergeQKV(dqkv, dq, dk, dv, cos, sin Buf, B, T, NH, NKV, HS int)
+}
+
+// packedQKV returns be's PackedQKV where every layer can run its q, k
+// and v projections as one product: the backend offers it, the weights
+// (and biases, where the model has them) lie side by side, and no LoRA
+// adapter is on any of the three. Else nil.
+func packedQKV(be Backend, p *Params[Buf], lo *loraRun, bias bool) PackedQKV {
+	pq, ok := be.(PackedQKV)
+	if !ok || !pq.PackedQKVOK() {
+		return nil
+	}
+	for l, w := range p.Layers {
+		if w.QKV == nil || bias && w.QKVBias == nil || lo.adapts(l, modQ) || lo.adapts(l, modK) || lo.adapts(l, modV) {
+			return nil
+		}
+	}
+	return pq
+}
+
 // AdamWGroup is one tensor of the window an AdamWGroups call updates: N
 // elements from Off (counted from the window's start), with the call's
 // weight decay where Decay is set and none elsewhere (norms, biases).

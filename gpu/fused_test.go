@@ -300,3 +300,129 @@ func TestPairedGLU(t *testing.T) {
 		t.Errorf("with an adapter on up_proj the trainer made %d paired calls, want 0", calls)
 	}
 }
+
+// packedQKV adds gpu.PackedQKV to hidden: it copies each row's q, k and v
+// between the packed buffer and their own, rotating q and k with the
+// backend's RoPE (on copies, so that dq and dk are left as they were),
+// counting the calls.
+type packedQKV struct {
+	hidden
+	calls *int
+}
+
+func (packedQKV) PackedQKVOK() bool { return true }
+
+// rows copies each row's q, k and v between qkv [N, W] and x (toPacked
+// false: from qkv).
+func (b packedQKV) rows(qkv gpu.Buf, x [3]gpu.Buf, widths [3]int, N int, toPacked bool) {
+	W := widths[0] + widths[1] + widths[2]
+	for n := range N {
+		at := n * W
+		for i, w := range widths {
+			packed, own := b.Slice(qkv, at, w), b.Slice(x[i], n*w, w)
+			if toPacked {
+				b.Copy(packed, own)
+			} else {
+				b.Copy(own, packed)
+			}
+			at += w
+		}
+	}
+}
+
+func (b packedQKV) SplitQKV(q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, NKV, HS, pos0 int) {
+	*b.calls++
+	b.rows(qkv, [3]gpu.Buf{q, k, v}, [3]int{NH * HS, NKV * HS, NKV * HS}, B*T, false)
+	b.RoPEForward(q, cos, sin, B, T, NH, HS, pos0)
+	b.RoPEForward(k, cos, sin, B, T, NKV, HS, pos0)
+}
+
+func (b packedQKV) MergeQKV(dqkv, dq, dk, dv, cos, sin gpu.Buf, B, T, NH, NKV, HS int) {
+	*b.calls++
+	N := B * T
+	rq, _ := b.Alloc(N * NH * HS)
+	rk, _ := b.Alloc(N * NKV * HS)
+	b.Copy(rq, b.Slice(dq, 0, N*NH*HS))
+	b.Copy(rk, b.Slice(dk, 0, N*NKV*HS))
+	b.RoPEBackward(rq, cos, sin, B, T, NH, HS, 0)
+	b.RoPEBackward(rk, cos, sin, B, T, NKV, HS, 0)
+	b.rows(dqkv, [3]gpu.Buf{rq, rk, dv}, [3]int{NH * HS, NKV * HS, NKV * HS}, N, true)
+	b.Free(rq)
+	b.Free(rk)
+}
+
+// TestPackedQKV: on a PackedQKV backend the trainer runs each layer's q,
+// k and v projections as one product (one split a layer forward, one
+// merge backward) and computes what it computes with three: the forward
+// the same numbers, the gradients summed in another order (the input's
+// over all three at once), so log-probabilities after training agree to
+// float32 rounding. With and without attention biases; an adapter on
+// v_proj keeps the three products.
+func TestPackedQKV(t *testing.T) {
+	cbe := cpu.New()
+	defer cbe.Close()
+	for _, bias := range []bool{true, false} {
+		c := gpu.TinyConfig()
+		c.AttentionBias = bias
+		calls := 0
+		var logps [2][][]float32 // before each step
+		for i, be := range []gpu.Backend{hidden{cbe}, packedQKV{hidden{cbe}, &calls}} {
+			m, err := gpu.NewModel(c, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bias {
+				gputest.SetBiases(m)
+			}
+			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				lp, err := tr.LogProbs(twoSequences())
+				if err != nil {
+					t.Fatal(err)
+				}
+				logps[i] = append(logps[i], slices.Concat(lp...))
+				if _, err := tr.Step(twoSequences()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if want := 3 * 3 * c.NumHiddenLayers; calls != want {
+			t.Errorf("bias %v: three steps and log-probabilities made %d packed calls, want %d", bias, calls, want)
+		}
+		if !slices.Equal(logps[0][0], logps[1][0]) {
+			t.Errorf("bias %v: log-probabilities %v with three products, %v with one: the forward should not change", bias, logps[0][0], logps[1][0])
+		}
+		for s := 1; s < len(logps[0]); s++ {
+			for j, x := range logps[0][s] {
+				if y := logps[1][s][j]; math.Abs(float64(x-y)) > 1e-5 {
+					t.Errorf("bias %v: after %d steps: log-probability %d is %v with three products, %v with one", bias, s, j, x, y)
+				}
+			}
+		}
+	}
+
+	// An adapter on v_proj keeps the three products.
+	calls := 0
+	c := gpu.TinyConfig()
+	m, err := gpu.NewModel(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Targets: []string{"v_proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := gpu.NewLoRATrainer(m, a, packedQKV{hidden{cbe}, &calls}, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Step(twoSequences()); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Errorf("with an adapter on v_proj the trainer made %d packed calls, want 0", calls)
+	}
+}

@@ -10,9 +10,12 @@ package gpu
 //	I   MLP intermediate size           P   max positions (RoPE tables)
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 
 	"swerl/gpu/arch"
@@ -116,9 +119,12 @@ type LayerParams[T any] struct {
 	Gate      T // [I, C] mlp.gate_proj.weight
 	Up        T // [I, C] mlp.up_proj.weight
 	Down      T // [C, I] mlp.down_proj.weight
-	// GateUp is Gate and Up as one [2I, C] tensor: the same memory, the
-	// two being adjacent in the arena (zero where they are not bound so).
-	GateUp T
+	// QKV is Q, K and V as one [QC+2·KVC, C] tensor and QKVBias their
+	// biases as one (zero without attention_bias); GateUp is Gate and Up
+	// as one [2I, C] tensor: the same memory, each group adjacent in the
+	// arena (layerRank; zero where they are not bound so).
+	QKV, QKVBias T
+	GateUp       T
 }
 
 // Tensor is a named tensor: from Model.Tensors, a view into the
@@ -131,17 +137,68 @@ type spec struct {
 	off int
 }
 
+// layerRank orders a decoder layer's tensors in the arena: Hugging Face's
+// order, but for the q, k and v weights side by side and then their
+// biases, so that one view covers the three projections (LayerParams.QKV
+// and QKVBias) and one product can make them.
+var layerRank = map[string]int{
+	"input_layernorm.weight": 0, "self_attn.q_proj.weight": 1, "self_attn.k_proj.weight": 2,
+	"self_attn.v_proj.weight": 3, "self_attn.q_proj.bias": 4, "self_attn.k_proj.bias": 5,
+	"self_attn.v_proj.bias": 6, "self_attn.o_proj.weight": 7, "post_attention_layernorm.weight": 8,
+	"mlp.gate_proj.weight": 9, "mlp.up_proj.weight": 10, "mlp.down_proj.weight": 11,
+}
+
 // layout gives each tensor of c.Tensors its offset in the arena and
-// returns the arena size. A tied lm_head has no entry of its own.
+// returns the arena size; specs stay in c.Tensors' order, and the arena
+// holds each layer's tensors in layerRank's. A tied lm_head has no entry
+// of its own.
 func layout(c Config) ([]spec, int) {
 	ts := c.Tensors()
 	specs := make([]spec, len(ts))
+	order := make([]int, len(ts)) // arena order: indices into ts
+	for i := range order {
+		order[i] = i
+	}
+	rank := func(i int) (layer, r int) {
+		rest, ok := strings.CutPrefix(ts[i].Name, "model.layers.")
+		if !ok {
+			if i == 0 {
+				return -1, 0 // the embedding first
+			}
+			return c.NumHiddenLayers, i // the final norm and lm_head last
+		}
+		num, name, _ := strings.Cut(rest, ".")
+		l, _ := strconv.Atoi(num)
+		return l, layerRank[name]
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		la, ra := rank(a)
+		lb, rb := rank(b)
+		return cmp.Or(cmp.Compare(la, lb), cmp.Compare(ra, rb))
+	})
 	off := 0
-	for i, t := range ts {
-		specs[i] = spec{t, off}
-		off += arch.Numel(t.Shape)
+	for _, i := range order {
+		specs[i] = spec{ts[i], off}
+		off += arch.Numel(ts[i].Shape)
 	}
 	return specs, off
+}
+
+// tensorOrder copies an arena-shaped x into the order of c.Tensors, one
+// tensor after another (toArena false), or back (toArena true).
+func tensorOrder(specs []spec, x []float32, toArena bool) []float32 {
+	out := make([]float32, len(x))
+	at := 0
+	for _, s := range specs {
+		n := arch.Numel(s.Shape)
+		if toArena {
+			copy(out[s.off:s.off+n], x[at:at+n])
+		} else {
+			copy(out[at:at+n], x[s.off:s.off+n])
+		}
+		at += n
+	}
+	return out
 }
 
 // bindParams builds Params over an arena through view(off, n).
@@ -173,9 +230,29 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 			Up:       n("mlp.up_proj.weight"),
 			Down:     n("mlp.down_proj.weight"),
 		}
-		// Config.Tensors lists up_proj right after gate_proj.
-		if g, u := offs[name("mlp.gate_proj.weight")], offs[name("mlp.up_proj.weight")]; u == g+c.IntermediateSize*c.HiddenSize {
-			p.Layers[l].GateUp = view(g, 2*c.IntermediateSize*c.HiddenSize)
+		// Views over tensors that layout puts side by side.
+		adjacent := func(names []string, sizes []int) (off, n int, ok bool) {
+			off = offs[name(names[0])]
+			at := off
+			for i, s := range names {
+				if o, found := offs[name(s)]; !found || o != at {
+					return 0, 0, false
+				}
+				at += sizes[i]
+			}
+			return off, at - off, true
+		}
+		d := dimsOf(c)
+		if off, n, ok := adjacent([]string{"mlp.gate_proj.weight", "mlp.up_proj.weight"}, []int{d.I * d.C, d.I * d.C}); ok {
+			p.Layers[l].GateUp = view(off, n)
+		}
+		if off, n, ok := adjacent([]string{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+			[]int{d.QC * d.C, d.KVC * d.C, d.KVC * d.C}); ok {
+			p.Layers[l].QKV = view(off, n)
+		}
+		if off, n, ok := adjacent([]string{"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+			[]int{d.QC, d.KVC, d.KVC}); ok {
+			p.Layers[l].QKVBias = view(off, n)
 		}
 	}
 	return p
@@ -275,6 +352,10 @@ type acts struct {
 	// glu, when set, runs each MLP's gate and up projections as one
 	// product into gu (pairedGLU).
 	glu PairedSwiGLU
+	// pq, when set, runs each layer's q, k and v projections as one
+	// product into qkv [N, QC+2·KVC] (packedQKV), split into q, k and v.
+	pq  PackedQKV
+	qkv Buf
 }
 
 // gradActs are the backward scratch buffers, shared by all layers.
@@ -293,6 +374,7 @@ type gradActs struct {
 	dgate   Buf // [N, I]
 	dup     Buf // [N, I]
 	dgu     Buf // [N, 2I] instead of dgate and dup with acts.glu
+	dqkv    Buf // [N, QC+2·KVC] with acts.pq
 }
 
 // arena hands out consecutive windows of one backend allocation.
@@ -386,8 +468,10 @@ func dimsOf(c Config) dims {
 }
 
 // trainActs lays out the activations for B*T rows; with glu, the MLP's
-// gate and up projections as one [N, 2I] buffer a layer.
-func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU) (acts, gradActs) {
+// gate and up projections as one [N, 2I] buffer a layer; with pq, one
+// [N, QC+2·KVC] buffer for the q, k and v products and one for their
+// gradients.
+func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq PackedQKV) (acts, gradActs) {
 	N := B * T
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
@@ -426,6 +510,9 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU) (acts, g
 		g.dgu = h.take(2 * N * d.I)
 	} else {
 		g.dgate, g.dup = h.take(N*d.I), h.take(N*d.I)
+	}
+	if pq != nil {
+		ac.pq, ac.qkv, g.dqkv = pq, a.take(N*(d.QC+2*d.KVC)), a.take(N*(d.QC+2*d.KVC))
 	}
 	return ac, g
 }
@@ -470,14 +557,19 @@ func forwardLayer(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos
 	w := &p.Layers[i]
 	in, out := ac.res[i], ac.res[i+1]
 	be.RMSNormForward(ac.ln1[i], ac.rstd1[i], in, w.InputNorm, N, d.C, d.eps)
-	be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
-	be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
-	be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
-	lo.forward(be, i, modQ, ac.q[i], ac.ln1[i], N, d.C, d.QC)
-	lo.forward(be, i, modK, ac.k[i], ac.ln1[i], N, d.C, d.KVC)
-	lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
-	be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
-	be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
+	if ac.pq != nil {
+		be.MatmulForward(ac.qkv, ac.ln1[i], w.QKV, w.QKVBias, N, d.C, d.QC+2*d.KVC)
+		ac.pq.SplitQKV(ac.q[i], ac.k[i], ac.v[i], ac.qkv, cos, sin, B, T, d.NH, d.NKV, d.HS, s.pos0)
+	} else {
+		be.MatmulForward(ac.q[i], ac.ln1[i], w.Q, w.QBias, N, d.C, d.QC)
+		be.MatmulForward(ac.k[i], ac.ln1[i], w.K, w.KBias, N, d.C, d.KVC)
+		be.MatmulForward(ac.v[i], ac.ln1[i], w.V, w.VBias, N, d.C, d.KVC)
+		lo.forward(be, i, modQ, ac.q[i], ac.ln1[i], N, d.C, d.QC)
+		lo.forward(be, i, modK, ac.k[i], ac.ln1[i], N, d.C, d.KVC)
+		lo.forward(be, i, modV, ac.v[i], ac.ln1[i], N, d.C, d.KVC)
+		be.RoPEForward(ac.q[i], cos, sin, B, T, d.NH, d.HS, s.pos0)
+		be.RoPEForward(ac.k[i], cos, sin, B, T, d.NKV, d.HS, s.pos0)
+	}
 	if fa != nil {
 		fa.AttentionForwardLSE(ac.atty[i], ac.att[i], ac.q[i], ac.k[i], ac.v[i], B, T, d.NH, d.NKV, d.HS)
 	} else {
@@ -561,15 +653,20 @@ func backward(be Backend, d dims, p, g *Params[Buf], lo *loraRun, ac *acts, ga *
 		} else {
 			be.AttentionBackward(ga.dq, ga.dk, ga.dv, ga.datt, ga.datty, ac.q[l], ac.k[l], ac.v[l], ac.att[l], B, T, T, d.NH, d.NKV, d.HS)
 		}
-		be.RoPEBackward(ga.dq, cos, sin, B, T, d.NH, d.HS, 0)
-		be.RoPEBackward(ga.dk, cos, sin, B, T, d.NKV, d.HS, 0)
 		be.Zero(ga.dln)
-		be.MatmulBackward(ga.dln, gw.Q, gw.QBias, ga.dq, ac.ln1[l], w.Q, N, d.C, d.QC)
-		be.MatmulBackward(ga.dln, gw.K, gw.KBias, ga.dk, ac.ln1[l], w.K, N, d.C, d.KVC)
-		be.MatmulBackward(ga.dln, gw.V, gw.VBias, ga.dv, ac.ln1[l], w.V, N, d.C, d.KVC)
-		lo.backward(be, l, modQ, ga.dln, ga.dq, ac.ln1[l], N, d.C, d.QC)
-		lo.backward(be, l, modK, ga.dln, ga.dk, ac.ln1[l], N, d.C, d.KVC)
-		lo.backward(be, l, modV, ga.dln, ga.dv, ac.ln1[l], N, d.C, d.KVC)
+		if ac.pq != nil {
+			ac.pq.MergeQKV(ga.dqkv, ga.dq, ga.dk, ga.dv, cos, sin, B, T, d.NH, d.NKV, d.HS)
+			be.MatmulBackward(ga.dln, gw.QKV, gw.QKVBias, ga.dqkv, ac.ln1[l], w.QKV, N, d.C, d.QC+2*d.KVC)
+		} else {
+			be.RoPEBackward(ga.dq, cos, sin, B, T, d.NH, d.HS, 0)
+			be.RoPEBackward(ga.dk, cos, sin, B, T, d.NKV, d.HS, 0)
+			be.MatmulBackward(ga.dln, gw.Q, gw.QBias, ga.dq, ac.ln1[l], w.Q, N, d.C, d.QC)
+			be.MatmulBackward(ga.dln, gw.K, gw.KBias, ga.dk, ac.ln1[l], w.K, N, d.C, d.KVC)
+			be.MatmulBackward(ga.dln, gw.V, gw.VBias, ga.dv, ac.ln1[l], w.V, N, d.C, d.KVC)
+			lo.backward(be, l, modQ, ga.dln, ga.dq, ac.ln1[l], N, d.C, d.QC)
+			lo.backward(be, l, modK, ga.dln, ga.dk, ac.ln1[l], N, d.C, d.KVC)
+			lo.backward(be, l, modV, ga.dln, ga.dv, ac.ln1[l], N, d.C, d.KVC)
+		}
 		be.RMSNormBackward(ga.dres, gw.InputNorm, ga.dln, ac.res[l], w.InputNorm, ac.rstd1[l], N, d.C)
 	}
 	if g.Wte != nil {

@@ -1,9 +1,11 @@
 package gpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"swerl/gpu/arch"
 )
@@ -267,6 +269,7 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		for _, s := range m.specs {
 			t.groups = append(t.groups, group{off: s.off, n: arch.Numel(s.Shape), decay: len(s.Shape) > 1})
 		}
+		slices.SortFunc(t.groups, func(a, b group) int { return cmp.Compare(a.off, b.off) })
 	} else {
 		t.host = a.arena
 		if t.trainBuf, t.trainView, err = bindHost(be, a.arena); err != nil {
@@ -293,7 +296,8 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
 	t.actBuf, t.act16, err = allocArena(be, func(ar *arena) {
-		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint, pairedGLU(be, &t.params, t.lo))
+		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint, pairedGLU(be, &t.params, t.lo),
+			packedQKV(be, &t.params, t.lo, m.Config.AttentionBias))
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}
@@ -656,10 +660,11 @@ func widen(x []float32) []float64 {
 	return y
 }
 
-// OptimizerState returns copies of the AdamW moments m and v (laid out as
-// the trained arena: Model's, or with LoRA the adapters') and the number
-// of optimizer steps taken, for a checkpoint from which training
-// continues exactly.
+// OptimizerState returns copies of the AdamW moments m and v and the
+// number of optimizer steps taken, for a checkpoint from which training
+// continues exactly. The moments are laid out as the trained tensors one
+// after another: Model.Tensors' order (not the arena's), or with LoRA
+// the adapters' arena.
 func (t *Trainer) OptimizerState() (m, v []float32, step int, err error) {
 	n := len(t.host)
 	m, v = make([]float32, n), make([]float32, n)
@@ -668,6 +673,9 @@ func (t *Trainer) OptimizerState() (m, v []float32, step int, err error) {
 	}
 	if err := t.be.Download(v, t.vBuf); err != nil {
 		return nil, nil, 0, err
+	}
+	if t.lora == nil {
+		m, v = tensorOrder(t.model.specs, m, false), tensorOrder(t.model.specs, v, false)
 	}
 	return m, v, t.step, nil
 }
@@ -683,6 +691,9 @@ func (t *Trainer) SetOptimizerState(m, v []float32, step int) error {
 		return fmt.Errorf("gpu: negative optimizer step %d", step)
 	case t.micro != 0:
 		return fmt.Errorf("gpu: SetOptimizerState with %d micro-batches accumulated", t.micro)
+	}
+	if t.lora == nil {
+		m, v = tensorOrder(t.model.specs, m, true), tensorOrder(t.model.specs, v, true)
 	}
 	t.be.Upload(t.mBuf, m)
 	t.be.Upload(t.vBuf, v)

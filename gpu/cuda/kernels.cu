@@ -248,6 +248,41 @@ __global__ void rope(float* x, const float* cs, const float* sn, int B, int T, i
     }
 }
 
+// rope_qkv moves rows between one [N, (NH+2·NKV)·HS] buffer qkv (q, k and
+// v side by side in each row: the output of one product with the three
+// projections stacked, gpu.PackedQKV) and q [N,NH,HS], k and v
+// [N,NKV,HS], rotating the pairs (i, i+HS/2) of q and k as rope does
+// (row n at position pos0 + n % T, by dir·angle) and copying v: from qkv
+// with merge 0 (the forward pass, after the product), into it with merge
+// 1 (the backward pass, dir -1, before the product's backward).
+__global__ void rope_qkv(float* q, float* k, float* v, float* qkv, const float* cs, const float* sn, int N, int T,
+                         int NH, int NKV, int HS, int pos0, float dir, int merge) {
+    int half = HS / 2, H = NH + 2 * NKV;
+    long total = (long)N * H * half;
+    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
+        int i = idx % half;
+        long nh = idx / half;
+        int hh = nh % H;
+        long n = nh / H;
+        float* wide = qkv + nh * HS;
+        float* own = hh < NH ? q + (n * NH + hh) * HS
+                   : hh < NH + NKV ? k + (n * NKV + hh - NH) * HS
+                                   : v + (n * NKV + hh - NH - NKV) * HS;
+        const float* src = merge ? own : wide;
+        float* dst = merge ? wide : own;
+        float x1 = src[i], x2 = src[i + half];
+        if (hh < NH + NKV) {
+            int p = pos0 + (int)(n % T);
+            float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
+            dst[i] = x1 * c - x2 * s;
+            dst[i + half] = x2 * c + x1 * s;
+        } else {
+            dst[i] = x1;
+            dst[i + half] = x2;
+        }
+    }
+}
+
 // AttnRow is the query row of a block of the one-block-a-row attention
 // kernels (a tile of one row): row i of Tq, the last key it sees (queries
 // sit at the end of Tk keys) and the score scale.

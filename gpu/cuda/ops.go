@@ -305,6 +305,37 @@ func (be *Backend) rope(op string, x, cos, sin gpu.Buf, B, T, NH, HS, pos0 int, 
 	be.post(func() { be.launch("rope", be.gridFor(n), d, cs, sn, B, T, NH, HS, pos0, dir) })
 }
 
+var _ gpu.PackedQKV = (*Backend)(nil)
+
+// PackedQKVOK implements gpu.PackedQKV: unless SWERL_CUDA_FUSE=0.
+func (be *Backend) PackedQKVOK() bool { return be.fuse }
+
+// SplitQKV implements gpu.PackedQKV with one rope_qkv launch.
+func (be *Backend) SplitQKV(q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, NKV, HS, pos0 int) {
+	be.ropeQKV("split qkv", q, k, v, qkv, cos, sin, B, T, NH, NKV, HS, pos0, 1, 0)
+}
+
+// MergeQKV implements gpu.PackedQKV with one rope_qkv launch.
+func (be *Backend) MergeQKV(dqkv, dq, dk, dv, cos, sin gpu.Buf, B, T, NH, NKV, HS int) {
+	be.ropeQKV("merge qkv", dq, dk, dv, dqkv, cos, sin, B, T, NH, NKV, HS, 0, -1, 1)
+}
+
+func (be *Backend) ropeQKV(op string, q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, NKV, HS, pos0 int, dir float32, merge int) {
+	qd, kd, vd, xd, cs, sn := be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, qkv), be.get(op, cos), be.get(op, sin)
+	if be.error() == nil && (HS <= 0 || HS%2 != 0) {
+		be.fail(op, "head size %d is not positive and even", HS)
+	}
+	N := B * T
+	if !be.need(op, N*NH*HS, "q", qd) || !be.need(op, N*NKV*HS, "k", kd, "v", vd) ||
+		!be.need(op, N*(NH+2*NKV)*HS, "qkv", xd) || !be.need(op, (pos0+T)*(HS/2), "cos", cs, "sin", sn) {
+		return
+	}
+	n := N * (NH + 2*NKV) * HS / 2
+	be.post(func() {
+		be.launch("rope_qkv", be.gridFor(n), qd, kd, vd, xd, cs, sn, N, T, NH, NKV, HS, pos0, dir, merge)
+	})
+}
+
 func (be *Backend) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
 	switch {
 	case be.error() != nil:
