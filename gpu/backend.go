@@ -290,7 +290,9 @@ type FrozenWeights interface {
 // LogProbBackward write it (rounded to bf16, as the products would round
 // it), Zero clears it, MatmulForward and MatmulBackward read it as inp
 // and MatmulBackward as a dout without bias, Slice views it, and every
-// other op refuses it. A backend not in such a mode returns an ordinary
+// other op refuses it. A PairedSwiGLU backend also takes one as gu and
+// dgu: MatmulForward writes the paired product into it (no bias), rounded
+// once from its float32 sum, and the paired SwiGLU reads it. A backend not in such a mode returns an ordinary
 // buffer. The Trainer takes those buffers from it.
 type BF16Activations interface {
 	AllocBF16(n int) (Buf, error)

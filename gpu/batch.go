@@ -188,7 +188,7 @@ func NewBatchSampler(m *Model, be Backend, maxSeq, slots int) (*BatchSampler, er
 		s.q, s.k, s.v, s.atty = a.take(R*d.QC), a.take(R*d.KVC), a.take(R*d.KVC), a.take(R*d.QC)
 		s.resMid, s.proj = a.take(R*d.C), a.take(R*d.C)
 		if s.glu != nil {
-			s.gu = a.take(2 * R * d.I)
+			s.gu = h.take(2 * R * d.I)
 		} else {
 			s.gate, s.up = a.take(R*d.I), a.take(R*d.I)
 		}

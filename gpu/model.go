@@ -341,7 +341,7 @@ type acts struct {
 	rstd2  []Buf // L x [N]
 	gate   []Buf // L x [N, I]
 	up     []Buf // L x [N, I]
-	gu     []Buf // L x [N, 2I]: gate and up side by side, instead of gate and up (glu set)
+	gu     []Buf // L x [N, 2I]: gate and up side by side, instead of gate and up (glu set); bf16 like ln2
 	swi    []Buf // L x [N, I]
 	lnf    Buf   // [N, C]
 	rstdf  Buf   // [N]
@@ -493,7 +493,8 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq Packe
 		proj: a.take(N * d.C), glu: glu,
 	}
 	if glu != nil {
-		ac.gu = layer(d.L, 2*N*d.I)
+		// Read only by SwiGLU: the product writes it in bf16 too.
+		ac.gu = layer16(d.L, 2*N*d.I)
 	} else {
 		ac.gate, ac.up = layer(d.L, N*d.I), layer(d.L, N*d.I)
 	}

@@ -46,12 +46,13 @@ static const char* swerl_blas_open(void) {
 static int swerl_blas_new(void** h) { return swerl_blas_create(h); }
 static int swerl_blas_set_math(void* h, int mode) { return swerl_blas_mathmode(h, mode); }
 
-// swerl_gemm16: like swerl_gemm with bf16 A and B, f32 C and accumulation.
+// swerl_gemm16: like swerl_gemm with bf16 A and B, f32 accumulation, and
+// C in f32 (c16 0) or bf16 (c16 1).
 static int swerl_gemm16(void* h, int ta, int tb, int m, int n, int k, float alpha, uint64_t A, int lda,
-	uint64_t B, int ldb, float beta, uint64_t C, int ldc) {
+	uint64_t B, int ldb, float beta, uint64_t C, int ldc, int c16) {
 	const int R32F = 0, R16BF = 14, COMPUTE32F = 68, GEMM_DEFAULT = -1;
 	return swerl_blas_gemmex(h, ta, tb, m, n, k, &alpha, (const void*)(uintptr_t)A, R16BF, lda,
-		(const void*)(uintptr_t)B, R16BF, ldb, &beta, (void*)(uintptr_t)C, R32F, ldc, COMPUTE32F, GEMM_DEFAULT);
+		(const void*)(uintptr_t)B, R16BF, ldb, &beta, (void*)(uintptr_t)C, c16 ? R16BF : R32F, ldc, COMPUTE32F, GEMM_DEFAULT);
 }
 
 // swerl_gemm: C = alpha*op(A)op(B) + beta*C in column-major, f32 storage.
@@ -128,10 +129,15 @@ func (b *blas) gemm(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int,
 	return nil
 }
 
-// gemm16 is gemm with A and B in bf16.
-func (b *blas) gemm16(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int) error {
+// gemm16 is gemm with A and B in bf16, and C too with c16 (the product
+// rounded once from its float32 sum).
+func (b *blas) gemm16(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int, c16 bool) error {
+	c := C.int(0)
+	if c16 {
+		c = 1
+	}
 	st := C.swerl_gemm16(b.h, C.int(ta), C.int(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
-		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc))
+		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc), c)
 	if st != 0 {
 		return fmt.Errorf("cublasGemmEx (bf16) m=%d n=%d k=%d: status %d", m, n, k, int(st))
 	}

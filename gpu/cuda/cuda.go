@@ -446,12 +446,21 @@ func (be *Backend) gemm(op string, ta, tb, m, n, k int, A cu.DevicePtr, lda int,
 // gemm16 is one column-major product of bf16 operands into float32 C
 // (driver thread); a zero operand means its conversion failed.
 func (be *Backend) gemm16(op string, ta, tb, m, n, k int, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int) {
+	be.gemm16to(op, ta, tb, m, n, k, A, lda, B, ldb, beta, Cp, ldc, false)
+}
+
+// gemm16to is gemm16 into a float32 C, or with c16 a bf16 one.
+func (be *Backend) gemm16to(op string, ta, tb, m, n, k int, A cu.DevicePtr, lda int, B cu.DevicePtr, ldb int, beta float32, Cp cu.DevicePtr, ldc int, c16 bool) {
 	if be.error() != nil || A == 0 || B == 0 {
 		return
 	}
 	t := be.begin()
-	err := be.blas.gemm16(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc)
-	be.endGemm(t, "gemm bf16", ta, tb, m, n, k, 1)
+	err := be.blas.gemm16(ta, tb, m, n, k, 1, A, lda, B, ldb, beta, Cp, ldc, c16)
+	name := "gemm bf16"
+	if c16 {
+		name = "gemm bf16>bf16"
+	}
+	be.endGemm(t, name, ta, tb, m, n, k, 1)
 	if err != nil {
 		be.fail(op, "%v", err)
 	}

@@ -389,12 +389,6 @@ __global__ void attn_bwd_qk(float* dq, float* dk, const float* datt, const float
     }
 }
 
-// aligned16 reports whether every pointer given (null ones pass) allows
-// float4 access.
-__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c, const void* d = 0, const void* e = 0) {
-    return (((unsigned long)a | (unsigned long)b | (unsigned long)c | (unsigned long)d | (unsigned long)e) & 15) == 0;
-}
-
 // GluRows maps element i of an [N, I] SwiGLU operand (gate, up and their
 // gradients) to its place in a buffer whose rows lie ld apart: the place
 // itself where ld == I (a contiguous operand); else gate and up side by
@@ -413,45 +407,6 @@ struct GluRows {
     __device__ __forceinline__ bool vec4() const { return (I & 3) == 0 && (ld & 3) == 0; }
 };
 
-// swiglu_fwd: out = silu(gate) * up over n elements, out contiguous and
-// gate, up laid out by (I, ld) (GluRows), four elements at a time where
-// aligned.
-__global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n, long I, long ld) {
-    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    GluRows gr{I, ld};
-    if (aligned16(out, gate, up) && gr.vec4()) {
-        for (long i = t; i < n / 4; i += stride) {
-            long j = gr.at4(i);
-            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
-            ((float4*)out)[i] = make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w));
-        }
-        i0 = n / 4 * 4;
-    }
-    for (long i = i0 + t; i < n; i += stride) {
-        long j = gr.at(i);
-        out[i] = swiglu1(gate[j], up[j]);
-    }
-}
-
-// swiglu_fwd_bf16 is swiglu_fwd into a bf16 activation, four elements at
-// a time where aligned.
-__global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n, long I, long ld) {
-    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    GluRows gr{I, ld};
-    if (aligned16(gate, up, 0) && ((unsigned long)out & 7) == 0 && gr.vec4()) {
-        for (long i = t; i < n / 4; i += stride) {
-            long j = gr.at4(i);
-            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
-            storeBF16x4(out + 4 * i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
-        }
-        i0 = n / 4 * 4;
-    }
-    for (long i = i0 + t; i < n; i += stride) {
-        long j = gr.at(i);
-        out[i] = __float2bfloat16(swiglu1(gate[j], up[j]));
-    }
-}
-
 // swiglu_bwd1 adds element i's gradients: dup += dout silu(x), dgate +=
 // dout up silu'(x).
 __device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float x, float u) {
@@ -460,73 +415,110 @@ __device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float
     dg += d * u * sig * (1.f + x * (1.f - sig));
 }
 
-// swiglu_bwd: dout contiguous, gate, up, dgate and dup laid out by (I,
-// ld) (GluRows). zg (zu) 1 writes dgate (dup) instead of adding to it (an
-// output that takes a pending zero, SWERL_CUDA_ZERO=lazy): it is not read.
-__global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n,
-                           int zg, int zu, long I, long ld) {
+} // extern "C": the SwiGLU bodies below are templates over float and bf16 storage
+
+// ldf and stf read and write element i as float, ldf4 and stf4 group i of
+// four (aligned: al4); a bf16 value is rounded once, to nearest even.
+__device__ __forceinline__ float ldf(const float* p, long i) { return p[i]; }
+__device__ __forceinline__ float ldf(const __nv_bfloat16* p, long i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ float4 ldf4(const float* p, long i) { return ((const float4*)p)[i]; }
+__device__ __forceinline__ float4 ldf4(const __nv_bfloat16* p, long i) {
+    uint2 u = ((const uint2*)p)[i];
+    float2 a = __bfloat1622float2(*(const __nv_bfloat162*)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162*)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void stf(float* p, long i, float v) { p[i] = v; }
+__device__ __forceinline__ void stf(__nv_bfloat16* p, long i, float v) { p[i] = __float2bfloat16(v); }
+__device__ __forceinline__ void stf4(float* p, long i, float4 v) { ((float4*)p)[i] = v; }
+__device__ __forceinline__ void stf4(__nv_bfloat16* p, long i, float4 v) { storeBF16x4(p + 4 * i, v); }
+template <typename T>
+__device__ __forceinline__ bool al4(const T* p) { return ((unsigned long)p & (4 * sizeof(T) - 1)) == 0; }
+
+// swigluFwd: out = silu(gate) * up over n elements, out contiguous and
+// gate, up laid out by (I, ld) (GluRows), four elements at a time where
+// aligned.
+template <typename O, typename G>
+__device__ __forceinline__ void swigluFwd(O* out, const G* gate, const G* up, long n, long I, long ld) {
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
+    GluRows gr{I, ld};
+    if (al4(out) && al4(gate) && al4(up) && gr.vec4()) {
+        for (long i = t; i < n / 4; i += stride) {
+            long j = gr.at4(i);
+            float4 g = ldf4(gate, j), u = ldf4(up, j);
+            stf4(out, i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
+        }
+        i0 = n / 4 * 4;
+    }
+    for (long i = i0 + t; i < n; i += stride) {
+        long j = gr.at(i);
+        stf(out, i, swiglu1(ldf(gate, j), ldf(up, j)));
+    }
+}
+
+// swigluBwd: dout contiguous, gate, up, dgate and dup laid out by (I, ld)
+// (GluRows); dgate or dup may be null (float32 only). zg (zu) 1 writes
+// dgate (dup) instead of adding to it (an output that takes a pending
+// zero, SWERL_CUDA_ZERO=lazy): it is not read. Each element is computed
+// in float32 and stored once (a bf16 gradient rounded as converting it
+// before the products would round it).
+template <typename D, typename G>
+__device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const float* dout, const G* gate, const G* up, long n,
+                                          int zg, int zu, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
     GluRows gr{I, ld};
     const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (dgate && dup && aligned16(dgate, dup, dout, gate, up) && gr.vec4()) {
+    if (dgate && dup && al4(dgate) && al4(dup) && al4(dout) && al4(gate) && al4(up) && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
             long j = gr.at4(i);
-            float4 dg = zg ? zero4 : ((float4*)dgate)[j], du = zu ? zero4 : ((float4*)dup)[j];
-            float4 d = ((const float4*)dout)[i];
-            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
+            float4 dg = zg ? zero4 : ldf4(dgate, j), du = zu ? zero4 : ldf4(dup, j);
+            float4 d = ldf4(dout, i), g = ldf4(gate, j), u = ldf4(up, j);
             swiglu_bwd1(dg.x, du.x, d.x, g.x, u.x);
             swiglu_bwd1(dg.y, du.y, d.y, g.y, u.y);
             swiglu_bwd1(dg.z, du.z, d.z, g.z, u.z);
             swiglu_bwd1(dg.w, du.w, d.w, g.w, u.w);
-            ((float4*)dgate)[j] = dg;
-            ((float4*)dup)[j] = du;
+            stf4(dgate, j, dg);
+            stf4(dup, j, du);
         }
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) {
         long j = gr.at(i);
-        float x = gate[j];
-        float sig = 1.f / (1.f + expf(-x));
-        if (dup) dup[j] = (zu ? 0.f : dup[j]) + dout[i] * x * sig;
-        if (dgate) dgate[j] = (zg ? 0.f : dgate[j]) + dout[i] * up[j] * sig * (1.f + x * (1.f - sig));
+        float dg = zg || !dgate ? 0.f : ldf(dgate, j), du = zu || !dup ? 0.f : ldf(dup, j);
+        swiglu_bwd1(dg, du, dout[i], ldf(gate, j), ldf(up, j));
+        if (dup) stf(dup, j, du);
+        if (dgate) stf(dgate, j, dg);
     }
 }
 
-// swiglu_bwd_bf16 is swiglu_bwd into bf16 gradients (both given), which
-// only matrix products read (gpu.BF16Activations): each element is
-// computed in float32 and rounded once, as converting swiglu_bwd's output
-// before the products would round it; an element that is added to (zg or
-// zu 0) is read back from bf16 first.
+extern "C" {
+
+// swiglu_fwd and swiglu_bwd: float32 everywhere. The _bf16 forms write a
+// bf16 activation (out) or bf16 gradients (dgate and dup, both given),
+// which only matrix products read (gpu.BF16Activations); the _bf16in
+// forms also read gate and up from bf16 (the paired product's bf16
+// output).
+__global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n, long I, long ld) {
+    swigluFwd(out, gate, up, n, I, ld);
+}
+__global__ void swiglu_fwd_bf16(__nv_bfloat16* out, const float* gate, const float* up, long n, long I, long ld) {
+    swigluFwd(out, gate, up, n, I, ld);
+}
+__global__ void swiglu_fwd_bf16in(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, long n,
+                                  long I, long ld) {
+    swigluFwd(out, gate, up, n, I, ld);
+}
+__global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n,
+                           int zg, int zu, long I, long ld) {
+    swigluBwd(dgate, dup, dout, gate, up, n, zg, zu, I, ld);
+}
 __global__ void swiglu_bwd_bf16(__nv_bfloat16* dgate, __nv_bfloat16* dup, const float* dout, const float* gate,
                                 const float* up, long n, int zg, int zu, long I, long ld) {
-    long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
-    GluRows gr{I, ld};
-    if (aligned16(dout, gate, up) && (((unsigned long)dgate | (unsigned long)dup) & 7) == 0 && gr.vec4()) {
-        for (long i = t; i < n / 4; i += stride) {
-            long j = gr.at4(i);
-            float dg[4] = {0.f, 0.f, 0.f, 0.f}, du[4] = {0.f, 0.f, 0.f, 0.f};
-            for (int e = 0; e < 4; e++) {
-                if (!zg) dg[e] = __bfloat162float(dgate[4 * j + e]);
-                if (!zu) du[e] = __bfloat162float(dup[4 * j + e]);
-            }
-            float4 d = ((const float4*)dout)[i];
-            float4 g = ((const float4*)gate)[j], u = ((const float4*)up)[j];
-            swiglu_bwd1(dg[0], du[0], d.x, g.x, u.x);
-            swiglu_bwd1(dg[1], du[1], d.y, g.y, u.y);
-            swiglu_bwd1(dg[2], du[2], d.z, g.z, u.z);
-            swiglu_bwd1(dg[3], du[3], d.w, g.w, u.w);
-            storeBF16x4(dgate + 4 * j, make_float4(dg[0], dg[1], dg[2], dg[3]));
-            storeBF16x4(dup + 4 * j, make_float4(du[0], du[1], du[2], du[3]));
-        }
-        i0 = n / 4 * 4;
-    }
-    for (long i = i0 + t; i < n; i += stride) {
-        long j = gr.at(i);
-        float dg = zg ? 0.f : __bfloat162float(dgate[j]), du = zu ? 0.f : __bfloat162float(dup[j]);
-        swiglu_bwd1(dg, du, dout[i], gate[j], up[j]);
-        dgate[j] = __float2bfloat16(dg);
-        dup[j] = __float2bfloat16(du);
-    }
+    swigluBwd(dgate, dup, dout, gate, up, n, zg, zu, I, ld);
+}
+__global__ void swiglu_bwd_bf16in(__nv_bfloat16* dgate, __nv_bfloat16* dup, const float* dout,
+                                  const __nv_bfloat16* gate, const __nv_bfloat16* up, long n, int zg, int zu, long I,
+                                  long ld) {
+    swigluBwd(dgate, dup, dout, gate, up, n, zg, zu, I, ld);
 }
 
 // logprob_fwd: one block per row.

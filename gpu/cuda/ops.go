@@ -141,9 +141,17 @@ func (be *Backend) readable(op string, bufs ...*buf) bool {
 // out(OC×N) = w(C×OC)ᵀ · inp(C×N).
 func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 	const op = "matmul forward"
-	o, x, wt, bs := be.get(op, out), be.weight(op, inp), be.weight(op, w), be.get(op, bias)
+	o, x, wt, bs := be.out16(op, out), be.weight(op, inp), be.weight(op, w), be.get(op, bias)
 	if !be.need(op, N*OC, "out", o) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		bias != nil && !be.need(op, OC, "bias", bs) || N*OC == 0 {
+		return
+	}
+	// A bf16 activation out (the paired gate and up product, which only
+	// SwiGLU reads) gets the bf16 product rounded once from its float32
+	// sum, without a bias.
+	out16 := o.a.only16
+	if out16 && (bias != nil || be.blas.compute != computeFastBF || C == 0) {
+		be.fail(op, "out is a bf16 activation: only a bf16-mode product without a bias writes one")
 		return
 	}
 	be.post(func() {
@@ -163,6 +171,10 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 		}
 		defer be.wroteProducts(o)
 		if !be.readable(op, wt, x) {
+			return
+		}
+		if out16 {
+			be.gemm16to(op, opT, opN, OC, N, C, be.weight16(0, wt, OC*C), C, be.weight16(1, x, N*C), C, 0, o.ptr16(), OC, true)
 			return
 		}
 		if be.blas.compute == computeFastBF {
@@ -614,21 +626,30 @@ func (be *Backend) pairedFits(op string, n int) bool {
 }
 
 // SwiGLUPairForward implements gpu.PairedSwiGLU: the SwiGLU kernels with
-// gate at gu and up at gu + I, rows 2I apart.
+// gate at gu and up at gu + I, rows 2I apart. gu may be a bf16 activation
+// (the paired product writes it so in the bf16 mode; out16 accepts one),
+// and then out is one too.
 func (be *Backend) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
 	const op = "paired swiglu forward"
 	n := N * I
-	o, x := be.out16(op, out), be.get(op, gu)
+	o, x := be.out16(op, out), be.out16(op, gu)
 	if !be.need(op, n, "out", o) || !be.need(op, 2*n, "gu", x) || !be.pairedFits(op, n) {
+		return
+	}
+	if x.a.only16 && !o.a.only16 {
+		be.fail(op, "gu is a bf16 activation and out is not")
 		return
 	}
 	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
 	be.post(func() {
-		if o.a.only16 {
+		switch {
+		case x.a.only16:
+			be.launch("swiglu_fwd_bf16in", be.gridFor(n), o.ptr16(), x.ptr16(), up.ptr16(), int64(n), int64(I), int64(2*I))
+		case o.a.only16:
 			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), x, up, int64(n), int64(I), int64(2*I))
-			return
+		default:
+			be.launch("swiglu_fwd", be.gridFor(n), o, x, up, int64(n), int64(I), int64(2*I))
 		}
-		be.launch("swiglu_fwd", be.gridFor(n), o, x, up, int64(n), int64(I), int64(2*I))
 	})
 }
 
@@ -636,8 +657,12 @@ func (be *Backend) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
 func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	const op = "paired swiglu backward"
 	n := N * I
-	dx, do, x := be.grad16(op, dgu), be.get(op, dout), be.get(op, gu)
+	dx, do, x := be.grad16(op, dgu), be.get(op, dout), be.out16(op, gu)
 	if !be.need(op, n, "dout", do) || !be.need(op, 2*n, "dgu", dx, "gu", x) || !be.pairedFits(op, n) {
+		return
+	}
+	if x.a.only16 && !dx.a.only16 {
+		be.fail(op, "gu is a bf16 activation and dgu is not")
 		return
 	}
 	// dgu taking a pending zero is written, not added to.
@@ -648,11 +673,14 @@ func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
 	dup := &buf{a: dx.a, off: dx.off + I, n: 2*n - I}
 	be.post(func() {
-		if dx.a.only16 {
+		switch {
+		case x.a.only16:
+			be.launch("swiglu_bwd_bf16in", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x.ptr16(), up.ptr16(), int64(n), z, z, int64(I), int64(2*I))
+		case dx.a.only16:
 			be.launch("swiglu_bwd_bf16", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x, up, int64(n), z, z, int64(I), int64(2*I))
-			return
+		default:
+			be.launch("swiglu_bwd", be.gridFor(n), dx, dup, do, x, up, int64(n), z, z, int64(I), int64(2*I))
 		}
-		be.launch("swiglu_bwd", be.gridFor(n), dx, dup, do, x, up, int64(n), z, z, int64(I), int64(2*I))
 	})
 }
 
