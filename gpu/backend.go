@@ -206,9 +206,13 @@ func pairedGLU(be Backend, p *Params[Buf], lo *loraRun) PairedSwiGLU {
 // writes dqkv from dq and dk rotated back as RoPEBackward(…, 0) does, and
 // dv (dqkv is written, not added to). One product replaces three in the
 // forward pass and in each backward product, and one bias gradient three.
-// PackedQKVOK reports whether it may be used.
+// PackedQKVOK reports whether it may be used. SplitQKV16 reports whether
+// SplitQKV may write q, k and v as bf16 activations (AllocBF16) that the
+// backend's FlashAttention reads for these heads: they are then read only
+// by the attention, which rounds them so itself.
 type PackedQKV interface {
 	PackedQKVOK() bool
+	SplitQKV16(NH, NKV, HS int) bool
 	SplitQKV(q, k, v, qkv, cos, sin Buf, B, T, NH, NKV, HS, pos0 int)
 	MergeQKV(dqkv, dq, dk, dv, cos, sin Buf, B, T, NH, NKV, HS int)
 }

@@ -312,6 +312,8 @@ type packedQKV struct {
 
 func (packedQKV) PackedQKVOK() bool { return true }
 
+func (packedQKV) SplitQKV16(NH, NKV, HS int) bool { return false }
+
 // rows copies each row's q, k and v between qkv [N, W] and x (toPacked
 // false: from qkv).
 func (b packedQKV) rows(qkv gpu.Buf, x [3]gpu.Buf, widths [3]int, N int, toPacked bool) {

@@ -470,8 +470,9 @@ func dimsOf(c Config) dims {
 // trainActs lays out the activations for B*T rows; with glu, the MLP's
 // gate and up projections as one [N, 2I] buffer a layer; with pq, one
 // [N, QC+2·KVC] buffer for the q, k and v products and one for their
-// gradients.
-func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq PackedQKV) (acts, gradActs) {
+// gradients, and q, k and v in bf16 where pq says SplitQKV may write them
+// so for the flash attention that reads them.
+func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq PackedQKV, flash bool) (acts, gradActs) {
 	N := B * T
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
@@ -483,9 +484,13 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq Packe
 	if ckpt {
 		layer, layer16 = a.takeShared, h.takeShared
 	}
+	qkvLayer := layer
+	if pq != nil && flash && pq.SplitQKV16(d.NH, d.NKV, d.HS) {
+		qkvLayer = layer16
+	}
 	ac := acts{
 		res: a.takeL(d.L+1, N*d.C), ln1: layer16(d.L, N*d.C), rstd1: layer(d.L, N),
-		q: layer(d.L, N*d.QC), k: layer(d.L, N*d.KVC), v: layer(d.L, N*d.KVC),
+		q: qkvLayer(d.L, N*d.QC), k: qkvLayer(d.L, N*d.KVC), v: qkvLayer(d.L, N*d.KVC),
 		att: layer(d.L, attLen(a.be, d, B, T)), atty: layer(d.L, N*d.QC), resMid: layer(d.L, N*d.C),
 		ln2: layer16(d.L, N*d.C), rstd2: layer(d.L, N),
 		swi: layer16(d.L, N*d.I),

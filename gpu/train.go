@@ -297,7 +297,7 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	B, T := cfg.MaxBatch, cfg.MaxSeq
 	t.actBuf, t.act16, err = allocArena(be, func(ar *arena) {
 		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint, pairedGLU(be, &t.params, t.lo),
-			packedQKV(be, &t.params, t.lo, m.Config.AttentionBias))
+			packedQKV(be, &t.params, t.lo, m.Config.AttentionBias), flashOf(be, t.d) != nil)
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}

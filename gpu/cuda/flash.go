@@ -44,8 +44,9 @@ func (be *Backend) flashShapes(op string, B, T, NH, NKV, HS int) bool {
 // AttentionForwardLSE implements gpu.FlashAttention.
 func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV, HS int) {
 	const op = "flash attention forward"
-	o, l, qd, kd, vd := be.get(op, out), be.get(op, lse), be.get(op, q), be.get(op, k), be.get(op, v)
-	if !be.flashShapes(op, B, T, NH, NKV, HS) ||
+	o, l, qd, kd, vd := be.get(op, out), be.get(op, lse), be.out16(op, q), be.out16(op, k), be.out16(op, v)
+	qkv16, ok := be.qkv16(op, qd, kd, vd, HS)
+	if !ok || !be.flashShapes(op, B, T, NH, NKV, HS) ||
 		!be.need(op, B*T*NH*HS, "out", o, "q", qd) || !be.need(op, B*T*NKV*HS, "k", kd, "v", vd) ||
 		!be.need(op, B*NH*T, "lse", l) || B*T == 0 {
 		return
@@ -55,10 +56,10 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	if be.attn == "tc" || be.attn == "mma" {
 		kernel := "flash_tc_fwd"
 		if be.attn == "mma" {
-			kernel = mmaKernel("flash_mma_fwd", HS) // the same blocks: 4 warps, 64 rows
+			kernel = mmaKernel("flash_mma_fwd", HS, qkv16) // the same blocks: 4 warps, 64 rows
 		}
 		be.post(func() {
-			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale)
+			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16), B, T, NH, NKV, HS, scale)
 		})
 		return
 	}
@@ -69,8 +70,9 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, lse gpu.Buf, B, T, NH, NKV, HS int) {
 	const op = "flash attention backward"
 	dqd, dkd, dvd, dl, do := be.get(op, dq), be.get(op, dk), be.get(op, dv), be.get(op, delta), be.get(op, dout)
-	o, qd, kd, vd, l := be.get(op, out), be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, lse)
-	if !be.flashShapes(op, B, T, NH, NKV, HS) ||
+	o, qd, kd, vd, l := be.get(op, out), be.out16(op, q), be.out16(op, k), be.out16(op, v), be.get(op, lse)
+	qkv16, ok := be.qkv16(op, qd, kd, vd, HS)
+	if !ok || !be.flashShapes(op, B, T, NH, NKV, HS) ||
 		!be.need(op, B*T*NH*HS, "dout", do, "out", o, "q", qd) || !be.need(op, B*T*NKV*HS, "k", kd, "v", vd) ||
 		!be.need(op, B*NH*T, "lse", l, "delta", dl) ||
 		dq != nil && !be.need(op, B*T*NH*HS, "dq", dqd) ||
@@ -88,17 +90,18 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 			tiles := B * NH * ((T + 63) / 64)
 			dqk, dkvk := "flash_tc_dq", "flash_tc_dkv"
 			if be.attn == "mma" {
-				dqk = mmaKernel("flash_mma_dq", HS)
+				dqk = mmaKernel("flash_mma_dq", HS, qkv16)
 				if HS <= 64 {
-					dkvk = "flash_mma_dkv64" // larger heads: flash_tc_dkv (see flash_mma.cuh)
+					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16) // larger heads: flash_tc_dkv (see flash_mma.cuh)
 				}
 			}
+			qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
 			if dq != nil {
-				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
 			}
 			if dk != nil || dv != nil {
 				dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
-				be.launchDims(dkvk, tiles, 1, tcThreads, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+				be.launchDims(dkvk, tiles, 1, tcThreads, dkp, dvp, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
 			}
 			return
 		}
@@ -112,13 +115,43 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 	})
 }
 
-// mmaKernel names the instance of an mma kernel for head size HS: its
-// registers hold up to 64 channels (suffix 64) or 128.
-func mmaKernel(name string, HS int) string {
+// mmaKernel names the instance of an mma kernel for head size HS (its
+// registers hold up to 64 channels, suffix 64, or 128) and q, k and v in
+// bf16 (suffix _b16) or float32.
+func mmaKernel(name string, HS int, qkv16 bool) string {
 	if HS <= 64 {
-		return name + "64"
+		name += "64"
+	} else {
+		name += "128"
 	}
-	return name + "128"
+	if qkv16 {
+		name += "_b16"
+	}
+	return name
+}
+
+// qkv16 reports whether q, k and v are bf16 activations (SplitQKV16
+// wrote them), all three or none; only the mma kernels for heads up to
+// 64 channels read them so. ok false: refused, the op failed.
+func (be *Backend) qkv16(op string, q, k, v *buf, HS int) (half, ok bool) {
+	if q == nil || k == nil || v == nil {
+		return false, be.error() == nil
+	}
+	half = q.a.only16
+	if half != k.a.only16 || half != v.a.only16 || half && (be.attn != "mma" || HS > 64) {
+		be.fail(op, "q, k and v are bf16 activations all or none, and only for the mma attention with heads up to 64 channels (SWERL_CUDA_ATTN=%s, HS=%d)", be.attn, HS)
+		return false, false
+	}
+	return half, true
+}
+
+// qkvPtr is an attention operand's device address: its bf16 values when
+// half, else its float32 ones.
+func qkvPtr(b *buf, half bool) cu.DevicePtr {
+	if half {
+		return b.ptr16()
+	}
+	return b.ptr()
 }
 
 // flashOutputs returns dk and dv for a kernel that writes both, a

@@ -21,11 +21,14 @@
 //   ex2(x)                  2^x (ex2.approx)
 //   sts32(p, w)             stores a word of two bf16 at p (4-byte aligned)
 //   ldg4(p)                 four floats at p (16-byte aligned) as a float4
+//   cp16(d, s)              copies eight bf16 from s to d (both 16-byte aligned)
 //   shfl_xor(v, m)          the value of lane ^ m in the warp
 // and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, fmaf, min, atomicAdd,
 // float4, make_float4, INFINITY. The kernels are templates over NF, the most 16-channel chunks
-// of a head they hold in registers (HS <= 16*NF), with extern "C" entry
-// points per NF at the end.
+// of a head they hold in registers (HS <= 16*NF), and over the storage of
+// q, k and v (S: float, or bf16 as rope_qkv writes them, which are the
+// values the float loads round to, so the results are the same), with
+// extern "C" entry points per NF and S at the end.
 
 #include "tile.cuh"
 
@@ -67,9 +70,37 @@ __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const floa
     }
 }
 
+// mmaRowsHS from a bf16 tensor copies the values: eight channels a load
+// when src is 16-byte aligned (then every row is), else one.
+template <int HSC>
+__device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const __nv_bfloat16* src, int b, int head,
+                                          int heads, int first, int rows, int T, int HS) {
+    if (HSC > 0) HS = HSC;
+    const __nv_bfloat16* base = src + (((long)b * T + first) * heads + head) * HS;
+    long rs = (long)heads * HS;
+    int have = T - first;
+    if (((unsigned long)src & 15) == 0) {
+        int q8 = HS / 8;
+        for (int e = threadIdx.x; e < rows * q8; e += MW * 32) {
+            int j = e / q8, c = (e - j * q8) * 8;
+            __nv_bfloat16* d = dst + j * ld + c;
+            if (j < have) {
+                cp16(d, base + j * rs + c);
+            } else {
+                for (int w = 0; w < 4; w++) sts32(d + 2 * w, 0u);
+            }
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < rows * HS; e += MW * 32) {
+        int j = e / HS, c = e - j * HS;
+        dst[j * ld + c] = j < have ? base[j * rs + c] : __float2bfloat16(0.f);
+    }
+}
+
 // mmaRows is mmaRowsHS, with HS known when compiling where it is 16*NF.
-template <int NF>
-__device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, const float* src, int b, int head, int heads,
+template <int NF, typename S>
+__device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, const S* src, int b, int head, int heads,
                                         int first, int rows, int T, int HS) {
     if (HS == 16 * NF) mmaRowsHS<16 * NF>(dst, ld, src, b, head, heads, first, rows, T, HS);
     else mmaRowsHS<0>(dst, ld, src, b, head, heads, first, rows, T, HS);
@@ -109,9 +140,9 @@ __device__ __forceinline__ void mmaFragA(unsigned (&a)[NF][4], const __nv_bfloat
 // mmaFragPair loads the block's MQ rows from row first of head `head` of
 // the [B,T,heads,HS] tensors x and y into the tiles tx and ty, and the
 // warp's 16 of them as A fragments ax and ay.
-template <int NF>
+template <int NF, typename SX, typename SY>
 __device__ __forceinline__ void mmaFragPair(unsigned (&ax)[NF][4], unsigned (&ay)[NF][4], __nv_bfloat16* tx,
-                                            __nv_bfloat16* ty, const float* x, const float* y, int b, int head,
+                                            __nv_bfloat16* ty, const SX* x, const SY* y, int b, int head,
                                             int heads, int first, int T, int HS, const MmaPlace& at) {
     mmaRows<NF>(tx, MLD, x, b, head, heads, first, MQ, T, HS);
     mmaRows<NF>(ty, MLD, y, b, head, heads, first, MQ, T, HS);
@@ -201,8 +232,8 @@ __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][
 // The running maximum is kept in base-2 units (scores times
 // scale·log2e), so each probability is one fma and one ex2; only the
 // tiles that reach past a row of the warp or past T are masked.
-template <int NF>
-__device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, const float* k, const float* v, int B,
+template <int NF, typename S>
+__device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const S* k, const S* v, int B,
                                        int T, int NH, int NKV, int HS, float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
     __shared__ __align__(16) __nv_bfloat16 vs[MK * MLD]; // each V tile, row-major
@@ -322,8 +353,8 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const float* q, c
 // one block per (b, h, MQ query rows) walking the key tiles up to the
 // diagonal, as flash_tc_dq. dP is made one 8-key tile at a time, beside
 // P, so only S, Q, dO and dq stay in registers.
-template <int NF>
-__device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float* q, const float* k, const float* v,
+template <int NF, typename S>
+__device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, const S* k, const S* v,
                                       const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS,
                                       float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
@@ -385,9 +416,9 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const float*
 // warp's 16 keys held as A fragments (K and V), walking the query tiles
 // from the diagonal on, as flash_tc_dkv; the heads of a group add
 // atomically.
-template <int NF>
-__device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                       const float* v, const float* lse, const float* delta, int B, int T, int NH,
+template <int NF, typename S>
+__device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, const S* q, const S* k,
+                                       const S* v, const float* lse, const float* delta, int B, int T, int NH,
                                        int NKV, int HS, float scale) {
     __shared__ __align__(16) __nv_bfloat16 qs[MQ * MLD]; // the K tile, then each Q tile
     __shared__ __align__(16) __nv_bfloat16 ds[MQ * MLD]; // the V tile, then each dO tile
@@ -455,33 +486,39 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
     mmaStore<NF>(dk, ak, scale, b, kh, NKV, klo, khi, T, HS, nn, tg, true);
 }
 
-// The entry points: NF 4 for head sizes up to 64, 8 up to 128. dk and dv
-// take NF 4 only: K, V and both accumulators in registers need more than
-// a thread has at 128 channels, so larger heads use flash_tc_dkv. dk/dv
-// asks for three blocks an SM (168 registers, no spills, where it would
-// take 186 and fit two).
+// The entry points: NF 4 for head sizes up to 64, 8 up to 128, and _b16
+// for q, k and v in bf16. dk and dv take NF 4 only: K, V and both
+// accumulators in registers need more than a thread has at 128 channels,
+// so larger heads use flash_tc_dkv. dk/dv asks for three blocks an SM
+// (168 registers, no spills, where it would take 186 and fit two).
 extern "C" {
-#define MMA_ARGS_FWD float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int HS, float scale
-#define MMA_ARGS_DQ                                                                                                      \
-    float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *delta,  \
+#define MMA_ARGS_FWD(S) float *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int NH, int NKV, int HS, float scale
+#define MMA_ARGS_DQ(S)                                                                                                   \
+    float *dq, const float *dout, const S *q, const S *k, const S *v, const float *lse, const float *delta, int B,      \
+        int T, int NH, int NKV, int HS, float scale
+#define MMA_ARGS_DKV(S)                                                                                                  \
+    float *dk, float *dv, const float *dout, const S *q, const S *k, const S *v, const float *lse, const float *delta,  \
         int B, int T, int NH, int NKV, int HS, float scale
-__global__ void __launch_bounds__(MW * 32) flash_mma_fwd64(MMA_ARGS_FWD) {
-    mmaFwd<4>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);
-}
-__global__ void __launch_bounds__(MW * 32) flash_mma_fwd128(MMA_ARGS_FWD) {
-    mmaFwd<8>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);
-}
-__global__ void __launch_bounds__(MW * 32) flash_mma_dq64(MMA_ARGS_DQ) {
-    mmaDq<4>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
-}
-__global__ void __launch_bounds__(MW * 32) flash_mma_dq128(MMA_ARGS_DQ) {
-    mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
-}
-__global__ void __launch_bounds__(MW * 32, 3)
-    flash_mma_dkv64(float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
-                    const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, float scale) {
-    mmaDkv<4>(dk, dv, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);
-}
+#define MMA_ENTRIES(SUF, S)                                                                                              \
+    __global__ void __launch_bounds__(MW * 32) flash_mma_fwd64##SUF(MMA_ARGS_FWD(S)) {                                 \
+        mmaFwd<4>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);                                                        \
+    }                                                                                                                  \
+    __global__ void __launch_bounds__(MW * 32) flash_mma_fwd128##SUF(MMA_ARGS_FWD(S)) {                                \
+        mmaFwd<8>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);                                                        \
+    }                                                                                                                  \
+    __global__ void __launch_bounds__(MW * 32) flash_mma_dq64##SUF(MMA_ARGS_DQ(S)) {                                   \
+        mmaDq<4>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                             \
+    }                                                                                                                  \
+    __global__ void __launch_bounds__(MW * 32) flash_mma_dq128##SUF(MMA_ARGS_DQ(S)) {                                  \
+        mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                             \
+    }                                                                                                                  \
+    __global__ void __launch_bounds__(MW * 32, 3) flash_mma_dkv64##SUF(MMA_ARGS_DKV(S)) {                              \
+        mmaDkv<4>(dk, dv, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                        \
+    }
+MMA_ENTRIES(, float)
+MMA_ENTRIES(_b16, __nv_bfloat16)
+#undef MMA_ENTRIES
 #undef MMA_ARGS_FWD
 #undef MMA_ARGS_DQ
+#undef MMA_ARGS_DKV
 }

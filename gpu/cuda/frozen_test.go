@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -426,5 +427,71 @@ func TestBF16Gradients(t *testing.T) {
 				t.Errorf("a bias gradient from a bf16 dout: error %v, want a refusal naming it", err)
 			}
 		})
+	}
+}
+
+// noQKV16 is the backend with SplitQKV16 off: q, k and v stay float32.
+type noQKV16 struct{ *cuda.Backend }
+
+func (noQKV16) SplitQKV16(NH, NKV, HS int) bool { return false }
+
+// TestQKV16 trains with q, k and v held in bf16 (rope_qkv_b16 writes
+// them, the mma attention's _b16 kernels read them) beside float32 ones:
+// they are the values the attention's loads round the float32 ones to,
+// so log-probabilities before and after three steps are the same bit for
+// bit, with and without checkpointing, and the trainer takes 2 bytes an
+// element less for them (8 MiB a layer here).
+func TestQKV16(t *testing.T) {
+	t.Setenv("SWERL_CUDA_MATMUL", "bf16")
+	be := open(t)
+	cfg := gpu.TinyConfig()
+	cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 256, 4, 2 // 64-channel heads
+	if !be.SplitQKV16(cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadSize()) {
+		t.Fatal("the bf16 mode does not split into bf16 q, k and v")
+	}
+	for _, ckpt := range []bool{false, true} {
+		tc := gpu.TrainConfig{MaxBatch: 16, MaxSeq: 512, LR: 1e-3, Checkpoint: ckpt}
+		var lps [2][]float32
+		var mem [2]int64
+		for i, b := range []gpu.Backend{noQKV16{be}, be} {
+			m, err := gpu.NewModel(cfg, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gputest.SetBiases(m)
+			before, _, _ := be.MemUsed()
+			tr, err := gpu.NewTrainer(m, b, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _, _ := be.MemUsed()
+			mem[i] = after - before
+			for s := range 4 {
+				lp, err := tr.LogProbs(tinyBatch())
+				if err != nil {
+					t.Fatal(err)
+				}
+				lps[i] = append(lps[i], slices.Concat(lp...)...)
+				if s < 3 {
+					if _, err := tr.Step(tinyBatch()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if !slices.Equal(lps[0], lps[1]) {
+			t.Errorf("checkpointing %v: log-probabilities with float32 q, k, v %v, with bf16 ones %v", ckpt, lps[0], lps[1])
+		}
+		N, L := int64(tc.MaxBatch*tc.MaxSeq), int64(cfg.NumHiddenLayers)
+		W := int64((cfg.NumAttentionHeads + 2*cfg.NumKeyValueHeads) * cfg.HeadSize())
+		want := 2 * L * N * W
+		if ckpt {
+			want = 2 * N * W
+		}
+		// MemUsed counts 2 MiB pages: the two activation arenas may each
+		// round by one.
+		if got := mem[0] - mem[1]; got < want-4<<20 {
+			t.Errorf("checkpointing %v: bf16 q, k and v saved %d bytes (trainer %d against %d), want %d less at most 4 MiB", ckpt, got, mem[1], mem[0], want)
+		}
 	}
 }

@@ -248,41 +248,6 @@ __global__ void rope(float* x, const float* cs, const float* sn, int B, int T, i
     }
 }
 
-// rope_qkv moves rows between one [N, (NH+2·NKV)·HS] buffer qkv (q, k and
-// v side by side in each row: the output of one product with the three
-// projections stacked, gpu.PackedQKV) and q [N,NH,HS], k and v
-// [N,NKV,HS], rotating the pairs (i, i+HS/2) of q and k as rope does
-// (row n at position pos0 + n % T, by dir·angle) and copying v: from qkv
-// with merge 0 (the forward pass, after the product), into it with merge
-// 1 (the backward pass, dir -1, before the product's backward).
-__global__ void rope_qkv(float* q, float* k, float* v, float* qkv, const float* cs, const float* sn, int N, int T,
-                         int NH, int NKV, int HS, int pos0, float dir, int merge) {
-    int half = HS / 2, H = NH + 2 * NKV;
-    long total = (long)N * H * half;
-    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
-        int i = idx % half;
-        long nh = idx / half;
-        int hh = nh % H;
-        long n = nh / H;
-        float* wide = qkv + nh * HS;
-        float* own = hh < NH ? q + (n * NH + hh) * HS
-                   : hh < NH + NKV ? k + (n * NKV + hh - NH) * HS
-                                   : v + (n * NKV + hh - NH - NKV) * HS;
-        const float* src = merge ? own : wide;
-        float* dst = merge ? wide : own;
-        float x1 = src[i], x2 = src[i + half];
-        if (hh < NH + NKV) {
-            int p = pos0 + (int)(n % T);
-            float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
-            dst[i] = x1 * c - x2 * s;
-            dst[i + half] = x2 * c + x1 * s;
-        } else {
-            dst[i] = x1;
-            dst[i + half] = x2;
-        }
-    }
-}
-
 // AttnRow is the query row of a block of the one-block-a-row attention
 // kernels (a tile of one row): row i of Tq, the last key it sees (queries
 // sit at the end of Tk keys) and the score scale.
@@ -490,7 +455,71 @@ __device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const float* dout, c
     }
 }
 
+// ropeQKV moves rows between one [N, (NH+2·NKV)·HS] buffer qkv (q, k and
+// v side by side in each row: the output of one product with the three
+// projections stacked, gpu.PackedQKV) and q [N,NH,HS], k and v
+// [N,NKV,HS], rotating the pairs (i, i+HS/2) of q and k as rope does
+// (row n at position pos0 + n % T, by dir·angle) and copying v: from qkv
+// with merge 0 (the forward pass, after the product), into it with merge
+// 1 (the backward pass, dir -1, before the product's backward). q, k and
+// v are float32 or, split only, bf16 (the mma attention's operands,
+// rounded once as its loads would round them).
+template <typename T>
+__device__ __forceinline__ void ropeQKV(T* q, T* k, T* v, float* qkv, const float* cs, const float* sn, int N, int Tn,
+                                        int NH, int NKV, int HS, int pos0, float dir, int merge) {
+    int half = HS / 2, H = NH + 2 * NKV;
+    long total = (long)N * H * half;
+    for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total; idx += (long)gridDim.x * blockDim.x) {
+        // 32-bit divisions where the count allows (it does up to 2^31 pairs).
+        long nh;
+        int i, hh;
+        long n;
+        if (total < (1L << 31)) {
+            unsigned u = (unsigned)idx, uh = u / (unsigned)half;
+            i = u - uh * half;
+            nh = uh;
+            n = uh / (unsigned)H;
+            hh = uh - (unsigned)n * H;
+        } else {
+            i = idx % half;
+            nh = idx / half;
+            hh = nh % H;
+            n = nh / H;
+        }
+        float* wide = qkv + nh * HS;
+        T* own = hh < NH ? q + (n * NH + hh) * HS
+               : hh < NH + NKV ? k + (n * NKV + hh - NH) * HS
+                               : v + (n * NKV + hh - NH - NKV) * HS;
+        float x1 = merge ? ldf(own, i) : wide[i], x2 = merge ? ldf(own, i + half) : wide[i + half];
+        float y1 = x1, y2 = x2;
+        if (hh < NH + NKV) {
+            int p = pos0 + (int)(n % Tn);
+            float c = cs[(long)p * half + i], s = dir * sn[(long)p * half + i];
+            y1 = x1 * c - x2 * s;
+            y2 = x2 * c + x1 * s;
+        }
+        if (merge) {
+            wide[i] = y1;
+            wide[i + half] = y2;
+        } else {
+            stf(own, i, y1);
+            stf(own, i + half, y2);
+        }
+    }
+}
+
 extern "C" {
+
+// rope_qkv: ropeQKV over float32 q, k and v; rope_qkv_b16 splits into
+// bf16 ones.
+__global__ void rope_qkv(float* q, float* k, float* v, float* qkv, const float* cs, const float* sn, int N, int T,
+                         int NH, int NKV, int HS, int pos0, float dir, int merge) {
+    ropeQKV(q, k, v, qkv, cs, sn, N, T, NH, NKV, HS, pos0, dir, merge);
+}
+__global__ void rope_qkv_b16(__nv_bfloat16* q, __nv_bfloat16* k, __nv_bfloat16* v, float* qkv, const float* cs,
+                             const float* sn, int N, int T, int NH, int NKV, int HS, int pos0, float dir) {
+    ropeQKV(q, k, v, qkv, cs, sn, N, T, NH, NKV, HS, pos0, dir, 0);
+}
 
 // swiglu_fwd and swiglu_bwd: float32 everywhere. The _bf16 forms write a
 // bf16 activation (out) or bf16 gradients (dgate and dup, both given),
@@ -1426,6 +1455,11 @@ __device__ __forceinline__ double shfl_xor(double v, int m) { return __shfl_xor_
 __device__ __forceinline__ void sts32(__nv_bfloat16* p, unsigned w) { *reinterpret_cast<unsigned*>(p) = w; }
 
 __device__ __forceinline__ float4 ldg4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// cp16 copies eight bf16 (16 bytes, both addresses 16-byte aligned).
+__device__ __forceinline__ void cp16(__nv_bfloat16* d, const __nv_bfloat16* s) {
+    *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
+}
 
 // ldsm4 is ldmatrix.sync.aligned.m8n8.x4 (.trans with TRANS) of bf16: lane
 // l gives p, 16-byte aligned, the row l%8 of matrix l/8; r[m] is lane l's

@@ -322,6 +322,13 @@ var _ gpu.PackedQKV = (*Backend)(nil)
 // PackedQKVOK implements gpu.PackedQKV: unless SWERL_CUDA_FUSE=0.
 func (be *Backend) PackedQKVOK() bool { return be.fuse }
 
+// SplitQKV16 implements gpu.PackedQKV: with bf16 activations and the mma
+// attention (flash_mma.cuh's _b16 kernels) for heads it runs whole
+// (HS ≤ 64: larger heads take flash_tc_dkv, which reads float32).
+func (be *Backend) SplitQKV16(NH, NKV, HS int) bool {
+	return be.act16 && be.attn == "mma" && HS <= 64 && be.FlashSupported(NH, NKV, HS)
+}
+
 // SplitQKV implements gpu.PackedQKV with one rope_qkv launch.
 func (be *Backend) SplitQKV(q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, NKV, HS, pos0 int) {
 	be.ropeQKV("split qkv", q, k, v, qkv, cos, sin, B, T, NH, NKV, HS, pos0, 1, 0)
@@ -333,7 +340,8 @@ func (be *Backend) MergeQKV(dqkv, dq, dk, dv, cos, sin gpu.Buf, B, T, NH, NKV, H
 }
 
 func (be *Backend) ropeQKV(op string, q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, NKV, HS, pos0 int, dir float32, merge int) {
-	qd, kd, vd, xd, cs, sn := be.get(op, q), be.get(op, k), be.get(op, v), be.get(op, qkv), be.get(op, cos), be.get(op, sin)
+	// q, k and v may be bf16 activations (SplitQKV16), split into only.
+	qd, kd, vd, xd, cs, sn := be.out16(op, q), be.out16(op, k), be.out16(op, v), be.get(op, qkv), be.get(op, cos), be.get(op, sin)
 	if be.error() == nil && (HS <= 0 || HS%2 != 0) {
 		be.fail(op, "head size %d is not positive and even", HS)
 	}
@@ -342,8 +350,17 @@ func (be *Backend) ropeQKV(op string, q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, 
 		!be.need(op, N*(NH+2*NKV)*HS, "qkv", xd) || !be.need(op, (pos0+T)*(HS/2), "cos", cs, "sin", sn) {
 		return
 	}
+	half := qd.a.only16
+	if half != kd.a.only16 || half != vd.a.only16 || half && merge == 1 {
+		be.fail(op, "q, k and v are bf16 activations all or none, and only split into")
+		return
+	}
 	n := N * (NH + 2*NKV) * HS / 2
 	be.post(func() {
+		if half {
+			be.launch("rope_qkv_b16", be.gridFor(n), qd.ptr16(), kd.ptr16(), vd.ptr16(), xd, cs, sn, N, T, NH, NKV, HS, pos0, dir)
+			return
+		}
 		be.launch("rope_qkv", be.gridFor(n), qd, kd, vd, xd, cs, sn, N, T, NH, NKV, HS, pos0, dir, merge)
 	})
 }

@@ -171,6 +171,7 @@ struct float4 {
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float4 ldg4(const float* p) { return {p[0], p[1], p[2], p[3]}; }
 inline void sts32(__nv_bfloat16* p, unsigned w) { memcpy(p, &w, 4); }
+inline void cp16(__nv_bfloat16* d, const __nv_bfloat16* s) { memcpy(d, s, 16); }
 
 inline unsigned lds16x2(const __nv_bfloat16* p, int stride) { return unsigned(p[0].x) | unsigned(p[stride].x) << 16; }
 

@@ -2,8 +2,10 @@
 // of emu.h against causal GQA attention in double precision over the same
 // bf16-rounded inputs: the forward (out, lse) and the backward (dq, dk,
 // dv, which add to what the buffers hold) for head sizes 16 to 128,
-// partial tiles, GQA and T = 1. It prints a line a shape and kernel, and
-// exits 1 when any is off by more than bf16's precision allows.
+// partial tiles, GQA and T = 1; and that the _b16 entry points, given q,
+// k and v already rounded to bf16, give the float ones' results bit for
+// bit. It prints a line a shape and kernel, and exits 1 when any is off by
+// more than bf16's precision allows, or a _b16 result differs.
 #include "emu.h"
 #include "../../flash_mma.cuh"
 
@@ -117,6 +119,34 @@ int main() {
                                                           flse.data(), fdelta.data(), B, T, NH, NKV, HS, fs);
         });
         report(s, "dq", worst(gdq, base, dq), 2e-2);
+
+        // The same kernels over q, k and v stored in bf16 (at the same
+        // offsets, so the unaligned shapes take the one-value loads).
+        std::vector<__nv_bfloat16> qh(nq + 8), kh(nk + 8), vh(nk + 8);
+        for (int i = 0; i < nq; i++) qh[off + i] = __float2bfloat16(q[i]);
+        for (int i = 0; i < nk; i++) {
+            kh[off + i] = __float2bfloat16(k[i]);
+            vh[off + i] = __float2bfloat16(v[i]);
+        }
+        const __nv_bfloat16 *q16 = qh.data() + off, *k16 = kh.data() + off, *v16 = vh.data() + off;
+        auto same = [&](const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+            bool eq = memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+            ok = ok && eq;
+            printf("B=%d T=%d NH=%d NKV=%d HS=%d%s %-7s bf16 q, k, v: %s\n", s.B, s.T, s.NH, s.NKV, s.HS,
+                   s.odd ? " (unaligned)" : "", what, eq ? "the same" : "DIFFERENT FAIL");
+        };
+        std::vector<float> hout(nq, NAN), hlse(nl, NAN), hdq(base);
+        launch(grid, MW * 32, [&] {
+            (HS <= 64 ? flash_mma_fwd64_b16 : flash_mma_fwd128_b16)(hout.data(), hlse.data(), q16, k16, v16, B, T,
+                                                                    NH, NKV, HS, fs);
+        });
+        same("out", hout, gout);
+        same("lse", hlse, glse);
+        launch(grid, MW * 32, [&] {
+            (HS <= 64 ? flash_mma_dq64_b16 : flash_mma_dq128_b16)(hdq.data(), dout.data(), q16, k16, v16, flse.data(),
+                                                                  fdelta.data(), B, T, NH, NKV, HS, fs);
+        });
+        same("dq", hdq, gdq);
         if (HS <= 64) {
             std::vector<float> kbase(nk), gdk(nk), vbase(nk), gdv(nk);
             for (int i = 0; i < nk; i++) {
@@ -129,6 +159,13 @@ int main() {
             });
             report(s, "dk", worst(gdk, kbase, dk), 2e-2);
             report(s, "dv", worst(gdv, vbase, dv), 2e-2);
+            std::vector<float> hdk(kbase), hdv(vbase);
+            launch(grid, MW * 32, [&] {
+                flash_mma_dkv64_b16(hdk.data(), hdv.data(), dout.data(), q16, k16, v16, flse.data(), fdelta.data(), B,
+                                    T, NH, NKV, HS, fs);
+            });
+            same("dk", hdk, gdk);
+            same("dv", hdv, gdv);
         }
     }
     return ok ? 0 : 1;
