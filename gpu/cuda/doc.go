@@ -36,8 +36,13 @@
 // output; in decoding, the BatchSampler's ln, swi and lastLn) are held in
 // bf16 as well: rmsnorm and swiglu write them rounded as the conversion
 // before each product would, so results are the same and those
-// conversions go (3 of a layer's 4 in decoding). Other activations stay
-// float32.
+// conversions go (3 of a layer's 4 in decoding). Two more are bf16 with
+// fusion: the paired gate and up product's output, which cuBLAS writes
+// rounded once from its float32 sum and only SwiGLU reads (a rounding
+// the float32 path does not make, as autocast makes it), and, for the
+// mma attention, q, k and v, which rope_qkv writes rounded as the
+// attention's tile loads would round them (the same results). Other
+// activations stay float32.
 //
 // Fusion (the default; SWERL_CUDA_FUSE=0 turns it off):
 // gpu.ResidualNorm's add and norm of a residual are one kernel
@@ -48,7 +53,10 @@
 // [N, 2I] buffer, gate and up side by side in each row
 // (gpu.PairedSwiGLU), which the SwiGLU kernels read through GluRows; the
 // backward pass makes both weights' gradients and the input's in one
-// product each.
+// product each. The attention's q, k and v projections are likewise one
+// product (gpu.PackedQKV: the arena keeps their weights and biases side
+// by side), whose rows rope_qkv splits into q, k (rotated) and v, and
+// into which it merges their gradients for the backward products.
 //
 // Zeroing: backward ops accumulate, so the model zeroes each gradient
 // buffer before its first use. Zero only records the range (zero.go;
@@ -83,13 +91,12 @@
 // synchronized instead).
 //
 // Measured (results/README.md, each side by side with the previous
-// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 52.1
-// ms at B×T 8×512 on an H100 (24.6% MFU, 78.6k tokens/s; 74.7 ms with
-// the binary of run 11 on the same card) and 125.4 ms at 4×2048 (23.1%;
-// 211.5 before); the attention of run 16 takes it to 43.9 and 98.6 ms on
-// an H200 (29.2% and 29.3%; 46.8 and 116.7 before). The 35% target is not
-// met. Greedy decoding of 64 sequences with the BatchSampler in bf16:
-// 16,584 tokens/s on an H100, over the 10,000 target. A
+// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 44.6
+// ms at B×T 8×512 on an H100 (28.7% MFU, 91.8k tokens/s; 74.7 ms with
+// the binary of run 11, 49.0 with run 17's) and 97.1 ms at 4×2048
+// (29.8%, 84.4k; 211.5 and 107.4 before). The 35% target is not met.
+// Greedy decoding of 64 sequences with the BatchSampler in bf16: 17,700
+// to 19,600 tokens/s on an H100 in runs 17-20, over the 10,000 target. A
 // Qwen2.5-7B-shaped LoRA step with activation checkpointing
 // (gpu.TrainConfig.Checkpoint), its base in bf16 only, holds 32.3 GB at
 // 4×2048 (7,310 tokens/s) and 48.1 GB at 8×2048 (7,414).
