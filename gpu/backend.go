@@ -296,7 +296,9 @@ type FrozenWeights interface {
 // and MatmulBackward as a dout without bias, Slice views it, and every
 // other op refuses it. A PairedSwiGLU backend also takes one as gu and
 // dgu: MatmulForward writes the paired product into it (no bias), rounded
-// once from its float32 sum, and the paired SwiGLU reads it. A backend not in such a mode returns an ordinary
+// once from its float32 sum, and the paired SwiGLU reads it; and as the
+// down projection's input gradient, which MatmulBackward writes as dinp
+// and the paired SwiGLU's backward reads as dout. A backend not in such a mode returns an ordinary
 // buffer. The Trainer takes those buffers from it.
 type BF16Activations interface {
 	AllocBF16(n int) (Buf, error)

@@ -399,6 +399,19 @@ func (lr *loraRun) acts(d dims, N int, a *arena, ckpt bool) {
 // adapts reports whether module mod of layer l has an adapter.
 func (lr *loraRun) adapts(l, mod int) bool { return lr != nil && lr.w[l][mod].A != nil }
 
+// adaptsAny reports whether module mod has an adapter in any layer.
+func (lr *loraRun) adaptsAny(mod int) bool {
+	if lr == nil {
+		return false
+	}
+	for l := range lr.w {
+		if lr.adapts(l, mod) {
+			return true
+		}
+	}
+	return false
+}
+
 // forward adds the adapter of module mod in layer l to y [N, out], the
 // base layer's output for x [N, in]: y += Scale·(x·Aᵀ)·Bᵀ.
 func (lr *loraRun) forward(be Backend, l, mod int, y, x Buf, N, in, out int) {

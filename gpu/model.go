@@ -471,8 +471,10 @@ func dimsOf(c Config) dims {
 // gate and up projections as one [N, 2I] buffer a layer; with pq, one
 // [N, QC+2·KVC] buffer for the q, k and v products and one for their
 // gradients, and q, k and v in bf16 where pq says SplitQKV may write them
-// so for the flash attention that reads them.
-func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq PackedQKV, flash bool) (acts, gradActs) {
+// so for the flash attention that reads them; with glu and dswi16 (no
+// adapter on the down projection), its input gradient from the bf16
+// arena as well.
+func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, dswi16 bool, pq PackedQKV, flash bool) (acts, gradActs) {
 	N := B * T
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
@@ -510,11 +512,18 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, pq Packe
 		dlogits: h.take(N * d.V), dlogp: a.take(N), dlnf: a.take(N * d.C), dres: a.take(N * d.C),
 		dln: a.take(N * d.C), datty: a.take(N * d.QC), dq: a.take(N * d.QC), dk: a.take(N * d.KVC),
 		dv: a.take(N * d.KVC), datt: a.take(attLen(a.be, d, B, T)),
-		dswi: a.take(N * d.I),
 	}
 	if glu != nil {
+		// The down projection's input gradient is read only by the
+		// paired SwiGLU's backward: bf16 too, unless an adapter adds to it.
 		g.dgu = h.take(2 * N * d.I)
+		if dswi16 {
+			g.dswi = h.take(N * d.I)
+		} else {
+			g.dswi = a.take(N * d.I)
+		}
 	} else {
+		g.dswi = a.take(N * d.I)
 		g.dgate, g.dup = h.take(N*d.I), h.take(N*d.I)
 	}
 	if pq != nil {

@@ -296,7 +296,8 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	}
 	B, T := cfg.MaxBatch, cfg.MaxSeq
 	t.actBuf, t.act16, err = allocArena(be, func(ar *arena) {
-		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint, pairedGLU(be, &t.params, t.lo),
+		glu := pairedGLU(be, &t.params, t.lo)
+		t.acts, t.gacts = trainActs(t.d, B, T, ar, cfg.Checkpoint, glu, glu != nil && !t.lo.adaptsAny(modDown),
 			packedQKV(be, &t.params, t.lo, m.Config.AttentionBias), flashOf(be, t.d) != nil)
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)

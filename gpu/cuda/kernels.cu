@@ -426,8 +426,8 @@ __device__ __forceinline__ void swigluFwd(O* out, const G* gate, const G* up, lo
 // zero, SWERL_CUDA_ZERO=lazy): it is not read. Each element is computed
 // in float32 and stored once (a bf16 gradient rounded as converting it
 // before the products would round it).
-template <typename D, typename G>
-__device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const float* dout, const G* gate, const G* up, long n,
+template <typename D, typename G, typename O>
+__device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const O* dout, const G* gate, const G* up, long n,
                                           int zg, int zu, long I, long ld) {
     long t = blockIdx.x * (long)blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x, i0 = 0;
     GluRows gr{I, ld};
@@ -449,7 +449,7 @@ __device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const float* dout, c
     for (long i = i0 + t; i < n; i += stride) {
         long j = gr.at(i);
         float dg = zg || !dgate ? 0.f : ldf(dgate, j), du = zu || !dup ? 0.f : ldf(dup, j);
-        swiglu_bwd1(dg, du, dout[i], ldf(gate, j), ldf(up, j));
+        swiglu_bwd1(dg, du, ldf(dout, i), ldf(gate, j), ldf(up, j));
         if (dup) stf(dup, j, du);
         if (dgate) stf(dgate, j, dg);
     }
@@ -525,7 +525,8 @@ __global__ void rope_qkv_b16(__nv_bfloat16* q, __nv_bfloat16* k, __nv_bfloat16* 
 // bf16 activation (out) or bf16 gradients (dgate and dup, both given),
 // which only matrix products read (gpu.BF16Activations); the _bf16in
 // forms also read gate and up from bf16 (the paired product's bf16
-// output).
+// output), and swiglu_bwd_bf16dout dout too (the down projection's bf16
+// input gradient).
 __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long n, long I, long ld) {
     swigluFwd(out, gate, up, n, I, ld);
 }
@@ -547,6 +548,11 @@ __global__ void swiglu_bwd_bf16(__nv_bfloat16* dgate, __nv_bfloat16* dup, const 
 __global__ void swiglu_bwd_bf16in(__nv_bfloat16* dgate, __nv_bfloat16* dup, const float* dout,
                                   const __nv_bfloat16* gate, const __nv_bfloat16* up, long n, int zg, int zu, long I,
                                   long ld) {
+    swigluBwd(dgate, dup, dout, gate, up, n, zg, zu, I, ld);
+}
+__global__ void swiglu_bwd_bf16dout(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
+                                    const __nv_bfloat16* gate, const __nv_bfloat16* up, long n, int zg, int zu, long I,
+                                    long ld) {
     swigluBwd(dgate, dup, dout, gate, up, n, zg, zu, I, ld);
 }
 

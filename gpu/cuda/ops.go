@@ -189,7 +189,9 @@ func (be *Backend) MatmulForward(out, inp, w, bias gpu.Buf, N, C, OC int) {
 // dinp(C×N) += w(C×OC)·dout(OC×N); dw(C×OC) += inp(C×N)·dout(OC×N)ᵀ.
 func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, OC int) {
 	const op = "matmul backward"
-	di, dwt, db := be.dest(op, dinp), be.get(op, dw), be.get(op, dbias)
+	// dinp may be a bf16 activation: the down projection's input
+	// gradient, which only the paired SwiGLU reads (gpu.PairedSwiGLU).
+	di, dwt, db := be.grad16(op, dinp), be.get(op, dw), be.get(op, dbias)
 	do, x, wt := be.weight(op, dout), be.weight(op, inp), be.weight(op, w)
 	if !be.need(op, N*OC, "dout", do) || !be.need(op, N*C, "inp", x) || !be.need(op, OC*C, "w", wt) ||
 		dinp != nil && !be.need(op, N*C, "dinp", di) || dw != nil && !be.need(op, OC*C, "dw", dwt) ||
@@ -200,6 +202,11 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 		// A bf16 gradient (grad16) is read by the products only; its
 		// layer has no bias. Frozen weights are no gradient.
 		be.fail(op, "dout is a bf16-only buffer: a bf16 gradient without a bias is allowed, not a frozen weight or one with a bias")
+		return
+	}
+	di16 := di != nil && di.a.only16
+	if di16 && be.blas.compute != computeFastBF {
+		be.fail(op, "dinp is a bf16 activation: only a bf16-mode product writes one")
 		return
 	}
 	if N == 0 || C == 0 || OC == 0 {
@@ -218,7 +225,9 @@ func (be *Backend) MatmulBackward(dinp, dw, dbias, dout, inp, w gpu.Buf, N, C, O
 			// dout is converted once for both products (a bf16
 			// gradient is read as it is).
 			do16 := be.weight16(1, do, N*OC)
-			if dinp != nil {
+			if di16 {
+				be.gemm16to(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, beta, di.ptr16(), C, true)
+			} else if dinp != nil {
 				be.gemm16(op+" dinp", opN, opN, C, N, OC, be.weight16(0, wt, OC*C), C, do16, OC, beta, di.ptr(), C)
 			}
 			if dw != nil {
@@ -674,12 +683,12 @@ func (be *Backend) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
 func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	const op = "paired swiglu backward"
 	n := N * I
-	dx, do, x := be.grad16(op, dgu), be.get(op, dout), be.out16(op, gu)
+	dx, do, x := be.grad16(op, dgu), be.out16(op, dout), be.out16(op, gu)
 	if !be.need(op, n, "dout", do) || !be.need(op, 2*n, "dgu", dx, "gu", x) || !be.pairedFits(op, n) {
 		return
 	}
-	if x.a.only16 && !dx.a.only16 {
-		be.fail(op, "gu is a bf16 activation and dgu is not")
+	if x.a.only16 && !dx.a.only16 || do.a.only16 && !x.a.only16 {
+		be.fail(op, "bf16 activations: gu only with dgu, dout only with gu")
 		return
 	}
 	// dgu taking a pending zero is written, not added to.
@@ -691,6 +700,8 @@ func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	dup := &buf{a: dx.a, off: dx.off + I, n: 2*n - I}
 	be.post(func() {
 		switch {
+		case do.a.only16:
+			be.launch("swiglu_bwd_bf16dout", be.gridFor(n), dx.ptr16(), dup.ptr16(), do.ptr16(), x.ptr16(), up.ptr16(), int64(n), z, z, int64(I), int64(2*I))
 		case x.a.only16:
 			be.launch("swiglu_bwd_bf16in", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x.ptr16(), up.ptr16(), int64(n), z, z, int64(I), int64(2*I))
 		case dx.a.only16:
