@@ -41,7 +41,9 @@
 // rounded once from its float32 sum and only SwiGLU reads (a rounding
 // the float32 path does not make, as autocast makes it), and, for the
 // mma attention, q, k and v, which rope_qkv writes rounded as the
-// attention's tile loads would round them (the same results). Other
+// attention's tile loads would round them (the same results), and the
+// down projection's input gradient, which only the paired SwiGLU's
+// backward reads (rounded once, like the paired product's output). Other
 // activations stay float32.
 //
 // Fusion (the default; SWERL_CUDA_FUSE=0 turns it off):
@@ -91,10 +93,10 @@
 // synchronized instead).
 //
 // Measured (results/README.md, each side by side with the previous
-// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 44.6
-// ms at B×T 8×512 on an H100 (28.7% MFU, 91.8k tokens/s; 74.7 ms with
-// the binary of run 11, 49.0 with run 17's) and 97.1 ms at 4×2048
-// (29.8%, 84.4k; 211.5 and 107.4 before). The 35% target is not met.
+// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 43.7
+// ms at B×T 8×512 on an H100 (29.4% MFU, 93.8k tokens/s; 74.7 ms with
+// the binary of run 11, 49.0 with run 17's) and 95.8 ms at 4×2048
+// (30.2%, 85.5k; 211.5 and 107.4 before). The 35% target is not met.
 // Greedy decoding of 64 sequences with the BatchSampler in bf16: 17,700
 // to 19,600 tokens/s on an H100 in runs 17-20, over the 10,000 target. A
 // Qwen2.5-7B-shaped LoRA step with activation checkpointing
