@@ -27,58 +27,59 @@ func (b residualNorm) AddRMSNormForward(sum, out, rstd, a, x, w gpu.Buf, N, C in
 }
 
 // TestResidualNorm: on a ResidualNorm backend the trainer adds and
-// normalizes once a layer (the attention residual and the MLP's input
-// norm) and the batch sampler twice a layer but the last (the MLP's
-// input norm, and the next layer's), and both compute exactly what they
-// compute without it.
+// normalizes once a layer a forward pass (the attention residual and the
+// MLP's input norm) and the batch sampler twice a layer but the last (the
+// MLP's input norm, and the next layer's), and both compute exactly what
+// they compute without it: the same log-probabilities before and after
+// training, the same completions.
 func TestResidualNorm(t *testing.T) {
 	cbe := cpu.New()
 	defer cbe.Close()
 	c := gpu.TinyConfig()
 	calls := 0
-	var losses [2][]float64
+	var logps [2][][]float32
 	var outs [2][]gpu.Completion
-	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6}}
-	ps := []gpu.SamplingParams{{MaxTokens: 6}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 5}, {MaxTokens: 4}}
 	for i, be := range []gpu.Backend{hidden{cbe}, residualNorm{hidden{cbe}, &calls}} {
 		m, err := gpu.NewModel(c, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 2 {
-			met, err := tr.Step(twoSequences())
-			if err != nil {
-				t.Fatal(err)
-			}
-			losses[i] = append(losses[i], met.Loss)
-		}
-		if i == 1 && calls != 2*c.NumHiddenLayers {
-			t.Errorf("two training steps made %d fused calls, want %d (one a layer a step)", calls, 2*c.NumHiddenLayers)
+		logps[i] = stepLogProbs(t, m, be)
+		if want := 6 * c.NumHiddenLayers; i == 1 && calls != want {
+			t.Errorf("three steps and log-probabilities made %d fused calls, want %d (one a layer a forward pass)", calls, want)
 		}
 		calls = 0
-		s, err := gpu.NewBatchSampler(m, be, 32, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if outs[i], err = s.SampleAll(prompts, ps); err != nil {
-			t.Fatal(err)
-		}
+		outs[i] = sampleThree(t, m, be)
 		if L := c.NumHiddenLayers; i == 1 && (calls == 0 || calls%(2*L-1) != 0) {
 			t.Errorf("sampling made %d fused calls, want a multiple of %d (2L-1 a step)", calls, 2*L-1)
 		}
 	}
-	if !slices.Equal(losses[0], losses[1]) {
-		t.Errorf("losses %v without ResidualNorm, %v with", losses[0], losses[1])
+	for s := range logps[0] {
+		if !slices.Equal(logps[0][s], logps[1][s]) {
+			t.Errorf("after %d steps: log-probabilities %v without ResidualNorm, %v with", s, logps[0][s], logps[1][s])
+		}
 	}
 	for i := range outs[0] {
 		if !slices.Equal(outs[0][i].Tokens, outs[1][i].Tokens) || !slices.Equal(outs[0][i].LogProbs, outs[1][i].LogProbs) {
 			t.Errorf("request %d: sampled %v without ResidualNorm, %v with", i, outs[0][i].Tokens, outs[1][i].Tokens)
 		}
 	}
+}
+
+// sampleThree samples three requests (greedy and seeded) from m on be.
+func sampleThree(t *testing.T, m *gpu.Model, be gpu.Backend) []gpu.Completion {
+	t.Helper()
+	s, err := gpu.NewBatchSampler(m, be, 32, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6}}
+	ps := []gpu.SamplingParams{{MaxTokens: 6}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 5}, {MaxTokens: 4}}
+	outs, err := s.SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outs
 }
 
 // biasFold adds gpu.RaggedKVBias to the CPU backend's RaggedAttention: it
@@ -214,14 +215,78 @@ func (b pairedGLU) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	}
 }
 
+// stepLogProbs trains m on be for three steps and returns the
+// log-probabilities of twoSequences before each.
+func stepLogProbs(t *testing.T, m *gpu.Model, be gpu.Backend) [][]float32 {
+	t.Helper()
+	tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logps [][]float32
+	for range 3 {
+		lp, err := tr.LogProbs(twoSequences())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logps = append(logps, slices.Concat(lp...))
+		if _, err := tr.Step(twoSequences()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return logps
+}
+
+// sameTraining fails unless stepLogProbs's results agree: the same
+// before training (the forward computes the same numbers), to 1e-5 after.
+func sameTraining(t *testing.T, what string, want, got [][]float32) {
+	t.Helper()
+	if !slices.Equal(want[0], got[0]) {
+		t.Errorf("%s: log-probabilities %v, want %v: the forward should not change", what, got[0], want[0])
+	}
+	for s := 1; s < len(want); s++ {
+		for j, x := range want[s] {
+			if y := got[s][j]; math.Abs(float64(x-y)) > 1e-5 {
+				t.Errorf("%s: after %d steps: log-probability %d is %v, want %v", what, s, j, y, x)
+			}
+		}
+	}
+}
+
+// adapterKeeps fails unless a LoRA trainer on be with an adapter on
+// module makes no call of the fused op (counted by calls) in a step.
+func adapterKeeps(t *testing.T, be gpu.Backend, module string, calls *int) {
+	t.Helper()
+	c := gpu.TinyConfig()
+	m, err := gpu.NewModel(c, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Targets: []string{module}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := gpu.NewLoRATrainer(m, a, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	*calls = 0
+	if _, err := tr.Step(twoSequences()); err != nil {
+		t.Fatal(err)
+	}
+	if *calls != 0 {
+		t.Errorf("with an adapter on %s the trainer made %d fused calls, want 0", module, *calls)
+	}
+}
+
 // TestPairedGLU: on a PairedSwiGLU backend the trainer runs each MLP's
 // gate and up projections as one product of 2I columns (one paired call
 // a layer forward and one backward), the batch sampler likewise (one a
 // layer a step), and both compute what they compute with two products:
 // the forward the same numbers (each output is the same dot product),
 // the input's gradient summed over 2I at once instead of two sums added,
-// so losses agree to float32 rounding. A LoRA adapter on gate or up
-// keeps the two products.
+// so the log-probabilities after a step agree to float32 rounding. A
+// LoRA adapter on gate or up keeps the two products.
 func TestPairedGLU(t *testing.T) {
 	cbe := cpu.New()
 	defer cbe.Close()
@@ -229,76 +294,26 @@ func TestPairedGLU(t *testing.T) {
 	calls := 0
 	var logps [2][][]float32 // before each step
 	var outs [2][]gpu.Completion
-	prompts := [][]int32{{1, 2, 3}, {4, 5}, {6}}
-	ps := []gpu.SamplingParams{{MaxTokens: 6}, {Temperature: 1, TopK: 20, Seed: 3, MaxTokens: 5}, {MaxTokens: 4}}
 	for i, be := range []gpu.Backend{hidden{cbe}, pairedGLU{hidden{cbe}, &calls}} {
 		m, err := gpu.NewModel(c, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 3 {
-			lp, err := tr.LogProbs(twoSequences())
-			if err != nil {
-				t.Fatal(err)
-			}
-			logps[i] = append(logps[i], slices.Concat(lp...))
-			if _, err := tr.Step(twoSequences()); err != nil {
-				t.Fatal(err)
-			}
-		}
+		logps[i] = stepLogProbs(t, m, be)
 		if want := 3 * 3 * c.NumHiddenLayers; i == 1 && calls != want {
 			t.Errorf("three steps and log-probabilities made %d paired calls, want %d (a layer's forward and backward, and forward)", calls, want)
 		}
 		calls = 0
-		s, err := gpu.NewBatchSampler(m, be, 32, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if outs[i], err = s.SampleAll(prompts, ps); err != nil {
-			t.Fatal(err)
-		}
+		outs[i] = sampleThree(t, m, be)
 		if L := c.NumHiddenLayers; i == 1 && (calls == 0 || calls%L != 0) {
 			t.Errorf("sampling made %d paired calls, want a positive multiple of %d (one a layer a step)", calls, L)
 		}
 	}
-	if !slices.Equal(logps[0][0], logps[1][0]) {
-		t.Errorf("log-probabilities %v with two products, %v with one: the forward should not change", logps[0][0], logps[1][0])
-	}
-	for s := 1; s < len(logps[0]); s++ {
-		for j, x := range logps[0][s] {
-			if y := logps[1][s][j]; math.Abs(float64(x-y)) > 1e-5 {
-				t.Errorf("after %d steps: log-probability %d is %v with two products, %v with one", s, j, x, y)
-			}
-		}
-	}
+	sameTraining(t, "one product against two", logps[0], logps[1])
 	for i := range outs[0] {
 		gputest.SameCompletion(t, fmt.Sprintf("request %d", i), "two products", "one", outs[0][i], outs[1][i], 1e-5)
 	}
-
-	// An adapter on up_proj keeps the two products.
-	calls = 0
-	m, err := gpu.NewModel(c, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Targets: []string{"up_proj"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := gpu.NewLoRATrainer(m, a, pairedGLU{hidden{cbe}, &calls}, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Step(twoSequences()); err != nil {
-		t.Fatal(err)
-	}
-	if calls != 0 {
-		t.Errorf("with an adapter on up_proj the trainer made %d paired calls, want 0", calls)
-	}
+	adapterKeeps(t, pairedGLU{hidden{cbe}, &calls}, "up_proj", &calls)
 }
 
 // packedQKV adds gpu.PackedQKV to hidden: it copies each row's q, k and v
@@ -376,55 +391,13 @@ func TestPackedQKV(t *testing.T) {
 			if bias {
 				gputest.SetBiases(m)
 			}
-			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 3 {
-				lp, err := tr.LogProbs(twoSequences())
-				if err != nil {
-					t.Fatal(err)
-				}
-				logps[i] = append(logps[i], slices.Concat(lp...))
-				if _, err := tr.Step(twoSequences()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			logps[i] = stepLogProbs(t, m, be)
 		}
 		if want := 3 * 3 * c.NumHiddenLayers; calls != want {
 			t.Errorf("bias %v: three steps and log-probabilities made %d packed calls, want %d", bias, calls, want)
 		}
-		if !slices.Equal(logps[0][0], logps[1][0]) {
-			t.Errorf("bias %v: log-probabilities %v with three products, %v with one: the forward should not change", bias, logps[0][0], logps[1][0])
-		}
-		for s := 1; s < len(logps[0]); s++ {
-			for j, x := range logps[0][s] {
-				if y := logps[1][s][j]; math.Abs(float64(x-y)) > 1e-5 {
-					t.Errorf("bias %v: after %d steps: log-probability %d is %v with three products, %v with one", bias, s, j, x, y)
-				}
-			}
-		}
+		sameTraining(t, fmt.Sprintf("bias %v, one product against three", bias), logps[0], logps[1])
 	}
-
-	// An adapter on v_proj keeps the three products.
 	calls := 0
-	c := gpu.TinyConfig()
-	m, err := gpu.NewModel(c, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := gpu.NewLoRA(c, gpu.LoRAConfig{Rank: 2, Targets: []string{"v_proj"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := gpu.NewLoRATrainer(m, a, packedQKV{hidden{cbe}, &calls}, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 16, LR: 1e-2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Step(twoSequences()); err != nil {
-		t.Fatal(err)
-	}
-	if calls != 0 {
-		t.Errorf("with an adapter on v_proj the trainer made %d packed calls, want 0", calls)
-	}
+	adapterKeeps(t, packedQKV{hidden{cbe}, &calls}, "v_proj", &calls)
 }

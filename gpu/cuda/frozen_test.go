@@ -245,13 +245,8 @@ func TestBF16Activations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, _, _ := be.MemUsed()
-			tr, err := gpu.NewTrainer(m, b, tc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, _, _ := be.MemUsed()
-			mem[i] = after - before
+			var tr *gpu.Trainer
+			tr, mem[i] = trainerMem(t, be, b, m, tc)
 			for range 3 {
 				met, err := tr.Step(batch)
 				if err != nil {
@@ -430,6 +425,19 @@ func TestBF16Gradients(t *testing.T) {
 	}
 }
 
+// trainerMem is a trainer of m on b (be or a wrapper of it) and the
+// device memory its construction took, by be.MemUsed (2 MiB pages).
+func trainerMem(t *testing.T, be *cuda.Backend, b gpu.Backend, m *gpu.Model, tc gpu.TrainConfig) (*gpu.Trainer, int64) {
+	t.Helper()
+	before, _, _ := be.MemUsed()
+	tr, err := gpu.NewTrainer(m, b, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _, _ := be.MemUsed()
+	return tr, after - before
+}
+
 // noQKV16 is the backend with SplitQKV16 off: q, k and v stay float32.
 type noQKV16 struct{ *cuda.Backend }
 
@@ -459,13 +467,8 @@ func TestQKV16(t *testing.T) {
 				t.Fatal(err)
 			}
 			gputest.SetBiases(m)
-			before, _, _ := be.MemUsed()
-			tr, err := gpu.NewTrainer(m, b, tc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, _, _ := be.MemUsed()
-			mem[i] = after - before
+			var tr *gpu.Trainer
+			tr, mem[i] = trainerMem(t, be, b, m, tc)
 			for s := range 4 {
 				lp, err := tr.LogProbs(tinyBatch())
 				if err != nil {
