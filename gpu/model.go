@@ -215,10 +215,38 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 	if !c.TieWordEmbeddings {
 		p.LMHead = byName["lm_head.weight"]
 	}
+	// adjacent returns the window of layer l's tensors names (of sizes)
+	// where they lie one after another in that order.
+	adjacent := func(l int, names []string, sizes []int) (off, n int, ok bool) {
+		at := -1
+		for i, s := range names {
+			o, found := offs[fmt.Sprintf("model.layers.%d.%s", l, s)]
+			if !found || at >= 0 && o != at {
+				return 0, 0, false
+			}
+			if at < 0 {
+				off = o
+			}
+			at = o + sizes[i]
+		}
+		return off, at - off, true
+	}
+	d := dimsOf(c)
+	groups := []struct {
+		names []string
+		sizes []int
+		view  func(*LayerParams[T]) *T
+	}{
+		{[]string{"mlp.gate_proj.weight", "mlp.up_proj.weight"}, []int{d.I * d.C, d.I * d.C},
+			func(w *LayerParams[T]) *T { return &w.GateUp }},
+		{[]string{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+			[]int{d.QC * d.C, d.KVC * d.C, d.KVC * d.C}, func(w *LayerParams[T]) *T { return &w.QKV }},
+		{[]string{"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+			[]int{d.QC, d.KVC, d.KVC}, func(w *LayerParams[T]) *T { return &w.QKVBias }},
+	}
 	p.Layers = make([]LayerParams[T], c.NumHiddenLayers)
 	for l := range p.Layers {
-		name := func(s string) string { return fmt.Sprintf("model.layers.%d.%s", l, s) }
-		n := func(s string) T { return byName[name(s)] }
+		n := func(s string) T { return byName[fmt.Sprintf("model.layers.%d.%s", l, s)] }
 		p.Layers[l] = LayerParams[T]{
 			InputNorm: n("input_layernorm.weight"),
 			Q:         n("self_attn.q_proj.weight"), QBias: n("self_attn.q_proj.bias"),
@@ -231,28 +259,10 @@ func bindParams[T any](c Config, view func(off, n int) T) Params[T] {
 			Down:     n("mlp.down_proj.weight"),
 		}
 		// Views over tensors that layout puts side by side.
-		adjacent := func(names []string, sizes []int) (off, n int, ok bool) {
-			off = offs[name(names[0])]
-			at := off
-			for i, s := range names {
-				if o, found := offs[name(s)]; !found || o != at {
-					return 0, 0, false
-				}
-				at += sizes[i]
+		for _, g := range groups {
+			if off, n, ok := adjacent(l, g.names, g.sizes); ok {
+				*g.view(&p.Layers[l]) = view(off, n)
 			}
-			return off, at - off, true
-		}
-		d := dimsOf(c)
-		if off, n, ok := adjacent([]string{"mlp.gate_proj.weight", "mlp.up_proj.weight"}, []int{d.I * d.C, d.I * d.C}); ok {
-			p.Layers[l].GateUp = view(off, n)
-		}
-		if off, n, ok := adjacent([]string{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
-			[]int{d.QC * d.C, d.KVC * d.C, d.KVC * d.C}); ok {
-			p.Layers[l].QKV = view(off, n)
-		}
-		if off, n, ok := adjacent([]string{"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
-			[]int{d.QC, d.KVC, d.KVC}); ok {
-			p.Layers[l].QKVBias = view(off, n)
 		}
 	}
 	return p
