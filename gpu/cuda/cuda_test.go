@@ -63,10 +63,16 @@ func TestBackendEagerZero(t *testing.T) {
 }
 
 // TestTrainerLazyZero trains the tiny model with and without lazy zeroing
-// (with and without checkpointing) on two backends side by side: the same
-// losses, gradient norms and weights to float32 rounding.
+// (with and without checkpointing, in f32 and in bf16, where the mma
+// attention's dq takes its pending zero) on two backends side by side:
+// the same losses, gradient norms and weights to float32 rounding.
 func TestTrainerLazyZero(t *testing.T) {
-	for _, ckpt := range []bool{false, true} {
+	for _, run := range []struct {
+		mm   string
+		ckpt bool
+	}{{"f32", false}, {"f32", true}, {"bf16", false}, {"bf16", true}} {
+		ckpt := run.ckpt
+		t.Setenv("SWERL_CUDA_MATMUL", run.mm)
 		var trs [2]*gpu.Trainer
 		var ms [2]*gpu.Model
 		for i, mode := range []string{"now", "lazy"} {
@@ -97,7 +103,7 @@ func TestTrainerLazyZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d := math.Abs(a.Loss - b.Loss); d > 1e-5*(1+math.Abs(a.Loss)) || math.Abs(a.GradNorm-b.GradNorm) > 1e-4*(1+a.GradNorm) {
-				t.Errorf("checkpointing %v, step %d: zeroing now: loss %v grad norm %v; lazily: %v, %v", ckpt, step, a.Loss, a.GradNorm, b.Loss, b.GradNorm)
+				t.Errorf("%s, checkpointing %v, step %d: zeroing now: loss %v grad norm %v; lazily: %v, %v", run.mm, ckpt, step, a.Loss, a.GradNorm, b.Loss, b.GradNorm)
 			}
 		}
 		for _, tr := range trs {

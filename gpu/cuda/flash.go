@@ -69,7 +69,8 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 // AttentionBackwardLSE implements gpu.FlashAttention.
 func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, lse gpu.Buf, B, T, NH, NKV, HS int) {
 	const op = "flash attention backward"
-	dqd, dkd, dvd, dl, do := be.get(op, dq), be.get(op, dk), be.get(op, dv), be.get(op, delta), be.get(op, dout)
+	// dq is not settled here: the mma kernel may take its pending zero.
+	dqd, dkd, dvd, dl, do := be.dest(op, dq), be.get(op, dk), be.get(op, dv), be.get(op, delta), be.get(op, dout)
 	o, qd, kd, vd, l := be.get(op, out), be.out16(op, q), be.out16(op, k), be.out16(op, v), be.get(op, lse)
 	qkv16, ok := be.qkv16(op, qd, kd, vd, HS)
 	if !ok || !be.flashShapes(op, B, T, NH, NKV, HS) ||
@@ -80,7 +81,16 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 		return
 	}
 	if B*T == 0 || dq == nil && dk == nil && dv == nil {
+		be.settle(dqd)
 		return
+	}
+	// flash_mma_dq stores each element of dq once: a pending zero is
+	// taken (written, not added to) instead of cleared first.
+	zq := 0
+	if be.attn == "mma" && dq != nil && be.take(dqd, B*T*NH*HS) {
+		zq = 1
+	} else {
+		be.settle(dqd)
 	}
 	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
@@ -96,7 +106,9 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 				}
 			}
 			qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
-			if dq != nil {
+			if dq != nil && be.attn == "mma" {
+				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale, zq)
+			} else if dq != nil {
 				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
 			}
 			if dk != nil || dv != nil {

@@ -206,12 +206,13 @@ __device__ __forceinline__ void mmaTimes(float (&acc)[2 * NF][4], const unsigned
         }
 }
 
-// mmaStore writes (atomic false: +=) or atomically adds the accumulators
+// mmaStore adds (atomic false: +=; with write, =) or atomically adds the accumulators
 // times mul into rows rlo, rhi of head `head` of a [B,T,heads,HS] tensor,
 // skipping rows at or past T.
 template <int NF>
 __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][4], float mul, int b, int head,
-                                         int heads, int rlo, int rhi, int T, int HS, int nn, int tg, bool atomic) {
+                                         int heads, int rlo, int rhi, int T, int HS, int nn, int tg, bool atomic,
+                                         bool write = false) {
 #pragma unroll
     for (int n = 0; n < 2 * NF; n++)
         if (n < nn)
@@ -221,6 +222,7 @@ __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][
                 if (row >= T) continue;
                 float* d = dst + (((long)b * T + row) * heads + head) * HS + n * 8 + tg * 2 + (i & 1);
                 if (atomic) atomicAdd(d, acc[n][i] * mul);
+                else if (write) *d = acc[n][i] * mul;
                 else *d += acc[n][i] * mul;
             }
 }
@@ -352,11 +354,13 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
 // lse), dS = P ∘ (dO·Vᵀ - delta) (delta = rowsum(dO ∘ out), flash_delta);
 // one block per (b, h, MQ query rows) walking the key tiles up to the
 // diagonal, as flash_tc_dq. dP is made one 8-key tile at a time, beside
-// P, so only S, Q, dO and dq stay in registers.
+// P, so only S, Q, dO and dq stay in registers. Each element of dq is
+// stored once, so with zero it is written instead of added to (a dq that
+// takes a pending zero, SWERL_CUDA_ZERO=lazy).
 template <int NF, typename S>
 __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, const S* k, const S* v,
                                       const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS,
-                                      float scale) {
+                                      float scale, int zero) {
     __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
     __shared__ __align__(16) __nv_bfloat16 vs[MQ * MLD]; // the dO tile, then each V tile
     MmaPlace at(T, NH, NKV, HS, true);
@@ -408,7 +412,7 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, 
         mmaTimes<NF>(acc, sa, ks, nn, g, tg);
     }
     if (r0 >= T) return;
-    mmaStore<NF>(dq, acc, scale, b, h, NH, rlo, rhi, T, HS, nn, tg, false);
+    mmaStore<NF>(dq, acc, scale, b, h, NH, rlo, rhi, T, HS, nn, tg, false, zero != 0);
 }
 
 // mmaDkv (flash_mma_dkv*): dk and dv[B,T,NKV,HS] += the share of query
@@ -495,7 +499,7 @@ extern "C" {
 #define MMA_ARGS_FWD(S) float *out, float *lse, const S *q, const S *k, const S *v, int B, int T, int NH, int NKV, int HS, float scale
 #define MMA_ARGS_DQ(S)                                                                                                   \
     float *dq, const float *dout, const S *q, const S *k, const S *v, const float *lse, const float *delta, int B,      \
-        int T, int NH, int NKV, int HS, float scale
+        int T, int NH, int NKV, int HS, float scale, int zero
 #define MMA_ARGS_DKV(S)                                                                                                  \
     float *dk, float *dv, const float *dout, const S *q, const S *k, const S *v, const float *lse, const float *delta,  \
         int B, int T, int NH, int NKV, int HS, float scale
@@ -507,10 +511,10 @@ extern "C" {
         mmaFwd<8>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);                                                        \
     }                                                                                                                  \
     __global__ void __launch_bounds__(MW * 32) flash_mma_dq64##SUF(MMA_ARGS_DQ(S)) {                                   \
-        mmaDq<4>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                             \
+        mmaDq<4>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale, zero);                                       \
     }                                                                                                                  \
     __global__ void __launch_bounds__(MW * 32) flash_mma_dq128##SUF(MMA_ARGS_DQ(S)) {                                  \
-        mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                             \
+        mmaDq<8>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale, zero);                                       \
     }                                                                                                                  \
     __global__ void __launch_bounds__(MW * 32, 3) flash_mma_dkv64##SUF(MMA_ARGS_DKV(S)) {                              \
         mmaDkv<4>(dk, dv, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale);                                        \

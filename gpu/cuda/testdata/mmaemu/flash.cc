@@ -116,9 +116,16 @@ int main() {
         for (int i = 0; i < nq; i++) gdq[i] = base[i] = nd(rng);
         launch(grid, MW * 32, [&] {
             (HS <= 64 ? flash_mma_dq64 : flash_mma_dq128)(gdq.data(), dout.data(), q.data(), k.data(), v.data(),
-                                                          flse.data(), fdelta.data(), B, T, NH, NKV, HS, fs);
+                                                          flse.data(), fdelta.data(), B, T, NH, NKV, HS, fs, 0);
         });
         report(s, "dq", worst(gdq, base, dq), 2e-2);
+        // zero 1 writes dq (over what was there) instead of adding to it.
+        std::vector<float> wdq(nq, NAN);
+        launch(grid, MW * 32, [&] {
+            (HS <= 64 ? flash_mma_dq64 : flash_mma_dq128)(wdq.data(), dout.data(), q.data(), k.data(), v.data(),
+                                                          flse.data(), fdelta.data(), B, T, NH, NKV, HS, fs, 1);
+        });
+        report(s, "dq=", worst(wdq, {}, dq), 2e-2);
 
         // The same kernels over q, k and v stored in bf16 (at the same
         // offsets, so the unaligned shapes take the one-value loads).
@@ -144,7 +151,7 @@ int main() {
         same("lse", hlse, glse);
         launch(grid, MW * 32, [&] {
             (HS <= 64 ? flash_mma_dq64_b16 : flash_mma_dq128_b16)(hdq.data(), dout.data(), q16, k16, v16, flse.data(),
-                                                                  fdelta.data(), B, T, NH, NKV, HS, fs);
+                                                                  fdelta.data(), B, T, NH, NKV, HS, fs, 0);
         });
         same("dq", hdq, gdq);
         if (HS <= 64) {
