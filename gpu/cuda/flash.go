@@ -84,8 +84,10 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 		be.settle(dqd)
 		return
 	}
-	// flash_mma_dq stores each element of dq once: a pending zero is
-	// taken (written, not added to) instead of cleared first.
+	// flash_mma_dq stores each element of dq once: a pending zero of dq
+	// alone is taken (written, not added to) instead of cleared first.
+	// The trainer's dq is not: its Zero merges with dk's and dv's, which
+	// the get of dk above settles whole (results/README.md, run 22).
 	zq := 0
 	if be.attn == "mma" && dq != nil && be.take(dqd, B*T*NH*HS) {
 		zq = 1
