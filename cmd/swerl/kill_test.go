@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		runBeamWorker(os.Args[1:])
 		return
 	}
+	if spec := os.Getenv(workerPoolEnv); spec != "" {
+		os.Exit(runWorkerPool(spec))
+	}
 	if os.Getenv("SWERL_TEST_AS_CLI") == "1" {
 		os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,10 +11,13 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apache/beam/sdks/v2/go/container/pool"
 
 	"swerl/internal/gitio/gittest"
 	"swerl/pipelines/train/traintest"
@@ -24,8 +28,9 @@ import (
 // TestMineAndTrainThroughJobServer runs `swerl mine` and `swerl train`
 // twice each, in process (Prism's loopback workers) and through a
 // standalone Beam job server (the SDK's prism command) whose workers an
-// external worker pool starts (the SDK's container boot loader in
-// --worker_pool mode, as deploy/ runs it beside Flink), and checks that
+// external worker pool starts (the SDK's worker pool, which the container
+// boot loader runs in --worker_pool mode as deploy/ runs it beside Flink,
+// here on a free port: runWorkerPool), and checks that
 // the outputs and the summary counts are the same. The workers are the
 // staged test binary itself (the default --worker_binary: the running
 // executable), which TestMain turns into a Beam worker.
@@ -44,25 +49,16 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", c[1], err, out)
 		}
 	}
-	// The boot loader's worker pool listens on port 50000, always. The port
-	// is in Linux's ephemeral range, so another test's connection may hold
-	// it for a moment (a CI run failed here once): wait up to 30 s for it.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ln, err := net.Listen("tcp", ":50000")
-		if err == nil {
-			ln.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker pool needs port 50000: %v", err)
-		}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	jobPort := freePort(t)
-	startDaemon(t, filepath.Join(tools, "prism"), t.TempDir(), "--job_port="+jobPort, "--serve_http=false")
-	startDaemon(t, filepath.Join(tools, "boot"), t.TempDir(), "--worker_pool")
+	jobPort, poolPort := freePort(t), freePort(t)
+	startDaemon(t, filepath.Join(tools, "prism"), t.TempDir(), nil, "--job_port="+jobPort, "--serve_http=false")
+	startDaemon(t, self, t.TempDir(), []string{workerPoolEnv + "=" + poolPort + " " + filepath.Join(tools, "boot")})
 	waitPort(t, "localhost:"+jobPort)
-	waitPort(t, "localhost:50000")
-	remote := []string{"--runner=universal", "--endpoint=localhost:" + jobPort, "--environment_type=EXTERNAL", "--environment_config=localhost:50000"}
+	waitPort(t, "localhost:"+poolPort)
+	remote := []string{"--runner=universal", "--endpoint=localhost:" + jobPort, "--environment_type=EXTERNAL", "--environment_config=localhost:" + poolPort}
 
 	repo := os.Getenv("SWERL_RUNNER_REPO")
 	if repo == "" {
@@ -177,11 +173,13 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
 
-// startDaemon starts a long-running process in dir and kills it when the
-// test ends; its output is logged if the test fails.
-func startDaemon(t *testing.T, bin, dir string, args ...string) {
+// startDaemon starts a long-running process in dir, with env added to
+// this one's, and kills it when the test ends; its output is logged if the
+// test fails.
+func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	// Output to a file, and a process group: the worker pool's workers
 	// outlive it otherwise, holding a pipe open.
 	log, err := os.Create(filepath.Join(dir, "output.log"))
@@ -236,3 +234,34 @@ func runnerRepo(t *testing.T) string {
 
 // cliTimeout bounds one swerl command of the runner test.
 const cliTimeout = 90 * time.Second
+
+// workerPoolEnv makes the test binary a Beam worker pool (TestMain): "PORT
+// BOOT" serves on PORT and starts the boot loader BOOT for each worker the
+// runner asks for.
+const workerPoolEnv = "SWERL_TEST_WORKER_POOL"
+
+// runWorkerPool is the boot loader's --worker_pool (the SDK's pool
+// package, which boot runs) on a port of the test's choosing: boot's own
+// always listens on 50000, a port in Linux's ephemeral range that another
+// process's connection can hold for as long as it lives (CI failed on it
+// twice, once after waiting 30 s).
+func runWorkerPool(spec string) int {
+	portS, boot, _ := strings.Cut(spec, " ")
+	port, err := strconv.Atoi(portS)
+	if err != nil || boot == "" {
+		fmt.Fprintf(os.Stderr, "%s=%q: want PORT BOOT\n", workerPoolEnv, spec)
+		return 2
+	}
+	ctx := context.Background()
+	server, err := pool.New(ctx, port, boot)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker pool:", err)
+		return 1
+	}
+	defer server.Stop(ctx)
+	if err := server.ServeAndWait(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker pool:", err)
+		return 1
+	}
+	return 0
+}
