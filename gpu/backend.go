@@ -298,8 +298,9 @@ type FrozenWeights interface {
 // dgu: MatmulForward writes the paired product into it (no bias), rounded
 // once from its float32 sum, and the paired SwiGLU reads it; and as the
 // down projection's input gradient, which MatmulBackward writes as dinp
-// and the paired SwiGLU's backward reads as dout. A backend not in such a mode returns an ordinary
-// buffer. The Trainer takes those buffers from it.
+// and the paired SwiGLU's backward reads as dout. A backend not in such a
+// mode returns an ordinary buffer. The Trainer takes those buffers from
+// it.
 type BF16Activations interface {
 	AllocBF16(n int) (Buf, error)
 }

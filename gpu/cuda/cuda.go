@@ -152,29 +152,23 @@ func New() (*Backend, error) {
 			return nil, err
 		}
 	}
-	switch z := os.Getenv("SWERL_CUDA_ZERO"); z {
-	case "", "lazy":
-		be.lazy = true
-	case "now":
-	default:
-		be.Close()
-		return nil, fmt.Errorf("cuda: SWERL_CUDA_ZERO=%q: want lazy or now", z)
-	}
-	switch f := os.Getenv("SWERL_CUDA_FUSE"); f {
-	case "", "1":
-		be.fuse = true
-	case "0":
-	default:
-		be.Close()
-		return nil, fmt.Errorf("cuda: SWERL_CUDA_FUSE=%q: want 0 or 1", f)
-	}
-	switch a := os.Getenv("SWERL_CUDA_ACT"); a {
-	case "", "bf16":
-		be.act16 = true
-	case "f32":
-	default:
-		be.Close()
-		return nil, fmt.Errorf("cuda: SWERL_CUDA_ACT=%q: want f32 or bf16", a)
+	for _, sw := range []struct {
+		name, on, off string
+		v             *bool
+	}{
+		{"SWERL_CUDA_ZERO", "lazy", "now", &be.lazy},
+		{"SWERL_CUDA_FUSE", "1", "0", &be.fuse},
+		{"SWERL_CUDA_ACT", "bf16", "f32", &be.act16},
+	} {
+		// Each is on unless set to its off value.
+		switch v := os.Getenv(sw.name); v {
+		case "", sw.on:
+			*sw.v = true
+		case sw.off:
+		default:
+			be.Close()
+			return nil, fmt.Errorf("cuda: %s=%q: want %s or %s", sw.name, v, sw.on, sw.off)
+		}
 	}
 	switch os.Getenv("SWERL_CUDA_PROFILE") {
 	case "1":

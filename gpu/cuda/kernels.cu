@@ -42,6 +42,11 @@ __device__ float blockMax(float v) {
 __device__ __forceinline__ void storeAct(float* p, float y) { *p = y; }
 __device__ __forceinline__ void storeAct(__nv_bfloat16* p, float y) { *p = __float2bfloat16(y); }
 
+// loadAct reads what storeAct writes: a float32 or bf16 activation or
+// gradient element, as float32.
+__device__ __forceinline__ float loadAct(const float* p) { return *p; }
+__device__ __forceinline__ float loadAct(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+
 // rmsnormRow is the block of rmsnorm_fwd and add_rmsnorm_fwd: row
 // blockIdx.x of out[N,C] = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps),
 // where x is inp or, with ADD, the sum inp + b, which it writes to sum
@@ -382,20 +387,16 @@ __device__ __forceinline__ void swiglu_bwd1(float& dg, float& du, float d, float
 
 } // extern "C": the SwiGLU bodies below are templates over float and bf16 storage
 
-// ldf and stf read and write element i as float, ldf4 and stf4 group i of
-// four (aligned: al4); a bf16 value is rounded once, to nearest even.
-__device__ __forceinline__ float ldf(const float* p, long i) { return p[i]; }
-__device__ __forceinline__ float ldf(const __nv_bfloat16* p, long i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float4 ldf4(const float* p, long i) { return ((const float4*)p)[i]; }
-__device__ __forceinline__ float4 ldf4(const __nv_bfloat16* p, long i) {
+// loadAct4 and storeAct4 are loadAct and storeAct of group i of four
+// elements (aligned: al4).
+__device__ __forceinline__ float4 loadAct4(const float* p, long i) { return ((const float4*)p)[i]; }
+__device__ __forceinline__ float4 loadAct4(const __nv_bfloat16* p, long i) {
     uint2 u = ((const uint2*)p)[i];
     float2 a = __bfloat1622float2(*(const __nv_bfloat162*)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162*)&u.y);
     return make_float4(a.x, a.y, b.x, b.y);
 }
-__device__ __forceinline__ void stf(float* p, long i, float v) { p[i] = v; }
-__device__ __forceinline__ void stf(__nv_bfloat16* p, long i, float v) { p[i] = __float2bfloat16(v); }
-__device__ __forceinline__ void stf4(float* p, long i, float4 v) { ((float4*)p)[i] = v; }
-__device__ __forceinline__ void stf4(__nv_bfloat16* p, long i, float4 v) { storeBF16x4(p + 4 * i, v); }
+__device__ __forceinline__ void storeAct4(float* p, long i, float4 v) { ((float4*)p)[i] = v; }
+__device__ __forceinline__ void storeAct4(__nv_bfloat16* p, long i, float4 v) { storeBF16x4(p + 4 * i, v); }
 template <typename T>
 __device__ __forceinline__ bool al4(const T* p) { return ((unsigned long)p & (4 * sizeof(T) - 1)) == 0; }
 
@@ -409,14 +410,14 @@ __device__ __forceinline__ void swigluFwd(O* out, const G* gate, const G* up, lo
     if (al4(out) && al4(gate) && al4(up) && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
             long j = gr.at4(i);
-            float4 g = ldf4(gate, j), u = ldf4(up, j);
-            stf4(out, i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
+            float4 g = loadAct4(gate, j), u = loadAct4(up, j);
+            storeAct4(out, i, make_float4(swiglu1(g.x, u.x), swiglu1(g.y, u.y), swiglu1(g.z, u.z), swiglu1(g.w, u.w)));
         }
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) {
         long j = gr.at(i);
-        stf(out, i, swiglu1(ldf(gate, j), ldf(up, j)));
+        storeAct(out + i, swiglu1(loadAct(gate + j), loadAct(up + j)));
     }
 }
 
@@ -435,23 +436,23 @@ __device__ __forceinline__ void swigluBwd(D* dgate, D* dup, const O* dout, const
     if (dgate && dup && al4(dgate) && al4(dup) && al4(dout) && al4(gate) && al4(up) && gr.vec4()) {
         for (long i = t; i < n / 4; i += stride) {
             long j = gr.at4(i);
-            float4 dg = zg ? zero4 : ldf4(dgate, j), du = zu ? zero4 : ldf4(dup, j);
-            float4 d = ldf4(dout, i), g = ldf4(gate, j), u = ldf4(up, j);
+            float4 dg = zg ? zero4 : loadAct4(dgate, j), du = zu ? zero4 : loadAct4(dup, j);
+            float4 d = loadAct4(dout, i), g = loadAct4(gate, j), u = loadAct4(up, j);
             swiglu_bwd1(dg.x, du.x, d.x, g.x, u.x);
             swiglu_bwd1(dg.y, du.y, d.y, g.y, u.y);
             swiglu_bwd1(dg.z, du.z, d.z, g.z, u.z);
             swiglu_bwd1(dg.w, du.w, d.w, g.w, u.w);
-            stf4(dgate, j, dg);
-            stf4(dup, j, du);
+            storeAct4(dgate, j, dg);
+            storeAct4(dup, j, du);
         }
         i0 = n / 4 * 4;
     }
     for (long i = i0 + t; i < n; i += stride) {
         long j = gr.at(i);
-        float dg = zg || !dgate ? 0.f : ldf(dgate, j), du = zu || !dup ? 0.f : ldf(dup, j);
-        swiglu_bwd1(dg, du, ldf(dout, i), ldf(gate, j), ldf(up, j));
-        if (dup) stf(dup, j, du);
-        if (dgate) stf(dgate, j, dg);
+        float dg = zg || !dgate ? 0.f : loadAct(dgate + j), du = zu || !dup ? 0.f : loadAct(dup + j);
+        swiglu_bwd1(dg, du, loadAct(dout + i), loadAct(gate + j), loadAct(up + j));
+        if (dup) storeAct(dup + j, du);
+        if (dgate) storeAct(dgate + j, dg);
     }
 }
 
@@ -490,7 +491,7 @@ __device__ __forceinline__ void ropeQKV(T* q, T* k, T* v, float* qkv, const floa
         T* own = hh < NH ? q + (n * NH + hh) * HS
                : hh < NH + NKV ? k + (n * NKV + hh - NH) * HS
                                : v + (n * NKV + hh - NH - NKV) * HS;
-        float x1 = merge ? ldf(own, i) : wide[i], x2 = merge ? ldf(own, i + half) : wide[i + half];
+        float x1 = merge ? loadAct(own + i) : wide[i], x2 = merge ? loadAct(own + i + half) : wide[i + half];
         float y1 = x1, y2 = x2;
         if (hh < NH + NKV) {
             int p = pos0 + (int)(n % Tn);
@@ -502,8 +503,8 @@ __device__ __forceinline__ void ropeQKV(T* q, T* k, T* v, float* qkv, const floa
             wide[i] = y1;
             wide[i + half] = y2;
         } else {
-            stf(own, i, y1);
-            stf(own, i + half, y2);
+            storeAct(own + i, y1);
+            storeAct(own + i + half, y2);
         }
     }
 }
@@ -601,10 +602,6 @@ __global__ void logprob_fwd(float* logp, float* lse, const float* logits, const 
 
 } // extern "C": the helpers below are overloaded and templated
 
-// gradOf reads a float32 or a bf16 gradient element (storeAct writes one).
-__device__ __forceinline__ float gradOf(const float* p) { return *p; }
-__device__ __forceinline__ float gradOf(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-
 // logprobBwd is row blockIdx.x of logprob_bwd: dlogits += dlogp ·
 // (onehot(target) - softmax); a row whose dlogp is 0 adds nothing. zero
 // 1 writes dlogits instead of adding to it (it takes a pending zero),
@@ -628,7 +625,7 @@ __device__ __forceinline__ void logprobBwd(G* dlogits, const float* dlogp, const
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float d = -g * expf(row[v] - l);
         if (v == t) d += g;
-        storeAct(drow + v, (zero ? 0.f : gradOf(drow + v)) + d);
+        storeAct(drow + v, (zero ? 0.f : loadAct(drow + v)) + d);
     }
 }
 

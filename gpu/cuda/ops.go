@@ -596,13 +596,7 @@ func (be *Backend) SwiGLUForward(out, gate, up gpu.Buf, n int) {
 	if !be.need(op, n, "out", o, "gate", g, "up", u) {
 		return
 	}
-	be.post(func() {
-		if o.a.only16 {
-			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), g, u, int64(n), int64(n), int64(n))
-			return
-		}
-		be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n), int64(n), int64(n))
-	})
+	be.swigluFwd(o, g, u, n, n, n)
 }
 
 // SwiGLUBackward implements gpu.Backend.
@@ -626,12 +620,42 @@ func (be *Backend) SwiGLUBackward(dgate, dup, dout, gate, up gpu.Buf, n int) {
 	if dup != nil && be.take(du, n) {
 		zu = 1
 	}
+	be.swigluBwd(dg, du, do, g, u, n, zg, zu, n, n, half)
+}
+
+// swigluFwd queues the SwiGLU forward kernel for its operands' storage:
+// out contiguous, gate and up laid out by (I, ld) (GluRows in
+// kernels.cu: ld == I contiguous, ld == 2I side by side); bf16 gate and
+// up only with a bf16 out.
+func (be *Backend) swigluFwd(o, g, u *buf, n, I, ld int) {
 	be.post(func() {
-		if half {
-			be.launch("swiglu_bwd_bf16", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g, u, int64(n), zg, zu, int64(n), int64(n))
-			return
+		switch {
+		case g.a.only16:
+			be.launch("swiglu_fwd_bf16in", be.gridFor(n), o.ptr16(), g.ptr16(), u.ptr16(), int64(n), int64(I), int64(ld))
+		case o.a.only16:
+			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), g, u, int64(n), int64(I), int64(ld))
+		default:
+			be.launch("swiglu_fwd", be.gridFor(n), o, g, u, int64(n), int64(I), int64(ld))
 		}
-		be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu, int64(n), int64(n))
+	})
+}
+
+// swigluBwd queues the SwiGLU backward kernel for its operands' storage,
+// laid out as swigluFwd's; half: dgate and dup are bf16 (both given). A
+// bf16 dout comes only with bf16 gate and up, and those only with bf16
+// gradients.
+func (be *Backend) swigluBwd(dg, du, do, g, u *buf, n, zg, zu, I, ld int, half bool) {
+	be.post(func() {
+		switch {
+		case do.a.only16:
+			be.launch("swiglu_bwd_bf16dout", be.gridFor(n), dg.ptr16(), du.ptr16(), do.ptr16(), g.ptr16(), u.ptr16(), int64(n), zg, zu, int64(I), int64(ld))
+		case g.a.only16:
+			be.launch("swiglu_bwd_bf16in", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g.ptr16(), u.ptr16(), int64(n), zg, zu, int64(I), int64(ld))
+		case half:
+			be.launch("swiglu_bwd_bf16", be.gridFor(n), dg.ptr16(), du.ptr16(), do, g, u, int64(n), zg, zu, int64(I), int64(ld))
+		default:
+			be.launch("swiglu_bwd", be.gridFor(n), dg, du, do, g, u, int64(n), zg, zu, int64(I), int64(ld))
+		}
 	})
 }
 
@@ -651,6 +675,10 @@ func (be *Backend) pairedFits(op string, n int) bool {
 	return true
 }
 
+// upHalf is the window of a paired [N, 2I] buffer from its first up
+// element: up's rows, 2I apart, start I into gu.
+func upHalf(gu *buf, N, I int) *buf { return &buf{a: gu.a, off: gu.off + I, n: 2*N*I - I} }
+
 // SwiGLUPairForward implements gpu.PairedSwiGLU: the SwiGLU kernels with
 // gate at gu and up at gu + I, rows 2I apart. gu may be a bf16 activation
 // (the paired product writes it so in the bf16 mode; out16 accepts one),
@@ -666,17 +694,7 @@ func (be *Backend) SwiGLUPairForward(out, gu gpu.Buf, N, I int) {
 		be.fail(op, "gu is a bf16 activation and out is not")
 		return
 	}
-	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
-	be.post(func() {
-		switch {
-		case x.a.only16:
-			be.launch("swiglu_fwd_bf16in", be.gridFor(n), o.ptr16(), x.ptr16(), up.ptr16(), int64(n), int64(I), int64(2*I))
-		case o.a.only16:
-			be.launch("swiglu_fwd_bf16", be.gridFor(n), o.ptr16(), x, up, int64(n), int64(I), int64(2*I))
-		default:
-			be.launch("swiglu_fwd", be.gridFor(n), o, x, up, int64(n), int64(I), int64(2*I))
-		}
-	})
+	be.swigluFwd(o, x, upHalf(x, N, I), n, I, 2*I)
 }
 
 // SwiGLUPairBackward implements gpu.PairedSwiGLU, as SwiGLUPairForward.
@@ -696,20 +714,7 @@ func (be *Backend) SwiGLUPairBackward(dgu, dout, gu gpu.Buf, N, I int) {
 	if be.take(dx, 2*n) {
 		z = 1
 	}
-	up := &buf{a: x.a, off: x.off + I, n: 2*n - I}
-	dup := &buf{a: dx.a, off: dx.off + I, n: 2*n - I}
-	be.post(func() {
-		switch {
-		case do.a.only16:
-			be.launch("swiglu_bwd_bf16dout", be.gridFor(n), dx.ptr16(), dup.ptr16(), do.ptr16(), x.ptr16(), up.ptr16(), int64(n), z, z, int64(I), int64(2*I))
-		case x.a.only16:
-			be.launch("swiglu_bwd_bf16in", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x.ptr16(), up.ptr16(), int64(n), z, z, int64(I), int64(2*I))
-		case dx.a.only16:
-			be.launch("swiglu_bwd_bf16", be.gridFor(n), dx.ptr16(), dup.ptr16(), do, x, up, int64(n), z, z, int64(I), int64(2*I))
-		default:
-			be.launch("swiglu_bwd", be.gridFor(n), dx, dup, do, x, up, int64(n), z, z, int64(I), int64(2*I))
-		}
-	})
+	be.swigluBwd(dx, upHalf(dx, N, I), do, x, upHalf(x, N, I), n, z, z, I, 2*I, dx.a.only16)
 }
 
 // LogProbForward implements gpu.Backend.
