@@ -220,15 +220,10 @@ func runnerRepo(t *testing.T) string {
 	r.Git("remote", "add", "origin", "https://github.com/acme/portable.git")
 	r.Commit("init", map[string]string{"calc/calc.go": "package calc\n\nfunc Add(a, b int) int { return a - b }\n", "README.md": "# portable\n"})
 	for n := 1; n <= 6; n++ {
-		branch := fmt.Sprintf("b%d", n)
-		r.Git("checkout", "-q", "-b", branch, "main")
-		r.Commit("work", map[string]string{fmt.Sprintf("calc/f%d.go", n): fmt.Sprintf("package calc\n\nfunc F%d() int { return %d }\n", n, n)})
-		r.MergePR(n, branch, fmt.Sprintf("Add F%d", n))
+		r.PR(n, fmt.Sprintf("b%d", n), "work", map[string]string{fmt.Sprintf("calc/f%d.go", n): fmt.Sprintf("package calc\n\nfunc F%d() int { return %d }\n", n, n)}, fmt.Sprintf("Add F%d", n))
 	}
 	r.Commit("Fix Add (#7)", map[string]string{"calc/calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n"})
-	r.Git("checkout", "-q", "-b", "docs", "main")
-	r.Commit("docs", map[string]string{"README.md": "# portable\n\nMore.\n"})
-	r.MergePR(8, "docs", "Better README")
+	r.PR(8, "docs", "docs", map[string]string{"README.md": "# portable\n\nMore.\n"}, "Better README")
 	return r.Dir
 }
 

@@ -41,9 +41,7 @@ func history(t *testing.T) (*gittest.Repo, []int) {
 		"lib/remove.go": "package lib\n\nvar Gone = 1\n",
 	})
 	pr := func(n int, branch, title string, files map[string]string) {
-		r.Git("checkout", "-q", "-b", branch, "main")
-		r.Commit(title+" (work)", files)
-		r.MergePR(n, branch, title)
+		r.PR(n, branch, title+" (work)", files, title)
 	}
 	// #1: an ordinary merge commit fixing an issue; main moves first, so the
 	// merge base is not the first parent.

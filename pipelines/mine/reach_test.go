@@ -52,9 +52,7 @@ func mergeStyles(t *testing.T) *gittest.Repo {
 	r.Git("checkout", "-q", "1.0.x")
 	r.Commit("Fix util on 1.0 (#21)", edit("app/util.py", "def util():\n    return 21"))
 	// #22: a merge commit into main.
-	r.Git("checkout", "-q", "-b", "feat22", "main")
-	r.Commit("feature 22", edit("app/f22.py", "def f22():\n    return 22"))
-	r.MergePR(22, "feat22", "Add f22")
+	r.PR(22, "feat22", "feature 22", edit("app/f22.py", "def f22():\n    return 22"), "Add f22")
 	// #23: a squash merge into main, later backported to 1.0.x.
 	r.Git("checkout", "-q", "main")
 	squash23 := r.Commit("Make extra faster (#23)", edit("app/extra.py", "def extra():\n    return 23"))
@@ -305,9 +303,7 @@ func TestMinePartialCloneIsOneDeadLetter(t *testing.T) {
 	other := gittest.New(t)
 	other.Git("remote", "add", "origin", "https://github.com/acme/other.git")
 	other.Commit("init", map[string]string{"a.go": "package a\n\nvar A = 1\n"})
-	other.Git("checkout", "-q", "-b", "fix")
-	other.Commit("fix", map[string]string{"a.go": "package a\n\nvar A = 2\n"})
-	other.MergePR(1, "fix", "Set A to 2")
+	other.PR(1, "fix", "fix", map[string]string{"a.go": "package a\n\nvar A = 2\n"}, "Set A to 2")
 	sum, err := Run(context.Background(), Config{Repos: []string{partial, other.Dir}, Out: t.TempDir(), Runner: "prism", RelevantFiles: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -90,6 +90,16 @@ func (r *Repo) MergePR(n int, branch, title string) string {
 	return r.MergePRInto(n, branch, "main", title)
 }
 
+// PR is one pull request from start to merge: it branches off main, commits
+// files there with message, and merges the branch into main as pull request
+// #n with title (MergePR); it returns the merge.
+func (r *Repo) PR(n int, branch, message string, files map[string]string, title string) string {
+	r.T.Helper()
+	r.Git("checkout", "-q", "-b", branch, "main")
+	r.Commit(message, files)
+	return r.MergePR(n, branch, title)
+}
+
 // MergePRInto is MergePR into branch target (a maintenance branch).
 func (r *Repo) MergePRInto(n int, branch, target, title string) string {
 	r.T.Helper()
