@@ -24,10 +24,7 @@ import (
 func TestEvalCommand(t *testing.T) {
 	dir := t.TempDir()
 	const n = 7
-	set, err := traintest.Write(dir, n, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, 3, nil)
 	var wantCorrect, wantReward float64
 	for _, in := range set.Instances {
 		p, err := prompt.Build(&in, prompt.Options{})

@@ -340,10 +340,7 @@ func newTrainLearnRig(t *testing.T, steps int, opts kafkaio.BrokerOptions) *trai
 	dir := t.TempDir()
 	const G, batch = 2, 3
 	n := batch * steps
-	set, err := traintest.Write(dir, n, G, nil) // the instances (its completions file is not used)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, G, nil) // the instances (its completions file is not used)
 	b, err := kafkaio.StartBroker(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -86,10 +86,7 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	t.Logf("mine: %s", mineCounts(jsSum))
 
 	// Train on the instances of a fixture with recorded completions.
-	set, err := traintest.Write(t.TempDir(), 6, 4, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, t.TempDir(), 6, 4, nil)
 	train := func(extra ...string) (string, []schemas.Sample) {
 		out := filepath.Join(t.TempDir(), "out")
 		se := cliOutput(t, append([]string{"train", "--instances", set.InstancesPath, "--policy", "file:" + set.CompletionsPath, "--group-size", "4", "--out", out, "--metrics-addr", ""}, extra...)...)

@@ -23,10 +23,7 @@ func TestTrainAgainstServe(t *testing.T) {
 	url := "http://" + addr + "/v1"
 
 	const n, g = 3, 2
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	out := filepath.Join(dir, "out")
 	var te bytes.Buffer
 	args := []string{"train", "--instances", set.InstancesPath, "--policy", url + "?token_ids=true", "--group-size", fmt.Sprint(g),

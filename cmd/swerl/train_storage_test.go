@@ -25,10 +25,7 @@ import (
 func TestTrainToObjectStorage(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 5, 3
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	bucket := filestest.S3(t, "swerl")
 	remoteInstances := bucket + "/in/" + filepath.Base(set.InstancesPath)
 	if err := files.Upload(context.Background(), set.InstancesPath, remoteInstances); err != nil {

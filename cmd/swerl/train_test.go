@@ -25,10 +25,7 @@ import (
 func TestTrainContract(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 6, 4
-	set, err := traintest.Write(dir, n, g, map[int]string{2: "this is not json"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, map[int]string{2: "this is not json"})
 	out := filepath.Join(dir, "out")
 	se := trainFilePolicy(t, set.InstancesPath, set.CompletionsPath, g, out)
 	if !strings.Contains(se, "embedded Kafka broker") || !strings.Contains(se, "samples written") {

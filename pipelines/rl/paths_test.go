@@ -27,10 +27,7 @@ import (
 // rewards and advantages.
 func TestScoringPathsAgree(t *testing.T) {
 	dir := t.TempDir()
-	set, err := traintest.Write(dir, 6, 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, 6, 3, nil)
 	pol, err := rollout.Open("file:" + set.CompletionsPath)
 	if err != nil {
 		t.Fatal(err)

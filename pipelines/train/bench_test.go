@@ -41,10 +41,7 @@ const benchG = 4
 func benchInput(b *testing.B, n int) (*traintest.Set, kafkaio.Config, func()) {
 	b.Helper()
 	dir := b.TempDir()
-	set, err := traintest.Write(dir, n, benchG, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	set := traintest.New(b, dir, n, benchG, nil)
 	br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 4})
 	if err != nil {
 		b.Fatal(err)
@@ -191,10 +188,7 @@ func TestTrainMemoryFlat(t *testing.T) {
 	}
 	dir := t.TempDir()
 	const distinct = 200
-	set, err := traintest.Write(dir, distinct, benchG, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, distinct, benchG, nil)
 	var c kafkaio.Config
 	if b := os.Getenv("SWERL_BROKERS"); b != "" {
 		c = kafkaio.Config{Brokers: strings.Split(b, ","), TopicPrefix: fmt.Sprintf("mem%d.", time.Now().UnixNano())}
@@ -269,10 +263,7 @@ func TestTrainMemoryFlat(t *testing.T) {
 // own cost without the Kafka plane.
 func BenchmarkTrainFile(b *testing.B) {
 	n := benchInstances()
-	set, err := traintest.Write(b.TempDir(), n, benchG, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	set := traintest.New(b, b.TempDir(), n, benchG, nil)
 	b.ResetTimer()
 	var samples int64
 	var el float64
@@ -310,10 +301,7 @@ func writeHeapProfile(t *testing.T, path string) {
 // pipeline that scores every sample must spend, set against the floor's
 // cpu-µs/record.
 func BenchmarkReward(b *testing.B) {
-	set, err := traintest.Write(b.TempDir(), benchInstances(), benchG, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	set := traintest.New(b, b.TempDir(), benchInstances(), benchG, nil)
 	ctx := context.Background()
 	b.ResetTimer()
 	start, cpu := time.Now(), cpuTime(b)

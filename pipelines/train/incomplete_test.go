@@ -51,10 +51,7 @@ func init() {
 func TestIncompleteGroups(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 6, 4
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	for i, in := range set.Instances {
 		if i%2 == 1 {
 			shortIDs[in.ID] = true
@@ -174,10 +171,7 @@ func init() {
 func TestRolloutConcurrency(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 16, 2
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	start := time.Now()
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
 		Policy: "slow:" + set.CompletionsPath, GroupSize: g, Out: filepath.Join(dir, "out"), Concurrency: 4})

@@ -77,10 +77,7 @@ func consumeAll(t *testing.T, c kafkaio.Config, topic string) []kafka.Message {
 func TestRunThroughKafka(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 8, 3
-	set, err := traintest.Write(dir, n, g, map[int]string{3: `{"schema_version":1,"id":`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, map[int]string{3: `{"schema_version":1,"id":`})
 	c := startBroker(t)
 	out := filepath.Join(dir, "out")
 	// Four rows a file: the sink writes files in the background while the
@@ -157,10 +154,7 @@ func TestRunThroughKafka(t *testing.T) {
 func TestRestartNoLossNoDuplicates(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 24, 3
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	c := startBroker(t)
 	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: c, Topic: c.Topic(kafkaio.Instances), BatchTimeout: time.Millisecond})
 	if err != nil {

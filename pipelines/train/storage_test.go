@@ -49,10 +49,7 @@ func readRemote[T any](t *testing.T, glob string, key func(*T) string) (rows []T
 func TestRunToObjectStorage(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 6, 3
-	set, err := traintest.Write(dir, n, g, map[int]string{2: `{"schema_version":1,"id":"broken`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, map[int]string{2: `{"schema_version":1,"id":"broken`})
 	bucket := filestest.S3(t, "swerl")
 	cfg := train.Config{Instances: set.InstancesPath, Policy: "file:" + set.CompletionsPath, GroupSize: g, RowsPerFile: 4}
 	local, remote := cfg, cfg

@@ -65,10 +65,7 @@ func readSamples(t *testing.T, out string) []schemas.Sample {
 func TestRunFileInput(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 7, 4
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	out := filepath.Join(dir, "out")
 	var progress bytes.Buffer
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
@@ -133,10 +130,7 @@ func TestRunFileInput(t *testing.T) {
 func TestDeadLettersAndDrops(t *testing.T) {
 	dir := t.TempDir()
 	const n, g = 6, 3
-	set, err := traintest.Write(dir, n, g, map[int]string{2: `{"schema_version":1,"id":"broken`, 4: `{"schema_version":1,"id":"x/y#1"}`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, map[int]string{2: `{"schema_version":1,"id":"broken`, 4: `{"schema_version":1,"id":"x/y#1"}`})
 	// Instance 3's completions are missing from the policy file: a rollout
 	// dead-letter.
 	cf, _ := os.ReadFile(set.CompletionsPath)
@@ -208,10 +202,7 @@ func TestDeadLettersAndDrops(t *testing.T) {
 func TestSummaryEqualsWhatWasWritten(t *testing.T) {
 	dir := t.TempDir()
 	const n, g, bad = 9, 3, 2
-	set, err := traintest.Write(dir, n, g, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := traintest.New(t, dir, n, g, nil)
 	f, err := os.OpenFile(set.InstancesPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"swerl/schemas"
 	"swerl/transforms/prompt"
@@ -79,6 +80,16 @@ type Set struct {
 	// InstancesPath is a JSONL file of the instances, CompletionsPath the
 	// file: policy's JSONL.
 	InstancesPath, CompletionsPath string
+}
+
+// New is Write for a test or benchmark: an error fails tb.
+func New(tb testing.TB, dir string, n, g int, bad map[int]string) *Set {
+	tb.Helper()
+	s, err := Write(dir, n, g, bad)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // Write makes n instances with g completions each under dir. Every instance
