@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"swerl/gpu"
 )
@@ -211,54 +212,108 @@ func (b *Backend[F]) Close() error {
 // job is one parallel op: run handles rows [lo, hi).
 type job interface{ run(lo, hi int) }
 
-type task struct {
-	j      job
-	lo, hi int
-}
+// piecesPerWorker is how many pieces an op is cut into per worker. Pieces
+// are claimed by whichever goroutine is free, so a worker that wakes late
+// or runs slow (the cores are shared) leaves its rows to the others
+// instead of holding the op up; more pieces balance better and cost one
+// atomic claim each.
+const piecesPerWorker = 4
 
+// pool runs an op's pieces on the calling goroutine and n-1 workers. A
+// round (one parallel call) publishes its job and size, then one word
+// that packs the round number, the piece count and the next piece to
+// claim; a goroutine claims a piece by advancing the word with a
+// compare-and-swap, so a worker woken for an earlier round finds the word
+// changed or exhausted and claims nothing it should not. The goroutine
+// that completes the last piece reports it: the caller returns once every
+// piece is done, without waiting for workers that never got one.
 type pool struct {
 	n    int
-	work chan task
-	wg   sync.WaitGroup
+	wake chan struct{} // a worker token: look at the current round
 	once sync.Once
+
+	// The round's job, set by the caller before it publishes state and
+	// cleared after the round, read by a worker only after it claimed a
+	// piece of this round.
+	j          job
+	rows, size int
+	state      atomic.Uint64 // round<<32 | pieces<<16 | next piece
+	done       atomic.Uint32 // pieces completed this round
+	finished   chan struct{} // a worker completed the round's last piece
+	round      uint64
 }
 
 func newPool(n int) *pool {
-	p := &pool{n: n, work: make(chan task, n)}
+	p := &pool{n: n, wake: make(chan struct{}, n), finished: make(chan struct{}, 1)}
 	for i := 1; i < n; i++ {
 		go func() {
-			for t := range p.work {
-				t.j.run(t.lo, t.hi)
-				p.wg.Done()
+			for range p.wake {
+				p.help(false)
 			}
 		}()
 	}
 	return p
 }
 
-func (p *pool) close() { p.once.Do(func() { close(p.work) }) }
+func (p *pool) close() { p.once.Do(func() { close(p.wake) }) }
 
-// parallel runs j over [0, n) split into at most p.n contiguous chunks of
-// at least grain rows each (aligned to align rows), the caller taking the
-// first. The split depends only on n, grain, align and p.n.
+// help claims and runs pieces of the current round until none is left.
+// It reports whether the caller's goroutine completed the round's last
+// piece.
+func (p *pool) help(caller bool) (last bool) {
+	for {
+		w := p.state.Load()
+		pieces, next := w>>16&0xffff, w&0xffff
+		if next >= pieces {
+			return last
+		}
+		if !p.state.CompareAndSwap(w, w+1) {
+			continue // another goroutine claimed it, or a new round began
+		}
+		lo := int(next) * p.size
+		p.j.run(lo, min(lo+p.size, p.rows))
+		if p.done.Add(1) == uint32(pieces) {
+			if !caller {
+				p.finished <- struct{}{}
+			}
+			last = true
+		}
+	}
+}
+
+// parallel runs j over [0, n) cut into contiguous pieces of at least
+// grain rows (aligned to align rows), at most piecesPerWorker a worker,
+// on the caller and the pool's workers. The cut depends only on n,
+// grain, align and p.n, never on which goroutine runs a piece.
 func (p *pool) parallel(j job, n, grain, align int) {
 	if n <= 0 {
 		return
 	}
-	chunks := min(p.n, max(1, n/max(grain, 1)))
-	if chunks <= 1 {
+	pieces := 1
+	if p.n > 1 {
+		pieces = min(p.n*piecesPerWorker, 0xffff, max(1, n/max(grain, 1)))
+	}
+	if pieces <= 1 {
 		j.run(0, n)
 		return
 	}
-	size := (n + chunks - 1) / chunks
+	size := (n + pieces - 1) / pieces
 	size = (size + align - 1) / align * align
-	first := min(size, n)
-	for lo := size; lo < n; lo += size {
-		p.wg.Add(1)
-		p.work <- task{j, lo, min(lo+size, n)}
+	pieces = (n + size - 1) / size
+	p.j, p.rows, p.size = j, n, size
+	p.done.Store(0)
+	p.round++
+	p.state.Store(p.round<<32 | uint64(pieces)<<16)
+	for range min(p.n, pieces) - 1 {
+		select {
+		case p.wake <- struct{}{}:
+		default: // every worker already holds a token
+		}
 	}
-	j.run(0, first)
-	p.wg.Wait()
+	if !p.help(true) {
+		<-p.finished
+	}
+	p.j = nil
 }
 
 func sqrt[F float](x F) F { return F(math.Sqrt(float64(x))) }
