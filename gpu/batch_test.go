@@ -12,6 +12,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/gputest"
 )
 
 func newBatchSampler(t testing.TB, m *gpu.Model, maxSeq, slots int) *gpu.BatchSampler {
@@ -302,22 +303,7 @@ func perSequenceAll(t *testing.T, m *gpu.Model, prompts [][]int32, ps []gpu.Samp
 	t.Helper()
 	pb := newPerSequence()
 	defer pb.Close()
-	return sampleAll(t, m, pb, 7, prompts, ps)
-}
-
-// sampleAll samples every prompt with a BatchSampler of slots slots and 64
-// positions over be.
-func sampleAll(t *testing.T, m *gpu.Model, be gpu.Backend, slots int, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
-	t.Helper()
-	s, err := gpu.NewBatchSampler(m, be, 64, slots)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := s.SampleAll(prompts, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
+	return gputest.SampleAll(t, m, pb, 7, prompts, ps)
 }
 
 // shortMemory fails allocations of exactly n elements after the first ok.

@@ -61,7 +61,7 @@ func TestRaggedBatchSampler(t *testing.T) {
 	// fusedKV also takes the RaggedKV path of the sampler (its queries
 	// and cache rows in one op).
 	for _, be := range []gpu.Backend{rowwise{c}, fusedKV{rowwise{c}}} {
-		got := sampleAll(t, m, be, 7, prompts, ps)
+		got := gputest.SampleAll(t, m, be, 7, prompts, ps)
 		for i := range got {
 			if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].FinishReason != want[i].FinishReason {
 				t.Fatalf("%T, request %d: ragged %v (%s), per sequence %v (%s)", be, i, got[i].Tokens, got[i].FinishReason, want[i].Tokens, want[i].FinishReason)

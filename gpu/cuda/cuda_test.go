@@ -347,15 +347,7 @@ func batchSamplerMatchesCPU(t *testing.T, cfg gpu.Config) {
 		prompts, ps = append(prompts, p), append(ps, sp)
 	}
 	sample := func(be gpu.Backend, ps []gpu.SamplingParams) []gpu.Completion {
-		s, err := gpu.NewBatchSampler(m, be, 64, 5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := s.SampleAll(prompts, ps)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
+		return gputest.SampleAll(t, m, be, 5, prompts, ps)
 	}
 	// Mixed: the logits come to the CPU pickers. All greedy: the CUDA
 	// backend picks on the device (gpu.GreedyPicker).

@@ -48,6 +48,21 @@ func SameCompletion(t testing.TB, what, na, nb string, a, b gpu.Completion, tol 
 	}
 }
 
+// SampleAll samples every prompt with a BatchSampler over be of slots
+// slots and 64 positions, failing t on an error.
+func SampleAll(t testing.TB, m *gpu.Model, be gpu.Backend, slots int, prompts [][]int32, ps []gpu.SamplingParams) []gpu.Completion {
+	t.Helper()
+	s, err := gpu.NewBatchSampler(m, be, 64, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.SampleAll(prompts, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // Close reports whether got matches want within tol relative to the
 // largest |want|, and describes the mismatch otherwise.
 func Close(got []float32, want []float64, tol float64) (bool, string) {
