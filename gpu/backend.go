@@ -1,6 +1,9 @@
 package gpu
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Buf is a buffer of floats owned by a Backend: host memory for the CPU
 // backend, device memory for a GPU backend. Element type and precision are
@@ -27,9 +30,13 @@ type AdamWParams struct {
 }
 
 // BiasCorrections returns AdamW's bias corrections 1-Beta1^Step and
-// 1-Beta2^Step, computed in float64.
-func (h AdamWParams) BiasCorrections() (c1, c2 float64) {
-	return 1 - math.Pow(float64(h.Beta1), float64(h.Step)), 1 - math.Pow(float64(h.Beta2), float64(h.Step))
+// 1-Beta2^Step, computed in float64, or an error when Step is not a
+// 1-based count (a correction of 0 would divide by zero).
+func (h AdamWParams) BiasCorrections() (c1, c2 float64, err error) {
+	if h.Step < 1 {
+		return 0, 0, fmt.Errorf("step %d, want >= 1", h.Step)
+	}
+	return 1 - math.Pow(float64(h.Beta1), float64(h.Step)), 1 - math.Pow(float64(h.Beta2), float64(h.Step)), nil
 }
 
 // Backend is the small set of ops the model needs, forward and backward.

@@ -277,11 +277,11 @@ func (be *Backend[F]) AdamW(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) {
 	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) {
 		return
 	}
-	if h.Step < 1 {
-		be.fail(op, "step %d, want >= 1", h.Step)
+	c1, c2, err := h.BiasCorrections()
+	if err != nil {
+		be.fail(op, "%v", err)
 		return
 	}
-	c1, c2 := h.BiasCorrections()
 	lr, eps, wd, gs := F(h.LR), F(h.Eps), F(h.WeightDecay), F(h.GradScale)
 	fb1, fb2 := F(float64(h.Beta1)), F(float64(h.Beta2))
 	runJob(be.pool, &be.jobs.adamwJob, adamwJob[F]{pd: pd, gd: gd, md: md, vd: vd, lr: lr, eps: eps, wd: wd, gs: gs, fb1: fb1, fb2: fb2, c1: F(c1), c2: F(c2)}, n, 8192)

@@ -775,11 +775,11 @@ func (be *Backend) adamwArgs(p, g, m, v gpu.Buf, n int, h gpu.AdamWParams) (pd, 
 	if !be.need(op, n, "p", pd, "g", gd, "m", md, "v", vd) {
 		return
 	}
-	if h.Step < 1 {
-		be.fail(op, "step %d, want >= 1", h.Step)
+	b1, b2, err := h.BiasCorrections()
+	if err != nil {
+		be.fail(op, "%v", err)
 		return
 	}
-	b1, b2 := h.BiasCorrections()
 	return pd, gd, md, vd, float32(b1), float32(b2), n > 0
 }
 
