@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -267,14 +268,7 @@ func describe[T record](r T) string {
 
 // SortedPaths returns the keys of m in byte order: the canonical order in
 // which swerl shows and diffs files.
-func SortedPaths[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func SortedPaths[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Validate checks the invariants every Instance must hold before it is used
 // for training; the error names the instance and the field.

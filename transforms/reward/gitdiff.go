@@ -2,7 +2,8 @@ package reward
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"swerl/internal/difflib"
@@ -17,13 +18,8 @@ import (
 // line without one gets git's "\ No newline at end of file" marker. Files are
 // in path order.
 func GitDiff(old, new map[string]string) string {
-	paths := make([]string, 0, len(new))
-	for p := range new {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
 	var sb strings.Builder
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(new)) {
 		oc, existed := old[p]
 		nc := new[p]
 		if existed && oc == nc {

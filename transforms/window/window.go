@@ -16,7 +16,6 @@ package window
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -61,13 +60,8 @@ func (o Options) withDefaults() Options {
 // and how many hunks were dropped as too large.
 func Hunks(in *schemas.Instance, o Options) (out []schemas.Instance, dropped int) {
 	o = o.withDefaults()
-	paths := make([]string, 0, len(in.OracleNewContent))
-	for p := range in.OracleNewContent {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
 	issue := cut(in.ProblemStatement, o.MaxIssueBytes)
-	for _, p := range paths {
+	for _, p := range schemas.SortedPaths(in.OracleNewContent) {
 		a := difflib.SplitLines(in.CodeContext[p], true)
 		b := difflib.SplitLines(in.OracleNewContent[p], true)
 		m := difflib.NewLines(a, b, false)
