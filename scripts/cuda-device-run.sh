@@ -22,7 +22,7 @@
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps at 8x512 with the defaults
 #                      (mma attention, bf16 activations, lazy zeroing), with
-#                      cublas and with tc attention, and of batch-64 decoding
+#                      pipe and with tc attention, and of batch-64 decoding
 # TEST_RUN narrows the tests and TEST_SKIP (default Emulated) skips some;
 # BENCH_PAT narrows the benchmarks (-test.bench: anchor the first level as
 # ^BenchmarkX$),
@@ -61,7 +61,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 		[ "${AGAIN:-1}" = 1 ] && b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
-	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16(-cublas|-tc)?$/B=8}" >"$out/profile.log" 2>&1
+	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16(-pipe|-tc)?$/B=8}" >"$out/profile.log" 2>&1
 	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"

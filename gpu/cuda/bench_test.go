@@ -78,6 +78,8 @@ func BenchmarkTrainStep(b *testing.B) {
 	runs := []run{
 		// The defaults: mma attention, bf16 activations, lazy zeroing.
 		{"cuda", "bf16", "", 8, 512}, {"cuda", "bf16", "", 4, 2048},
+		// Double-buffered attention tiles and dq's early zero take (opt-in).
+		{"cuda", "bf16", "pipe", 8, 512}, {"cuda", "bf16", "pipe", 4, 2048},
 		{"cuda", "bf16", "cublas", 8, 512}, {"cuda", "bf16", "cublas", 4, 2048},
 		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma+act32+eager", 8, 512}, {"cuda", "bf16", "mma+act32+eager", 4, 2048},

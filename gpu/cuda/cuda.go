@@ -90,7 +90,10 @@ type Backend struct {
 	// but SIMT float32 and slower), "tc" (the same tiling with the tile
 	// products on bf16 tensor cores), "mma" (the default in bf16: the
 	// same blocks on mma.sync with the softmax in registers,
-	// flash_mma.cuh) or "naive" (one
+	// flash_mma.cuh), "pipe" (mma with the forward's and dq's K and V
+	// tiles double-buffered by cp.async for bf16 heads up to 64, and dq's
+	// pending zero taken before dk's and dv's settle; opt-in until it has
+	// run on a card) or "naive" (one
 	// block per row); SWERL_CUDA_ATTN picks it.
 	attn string
 	// attnSet: SetAttention chose attn; otherwise SetMatmul does.
@@ -345,14 +348,14 @@ func (be *Backend) SetMatmul(mode string) error {
 }
 
 // SetAttention selects the training attention: "cublas", "strided",
-// "flash", "tc", "mma" or "naive"; see the attn field. SWERL_CUDA_ATTN
+// "flash", "tc", "mma", "pipe" or "naive"; see the attn field. SWERL_CUDA_ATTN
 // sets it at New. Until it is set, the matmul mode picks: mma in bf16
 // (flash_mma.cuh rounds its operands to bf16), cublas in f32 and tf32.
 func (be *Backend) SetAttention(mode string) error {
 	switch mode {
-	case "flash", "tc", "mma", "cublas", "strided", "naive":
+	case "flash", "tc", "mma", "pipe", "cublas", "strided", "naive":
 	default:
-		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma or naive", mode)
+		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma, pipe or naive", mode)
 	}
 	be.do(func() { be.attn, be.naiveAttn, be.attnSet = mode, mode == "naive", true })
 	return nil

@@ -64,15 +64,17 @@ func TestBackendEagerZero(t *testing.T) {
 
 // TestTrainerLazyZero trains the tiny model with and without lazy zeroing
 // (with and without checkpointing, in f32 and in bf16, where the mma
-// attention's dq takes its pending zero) on two backends side by side:
-// the same losses, gradient norms and weights to float32 rounding.
+// attention's dq takes its pending zero, and with the pipe attention,
+// whose dq takes it before dk's and dv's settle) on two backends side by
+// side: the same losses, gradient norms and weights to float32 rounding.
 func TestTrainerLazyZero(t *testing.T) {
 	for _, run := range []struct {
-		mm   string
-		ckpt bool
-	}{{"f32", false}, {"f32", true}, {"bf16", false}, {"bf16", true}} {
+		mm, attn string
+		ckpt     bool
+	}{{"f32", "", false}, {"f32", "", true}, {"bf16", "", false}, {"bf16", "", true}, {"bf16", "pipe", false}, {"bf16", "pipe", true}} {
 		ckpt := run.ckpt
 		t.Setenv("SWERL_CUDA_MATMUL", run.mm)
+		t.Setenv("SWERL_CUDA_ATTN", run.attn)
 		var trs [2]*gpu.Trainer
 		var ms [2]*gpu.Model
 		for i, mode := range []string{"now", "lazy"} {
@@ -103,7 +105,7 @@ func TestTrainerLazyZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d := math.Abs(a.Loss - b.Loss); d > 1e-5*(1+math.Abs(a.Loss)) || math.Abs(a.GradNorm-b.GradNorm) > 1e-4*(1+a.GradNorm) {
-				t.Errorf("%s, checkpointing %v, step %d: zeroing now: loss %v grad norm %v; lazily: %v, %v", run.mm, ckpt, step, a.Loss, a.GradNorm, b.Loss, b.GradNorm)
+				t.Errorf("%s %s, checkpointing %v, step %d: zeroing now: loss %v grad norm %v; lazily: %v, %v", run.mm, run.attn, ckpt, step, a.Loss, a.GradNorm, b.Loss, b.GradNorm)
 			}
 		}
 		for _, tr := range trs {
@@ -627,7 +629,7 @@ func TestFlashTC(t *testing.T) {
 			widen := func(b gpu.Buf, n int) []float64 { return widen(down(b, n)) }
 			wdq, wdk, wdv := widen(dq, nq), widen(dk, nkv), widen(dv, nkv)
 
-			for _, mode := range []string{"tc", "mma"} {
+			for _, mode := range []string{"tc", "mma", "pipe"} {
 				t.Run(mode, func(t *testing.T) {
 					if err := be.SetAttention(mode); err != nil {
 						t.Fatal(err)
@@ -663,7 +665,7 @@ func TestFlashTC(t *testing.T) {
 			}
 		})
 	}
-	for _, mode := range []string{"tc", "mma"} {
+	for _, mode := range []string{"tc", "mma", "pipe"} {
 		if err := be.SetAttention(mode); err != nil {
 			t.Fatal(err)
 		}
@@ -678,7 +680,7 @@ func TestFlashTC(t *testing.T) {
 // flash attention, beside the CPU's float32: losses, log-probs and weights
 // agree within bf16's precision after four steps.
 func TestTrainerBF16(t *testing.T) {
-	for _, attn := range []string{"cublas", "tc", "mma"} {
+	for _, attn := range []string{"cublas", "tc", "mma", "pipe"} {
 		t.Run(attn, func(t *testing.T) {
 			t.Setenv("SWERL_CUDA_ATTN", attn)
 			t.Setenv("SWERL_CUDA_MATMUL", "bf16")

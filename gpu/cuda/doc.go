@@ -74,7 +74,11 @@
 // a log-sum-exp per row replaces the [B,NH,T,T] matrices (forward, dq,
 // and dk/dv for heads up to 64 channels; larger heads take tc's dk/dv).
 // testdata/mmaemu runs those kernels on a CPU emulator of the fragment
-// layouts in the ordinary go test. In f32 and tf32 the default is
+// layouts in the ordinary go test. =pipe (opt-in, not yet timed on a
+// card) double-buffers the forward's and dq's K and V tiles with
+// cp.async, so the next tile's copies run during this one's products,
+// and lets dq take its pending zero before dk's and dv's are settled.
+// In f32 and tf32 the default is
 // =cublas: batched products over every (batch, head) in one call each
 // and a softmax kernel over the [B,NH,T,T] probabilities. =tc is the
 // earlier WMMA flash kernel, =flash the same tiling in SIMT float32

@@ -18,13 +18,13 @@ const flashTile = 32
 // FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=flash,
 // head sizes that are a multiple of 32, up to 128 (a lane keeps at most
 // four channels); with SWERL_CUDA_ATTN=tc, multiples of 16 (the tensor
-// cores' tile) up to 128, and so with SWERL_CUDA_ATTN=mma.
+// cores' tile) up to 128, and so with SWERL_CUDA_ATTN=mma and pipe.
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
 	step := 0
 	switch be.attn {
 	case "flash":
 		step = 32
-	case "tc", "mma":
+	case "tc", "mma", "pipe":
 		step = 16
 	}
 	return step > 0 && HS > 0 && HS%step == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
@@ -53,10 +53,10 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	}
 	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
-	if be.attn == "tc" || be.attn == "mma" {
+	if be.attn == "tc" || be.mma() {
 		kernel := "flash_tc_fwd"
-		if be.attn == "mma" {
-			kernel = mmaKernel("flash_mma_fwd", HS, qkv16) // the same blocks: 4 warps, 64 rows
+		if be.mma() {
+			kernel = be.mmaKernel("flash_mma_fwd", HS, qkv16) // the same blocks: 4 warps, 64 rows
 		}
 		be.post(func() {
 			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16), B, T, NH, NKV, HS, scale)
@@ -69,8 +69,19 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 // AttentionBackwardLSE implements gpu.FlashAttention.
 func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, lse gpu.Buf, B, T, NH, NKV, HS int) {
 	const op = "flash attention backward"
-	// dq is not settled here: the mma kernel may take its pending zero.
-	dqd, dkd, dvd, dl, do := be.dest(op, dq), be.get(op, dk), be.get(op, dv), be.get(op, delta), be.get(op, dout)
+	// dq is not settled here: flash_mma_dq stores each element of dq once, so a pending zero of
+	// dq is taken (written, not added to) instead of cleared first. With
+	// pipe it is taken before dk and dv are unwrapped: the trainer zeroes
+	// dq, dk and dv together, Zero merges the three into one pending
+	// range, and settling dk's would clear dq's part too. With mma only a
+	// zero of dq alone is taken (below) until the early take has run on
+	// a card.
+	dqd := be.dest(op, dq)
+	zq := 0
+	if be.attn == "pipe" && dqd != nil && be.take(dqd, B*T*NH*HS) {
+		zq = 1
+	}
+	dkd, dvd, dl, do := be.get(op, dk), be.get(op, dv), be.get(op, delta), be.get(op, dout)
 	o, qd, kd, vd, l := be.get(op, out), be.out16(op, q), be.out16(op, k), be.out16(op, v), be.get(op, lse)
 	qkv16, ok := be.qkv16(op, qd, kd, vd, HS)
 	if !ok || !be.flashShapes(op, B, T, NH, NKV, HS) ||
@@ -84,31 +95,28 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 		be.settle(dqd)
 		return
 	}
-	// flash_mma_dq stores each element of dq once: a pending zero of dq
-	// alone is taken (written, not added to) instead of cleared first.
-	// The trainer's dq is not: its Zero merges with dk's and dv's, which
-	// the get of dk above settles whole (results/README.md, run 22).
-	zq := 0
-	if be.attn == "mma" && dq != nil && be.take(dqd, B*T*NH*HS) {
+	if zq == 0 && be.attn == "mma" && dq != nil && be.take(dqd, B*T*NH*HS) {
 		zq = 1
-	} else {
+	}
+	if zq == 0 {
 		be.settle(dqd)
 	}
 	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	be.post(func() {
 		be.launch("flash_delta", be.gridFor(B*T*NH*32), dl, do, o, B, T, NH, HS)
-		if be.attn == "tc" || be.attn == "mma" {
+		if be.attn == "tc" || be.mma() {
 			tiles := B * NH * ((T + 63) / 64)
 			dqk, dkvk := "flash_tc_dq", "flash_tc_dkv"
-			if be.attn == "mma" {
-				dqk = mmaKernel("flash_mma_dq", HS, qkv16)
+			if be.mma() {
+				dqk = be.mmaKernel("flash_mma_dq", HS, qkv16)
 				if HS <= 64 {
-					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16) // larger heads: flash_tc_dkv (see flash_mma.cuh)
+					// larger heads: flash_tc_dkv (see flash_mma.cuh); no pipe variant
+					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16)
 				}
 			}
 			qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
-			if dq != nil && be.attn == "mma" {
+			if dq != nil && be.mma() {
 				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale, zq)
 			} else if dq != nil {
 				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
@@ -127,6 +135,20 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 			be.launch("flash_bwd_dkv", B*NH*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
 		}
 	})
+}
+
+// mma reports whether training attention runs flash_mma.cuh's kernels
+// (SWERL_CUDA_ATTN=mma or pipe).
+func (be *Backend) mma() bool { return be.attn == "mma" || be.attn == "pipe" }
+
+// mmaKernel names the instance of an mma kernel for the attention mode:
+// with pipe, the forward and dq over bf16 heads up to 64 take the
+// double-buffered _pipe entries; otherwise as mmaKernel.
+func (be *Backend) mmaKernel(name string, HS int, qkv16 bool) string {
+	if be.attn == "pipe" && qkv16 && HS <= 64 {
+		return name + "64_pipe"
+	}
+	return mmaKernel(name, HS, qkv16)
 }
 
 // mmaKernel names the instance of an mma kernel for head size HS (its
@@ -152,7 +174,7 @@ func (be *Backend) qkv16(op string, q, k, v *buf, HS int) (half, ok bool) {
 		return false, be.error() == nil
 	}
 	half = q.a.only16
-	if half != k.a.only16 || half != v.a.only16 || half && (be.attn != "mma" || HS > 64) {
+	if half != k.a.only16 || half != v.a.only16 || half && (!be.mma() || HS > 64) {
 		be.fail(op, "q, k and v are bf16 activations all or none, and only for the mma attention with heads up to 64 channels (SWERL_CUDA_ATTN=%s, HS=%d)", be.attn, HS)
 		return false, false
 	}

@@ -22,6 +22,10 @@
 //   sts32(p, w)             stores a word of two bf16 at p (4-byte aligned)
 //   ldg4(p)                 four floats at p (16-byte aligned) as a float4
 //   cp16(d, s)              copies eight bf16 from s to d (both 16-byte aligned)
+//   cp_async16(d, s)        cp16 without waiting (cp.async): the copy lands by
+//                           the cp_async_wait that covers its group
+//   cp_async_commit()       closes the group of this lane's cp_async16 so far
+//   cp_async_wait<N>()      waits until at most the N latest groups are pending
 //   shfl_xor(v, m)          the value of lane ^ m in the warp
 // and __syncthreads, __float2bfloat16, __expf, logf, fmaxf, fmaf, min, atomicAdd,
 // float4, make_float4, INFINITY. The kernels are templates over NF, the most 16-channel chunks
@@ -46,7 +50,7 @@
 // share the work, four channels a load when src is 16-byte aligned (then
 // every row is: HS is a multiple of 16), else one. HSC > 0 is HS known
 // when compiling, so the divisions by it are shifts.
-template <int HSC>
+template <int HSC, bool ASYNC>
 __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const float* src, int b, int head, int heads,
                                           int first, int rows, int T, int HS) {
     if (HSC > 0) HS = HSC;
@@ -71,8 +75,11 @@ __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const floa
 }
 
 // mmaRowsHS from a bf16 tensor copies the values: eight channels a load
-// when src is 16-byte aligned (then every row is), else one.
-template <int HSC>
+// when src is 16-byte aligned (then every row is), else one. With ASYNC
+// the aligned copies are cp.async (the caller commits and waits; the
+// zeros past T and the unaligned loads are stored at once); a float
+// tensor is always converted at once.
+template <int HSC, bool ASYNC>
 __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const __nv_bfloat16* src, int b, int head,
                                           int heads, int first, int rows, int T, int HS) {
     if (HSC > 0) HS = HSC;
@@ -85,7 +92,8 @@ __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const __nv
             int j = e / q8, c = (e - j * q8) * 8;
             __nv_bfloat16* d = dst + j * ld + c;
             if (j < have) {
-                cp16(d, base + j * rs + c);
+                if (ASYNC) cp_async16(d, base + j * rs + c);
+                else cp16(d, base + j * rs + c);
             } else {
                 for (int w = 0; w < 4; w++) sts32(d + 2 * w, 0u);
             }
@@ -99,11 +107,11 @@ __device__ __forceinline__ void mmaRowsHS(__nv_bfloat16* dst, int ld, const __nv
 }
 
 // mmaRows is mmaRowsHS, with HS known when compiling where it is 16*NF.
-template <int NF, typename S>
+template <int NF, typename S, bool ASYNC = false>
 __device__ __forceinline__ void mmaRows(__nv_bfloat16* dst, int ld, const S* src, int b, int head, int heads,
                                         int first, int rows, int T, int HS) {
-    if (HS == 16 * NF) mmaRowsHS<16 * NF>(dst, ld, src, b, head, heads, first, rows, T, HS);
-    else mmaRowsHS<0>(dst, ld, src, b, head, heads, first, rows, T, HS);
+    if (HS == 16 * NF) mmaRowsHS<16 * NF, ASYNC>(dst, ld, src, b, head, heads, first, rows, T, HS);
+    else mmaRowsHS<0, ASYNC>(dst, ld, src, b, head, heads, first, rows, T, HS);
 }
 
 // MmaPlace is a thread's place in a block of the mma kernels: the block's
@@ -122,44 +130,44 @@ struct MmaPlace : HeadTile {
     }
 };
 
-// mmaFragA loads rows r..r+15 of a row-major bf16 tile (stride MLD) as A
+// mmaFragA loads rows r..r+15 of a row-major bf16 tile (stride LD) as A
 // fragments, one per 16 channels, for the lane of quad g, place tg.
-template <int NF>
+template <int NF, int LD = MLD>
 __device__ __forceinline__ void mmaFragA(unsigned (&a)[NF][4], const __nv_bfloat16* tile, int r, int nf, int g, int tg) {
 #pragma unroll
     for (int f = 0; f < NF; f++)
         if (f < nf) {
-            const __nv_bfloat16* p = tile + (r + g) * MLD + f * 16 + tg * 2;
+            const __nv_bfloat16* p = tile + (r + g) * LD + f * 16 + tg * 2;
             a[f][0] = lds32(p);
-            a[f][1] = lds32(p + 8 * MLD);
+            a[f][1] = lds32(p + 8 * LD);
             a[f][2] = lds32(p + 8);
-            a[f][3] = lds32(p + 8 * MLD + 8);
+            a[f][3] = lds32(p + 8 * LD + 8);
         }
 }
 
 // mmaFragPair loads the block's MQ rows from row first of head `head` of
-// the [B,T,heads,HS] tensors x and y into the tiles tx and ty, and the
-// warp's 16 of them as A fragments ax and ay.
-template <int NF, typename SX, typename SY>
+// the [B,T,heads,HS] tensors x and y into the tiles tx and ty (stride
+// LD), and the warp's 16 of them as A fragments ax and ay.
+template <int NF, int LD, typename SX, typename SY>
 __device__ __forceinline__ void mmaFragPair(unsigned (&ax)[NF][4], unsigned (&ay)[NF][4], __nv_bfloat16* tx,
                                             __nv_bfloat16* ty, const SX* x, const SY* y, int b, int head,
                                             int heads, int first, int T, int HS, const MmaPlace& at) {
-    mmaRows<NF>(tx, MLD, x, b, head, heads, first, MQ, T, HS);
-    mmaRows<NF>(ty, MLD, y, b, head, heads, first, MQ, T, HS);
+    mmaRows<NF>(tx, LD, x, b, head, heads, first, MQ, T, HS);
+    mmaRows<NF>(ty, LD, y, b, head, heads, first, MQ, T, HS);
     __syncthreads();
-    mmaFragA<NF>(ax, tx, at.warp * 16, at.nf, at.g, at.tg);
-    mmaFragA<NF>(ay, ty, at.warp * 16, at.nf, at.g, at.tg);
+    mmaFragA<NF, LD>(ax, tx, at.warp * 16, at.nf, at.g, at.tg);
+    mmaFragA<NF, LD>(ay, ty, at.warp * 16, at.nf, at.g, at.tg);
 }
 
 // mmaScore sets s to A·Xᵀ for rows 8j..8j+7 of the row-major tile X
-// (stride MLD): B[c][x] = X[x][c], two adjacent channels a register; one
+// (stride LD): B[c][x] = X[x][c], two adjacent channels a register; one
 // ldmatrix gives the B fragments of two 16-channel chunks.
-template <int NF>
+template <int NF, int LD = MLD>
 __device__ __forceinline__ void mmaScore(float (&s)[4], const unsigned (&a)[NF][4], const __nv_bfloat16* X, int j,
                                          int nf, int g, int tg) {
     s[0] = s[1] = s[2] = s[3] = 0.f;
     int l = threadIdx.x & 31;
-    const __nv_bfloat16* p = X + (j * 8 + (l & 7)) * MLD + (l >> 3) * 8;
+    const __nv_bfloat16* p = X + (j * 8 + (l & 7)) * LD + (l >> 3) * 8;
 #pragma unroll
     for (int f = 0; f < NF; f += 2)
         if (f + 1 < nf) {
@@ -168,7 +176,7 @@ __device__ __forceinline__ void mmaScore(float (&s)[4], const unsigned (&a)[NF][
             mma_bf16(s, a[f], b[0], b[1]);
             mma_bf16(s, a[f + 1], b[2], b[3]);
         } else if (f < nf) { // an odd last chunk
-            const __nv_bfloat16* q = X + (j * 8 + g) * MLD + f * 16 + tg * 2;
+            const __nv_bfloat16* q = X + (j * 8 + g) * LD + f * 16 + tg * 2;
             mma_bf16(s, a[f], lds32(q), lds32(q + 8));
         }
 }
@@ -185,21 +193,21 @@ __device__ __forceinline__ void mmaPack(unsigned (&a)[4][4], const float (&s)[8]
 }
 
 // mmaTimes adds A·X to acc: A the four 16-column chunks of a 16×64 tile,
-// X 64 rows by HS channels, row-major with stride MLD (B[x][c] = X[x][c]:
+// X 64 rows by HS channels, row-major with stride LD (B[x][c] = X[x][c]:
 // two rows of a column a register, which ldmatrix's transpose gives, for
 // two 8-channel tiles at once; nn is even, HS being a multiple of 16).
-template <int NF>
+template <int NF, int LD = MLD>
 __device__ __forceinline__ void mmaTimes(float (&acc)[2 * NF][4], const unsigned (&a)[4][4], const __nv_bfloat16* X,
                                          int nn, int g, int tg) {
     int l = threadIdx.x & 31;
-    const __nv_bfloat16* p = X + ((l & 7) + ((l >> 3) & 1) * 8) * MLD + (l >> 4) * 8;
+    const __nv_bfloat16* p = X + ((l & 7) + ((l >> 3) & 1) * 8) * LD + (l >> 4) * 8;
 #pragma unroll
     for (int n = 0; n < 2 * NF; n += 2)
         if (n < nn) {
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
                 unsigned b[4];
-                ldsm4<true>(b, p + kk * 16 * MLD + n * 8);
+                ldsm4<true>(b, p + kk * 16 * LD + n * 8);
                 mma_bf16(acc[n], a[kk], b[0], b[1]);
                 mma_bf16(acc[n + 1], a[kk], b[2], b[3]);
             }
@@ -227,6 +235,49 @@ __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][
             }
 }
 
+// MmaTiles walks the K and V tiles of key head kh (batch b) for the
+// forward and dq kernels: at(jt) gives tile jt in shared memory. It
+// starts at a barrier (every warp is done with the buffer about to be
+// filled, and with the Q tile before the loop), fills, and ends at a
+// barrier. Without PIPE it loads tile jt into the one buffer. With PIPE
+// the constructor starts tile 0's cp.async copies into buffer 0 (the
+// caller stages Q in buffer 1 meanwhile), and at(jt) starts tile jt+1's
+// into the other buffer and waits only for tile jt's, so that those
+// copies run while the warps compute on tile jt.
+template <int NF, typename S, bool PIPE>
+struct MmaTiles {
+    static constexpr int LD = PIPE ? 16 * NF + 8 : MLD;
+    __nv_bfloat16 *ks, *vs;
+    const S *k, *v;
+    int b, kh, NKV, T, HS;
+    __device__ MmaTiles(__nv_bfloat16* ks, __nv_bfloat16* vs, const S* k, const S* v, int b, int kh, int NKV, int T,
+                        int HS)
+        : ks(ks), vs(vs), k(k), v(v), b(b), kh(kh), NKV(NKV), T(T), HS(HS) {
+        if (PIPE) load(0, 0);
+    }
+    // load starts the copies of tile jt into buffer buf.
+    __device__ void load(int jt, int buf) {
+        mmaRows<NF, S, PIPE>(ks + buf * MK * LD, LD, k, b, kh, NKV, jt * MK, MK, T, HS);
+        mmaRows<NF, S, PIPE>(vs + buf * MK * LD, LD, v, b, kh, NKV, jt * MK, MK, T, HS);
+        if (PIPE) cp_async_commit();
+    }
+    __device__ void at(int jt, int tiles, const __nv_bfloat16*& kt, const __nv_bfloat16*& vt) {
+        __syncthreads();
+        if (!PIPE) {
+            load(jt, 0);
+        } else if (jt + 1 < tiles) {
+            load(jt + 1, (jt + 1) & 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        int buf = PIPE ? jt & 1 : 0;
+        kt = ks + buf * MK * LD;
+        vt = vs + buf * MK * LD;
+    }
+};
+
 // mmaFwd (flash_mma_fwd*): out[B,T,NH,HS] and lse[B,NH,T] of causal GQA
 // attention, as flash_tc_fwd computes them (scores scaled by scale, the
 // log-sum-exp in the same units); one block per (b, h, MQ query rows), the
@@ -234,21 +285,29 @@ __device__ __forceinline__ void mmaStore(float* dst, const float (&acc)[2 * NF][
 // The running maximum is kept in base-2 units (scores times
 // scale·log2e), so each probability is one fma and one ex2; only the
 // tiles that reach past a row of the warp or past T are masked.
-template <int NF, typename S>
+//
+// With PIPE (a bf16 S, HS <= 64: the flash_mma_*_pipe entries) the K and
+// V tiles are double-buffered at a stride of 16*NF + 8 (MmaTiles): the
+// next tile's copies are in flight while the warps compute on this one.
+template <int NF, typename S, bool PIPE = false>
 __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const S* k, const S* v, int B,
                                        int T, int NH, int NKV, int HS, float scale) {
-    __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
-    __shared__ __align__(16) __nv_bfloat16 vs[MK * MLD]; // each V tile, row-major
+    constexpr int LD = PIPE ? 16 * NF + 8 : MLD, NB = PIPE ? 2 : 1;
+    __shared__ __align__(16) __nv_bfloat16 ks[NB * MQ * LD]; // the Q tile, then each K tile
+    __shared__ __align__(16) __nv_bfloat16 vs[NB * MK * LD]; // each V tile, row-major
     MmaPlace at(T, NH, NKV, HS, true);
     int tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
     int nf = at.nf, nn = at.nn;
     float sl2 = scale * MMA_LOG2E;
 
-    mmaRows<NF>(ks, MLD, q, b, h, NH, q0, MQ, T, HS);
+    MmaTiles<NF, S, PIPE> tl(ks, vs, k, v, b, kh, NKV, T, HS);
+    // Q goes where the second K tile will (the first is on its way).
+    __nv_bfloat16* qt = ks + (NB - 1) * MK * LD;
+    mmaRows<NF>(qt, LD, q, b, h, NH, q0, MQ, T, HS);
     __syncthreads();
     unsigned qa[NF][4]; // the warp's 16 rows of Q
-    mmaFragA<NF>(qa, ks, warp * 16, nf, g, tg);
+    mmaFragA<NF, LD>(qa, qt, warp * 16, nf, g, tg);
     float o[2 * NF][4]; // the output: 8 channels a tile, rows rlo (0, 1) and rhi (2, 3)
 #pragma unroll
     for (int n = 0; n < 2 * NF; n++)
@@ -257,10 +316,8 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
     int ktiles = min(q0 + MQ - 1, T - 1) / MK + 1;
     for (int jt = 0; jt < ktiles; jt++) {
         int k0 = jt * MK;
-        __syncthreads(); // every warp is done with the previous tile (and with Q)
-        mmaRows<NF>(ks, MLD, k, b, kh, NKV, k0, MK, T, HS);
-        mmaRows<NF>(vs, MLD, v, b, kh, NKV, k0, MK, T, HS);
-        __syncthreads();
+        const __nv_bfloat16 *kt, *vt;
+        tl.at(jt, ktiles, kt, vt);
         if (k0 > r0 + 15 || r0 >= T) continue; // every key after the warp's rows
 
         // S = Q·Kᵀ, unscaled; the lane holds keys k0 + 8j + 2tg + {0,1}
@@ -268,7 +325,7 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
         // the row. Masked scores are -inf.
         float s[8][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++) mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
+        for (int j = 0; j < 8; j++) mmaScore<NF, LD>(s[j], qa, kt, j, nf, g, tg);
         bool full = k0 + MK - 1 <= r0 && k0 + MK <= T; // every key at or before every row, and < T
         if (!full) {
 #pragma unroll
@@ -325,7 +382,7 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
             o[n][2] *= chi;
             o[n][3] *= chi;
         }
-        mmaTimes<NF>(o, pa, vs, nn, g, tg);
+        mmaTimes<NF, LD>(o, pa, vt, nn, g, tg);
     }
     if (r0 >= T) return; // after the last __syncthreads
 #pragma unroll
@@ -356,20 +413,22 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
 // diagonal, as flash_tc_dq. dP is made one 8-key tile at a time, beside
 // P, so only S, Q, dO and dq stay in registers. Each element of dq is
 // stored once, so with zero it is written instead of added to (a dq that
-// takes a pending zero, SWERL_CUDA_ZERO=lazy).
-template <int NF, typename S>
+// takes a pending zero, SWERL_CUDA_ZERO=lazy). PIPE as mmaFwd's.
+template <int NF, typename S, bool PIPE = false>
 __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, const S* k, const S* v,
                                       const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS,
                                       float scale, int zero) {
-    __shared__ __align__(16) __nv_bfloat16 ks[MQ * MLD]; // the Q tile, then each K tile
-    __shared__ __align__(16) __nv_bfloat16 vs[MQ * MLD]; // the dO tile, then each V tile
+    constexpr int LD = PIPE ? 16 * NF + 8 : MLD, NB = PIPE ? 2 : 1;
+    __shared__ __align__(16) __nv_bfloat16 ks[NB * MQ * LD]; // the Q tile, then each K tile
+    __shared__ __align__(16) __nv_bfloat16 vs[NB * MQ * LD]; // the dO tile, then each V tile
     MmaPlace at(T, NH, NKV, HS, true);
     int tile = at.tile, b = at.b, h = at.h, kh = at.kh, warp = at.warp, g = at.g, tg = at.tg;
     int q0 = tile * MQ, r0 = q0 + warp * 16, rlo = r0 + g, rhi = rlo + 8;
     int nf = at.nf, nn = at.nn;
 
+    MmaTiles<NF, S, PIPE> tl(ks, vs, k, v, b, kh, NKV, T, HS);
     unsigned qa[NF][4], da[NF][4]; // the warp's rows of Q and dO
-    mmaFragPair<NF>(qa, da, ks, vs, q, dout, b, h, NH, q0, T, HS, at);
+    mmaFragPair<NF, LD>(qa, da, ks + (NB - 1) * MK * LD, vs + (NB - 1) * MK * LD, q, dout, b, h, NH, q0, T, HS, at);
     long st = ((long)b * NH + h) * T;
     float sl2 = scale * MMA_LOG2E; // P = 2^(S·sl2 - lse·log2e)
     float llo = rlo < T ? lse[st + rlo] * MMA_LOG2E : 0.f, lhi = rhi < T ? lse[st + rhi] * MMA_LOG2E : 0.f;
@@ -381,17 +440,15 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, 
     int ktiles = min(q0 + MQ - 1, T - 1) / MK + 1;
     for (int jt = 0; jt < ktiles; jt++) {
         int k0 = jt * MK;
-        __syncthreads();
-        mmaRows<NF>(ks, MLD, k, b, kh, NKV, k0, MK, T, HS);
-        mmaRows<NF>(vs, MLD, v, b, kh, NKV, k0, MK, T, HS);
-        __syncthreads();
+        const __nv_bfloat16 *kt, *vt;
+        tl.at(jt, ktiles, kt, vt);
         if (k0 > r0 + 15 || r0 >= T) continue;
         float s[8][4];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             float dp[4];
-            mmaScore<NF>(s[j], qa, ks, j, nf, g, tg);
-            mmaScore<NF>(dp, da, vs, j, nf, g, tg);
+            mmaScore<NF, LD>(s[j], qa, kt, j, nf, g, tg);
+            mmaScore<NF, LD>(dp, da, vt, j, nf, g, tg);
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 s[j][i] = ex2(fmaf(s[j][i], sl2, -(i < 2 ? llo : lhi))) * (dp[i] - (i < 2 ? dlo : dhi));
@@ -409,7 +466,7 @@ __device__ __forceinline__ void mmaDq(float* dq, const float* dout, const S* q, 
         }
         unsigned sa[4][4]; // dS as A fragments
         mmaPack(sa, s);
-        mmaTimes<NF>(acc, sa, ks, nn, g, tg);
+        mmaTimes<NF, LD>(acc, sa, kt, nn, g, tg);
     }
     if (r0 >= T) return;
     mmaStore<NF>(dq, acc, scale, b, h, NH, rlo, rhi, T, HS, nn, tg, false, zero != 0);
@@ -433,7 +490,7 @@ __device__ __forceinline__ void mmaDkv(float* dk, float* dv, const float* dout, 
     int nf = at.nf, nn = at.nn;
 
     unsigned ka[NF][4], va[NF][4]; // the warp's keys of K and V
-    mmaFragPair<NF>(ka, va, qs, ds, k, v, b, kh, NKV, key0, T, HS, at);
+    mmaFragPair<NF, MLD>(ka, va, qs, ds, k, v, b, kh, NKV, key0, T, HS, at);
     float ak[2 * NF][4], av[2 * NF][4];
 #pragma unroll
     for (int n = 0; n < 2 * NF; n++)
@@ -521,6 +578,15 @@ extern "C" {
     }
 MMA_ENTRIES(, float)
 MMA_ENTRIES(_b16, __nv_bfloat16)
+// The double-buffered forward and dq (SWERL_CUDA_ATTN=pipe), for heads up
+// to 64 in bf16: four tiles at stride 72 fit the 48 KiB of static shared
+// memory, where stride 136 would not.
+__global__ void __launch_bounds__(MW * 32) flash_mma_fwd64_pipe(MMA_ARGS_FWD(__nv_bfloat16)) {
+    mmaFwd<4, __nv_bfloat16, true>(out, lse, q, k, v, B, T, NH, NKV, HS, scale);
+}
+__global__ void __launch_bounds__(MW * 32) flash_mma_dq64_pipe(MMA_ARGS_DQ(__nv_bfloat16)) {
+    mmaDq<4, __nv_bfloat16, true>(dq, dout, q, k, v, lse, delta, B, T, NH, NKV, HS, scale, zero);
+}
 #undef MMA_ENTRIES
 #undef MMA_ARGS_FWD
 #undef MMA_ARGS_DQ

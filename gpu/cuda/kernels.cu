@@ -1464,6 +1464,22 @@ __device__ __forceinline__ void cp16(__nv_bfloat16* d, const __nv_bfloat16* s) {
     *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
 }
 
+// cp_async16 starts a copy of eight bf16 (16 bytes, both addresses
+// 16-byte aligned) from global to shared memory (cp.async, bypassing L1);
+// cp_async_commit closes this thread's group of copies so far and
+// cp_async_wait<N> waits until at most its N latest groups are pending.
+// The memory clobbers keep the compiler from moving shared-memory reads
+// across them.
+__device__ __forceinline__ void cp_async16(__nv_bfloat16* d, const __nv_bfloat16* s) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(d);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(__cvta_generic_to_global(s)) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // ldsm4 is ldmatrix.sync.aligned.m8n8.x4 (.trans with TRANS) of bf16: lane
 // l gives p, 16-byte aligned, the row l%8 of matrix l/8; r[m] is lane l's
 // fragment of matrix m (see flash_mma.cuh).

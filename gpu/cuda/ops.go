@@ -335,7 +335,7 @@ func (be *Backend) PackedQKVOK() bool { return be.fuse }
 // attention (flash_mma.cuh's _b16 kernels) for heads it runs whole
 // (HS ≤ 64: larger heads take flash_tc_dkv, which reads float32).
 func (be *Backend) SplitQKV16(NH, NKV, HS int) bool {
-	return be.act16 && be.attn == "mma" && HS <= 64 && be.FlashSupported(NH, NKV, HS)
+	return be.act16 && be.mma() && HS <= 64 && be.FlashSupported(NH, NKV, HS)
 }
 
 // SplitQKV implements gpu.PackedQKV with one rope_qkv launch.

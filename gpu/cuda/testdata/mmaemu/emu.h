@@ -173,6 +173,43 @@ inline float4 ldg4(const float* p) { return {p[0], p[1], p[2], p[3]}; }
 inline void sts32(__nv_bfloat16* p, unsigned w) { memcpy(p, &w, 4); }
 inline void cp16(__nv_bfloat16* d, const __nv_bfloat16* s) { memcpy(d, s, 16); }
 
+// cp.async: a lane's copies wait in its open group until committed, and
+// committed groups are copied only when a cp_async_wait needs them, the
+// latest moment the device may complete them, so that a kernel reading a
+// tile before its wait, or another lane's copies before the barrier
+// after theirs, reads stale memory here. A block that ends with copies
+// pending, or an unaligned address, aborts.
+namespace emu {
+struct Copy {
+    void* d;
+    const void* s;
+};
+inline std::vector<std::vector<Copy>> open;                // per lane
+inline std::vector<std::vector<std::vector<Copy>>> groups; // per lane, oldest first
+} // namespace emu
+
+inline void cp_async16(__nv_bfloat16* d, const __nv_bfloat16* s) {
+    if (((reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s)) & 15) != 0) {
+        fprintf(stderr, "emu: cp.async of %p to %p is not 16-byte aligned\n", (const void*)s, (void*)d);
+        abort();
+    }
+    emu::open[emu::cur].push_back({d, s});
+}
+
+inline void cp_async_commit() {
+    emu::groups[emu::cur].push_back(std::move(emu::open[emu::cur]));
+    emu::open[emu::cur].clear();
+}
+
+template <int N>
+inline void cp_async_wait() {
+    auto& g = emu::groups[emu::cur];
+    while (g.size() > size_t(N)) {
+        for (const emu::Copy& c : g.front()) memcpy(c.d, c.s, 16);
+        g.erase(g.begin());
+    }
+}
+
 inline unsigned lds16x2(const __nv_bfloat16* p, int stride) { return unsigned(p[0].x) | unsigned(p[stride].x) << 16; }
 
 inline float ex2(float x) { return exp2f(x); }
@@ -253,6 +290,8 @@ inline void launch(int grid, int threads, const std::function<void()>& kernel) {
         emu::block = emu::Barrier{n};
         for (int w = 0; w < n / 32; w++) emu::warps[w] = emu::Barrier{32};
         emu::done.assign(n, 0);
+        emu::open.assign(n, {});
+        emu::groups.assign(n, {});
         for (int i = 0; i < n; i++) {
             // A fresh stack: six zeroed registers for emu_switch to pop,
             // then start as its return address, 16-byte aligned as at a
@@ -279,5 +318,10 @@ inline void launch(int grid, int threads, const std::function<void()>& kernel) {
                 abort();
             }
         }
+        for (int i = 0; i < n; i++)
+            if (!emu::open[i].empty() || !emu::groups[i].empty()) {
+                fprintf(stderr, "emu: block %d: lane %d ended with cp.async copies not waited for\n", bi, i);
+                abort();
+            }
     }
 }

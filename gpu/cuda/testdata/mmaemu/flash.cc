@@ -4,7 +4,8 @@
 // dv, which add to what the buffers hold) for head sizes 16 to 128,
 // partial tiles, GQA and T = 1; and that the _b16 entry points, given q,
 // k and v already rounded to bf16, give the float ones' results bit for
-// bit. It prints a line a shape and kernel, and exits 1 when any is off by
+// bit, and so do the double-buffered _pipe ones (marked | in the output,
+// with cp.async copies landing only when waited for). It prints a line a shape and kernel, and exits 1 when any is off by
 // more than bf16's precision allows, or a _b16 result differs.
 #include "emu.h"
 #include "../../flash_mma.cuh"
@@ -154,6 +155,26 @@ int main() {
                                                                   fdelta.data(), B, T, NH, NKV, HS, fs, 0);
         });
         same("dq", hdq, gdq);
+        if (HS <= 64) {
+            // The double-buffered kernels: the same products over the same
+            // tiles, so the same bits, however the copies land.
+            std::vector<float> pout(nq, NAN), plse(nl, NAN), pdq(base), pwdq(nq, NAN);
+            launch(grid, MW * 32, [&] {
+                flash_mma_fwd64_pipe(pout.data(), plse.data(), q16, k16, v16, B, T, NH, NKV, HS, fs);
+            });
+            same("out|", pout, gout);
+            same("lse|", plse, glse);
+            launch(grid, MW * 32, [&] {
+                flash_mma_dq64_pipe(pdq.data(), dout.data(), q16, k16, v16, flse.data(), fdelta.data(), B, T, NH,
+                                    NKV, HS, fs, 0);
+            });
+            same("dq|", pdq, gdq);
+            launch(grid, MW * 32, [&] {
+                flash_mma_dq64_pipe(pwdq.data(), dout.data(), q16, k16, v16, flse.data(), fdelta.data(), B, T, NH,
+                                    NKV, HS, fs, 1);
+            });
+            same("dq=|", pwdq, wdq);
+        }
         if (HS <= 64) {
             std::vector<float> kbase(nk), gdk(nk), vbase(nk), gdv(nk);
             for (int i = 0; i < nk; i++) {
