@@ -39,6 +39,22 @@ func (h AdamWParams) BiasCorrections() (c1, c2 float64, err error) {
 	return 1 - math.Pow(float64(h.Beta1), float64(h.Step)), 1 - math.Pow(float64(h.Beta2), float64(h.Step)), nil
 }
 
+// AttentionShapeError is the error of an attention op over B sequences
+// of Tq query rows and Tk keys, NH query heads in NKV groups of HS
+// channels, nil for a shape every backend takes: queries are the last Tq
+// of the Tk positions, and query heads share key heads in equal groups.
+func AttentionShapeError(B, Tq, Tk, NH, NKV, HS int) error {
+	switch {
+	case B < 0 || Tq < 0 || HS <= 0 || NKV <= 0 || NH <= 0:
+		return fmt.Errorf("bad shape B=%d Tq=%d HS=%d NH=%d NKV=%d", B, Tq, HS, NH, NKV)
+	case Tq > Tk:
+		return fmt.Errorf("Tq=%d exceeds Tk=%d", Tq, Tk)
+	case NH%NKV != 0:
+		return fmt.Errorf("NH=%d is not a multiple of NKV=%d", NH, NKV)
+	}
+	return nil
+}
+
 // Backend is the small set of ops the model needs, forward and backward.
 //
 // # Conventions

@@ -193,15 +193,11 @@ func (be *Backend[F]) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu
 }
 
 func (be *Backend[F]) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
-	switch {
-	case be.err != nil:
+	if be.err != nil {
 		return false
-	case B < 0 || Tq < 0 || HS <= 0 || NKV <= 0 || NH <= 0:
-		be.fail(op, "bad shape B=%d Tq=%d HS=%d NH=%d NKV=%d", B, Tq, HS, NH, NKV)
-	case Tq > Tk:
-		be.fail(op, "Tq=%d exceeds Tk=%d", Tq, Tk)
-	case NH%NKV != 0:
-		be.fail(op, "NH=%d is not a multiple of NKV=%d", NH, NKV)
+	}
+	if err := gpu.AttentionShapeError(B, Tq, Tk, NH, NKV, HS); err != nil {
+		be.fail(op, "%v", err)
 	}
 	return be.err == nil
 }

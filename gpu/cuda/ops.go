@@ -375,15 +375,11 @@ func (be *Backend) ropeQKV(op string, q, k, v, qkv, cos, sin gpu.Buf, B, T, NH, 
 }
 
 func (be *Backend) attnShapes(op string, B, Tq, Tk, NH, NKV, HS int) bool {
-	switch {
-	case be.error() != nil:
+	if be.error() != nil {
 		return false
-	case B < 0 || Tq < 0 || HS <= 0 || NKV <= 0 || NH <= 0:
-		be.fail(op, "bad shape B=%d Tq=%d HS=%d NH=%d NKV=%d", B, Tq, HS, NH, NKV)
-	case Tq > Tk:
-		be.fail(op, "Tq=%d exceeds Tk=%d", Tq, Tk)
-	case NH%NKV != 0:
-		be.fail(op, "NH=%d is not a multiple of NKV=%d", NH, NKV)
+	}
+	if err := gpu.AttentionShapeError(B, Tq, Tk, NH, NKV, HS); err != nil {
+		be.fail(op, "%v", err)
 	}
 	return be.error() == nil
 }
