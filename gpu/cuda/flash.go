@@ -56,7 +56,7 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 	if be.attn == "tc" || be.mma() {
 		kernel := "flash_tc_fwd"
 		if be.mma() {
-			kernel = be.mmaKernel("flash_mma_fwd", HS, qkv16) // the same blocks: 4 warps, 64 rows
+			kernel = mmaKernel("flash_mma_fwd", HS, qkv16, be.attn == "pipe") // the same blocks: 4 warps, 64 rows
 		}
 		be.post(func() {
 			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16), B, T, NH, NKV, HS, scale)
@@ -69,13 +69,13 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 // AttentionBackwardLSE implements gpu.FlashAttention.
 func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, lse gpu.Buf, B, T, NH, NKV, HS int) {
 	const op = "flash attention backward"
-	// dq is not settled here: flash_mma_dq stores each element of dq once, so a pending zero of
-	// dq is taken (written, not added to) instead of cleared first. With
-	// pipe it is taken before dk and dv are unwrapped: the trainer zeroes
-	// dq, dk and dv together, Zero merges the three into one pending
-	// range, and settling dk's would clear dq's part too. With mma only a
-	// zero of dq alone is taken (below) until the early take has run on
-	// a card.
+	// dq is not settled here: flash_mma_dq stores each element of dq
+	// once, so a pending zero of dq is taken (written, not added to)
+	// instead of cleared first. With pipe it is taken before dk and dv are
+	// unwrapped: the trainer zeroes dq, dk and dv together, Zero merges
+	// the three into one pending range, and settling dk's would clear
+	// dq's part too. With mma only a zero of dq alone is taken (below)
+	// until the early take has run on a card.
 	dqd := be.dest(op, dq)
 	zq := 0
 	if be.attn == "pipe" && dqd != nil && be.take(dqd, B*T*NH*HS) {
@@ -109,10 +109,9 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 			tiles := B * NH * ((T + 63) / 64)
 			dqk, dkvk := "flash_tc_dq", "flash_tc_dkv"
 			if be.mma() {
-				dqk = be.mmaKernel("flash_mma_dq", HS, qkv16)
+				dqk = mmaKernel("flash_mma_dq", HS, qkv16, be.attn == "pipe")
 				if HS <= 64 {
-					// larger heads: flash_tc_dkv (see flash_mma.cuh); no pipe variant
-					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16)
+					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16, false) // larger heads: flash_tc_dkv (see flash_mma.cuh)
 				}
 			}
 			qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
@@ -141,20 +140,15 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 // (SWERL_CUDA_ATTN=mma or pipe).
 func (be *Backend) mma() bool { return be.attn == "mma" || be.attn == "pipe" }
 
-// mmaKernel names the instance of an mma kernel for the attention mode:
-// with pipe, the forward and dq over bf16 heads up to 64 take the
-// double-buffered _pipe entries; otherwise as mmaKernel.
-func (be *Backend) mmaKernel(name string, HS int, qkv16 bool) string {
-	if be.attn == "pipe" && qkv16 && HS <= 64 {
-		return name + "64_pipe"
-	}
-	return mmaKernel(name, HS, qkv16)
-}
-
 // mmaKernel names the instance of an mma kernel for head size HS (its
 // registers hold up to 64 channels, suffix 64, or 128) and q, k and v in
-// bf16 (suffix _b16) or float32.
-func mmaKernel(name string, HS int, qkv16 bool) string {
+// bf16 (suffix _b16) or float32; with pipe (the forward and dq under
+// SWERL_CUDA_ATTN=pipe) bf16 heads up to 64 take the double-buffered
+// _pipe entry.
+func mmaKernel(name string, HS int, qkv16, pipe bool) string {
+	if pipe && qkv16 && HS <= 64 {
+		return name + "64_pipe"
+	}
 	if HS <= 64 {
 		name += "64"
 	} else {
