@@ -116,9 +116,17 @@ type Sequence struct {
 	Prompt     []int32 // at least one token
 	Completion []int32 // the tokens trained on
 	Advantage  float64 // group-relative advantage (GRPO); unused by SFTStep
-	// OldLogProbs[t] is log π_old(Completion[t]) from the sampler
-	// (Sampler.Sample's LogProbs); nil means on-policy (ratio 1).
+	// OldLogProbs[t] is log π_old(Completion[t]), the proximal policy of
+	// the PPO ratio. nil (what the learner passes): the step's own forward
+	// pass, detached, which with one optimizer update per batch is the
+	// trainer's policy at the start of the step, recomputed at no extra
+	// cost (ratio 1).
 	OldLogProbs []float32
+	// BehavLogProbs[t] is log π_behav(Completion[t]) as the sampler
+	// reported it (Sampler.Sample's LogProbs, an engine's logprobs): the
+	// behaviour policy of GRPOParams.Correction and of the rollout
+	// statistics. nil: none (c = 1).
+	BehavLogProbs []float32
 	// RefLogProbs[t] is log π_ref(Completion[t]) under the frozen reference
 	// model; required when GRPO.KLCoef > 0.
 	RefLogProbs []float32
@@ -131,6 +139,12 @@ type Metrics struct {
 	ClipFrac float64 // fraction of tokens whose ratio was clipped
 	// MaskedFrac is the fraction of tokens left out by GRPOParams.MinTokenProb.
 	MaskedFrac float64
+	// Entropy is the mean over completion tokens of −ln π_old(y_t), the
+	// sampled-token estimate of the policy's entropy.
+	Entropy float64
+	// Rollout sums the behaviour weights' statistics over the tokens with
+	// BehavLogProbs.
+	Rollout RolloutStats
 	Tokens     int     // completion tokens trained on
 	Applied    bool    // this micro-batch completed an optimizer step
 	Step       int     // optimizer steps taken so far
@@ -465,6 +479,9 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 			if s.OldLogProbs != nil && len(s.OldLogProbs) != n {
 				return met, fmt.Errorf("%w: sequence %d has %d old log-probs for %d completion tokens", ErrBatch, i, len(s.OldLogProbs), n)
 			}
+			if s.BehavLogProbs != nil && len(s.BehavLogProbs) != n {
+				return met, fmt.Errorf("%w: sequence %d has %d behaviour log-probs for %d completion tokens", ErrBatch, i, len(s.BehavLogProbs), n)
+			}
 			if g.KLCoef > 0 && len(s.RefLogProbs) != n {
 				return met, fmt.Errorf("%w: sequence %d has %d reference log-probs for %d completion tokens (KLCoef > 0)", ErrBatch, i, len(s.RefLogProbs), n)
 			}
@@ -473,15 +490,20 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 				weight = 1 / float64(n*len(batch))
 			}
 			lp := widen(t.logp[starts[i] : starts[i]+n])
-			var old, ref []float64
+			in := PolicyInput{Adv: s.Advantage, Logp: lp, Weight: weight}
 			if s.OldLogProbs != nil {
-				old = widen(s.OldLogProbs)
+				in.Old = widen(s.OldLogProbs)
+			}
+			if s.BehavLogProbs != nil {
+				in.Behav = widen(s.BehavLogProbs)
 			}
 			if g.KLCoef > 0 {
-				ref = widen(s.RefLogProbs)
+				in.Ref = widen(s.RefLogProbs)
 			}
-			tl := GRPOLoss(g, s.Advantage, lp, old, ref, weight)
+			tl := PolicyLoss(g, in)
 			met.Loss += tl.Loss
+			met.Entropy += tl.Entropy / float64(total)
+			met.Rollout.Add(tl.Rollout)
 			met.KL += tl.KL / float64(total)
 			met.ClipFrac += float64(tl.Clipped) / float64(total)
 			met.MaskedFrac += float64(tl.Masked) / float64(total)

@@ -680,7 +680,11 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 	if len(s.PromptTokens) > 0 && len(s.CompletionTokens) > 0 {
 		seq.Prompt, seq.Completion = s.PromptTokens, s.CompletionTokens
 		if len(s.LogProbs) == len(s.CompletionTokens) {
-			seq.OldLogProbs = s.LogProbs
+			// The sampler's log-probs are the behaviour policy; π_old is
+			// the trainer's own at the start of the step (the step's
+			// forward pass), so the engine–trainer mismatch goes into the
+			// importance weight, not into the PPO clip.
+			seq.BehavLogProbs = s.LogProbs
 		}
 	} else {
 		var err error
@@ -743,6 +747,7 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	if err != nil {
 		return err
 	}
+	st := stepStats(met, l.trainer.Config().GRPO, l.sft)
 	l.step++
 	l.stats.Steps++
 	l.stats.Groups += len(groups)
@@ -758,7 +763,7 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	for _, g := range groups {
 		l.prog.finish(g, next)
 	}
-	if err := l.writeRecord(next, groups, l.Offsets()); err != nil {
+	if err := l.writeRecord(next, groups, l.Offsets(), st); err != nil {
 		return err
 	}
 	if err := l.publish(ctx, met, reward, len(seqs)); err != nil {
@@ -775,7 +780,8 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	mReward.Set(reward)
 	tps := float64(met.Tokens) / dt.Seconds()
 	mTokensPerSec.Set(tps)
-	l.progress(met, reward, tps, stale)
+	st.gauge()
+	l.progress(met, st, reward, tps, stale)
 	return nil
 }
 
@@ -814,12 +820,20 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 		}
 		sum.Loss += met.Loss / float64(chunks)
 		sum.KL += met.KL / float64(chunks)
-		sum.ClipFrac += met.ClipFrac / float64(chunks)
-		sum.MaskedFrac += met.MaskedFrac / float64(chunks)
+		sum.ClipFrac += met.ClipFrac * float64(met.Tokens)
+		sum.MaskedFrac += met.MaskedFrac * float64(met.Tokens)
+		sum.Entropy += met.Entropy * float64(met.Tokens)
+		sum.Rollout.Add(met.Rollout)
 		sum.Tokens += met.Tokens
 		if met.Applied {
 			sum.Applied, sum.LR, sum.GradNorm, sum.Step = true, met.LR, met.GradNorm, met.Step
 		}
+	}
+	if sum.Tokens > 0 {
+		n := float64(sum.Tokens)
+		sum.Entropy /= n
+		sum.ClipFrac /= n
+		sum.MaskedFrac /= n
 	}
 	if math.IsNaN(sum.Loss) {
 		return sum, errors.New("learner: loss is NaN")
@@ -827,13 +841,16 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 	return sum, nil
 }
 
-func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
+func (l *Learner) progress(met gpu.Metrics, st StepStats, reward, tps, staleness float64) {
 	if l.cfg.Progress == nil || time.Since(l.lastProgress) < l.cfg.ProgressEvery && l.stats.Steps > 1 {
 		return
 	}
 	l.lastProgress = time.Now()
-	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d truncated %d",
-		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped, l.stats.Truncated)
+	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f entropy %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d truncated %d",
+		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, st.Entropy, tps, staleness, l.stats.Stale, l.stats.Skipped, l.stats.Truncated)
+	if st.RolloutTokens > 0 {
+		line += fmt.Sprintf(" rollout-kl %.3g is-weight max %.3g mean %.4f is-truncated %.3f ppo-clipped %.3f", st.RolloutKL, st.ISWeightMax, st.ISWeightMean, st.ISTruncatedFrac, st.PPOClippedFrac)
+	}
 	if l.tty {
 		fmt.Fprintf(l.cfg.Progress, "\r\x1b[K%s", line)
 		l.live = true
