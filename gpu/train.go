@@ -144,12 +144,12 @@ type Metrics struct {
 	Entropy float64
 	// Rollout sums the behaviour weights' statistics over the tokens with
 	// BehavLogProbs.
-	Rollout RolloutStats
-	Tokens     int     // completion tokens trained on
-	Applied    bool    // this micro-batch completed an optimizer step
-	Step       int     // optimizer steps taken so far
-	LR         float64 // learning rate of the step (when Applied)
-	GradNorm   float64 // global gradient norm before clipping (when Applied)
+	Rollout  RolloutStats
+	Tokens   int     // completion tokens trained on
+	Applied  bool    // this micro-batch completed an optimizer step
+	Step     int     // optimizer steps taken so far
+	LR       float64 // learning rate of the step (when Applied)
+	GradNorm float64 // global gradient norm before clipping (when Applied)
 }
 
 // Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
