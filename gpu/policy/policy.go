@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"swerl/gpu"
+	"swerl/gpu/hf"
 	"swerl/gpu/cpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
@@ -97,6 +98,12 @@ type Options struct {
 	// Defaults 256 and 1.0 (RL rollouts sample the raw distribution).
 	MaxTokens   int
 	Temperature float64
+	// BF16Weights rounds every weight served to bfloat16 (ties to even),
+	// as an engine serving a bf16 copy of a float32 trainer's weights
+	// does: its log-probabilities then differ from the trainer's by a real
+	// engine–trainer mismatch (the experiments of the off-policy
+	// corrections use it).
+	BF16Weights bool
 	// Log receives reload notices and skipped corrupt checkpoints.
 	// Default slog.Default().
 	Log *slog.Logger
@@ -144,6 +151,12 @@ func ParseSpec(spec string) (string, Options, error) {
 			o.Poll = d
 		case "device":
 			o.Device = v
+		case "bf16":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", o, fmt.Errorf("policy: spec %q: bf16=%q is not a boolean", spec, v)
+			}
+			o.BF16Weights = b
 		case "temperature":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
@@ -151,7 +164,7 @@ func ParseSpec(spec string) (string, Options, error) {
 			}
 			o.Temperature = f
 		default:
-			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature)", spec, k)
+			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature, bf16)", spec, k)
 		}
 	}
 	return path, o, nil
@@ -254,6 +267,9 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 		maxSeq = 1024
 	}
 	maxSeq = min(maxSeq, mp.Model.Config.MaxPositionEmbeddings)
+	if p.opts.BF16Weights {
+		roundBF16(mp.Model)
+	}
 	p.run.Lock()
 	defer p.run.Unlock()
 	s, err := gpu.NewBatchSampler(mp.Model, p.be, maxSeq, p.opts.Batch)
@@ -554,4 +570,13 @@ func DecodeLenient(tok *tokenizer.Tokenizer, ids []int32) string {
 		}
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// roundBF16 rounds m's weights to bfloat16 in place.
+func roundBF16(m *gpu.Model) {
+	for _, t := range m.Tensors() {
+		for i, x := range t.Data {
+			t.Data[i] = hf.BF16ToFloat32(hf.Float32ToBF16(x))
+		}
+	}
 }
