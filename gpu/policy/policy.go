@@ -35,8 +35,8 @@ import (
 	"time"
 
 	"swerl/gpu"
-	"swerl/gpu/hf"
 	"swerl/gpu/cpu"
+	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
 	"swerl/sinks/checkpoint"
