@@ -315,3 +315,124 @@ func TestPolicyGradientFiniteDifferences(t *testing.T) {
 		}
 	}
 }
+
+// TestTemperatureLogProbs: at temperature τ the trainer's log-probs are
+// those of softmax(logits/τ): over the whole vocabulary they sum to 1 in
+// probability, and their differences are the raw ones divided by τ.
+func TestTemperatureLogProbs(t *testing.T) {
+	m, err := gpu.NewModel(gpu.TinyConfig(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config.VocabSize
+	batch := make([]gpu.Sequence, V)
+	for y := range V {
+		batch[y] = gpu.Sequence{Prompt: []int32{5, 9, 2}, Completion: []int32{int32(y)}}
+	}
+	at := func(temp float64) []float64 {
+		be := cpu.NewFloat64()
+		defer be.Close()
+		tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: V, MaxSeq: 4, Temperature: temp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := tr.LogProbs64(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, V)
+		for y := range V {
+			out[y] = lp[y][0]
+		}
+		return out
+	}
+	raw, cold := at(1), at(0.5)
+	var sum float64
+	for y := range V {
+		sum += math.Exp(cold[y])
+		if d := (cold[y] - cold[0]) - (raw[y]-raw[0])/0.5; math.Abs(d) > 1e-9 {
+			t.Fatalf("token %d: log-prob difference at τ=0.5 is %v off the raw one over τ", y, d)
+		}
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		t.Errorf("probabilities at τ=0.5 sum to %v", sum)
+	}
+}
+
+// TestTemperatureGradientFiniteDifferences: the whole-model gradient at
+// τ = 0.7 matches finite differences of the loss on log-probs at τ, with
+// processed behaviour log-probs and with raw ones converted.
+func TestTemperatureGradientFiniteDifferences(t *testing.T) {
+	const temp = 0.7
+	for _, processed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "processed", false: "raw"}[processed], func(t *testing.T) {
+			batch := []gpu.Sequence{
+				{Prompt: []int32{1, 5, 9}, Completion: []int32{3, 30, 7, 2, 11}, Advantage: 0.8},
+				{Prompt: []int32{4, 31, 0, 8, 16, 2}, Completion: []int32{6, 6, 21}, Advantage: -1.1},
+			}
+			m, err := gpu.NewModel(testConfig(false, true, nil), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomize(m, 2)
+			be := cpu.NewFloat64()
+			defer be.Close()
+			p := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, Correction: gpu.TokenTIS}
+			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12, AccumSteps: 1 << 20, GRPO: p, Temperature: temp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp0, err := tr.LogProbs64(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw0 := lp0
+			if !processed {
+				rt, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if raw0, err = rt.LogProbs64(batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The behaviour log-probs the loss sees, at τ.
+			behavs := make([][]float64, len(batch))
+			for i := range batch {
+				n := len(batch[i].Completion)
+				batch[i].BehavLogProbs, batch[i].BehavProcessed = make([]float32, n), processed
+				behavs[i] = make([]float64, n)
+				for k := range n {
+					b := float32(raw0[i][k] - 0.1*float64((k+2*i)%5) + 0.1)
+					batch[i].BehavLogProbs[k] = b
+					if processed {
+						behavs[i][k] = float64(b)
+					} else {
+						behavs[i][k] = lp0[i][k] - (raw0[i][k]-float64(b))/temp
+					}
+				}
+			}
+			met, err := tr.Step(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if met.Rollout.Tokens != 8 {
+				t.Fatalf("rollout tokens %d, want 8", met.Rollout.Tokens)
+			}
+			grads := slices.Clone(be.Data(tr.Grads()))
+			params := be.Data(tr.Params())
+			loss := func() float64 {
+				lp, err := tr.LogProbs64(batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var l float64
+				for i := range batch {
+					l += refLoss(p, batch[i].Advantage, lp[i], lp0[i], lp0[i], behavs[i], 1.0/8)
+				}
+				return l
+			}
+			checkFiniteDifferences(t, m.Tensors(), params, grads, loss)
+		})
+	}
+}

@@ -41,6 +41,12 @@ type TrainConfig struct {
 	AccumSteps int
 	// GRPO configures the RL objective of Step.
 	GRPO GRPOParams
+	// Temperature τ is the sampling temperature of the rollouts: Step and
+	// LogProbs compute log-probabilities of softmax(logits/τ), the
+	// distribution the sampler drew from, so the policy gradient is that
+	// of the sampling policy. SFTStep always trains the raw distribution.
+	// 0 means 1.
+	Temperature float64
 	// Checkpoint turns on activation checkpointing: the trainer keeps each
 	// layer's input only and recomputes the layer's activations in the
 	// backward pass, holding one layer's activations instead of all of
@@ -68,6 +74,7 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	if c.AccumSteps == 0 {
 		c.AccumSteps = 1
 	}
+	def(&c.Temperature, 1)
 	return c
 }
 
@@ -88,6 +95,8 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("gpu: TrainConfig.Eps %v or WeightDecay %v is negative", c.Eps, c.WeightDecay)
 	case c.AccumSteps < 0:
 		return fmt.Errorf("gpu: TrainConfig.AccumSteps %d is negative", c.AccumSteps)
+	case c.Temperature < 0 || math.IsNaN(c.Temperature):
+		return fmt.Errorf("gpu: TrainConfig.Temperature %v is negative", c.Temperature)
 	}
 	return c.GRPO.Validate()
 }
@@ -127,6 +136,13 @@ type Sequence struct {
 	// behaviour policy of GRPOParams.Correction and of the rollout
 	// statistics. nil: none (c = 1).
 	BehavLogProbs []float32
+	// BehavProcessed says BehavLogProbs are of the sampler's processed
+	// distribution, softmax(logits/τ) at TrainConfig.Temperature, instead
+	// of the raw one (temperature 1: what swerl's sampler and vLLM report
+	// by default). Raw ones are converted for τ ≠ 1: ln w_τ =
+	// (ln π_old,1 − ln π_behav,1)/τ, exact when the two policies'
+	// log-normalizers agree, the first order of their mismatch.
+	BehavProcessed bool
 	// RefLogProbs[t] is log π_ref(Completion[t]) under the frozen reference
 	// model; required when GRPO.KLCoef > 0.
 	RefLogProbs []float32
@@ -197,6 +213,7 @@ type Trainer struct {
 
 	tokens, targets []int32
 	logp, dlogp     []float32
+	rawLogp         []float32 // log-probs at temperature 1 (Temperature ≠ 1 only)
 }
 
 // group is a run of trained parameters that AdamW updates with one
@@ -316,6 +333,9 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}
+		if t.cfg.Temperature != 1 {
+			t.acts.rawlogp, t.acts.rawlse = ar.take(B*T), ar.take(B*T)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -323,6 +343,9 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	N := B * T
 	t.tokens, t.targets = make([]int32, N), make([]int32, N)
 	t.logp, t.dlogp = make([]float32, N), make([]float32, N)
+	if t.cfg.Temperature != 1 {
+		t.rawLogp = make([]float32, N)
+	}
 	return t, be.Err()
 }
 
@@ -429,7 +452,9 @@ func (t *Trainer) pack(batch []Sequence) (B, T int, starts []int, err error) {
 
 // run does forward, the host-side objective and backward for a packed
 // batch; objective fills dlogp (zero outside completions) from logp.
-func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (Metrics, error)) (Metrics, error) {
+// With sampling (Step) the log-probs are at the configured temperature,
+// else (SFTStep) at 1.
+func (t *Trainer) run(batch []Sequence, sampling bool, objective func(B, T int, starts []int) (Metrics, error)) (Metrics, error) {
 	if err := t.be.Err(); err != nil {
 		return Metrics{}, err
 	}
@@ -439,14 +464,31 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 	}
 	N := B * T
 	s := step{B: B, T: T}
+	if sampling {
+		s.temp = t.cfg.Temperature
+	}
 	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return Metrics{}, err
+	}
+	if s.scaled() {
+		if err := t.be.Download(t.rawLogp[:N], t.acts.rawlogp); err != nil {
+			return Metrics{}, err
+		}
 	}
 	clear(t.dlogp[:N])
 	met, err := objective(B, T, starts)
 	if err != nil {
 		return Metrics{}, err
+	}
+	if s.scaled() {
+		// d logp_τ / d logits = (onehot − softmax(logits/τ))/τ: the
+		// backward's log-softmax reads the scaled logits, and 1/τ goes
+		// into dlogp.
+		inv := float32(1 / s.temp)
+		for i := range t.dlogp[:N] {
+			t.dlogp[i] *= inv
+		}
 	}
 	if t.micro == 0 {
 		t.be.Zero(t.gradBuf)
@@ -468,7 +510,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 // configured.
 func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 	g := t.cfg.GRPO
-	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+	return t.run(batch, true, func(B, T int, starts []int) (Metrics, error) {
 		var met Metrics
 		total := 0
 		for _, s := range batch {
@@ -496,6 +538,17 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 			}
 			if s.BehavLogProbs != nil {
 				in.Behav = widen(s.BehavLogProbs)
+				if t.cfg.Temperature != 1 && !s.BehavProcessed {
+					if in.Old != nil {
+						return met, fmt.Errorf("%w: sequence %d has raw behaviour log-probs and its own old log-probs at temperature %v: the conversion needs the trainer's π_old", ErrBatch, i, t.cfg.Temperature)
+					}
+					// ln w_τ = (ln π_old,1 − ln π_behav,1)/τ, as a
+					// behaviour log-prob at τ.
+					raw := t.rawLogp[starts[i] : starts[i]+n]
+					for k := range in.Behav {
+						in.Behav[k] = lp[k] - (float64(raw[k])-in.Behav[k])/t.cfg.Temperature
+					}
+				}
 			}
 			if g.KLCoef > 0 {
 				in.Ref = widen(s.RefLogProbs)
@@ -521,7 +574,7 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 // SFTStep runs one supervised micro-batch: cross-entropy on the completion
 // tokens only, averaged over them (the prompt is context).
 func (t *Trainer) SFTStep(batch []Sequence) (Metrics, error) {
-	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+	return t.run(batch, false, func(B, T int, starts []int) (Metrics, error) {
 		var met Metrics
 		for _, s := range batch {
 			met.Tokens += len(s.Completion)
@@ -671,7 +724,7 @@ func (t *Trainer) forwardLogProbs(batch []Sequence) (N int, starts []int, err er
 		return 0, nil, err
 	}
 	N = B * T
-	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
+	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, step{B: B, T: T, temp: t.cfg.Temperature}, t.tokens[:N], t.targets[:N])
 	return N, starts, nil
 }
 
