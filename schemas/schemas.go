@@ -79,7 +79,15 @@ type Rollout struct {
 	LogProbs         []float32 `json:"logprobs,omitempty" parquet:"logprobs,list"`
 	FinishReason     string    `json:"finish_reason" parquet:"finish_reason"`
 	LatencyMS        int64     `json:"latency_ms" parquet:"latency_ms"`
-	CreatedAt        string    `json:"created_at" parquet:"created_at"` // RFC 3339
+	// Temperature is the sampling temperature the completion was drawn at
+	// (0: not recorded). The learner trains at its own --temperature and
+	// skips a sample drawn at another.
+	Temperature float64 `json:"temperature,omitempty" parquet:"temperature"`
+	// LogProbsProcessed says LogProbs are of the sampler's processed
+	// distribution, softmax(logits/Temperature), rather than the raw one
+	// at temperature 1 (swerl's sampler and vLLM's default).
+	LogProbsProcessed bool   `json:"logprobs_processed,omitempty" parquet:"logprobs_processed"`
+	CreatedAt         string `json:"created_at" parquet:"created_at"` // RFC 3339
 }
 
 // Sample is a Rollout scored by the reward, with its group-relative advantage.

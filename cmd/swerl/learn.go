@@ -144,6 +144,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	of := addObjectiveFlags(fs)
+	temp := fs.Float64("temperature", 1, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
 	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
 	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
@@ -182,6 +183,10 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := of.apply(&cfg.Train.GRPO, true); err != nil {
 		return err
 	}
+	if *temp <= 0 {
+		return usagef("--temperature %v, want > 0", *temp)
+	}
+	cfg.Train.Temperature = *temp
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}

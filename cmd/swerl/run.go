@@ -65,7 +65,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
 	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
-	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts")
+	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
 	minProb := fs.Float64("min-token-prob", 0.05, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	of := addObjectiveFlags(fs)
 	posOnly := fs.Bool("positive-only", true, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0); --positive-only=false: full GRPO")
@@ -297,7 +297,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
-		Method: method, GRPO: grpo, LoRA: lora, Prompt: popts, Seed: *seed,
+		Method: method, GRPO: grpo, Temperature: *temperature, LoRA: lora, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error

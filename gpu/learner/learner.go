@@ -677,6 +677,11 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 	if math.IsNaN(s.Advantage) || math.IsInf(s.Advantage, 0) {
 		return seq, fmt.Sprintf("advantage %v is not finite", s.Advantage)
 	}
+	// The trainer's log-probs are at its temperature: a sample drawn at
+	// another would be trained as if drawn from a policy it was not.
+	if tt := l.trainer.Config().Temperature; s.Temperature != 0 && math.Abs(s.Temperature-tt) > 1e-9 {
+		return seq, fmt.Sprintf("sampled at temperature %g, the learner trains at %g", s.Temperature, tt)
+	}
 	if len(s.PromptTokens) > 0 && len(s.CompletionTokens) > 0 {
 		seq.Prompt, seq.Completion = s.PromptTokens, s.CompletionTokens
 		if len(s.LogProbs) == len(s.CompletionTokens) {
@@ -684,7 +689,7 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 			// the trainer's own at the start of the step (the step's
 			// forward pass), so the engine–trainer mismatch goes into the
 			// importance weight, not into the PPO clip.
-			seq.BehavLogProbs = s.LogProbs
+			seq.BehavLogProbs, seq.BehavProcessed = s.LogProbs, s.LogProbsProcessed
 		}
 	} else {
 		var err error

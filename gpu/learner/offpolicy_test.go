@@ -5,12 +5,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"swerl/gpu"
 	"swerl/gpu/policy"
 	"swerl/schemas"
+	"swerl/transforms/rollout"
 )
 
 // sampleV0 samples groups from a fresh learner's version 0 with the
@@ -154,5 +156,75 @@ func TestJSONLSamplesErrors(t *testing.T) {
 	os.WriteFile(empty, []byte("\n\n"), 0o644)
 	if _, err := ParquetSource(empty); err == nil {
 		t.Error("an empty JSONL file: no error")
+	}
+}
+
+// TestTemperatureRawLogProbs: samples drawn at temperature 0.7 by the
+// in-process sampler, which reports raw log-probs, have w = 1 up to float
+// error once the learner trains at 0.7 and converts them; a sample drawn
+// at another temperature is skipped.
+func TestTemperatureRawLogProbs(t *testing.T) {
+	model := initModel(t)
+	out := t.TempDir()
+	newLearner(t, Config{Out: out, Model: model})
+	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 64, MaxTokens: 12, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	var samples []schemas.Sample
+	for g := range 2 {
+		resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "o/r#1", Prompt: "write something", N: 4, Seed: int64(g), Temperature: 0.7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gid := "t" + strconv.Itoa(g)
+		for i, c := range resp.Completions {
+			samples = append(samples, schemas.Sample{Rollout: schemas.Rollout{ID: gid + "/" + strconv.Itoa(i), GroupID: gid, GroupSize: 4, Index: i,
+				Prompt: "write something", PromptTokens: c.PromptTokens, CompletionTokens: c.Tokens, LogProbs: c.LogProbs, FinishReason: c.FinishReason,
+				Temperature: 0.7}, Advantage: float64(i) - 1.5, GroupComplete: true})
+		}
+	}
+	// One more group drawn at temperature 1: skipped.
+	for i := range 4 {
+		s := samples[i]
+		s.ID, s.GroupID, s.Temperature = "u/"+strconv.Itoa(i), "u", 1
+		samples = append(samples, s)
+	}
+	lout := t.TempDir()
+	l := newLearner(t, Config{Out: lout, Model: model, BatchGroups: 64, MaxStaleness: -1,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, Temperature: 0.7, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
+	st, err := l.Run(context.Background(), &SliceSource{Samples: samples}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 4 || st.Samples != 8 {
+		t.Errorf("trained %d samples and skipped %d; want 8 and the 4 drawn at temperature 1", st.Samples, st.Skipped)
+	}
+	r, err := ReadRecord(lout, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("at τ=0.7: w max %.9f, |Δ ln π| max %.3g over %d tokens", r.ISWeightMax, r.RolloutLogprobDiffMax, r.RolloutTokens)
+	if r.RolloutTokens == 0 || r.RolloutLogprobDiffMax > 1e-4 || r.ISTruncatedFrac != 0 {
+		t.Errorf("converted raw log-probs: |Δ ln π| max %v over %d tokens, truncated %v; want float error", r.RolloutLogprobDiffMax, r.RolloutTokens, r.ISTruncatedFrac)
+	}
+	// The same samples marked processed are compared as they are: raw
+	// log-probs taken for processed ones are a real mismatch.
+	for i := range samples {
+		samples[i].LogProbsProcessed = true
+	}
+	lout2 := t.TempDir()
+	l2 := newLearner(t, Config{Out: lout2, Model: model, BatchGroups: 64, MaxStaleness: -1,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, Temperature: 0.7, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
+	if _, err := l2.Run(context.Background(), &SliceSource{Samples: samples[:8]}, 1); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := ReadRecord(lout2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.RolloutLogprobDiffMax < 1e-3 {
+		t.Errorf("raw log-probs read as processed at τ=0.7: |Δ ln π| max %v, want a visible mismatch", r3.RolloutLogprobDiffMax)
 	}
 }

@@ -87,6 +87,10 @@ type Config struct {
 	// MaskTruncated leaves completions cut at the token limit out of the
 	// loss (learner.Config.MaskTruncated).
 	MaskTruncated bool
+	// Temperature is the rollouts' sampling temperature: the RL phase's
+	// trainer computes its log-probs at it (gpu.TrainConfig.Temperature).
+	// 0 means 1.
+	Temperature float64
 	// GRPO configures the clipped surrogate; with GRPO.KLCoef > 0 the KL
 	// reference is the version RL starts from (the warm start's last).
 	GRPO gpu.GRPOParams
@@ -200,11 +204,11 @@ func (c *Config) defaults() error {
 
 // learner opens the learner of one phase: the warm start (grpo zero: no KL
 // reference to load) or RL (c.GRPO, its KL reference the version ref).
-func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
+func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, temp float64, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
 	return learner.New(learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints, LoRA: lora,
 		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo},
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo, Temperature: temp},
 		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
 	})
 }
@@ -285,7 +289,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 0, gpu.LoRAConfig{})
+		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 1, 0, gpu.LoRAConfig{})
 		if err != nil {
 			return sum, err
 		}
@@ -309,7 +313,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshMoments). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, st.RLStart, cfg.LoRA)
+	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, cfg.Temperature, st.RLStart, cfg.LoRA)
 	if err != nil {
 		return sum, err
 	}
