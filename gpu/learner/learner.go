@@ -28,7 +28,12 @@
 //
 // Tokens: samples from the in-process policy carry prompt and completion
 // token ids and the sampler's log-probabilities; those are trained on
-// as they are, with the log-probabilities as π_old. Samples without token
+// as they are. The log-probabilities are the behaviour policy π_behav:
+// π_old is the trainer's own at the start of the step (one optimizer
+// update per batch makes the step's forward pass that recomputation), and
+// Train.GRPO.Correction weighs each token by w = π_old/π_behav (see
+// docs/offpolicy.md); every step record carries the mismatch's
+// statistics (StepStats). Samples without token
 // ids (an HTTP policy that reported none) are tokenized with the model's
 // tokenizer and chat template (completion text, plus the eos token when
 // the finish reason is "stop"), and their π_old is taken to be the current
