@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"swerl/gpu/arch"
 )
@@ -160,12 +161,18 @@ type Metrics struct {
 	Entropy float64
 	// Rollout sums the behaviour weights' statistics over the tokens with
 	// BehavLogProbs.
-	Rollout  RolloutStats
-	Tokens   int     // completion tokens trained on
-	Applied  bool    // this micro-batch completed an optimizer step
-	Step     int     // optimizer steps taken so far
-	LR       float64 // learning rate of the step (when Applied)
-	GradNorm float64 // global gradient norm before clipping (when Applied)
+	Rollout RolloutStats
+	// FwdBwdTime is the wall time of the forward pass, the host-side
+	// objective (π_old, the correction) and the backward pass, up to the
+	// gradient norm's read-back, which waits for the device;
+	// OptimizerTime the rest of an applied step (clipping and AdamW, up to
+	// the backend's error check).
+	FwdBwdTime, OptimizerTime time.Duration
+	Tokens                    int     // completion tokens trained on
+	Applied                   bool    // this micro-batch completed an optimizer step
+	Step                      int     // optimizer steps taken so far
+	LR                        float64 // learning rate of the step (when Applied)
+	GradNorm                  float64 // global gradient norm before clipping (when Applied)
 }
 
 // Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
@@ -458,6 +465,7 @@ func (t *Trainer) run(batch []Sequence, sampling bool, objective func(B, T int, 
 	if err := t.be.Err(); err != nil {
 		return Metrics{}, err
 	}
+	t0 := time.Now()
 	B, T, starts, err := t.pack(batch)
 	if err != nil {
 		return Metrics{}, err
@@ -496,13 +504,21 @@ func (t *Trainer) run(batch []Sequence, sampling bool, objective func(B, T int, 
 	t.be.Upload(t.gacts.dlogp, t.dlogp[:N])
 	backward(t.be, t.d, &t.params, &t.grads, t.lo, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N], t.cfg.Checkpoint)
 	t.micro++
+	var opt time.Time
 	if t.micro == t.cfg.AccumSteps {
-		if err := t.update(&met); err != nil {
+		if err := t.update(&met, &opt); err != nil {
 			return met, err
 		}
 	}
 	met.Step = t.step
-	return met, t.be.Err()
+	err = t.be.Err()
+	end := time.Now()
+	if opt.IsZero() {
+		met.FwdBwdTime = end.Sub(t0)
+	} else {
+		met.FwdBwdTime, met.OptimizerTime = opt.Sub(t0), end.Sub(opt)
+	}
+	return met, err
 }
 
 // Step runs one GRPO micro-batch: every cfg.AccumSteps calls make one
@@ -591,13 +607,15 @@ func (t *Trainer) SFTStep(batch []Sequence) (Metrics, error) {
 }
 
 // update applies AdamW to the accumulated gradients: average over the
-// micro-batches, clip the global norm, decay matrices only.
-func (t *Trainer) update(met *Metrics) error {
+// micro-batches, clip the global norm, decay matrices only. It sets
+// *start when the gradient norm is read back (the backward pass done).
+func (t *Trainer) update(met *Metrics, start *time.Time) error {
 	scale := 1 / float64(t.cfg.AccumSteps)
 	ss, err := t.be.SumSquares(t.gradBuf)
 	if err != nil {
 		return err
 	}
+	*start = time.Now()
 	norm := math.Sqrt(ss) * scale
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		t.micro = 0

@@ -397,6 +397,11 @@ func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result,
 		r2, f2 := mean(sum.History[h:])
 		fmt.Fprintf(w, "  rollout reward, first half of the steps %+.4f (format errors %.0f%%), second half %+.4f (format errors %.0f%%)\n", r1, 100*f1, r2, 100*f2)
 	}
+	var split rl.TimeSplit
+	for _, s := range sum.History {
+		split.Add(s.Split())
+	}
+	split.Fprint(w, len(sum.History))
 	if evaluated {
 		fmt.Fprintf(w, "  held-out eval before RL: %s\n  held-out eval at the end: %s\n", start, end)
 	}

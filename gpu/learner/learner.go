@@ -161,6 +161,8 @@ type Learner struct {
 	offsets map[string]schemas.TopicOffset // topic/partition → next offset
 	stats   Stats
 
+	record       StepRecord // the last one written
+	last         StepStats  // of the last GRPO step (its record holds all but the publish and step times)
 	lastProgress time.Time
 	tty          bool // Progress is a terminal: one line rewritten with \r
 	live         bool // a live line is on the terminal
@@ -440,6 +442,10 @@ func (l *Learner) LoRA() *gpu.LoRA { return l.lora }
 
 // Tokenizer returns the model's tokenizer.
 func (l *Learner) Tokenizer() *tokenizer.Tokenizer { return l.tok }
+
+// LastStep returns the statistics of the last GRPO step of this process
+// (its record's StepStats).
+func (l *Learner) LastStep() StepStats { return l.last }
 
 // Stats returns the counters so far.
 func (l *Learner) Stats() Stats { s := l.stats; s.Version = l.version; return s }
@@ -776,15 +782,25 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	if err := l.writeRecord(next, groups, l.Offsets(), st); err != nil {
 		return err
 	}
+	tp := time.Now()
 	if err := l.publish(ctx, met, reward, len(seqs)); err != nil {
 		return err
 	}
+	st.TimePublish = time.Since(tp).Seconds()
 	if c, ok := src.(Committer); ok {
 		if err := c.Commit(ctx, l.Offsets()); err != nil {
 			return fmt.Errorf("learner: commit offsets of v%d: %w", l.version, err)
 		}
 	}
 	dt := time.Since(t0)
+	st.TimeStep = dt.Seconds()
+	l.last = st
+	// The record went out before the publish; it gets the publish's and
+	// the whole step's times now (a crash before this leaves them 0).
+	l.record.StepStats = st
+	if err := l.saveRecord(&l.record); err != nil {
+		return err
+	}
 	mSteps.Inc()
 	mLoss.Set(met.Loss)
 	mReward.Set(reward)
@@ -810,7 +826,9 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 	for c := 0; c < chunks; c++ {
 		part := seqs[c*mb : min(len(seqs), (c+1)*mb)]
 		if l.ref != nil && !sft {
+			t0 := time.Now()
 			ref, err := l.ref.LogProbs(part)
+			sum.FwdBwdTime += time.Since(t0)
 			if err != nil {
 				return sum, err
 			}
@@ -833,6 +851,8 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 		sum.ClipFrac += met.ClipFrac * float64(met.Tokens)
 		sum.MaskedFrac += met.MaskedFrac * float64(met.Tokens)
 		sum.Entropy += met.Entropy * float64(met.Tokens)
+		sum.FwdBwdTime += met.FwdBwdTime
+		sum.OptimizerTime += met.OptimizerTime
 		sum.Rollout.Add(met.Rollout)
 		sum.Tokens += met.Tokens
 		if met.Applied {

@@ -72,6 +72,9 @@ func TestBehaviourWeightIsOneInProcess(t *testing.T) {
 	if r.Entropy <= 0 || r.GradNorm <= 0 {
 		t.Errorf("entropy %v, grad norm %v: want both positive", r.Entropy, r.GradNorm)
 	}
+	if r.TimeFwdBwd <= 0 || r.TimeOptimizer <= 0 || r.TimePublish <= 0 || r.TimeStep < r.TimeFwdBwd+r.TimeOptimizer+r.TimePublish {
+		t.Errorf("time split: fwd-bwd %v optimizer %v publish %v, step %v: want positive parts within the step", r.TimeFwdBwd, r.TimeOptimizer, r.TimePublish, r.TimeStep)
+	}
 }
 
 // TestRolloutStatsExact: behaviour log-probs shifted by known amounts give

@@ -87,6 +87,16 @@ type StepStats struct {
 	// Entropy is the mean over completion tokens of −ln π_old(y_t), the
 	// sampled-token estimate of the policy's per-token entropy.
 	Entropy float64 `json:"entropy"`
+	// Where the step's wall time went, in seconds: the forward and
+	// backward passes with the objective (π_old and the correction; the
+	// KL reference's forward too), the optimizer, writing and announcing
+	// the version, and the whole step (assembling the batch, the record
+	// and committing offsets included). The trainer's read-backs wait for
+	// the device, so on a GPU these are its busy time up to queueing.
+	TimeFwdBwd    float64 `json:"time_fwd_bwd_s"`
+	TimeOptimizer float64 `json:"time_optimizer_s"`
+	TimePublish   float64 `json:"time_publish_s"`
+	TimeStep      float64 `json:"time_step_s"`
 }
 
 // stepStats summarizes a step's metrics; non-finite values (a weight
@@ -108,6 +118,7 @@ func stepStats(met gpu.Metrics, p gpu.GRPOParams, sft bool) StepStats {
 		Loss: fin(met.Loss), RolloutKL: fin(k3), RolloutLogprobDiffMax: fin(met.Rollout.DiffMax), RolloutLogprobDiffMean: fin(diff),
 		ISWeightMean: fin(w), ISWeightMax: fin(met.Rollout.WeightMax), ISTruncatedFrac: trunc, RolloutTokens: met.Rollout.Tokens,
 		PPOClippedFrac: met.ClipFrac, GradNorm: fin(met.GradNorm), Entropy: fin(met.Entropy),
+		TimeFwdBwd: met.FwdBwdTime.Seconds(), TimeOptimizer: met.OptimizerTime.Seconds(),
 	}
 	if !sft {
 		st.Objective, st.Correction = p.Objective.String(), p.Correction.String()
@@ -259,17 +270,26 @@ func (l *Learner) writeRecord(v int64, groups []*group, commit []schemas.TopicOf
 		r.Finished = append(r.Finished, g)
 	}
 	sortFinished(r.Finished)
-	b, err := json.Marshal(&r)
+	if err := l.saveRecord(&r); err != nil {
+		return err
+	}
+	l.record = r
+	p.dropped = nil
+	return nil
+}
+
+// saveRecord writes r atomically.
+func (l *Learner) saveRecord(r *StepRecord) error {
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(l.cfg.Out, RecordDir), 0o755); err != nil {
 		return fmt.Errorf("learner: %w", err)
 	}
-	if err := atomicfile.WriteFile(RecordPath(l.cfg.Out, v), append(b, '\n')); err != nil {
-		return fmt.Errorf("learner: record of v%d: %w", v, err)
+	if err := atomicfile.WriteFile(RecordPath(l.cfg.Out, r.Version), append(b, '\n')); err != nil {
+		return fmt.Errorf("learner: record of v%d: %w", r.Version, err)
 	}
-	p.dropped = nil
 	return nil
 }
 

@@ -143,6 +143,15 @@ type StepStats struct {
 	RolloutTime      time.Duration
 	TrainTime        time.Duration
 	Loss             float64
+	// The time split: SyncTime pushing the version to the engines (part
+	// of RolloutTime); SampleTime the policy's answer times summed over
+	// the round's groups (the samples' latency_ms; with one request in
+	// flight at a time, as swerl run sends them, the wall time of
+	// sampling), so RolloutTime − SyncTime − SampleTime is scoring and
+	// the data plane (Kafka, Beam, Parquet); Learner the learner step's
+	// own split (TrainTime holds it).
+	SyncTime, SampleTime time.Duration
+	Learner              learner.StepStats
 }
 
 // Summary is what Run did.
@@ -360,12 +369,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err := cfg.sync(ctx, l.Stats().Version); err != nil {
 			return sum, err
 		}
+		syncTime := time.Since(t0)
 		round, err := cfg.Rollouts(ctx, step, batch)
 		if err != nil {
 			return sum, fmt.Errorf("rl: step %d rollouts: %w", step, err)
 		}
 		ss := roundStats(round)
-		ss.Step, ss.Steps, ss.RolloutTime = step, cfg.Steps, time.Since(t0)
+		ss.Step, ss.Steps, ss.RolloutTime, ss.SyncTime = step, cfg.Steps, time.Since(t0), syncTime
 		if !cfg.RolloutsStore {
 			samples := parquetio.NewDirWriter[schemas.Sample](StagedSamples(cfg.Out, step), "rl", 1<<30)
 			if err := samples.Write(round...); err != nil {
@@ -380,7 +390,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, fmt.Errorf("rl: step %d: %w", step, err)
 		}
-		ss.TrainTime, ss.Version, ss.Loss = time.Since(t1), ls.Version, ls.LastLoss
+		ss.TrainTime, ss.Version, ss.Loss, ss.Learner = time.Since(t1), ls.Version, ls.LastLoss, l.LastStep()
 		if err := keepRound(cfg.Out, step); err != nil {
 			return sum, err
 		}
@@ -453,6 +463,10 @@ func roundStats(round []schemas.Sample) StepStats {
 	groups := map[string][]float64{}
 	ss.PolicyVersion = -1
 	for _, s := range round {
+		if _, seen := groups[s.GroupID]; !seen {
+			// One request a group: its latency is the group's answer time.
+			ss.SampleTime += time.Duration(s.LatencyMS) * time.Millisecond
+		}
 		ss.MeanReward += s.Reward
 		if s.FormatError != "" {
 			ss.FormatErrorRate++
