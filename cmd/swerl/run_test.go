@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/gpu/learner"
 	"swerl/gpu/learner/learnertest"
 	"swerl/internal/gitio/gittest"
-	"swerl/gpu/learner"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
