@@ -254,33 +254,73 @@ func TestObjectiveNames(t *testing.T) {
 	}
 }
 
+// fdBatch is the batch of the whole-model gradient checks: two sequences
+// of different lengths, 8 completion tokens in all.
+func fdBatch() []gpu.Sequence {
+	return []gpu.Sequence{
+		{Prompt: []int32{1, 5, 9}, Completion: []int32{3, 30, 7, 2, 11}, Advantage: 0.8},
+		{Prompt: []int32{4, 31, 0, 8, 16, 2}, Completion: []int32{6, 6, 21}, Advantage: -1.1},
+	}
+}
+
+// fdTrainer returns a float64 trainer with p at temperature temp (0: 1)
+// on a randomized model, and the batch's log-probs under it.
+func fdTrainer(t *testing.T, p gpu.GRPOParams, temp float64, batch []gpu.Sequence) (*gpu.Model, *cpu.Backend[float64], *gpu.Trainer, [][]float64) {
+	t.Helper()
+	m, err := gpu.NewModel(testConfig(false, true, nil), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 2)
+	be := cpu.NewFloat64()
+	t.Cleanup(func() { be.Close() })
+	tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12, AccumSteps: 1 << 20, GRPO: p, Temperature: temp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp0, err := tr.LogProbs64(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, be, tr, lp0
+}
+
+// checkPolicyGradient takes tr's step on batch and compares the gradient
+// with finite differences of the plain formula over the batch, π_old
+// olds (nil: lp0 detached) and behaviour log-probs behavs.
+func checkPolicyGradient(t *testing.T, m *gpu.Model, be *cpu.Backend[float64], tr *gpu.Trainer, p gpu.GRPOParams, batch []gpu.Sequence, lp0, olds, behavs [][]float64) {
+	t.Helper()
+	if olds == nil {
+		olds = lp0
+	}
+	if _, err := tr.Step(batch); err != nil {
+		t.Fatal(err)
+	}
+	grads := slices.Clone(be.Data(tr.Grads()))
+	loss := func() float64 {
+		lp, err := tr.LogProbs64(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l float64
+		for i := range batch {
+			l += refLoss(p, batch[i].Advantage, lp[i], lp0[i], olds[i], behavs[i], 1.0/8)
+		}
+		return l
+	}
+	checkFiniteDifferences(t, m.Tensors(), be.Data(tr.Params()), grads, loss)
+}
+
 // TestPolicyGradientFiniteDifferences checks the trainer's whole-model
 // gradient of every objective, with and without a correction, against
 // central finite differences of the plain formula on the float64 backend.
 func TestPolicyGradientFiniteDifferences(t *testing.T) {
-	batch := []gpu.Sequence{
-		{Prompt: []int32{1, 5, 9}, Completion: []int32{3, 30, 7, 2, 11}, Advantage: 0.8},
-		{Prompt: []int32{4, 31, 0, 8, 16, 2}, Completion: []int32{6, 6, 21}, Advantage: -1.1},
-	}
 	for _, obj := range objectives {
 		for _, corr := range []gpu.Correction{gpu.CorrectionOff, gpu.TokenTIS, gpu.SeqMIS} {
 			t.Run(obj.String()+"/"+corr.String(), func(t *testing.T) {
-				m, err := gpu.NewModel(testConfig(false, true, nil), 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				randomize(m, 2)
-				be := cpu.NewFloat64()
-				defer be.Close()
 				p := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, Objective: obj, Correction: corr}
-				tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12, AccumSteps: 1 << 20, GRPO: p})
-				if err != nil {
-					t.Fatal(err)
-				}
-				lp0, err := tr.LogProbs64(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
+				batch := fdBatch()
+				m, be, tr, lp0 := fdTrainer(t, p, 0, batch)
 				// π_old a little off the current policy (ratios inside the
 				// clip range), π_behav further off (weights 0.9 to 1.6).
 				olds, behavs := make([][]float64, len(batch)), make([][]float64, len(batch))
@@ -294,23 +334,7 @@ func TestPolicyGradientFiniteDifferences(t *testing.T) {
 						batch[i].OldLogProbs[k], batch[i].BehavLogProbs[k] = float32(olds[i][k]), float32(behavs[i][k])
 					}
 				}
-				if _, err := tr.Step(batch); err != nil {
-					t.Fatal(err)
-				}
-				grads := slices.Clone(be.Data(tr.Grads()))
-				params := be.Data(tr.Params())
-				loss := func() float64 {
-					lp, err := tr.LogProbs64(batch)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var l float64
-					for i := range batch {
-						l += refLoss(p, batch[i].Advantage, lp[i], lp0[i], olds[i], behavs[i], 1.0/8)
-					}
-					return l
-				}
-				checkFiniteDifferences(t, m.Tensors(), params, grads, loss)
+				checkPolicyGradient(t, m, be, tr, p, batch, lp0, olds, behavs)
 			})
 		}
 	}
@@ -366,35 +390,16 @@ func TestTemperatureGradientFiniteDifferences(t *testing.T) {
 	const temp = 0.7
 	for _, processed := range []bool{true, false} {
 		t.Run(map[bool]string{true: "processed", false: "raw"}[processed], func(t *testing.T) {
-			batch := []gpu.Sequence{
-				{Prompt: []int32{1, 5, 9}, Completion: []int32{3, 30, 7, 2, 11}, Advantage: 0.8},
-				{Prompt: []int32{4, 31, 0, 8, 16, 2}, Completion: []int32{6, 6, 21}, Advantage: -1.1},
-			}
-			m, err := gpu.NewModel(testConfig(false, true, nil), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			randomize(m, 2)
-			be := cpu.NewFloat64()
-			defer be.Close()
 			p := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, Correction: gpu.TokenTIS}
-			tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12, AccumSteps: 1 << 20, GRPO: p, Temperature: temp})
-			if err != nil {
-				t.Fatal(err)
-			}
-			lp0, err := tr.LogProbs64(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
+			batch := fdBatch()
+			m, be, tr, lp0 := fdTrainer(t, p, temp, batch)
 			raw0 := lp0
 			if !processed {
-				rt, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 2, MaxSeq: 12})
-				if err != nil {
-					t.Fatal(err)
+				_, _, rt, lp := fdTrainer(t, gpu.GRPOParams{}, 1, batch)
+				if rt.Config().Temperature != 1 {
+					t.Fatal("the raw trainer is not at temperature 1")
 				}
-				if raw0, err = rt.LogProbs64(batch); err != nil {
-					t.Fatal(err)
-				}
+				raw0 = lp
 			}
 			// The behaviour log-probs the loss sees, at τ.
 			behavs := make([][]float64, len(batch))
@@ -412,27 +417,7 @@ func TestTemperatureGradientFiniteDifferences(t *testing.T) {
 					}
 				}
 			}
-			met, err := tr.Step(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if met.Rollout.Tokens != 8 {
-				t.Fatalf("rollout tokens %d, want 8", met.Rollout.Tokens)
-			}
-			grads := slices.Clone(be.Data(tr.Grads()))
-			params := be.Data(tr.Params())
-			loss := func() float64 {
-				lp, err := tr.LogProbs64(batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var l float64
-				for i := range batch {
-					l += refLoss(p, batch[i].Advantage, lp[i], lp0[i], lp0[i], behavs[i], 1.0/8)
-				}
-				return l
-			}
-			checkFiniteDifferences(t, m.Tensors(), params, grads, loss)
+			checkPolicyGradient(t, m, be, tr, p, batch, lp0, nil, behavs)
 		})
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"swerl/transforms/rollout"
 )
 
-// sampleV0 samples groups from a fresh learner's version 0 with the
-// in-process policy (the trainer's own kernels, the same weights).
-func sampleV0(t *testing.T, model string, groups, G int) []schemas.Sample {
+// openV0 publishes model as version 0 of a new output root and opens the
+// in-process policy on it (the trainer's own kernels, the same weights).
+func openV0(t *testing.T, model string) *policy.Policy {
 	t.Helper()
 	out := t.TempDir()
 	newLearner(t, Config{Out: out, Model: model})
@@ -25,7 +25,15 @@ func sampleV0(t *testing.T, model string, groups, G int) []schemas.Sample {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pol.Close()
+	t.Cleanup(func() { pol.Close() })
+	return pol
+}
+
+// sampleV0 samples groups from version 0 of model with the in-process
+// policy.
+func sampleV0(t *testing.T, model string, groups, G int) []schemas.Sample {
+	t.Helper()
+	pol := openV0(t, model)
 	samples, _ := rollouts(t, pol, 0, groups, G)
 	for _, s := range samples {
 		if len(s.LogProbs) != len(s.CompletionTokens) || len(s.LogProbs) == 0 {
@@ -168,13 +176,7 @@ func TestJSONLSamplesErrors(t *testing.T) {
 // at another temperature is skipped.
 func TestTemperatureRawLogProbs(t *testing.T) {
 	model := initModel(t)
-	out := t.TempDir()
-	newLearner(t, Config{Out: out, Model: model})
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 64, MaxTokens: 12, Log: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pol.Close()
+	pol := openV0(t, model)
 	var samples []schemas.Sample
 	for g := range 2 {
 		resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "o/r#1", Prompt: "write something", N: 4, Seed: int64(g), Temperature: 0.7})
