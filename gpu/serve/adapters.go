@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
@@ -142,6 +143,14 @@ func (s *Server) loadAdapter(name, path string) *apiError {
 	if name == "" || path == "" {
 		return badRequest("lora_name", "Both 'lora_name' and 'lora_path' must be provided.")
 	}
+	if e := checkAdapterName(name); e != nil {
+		return e
+	}
+	if name == s.Name {
+		// Requests naming the base would get the adapter, and /v1/models
+		// would list the id twice.
+		return badRequest("lora_name", "The lora adapter name '%s' is the base model's id; choose another name.", name)
+	}
 	s.loading.Lock()
 	defer s.loading.Unlock()
 	s.mu.Lock()
@@ -173,6 +182,9 @@ func (s *Server) loadAdapter(name, path string) *apiError {
 
 // unloadAdapter forgets an adapter and its merged model.
 func (s *Server) unloadAdapter(name string) *apiError {
+	if e := checkAdapterName(name); e != nil {
+		return e
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.adapters, func(a adapter) bool { return a.name == name })
@@ -353,4 +365,23 @@ func CopyModel(m *gpu.Model) (*gpu.Model, error) {
 		copy(t.Data, src[i].Data)
 	}
 	return c, nil
+}
+
+// MaxAdapterName bounds an adapter's name in bytes. swerl's names
+// ("swerl-v000123") are short; a longer one is refused rather than kept,
+// listed and echoed back.
+const MaxAdapterName = 256
+
+// checkAdapterName refuses a name that is too long to keep and echo, or
+// that holds control characters (it goes back in plain-text answers and
+// in /v1/models; JSON decoding already made it valid UTF-8); the error
+// does not repeat a long name.
+func checkAdapterName(name string) *apiError {
+	switch {
+	case len(name) > MaxAdapterName:
+		return badRequest("lora_name", "lora_name of %d bytes: at most %d", len(name), MaxAdapterName)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return badRequest("lora_name", "lora_name %q holds a control character", name)
+	}
+	return nil
 }

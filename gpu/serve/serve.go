@@ -8,7 +8,9 @@
 //   - vLLM: POST /v1/load_lora_adapter {"lora_name","lora_path"} and
 //     /v1/unload_lora_adapter {"lora_name"}: 200 with a text body, or an
 //     error object; /v1/models lists the base model and the adapters
-//     (root: the adapter's folder, parent: the base).
+//     (root: the adapter's folder, parent: the base). A name that is the
+//     base's id or a loaded adapter's, longer than MaxAdapterName or
+//     holding a control character is refused with 400.
 //   - SGLang: POST /load_lora_adapter and /unload_lora_adapter (same
 //     fields; answer {"success","error_message","loaded_adapters"}), and
 //     /update_weights_from_disk {"model_path"[, "weight_version"]} (answer
