@@ -2,8 +2,8 @@ package serve
 
 import (
 	"math"
-	"os"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
