@@ -109,7 +109,7 @@ func runModelMerge(args []string, stdout, stderr io.Writer) error {
 	// few greedy tokens, refuses finite weights that overflow in the
 	// forward pass. Either way nothing is written.
 	if err := peft.Merge(bp.Model, a); err != nil {
-		return fmt.Errorf("model merge: %s into %s: %w; nothing written", dir, *base, err)
+		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
 	}
 	pol, err := policy.FromLoaded(&modeldir.Policy{Dir: dir, Model: bp.Model, Tokenizer: bp.Tokenizer, Stop: bp.Stop, Version: -1},
 		policy.Options{MaxSeq: 64, Batch: 1, Poll: -1, Log: log})
@@ -119,7 +119,7 @@ func runModelMerge(args []string, stdout, stderr io.Writer) error {
 	err = pol.Probe(context.Background())
 	pol.Close()
 	if err != nil {
-		return fmt.Errorf("model merge: %s into %s: %w; nothing written", dir, *base, err)
+		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
 	}
 	_, statErr := os.Stat(*out)
 	files, err := modeldir.WriteCheckpoint(*out, *base, bp.Model)
