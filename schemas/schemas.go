@@ -100,6 +100,17 @@ type Sample struct {
 	Source string `json:"source,omitempty" parquet:"source"`
 }
 
+// OptionalColumns are the Parquet columns of an Instance that a file may
+// lack (fields added after files were written without them); they read as
+// empty. A file missing any other column is refused (sinks/parquetio).
+func (Instance) OptionalColumns() []string { return []string{"pr_user", "head_commit"} }
+
+// OptionalColumns are the Parquet columns of a Rollout a file may lack.
+func (Rollout) OptionalColumns() []string { return []string{"system"} }
+
+// OptionalColumns are the Parquet columns of a Sample a file may lack.
+func (Sample) OptionalColumns() []string { return []string{"system", "source"} }
+
 // TopicOffset is how far a consumer read one partition: the next offset to read.
 type TopicOffset struct {
 	Topic     string `json:"topic" parquet:"topic"`
