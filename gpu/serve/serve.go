@@ -54,7 +54,12 @@
 // (MaxConcurrent+MaxQueue) bodies of at most MaxBody bytes. With APIKey
 // set, every route but /health needs "Authorization: Bearer <key>" (401
 // otherwise). A response that cannot be encoded (NaN log-probabilities)
-// is a 500 with a JSON error, never a 200 with an empty body.
+// is a 500 with a JSON error, never a 200 with an empty body. A client
+// that hangs up cancels its request's context, and the policy drops its
+// completions before its next step: at most the step in flight is
+// sampled for nobody (TestGenerationStopsWhenTheClientLeaves counts).
+// Weights that make NaN are refused before they serve (see updateWeights
+// and merge).
 package serve
 
 import (
