@@ -282,6 +282,9 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 // is the one the last Reload resolved, nothing changed and no checkpoint
 // is hashed (resolving verifies the newest checkpoint's sha256s, optimizer
 // state included). A damaged index is an error; the caller keeps serving.
+// So is a version whose weights are NaN or infinite (modeldir.Load) or
+// make a NaN on the probe prompt (Probe): it never replaces the version
+// served.
 func (p *Policy) Reload() (bool, error) {
 	cur := p.cur.Load()
 	var newest string
@@ -319,6 +322,11 @@ func (p *Policy) Reload() (bool, error) {
 	mp.Version, mp.Step = v, step
 	st, err := p.stateFor(mp)
 	if err != nil {
+		return false, err
+	}
+	// Finite weights that overflow forward are refused as NaN ones are
+	// (modeldir.Load): the version served stays.
+	if err := p.probe(context.Background(), st); err != nil {
 		return false, err
 	}
 	p.cur.Store(st)

@@ -19,8 +19,10 @@ const probeText = "def main():\n    return 1\n"
 // names the tensor holding the largest magnitude, the first suspect.
 // Whoever installs new weights probes them before they replace the ones
 // serving.
-func (p *Policy) Probe(ctx context.Context) error {
-	st := p.cur.Load()
+func (p *Policy) Probe(ctx context.Context) error { return p.probe(ctx, p.cur.Load()) }
+
+// probe is Probe of version st, served or about to be.
+func (p *Policy) probe(ctx context.Context, st *state) error {
 	prompt := st.tok.Encode(probeText)
 	if len(prompt) == 0 {
 		prompt = []int32{0}
