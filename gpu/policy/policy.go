@@ -483,7 +483,7 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 			}
 			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, f.err)
 		}
-		if p.afterCompletion != nil {
+		if p.afterCompletion != nil && req.InstanceID != probeInstance {
 			p.afterCompletion(index[f.seq])
 		}
 	}

@@ -12,6 +12,10 @@ import (
 // vocabulary has.
 const probeText = "def main():\n    return 1\n"
 
+// probeInstance is the instance id of Probe's request; the test hook
+// afterCompletion ignores it (a Reload inside the hook probes).
+const probeInstance = "\x00swerl-probe"
+
 // Probe runs the version p serves forward on a short fixed prompt (a few
 // greedy tokens) and returns an error when a log-probability is NaN or
 // infinite. Finite weights can still overflow float32 in the forward pass
@@ -27,7 +31,9 @@ func (p *Policy) probe(ctx context.Context, st *state) error {
 	if len(prompt) == 0 {
 		prompt = []int32{0}
 	}
-	resp, err := p.sample(ctx, st, rollout.Request{InstanceID: "probe", N: 1, MaxTokens: 4, Temperature: 1e-9, Seed: 1},
+	// A context shorter than the prompt still gets probed.
+	prompt = prompt[:max(1, min(len(prompt), st.maxSeq/2))]
+	resp, err := p.sample(ctx, st, rollout.Request{InstanceID: probeInstance, N: 1, MaxTokens: 4, Temperature: 1e-9, Seed: 1},
 		prompt, Params{}, time.Now())
 	if err != nil {
 		return fmt.Errorf("policy: probe of %s: %w", st.dir, err)
