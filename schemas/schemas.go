@@ -106,10 +106,16 @@ type Sample struct {
 func (Instance) OptionalColumns() []string { return []string{"pr_user", "head_commit"} }
 
 // OptionalColumns are the Parquet columns of a Rollout a file may lack.
-func (Rollout) OptionalColumns() []string { return []string{"system"} }
+// temperature and logprobs_processed are fields main adds beside this
+// change (ca2a57a); naming a column the type lacks changes nothing.
+func (Rollout) OptionalColumns() []string {
+	return []string{"system", "temperature", "logprobs_processed"}
+}
 
 // OptionalColumns are the Parquet columns of a Sample a file may lack.
-func (Sample) OptionalColumns() []string { return []string{"system", "source"} }
+func (Sample) OptionalColumns() []string {
+	return append(Rollout{}.OptionalColumns(), "source")
+}
 
 // TopicOffset is how far a consumer read one partition: the next offset to read.
 type TopicOffset struct {

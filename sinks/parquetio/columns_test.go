@@ -317,3 +317,42 @@ func FuzzSchema(f *testing.F) {
 		checkSchemaMutation(t, name, b, m)
 	})
 }
+
+// The columns a file must hold are those every file of each record has
+// held since schema_version 1: a field added to a record later must be
+// listed in its OptionalColumns, or files written before it would be
+// refused. Adding a field fails this test until it is listed (or, with a
+// schema_version bump, the list here changes on purpose).
+func TestRequiredColumnsAreTheFirstSchemas(t *testing.T) {
+	rollout := []string{"schema_version", "id", "instance_id", "group_id", "group_size", "index", "policy_version", "prompt",
+		"prompt_tokens.list.element", "completion", "completion_tokens.list.element", "logprobs.list.element", "finish_reason",
+		"latency_ms", "created_at"}
+	for name, tc := range map[string]struct {
+		got  [][]string
+		want []string
+	}{
+		"Rollout": {requiredColumns[schemas.Rollout](), rollout},
+		"Sample": {requiredColumns[schemas.Sample](), append(slices.Clone(rollout), "reward", "format_error",
+			"similarities.key_value.key", "similarities.key_value.value", "advantage", "group_mean", "group_std", "group_complete", "repo")},
+		"Instance": {requiredColumns[schemas.Instance](), []string{"schema_version", "id", "repo", "pr_number", "base_commit",
+			"merge_commit", "created_at", "problem_statement", "pr_title", "pr_body", "linked_issues.list.element",
+			"code_context.key_value.key", "code_context.key_value.value", "oracle_new_content.key_value.key",
+			"oracle_new_content.key_value.value", "oracle_patch", "relevant_files.list.element", "language",
+			"stats.files_changed", "stats.lines_added", "stats.lines_deleted", "stats.hunks", "stats.patch_bytes", "source"}},
+		"WeightVersion": {requiredColumns[schemas.WeightVersion](), []string{"schema_version", "version", "step", "parent", "uri",
+			"files.list.element.path", "files.list.element.sha256", "files.list.element.bytes", "created_at", "loss", "kl",
+			"mean_reward", "tokens", "samples", "offsets.list.element.topic", "offsets.list.element.partition",
+			"offsets.list.element.offset"}},
+		"DeadLetter": {requiredColumns[schemas.DeadLetter](), []string{"schema_version", "stage", "source", "key", "reason", "value", "created_at"}},
+	} {
+		var got []string
+		for _, p := range tc.got {
+			got = append(got, strings.Join(p, "."))
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(tc.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: required columns %q, want %q: list a new field in OptionalColumns", name, got, want)
+		}
+	}
+}
