@@ -108,6 +108,22 @@ type Sample struct {
 	Source string `json:"source,omitempty" parquet:"source"`
 }
 
+// OptionalColumns are the Parquet columns of an Instance that a file may
+// lack (fields added after files were written without them); they read as
+// empty. A file missing any other column is refused (sinks/parquetio).
+func (Instance) OptionalColumns() []string { return []string{"pr_user", "head_commit"} }
+
+// OptionalColumns are the Parquet columns of a Rollout a file may lack:
+// system, temperature and logprobs_processed came after the first files.
+func (Rollout) OptionalColumns() []string {
+	return []string{"system", "temperature", "logprobs_processed"}
+}
+
+// OptionalColumns are the Parquet columns of a Sample a file may lack.
+func (Sample) OptionalColumns() []string {
+	return append(Rollout{}.OptionalColumns(), "source")
+}
+
 // TopicOffset is how far a consumer read one partition: the next offset to read.
 type TopicOffset struct {
 	Topic     string `json:"topic" parquet:"topic"`

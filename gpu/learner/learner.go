@@ -462,10 +462,23 @@ func (l *Learner) consumed(o schemas.TopicOffset) {
 	}
 }
 
+// weights are the tensors a version publishes: the adapters with LoRA,
+// else the model's.
+func (l *Learner) weights() []gpu.Tensor {
+	if l.lora != nil {
+		return l.lora.Tensors()
+	}
+	return l.model.Tensors()
+}
+
 // publish writes the current weights and optimizer state as version+1.
 func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, samples int) error {
 	if err := l.trainer.SyncHost(); err != nil {
 		return err
+	}
+	// A NaN or infinite weight is never published: the step fails.
+	if err := gpu.CheckFinite(l.weights()); err != nil {
+		return fmt.Errorf("learner: v%d not published: step %d left a weight NaN or infinite: %w", max(l.version, l.indexed)+1, l.step, err)
 	}
 	m, v, step, err := l.trainer.OptimizerState()
 	if err != nil {

@@ -169,9 +169,11 @@ func save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Con
 
 // Load reads a policy directory: the model converted to float32 and the
 // tokenizer with its chat template. config.json is checked (dimensions and
-// total size within bounds) before anything it sizes is allocated. An
-// adapter directory (IsAdapter) loads as its base model (AdapterBase) with
-// the adapter merged; the tokenizer is the base's.
+// total size within bounds) before anything it sizes is allocated, and a
+// NaN or infinite weight is an error naming its tensor (a
+// *gpu.NonFiniteError). An adapter directory (IsAdapter) loads as its base
+// model (AdapterBase) with the adapter merged, the merged weights checked
+// the same way; the tokenizer is the base's.
 func Load(dir string) (*Policy, error) {
 	if IsAdapter(dir) {
 		return loadAdapter(dir)
@@ -190,6 +192,11 @@ func Load(dir string) (*Policy, error) {
 	// against, so the weights are read straight into the arena.
 	if err := hd.ReadInto(m.Tensors()); err != nil {
 		return nil, err
+	}
+	// A NaN or infinite weight makes every logit NaN: such weights are
+	// refused here, before anything serves, trains on or merges them.
+	if err := m.CheckFinite(); err != nil {
+		return nil, fmt.Errorf("modeldir: %s: %w", dir, err)
 	}
 	tok, err := tokenizer.LoadDir(dir)
 	if err != nil {

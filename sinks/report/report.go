@@ -38,6 +38,11 @@ type instanceRow struct {
 	Repo string `parquet:"repo"`
 }
 
+// ParquetProjection marks sampleRow and instanceRow as reading a few
+// columns of files that hold more (parquetio.Projection).
+func (sampleRow) ParquetProjection()   {}
+func (instanceRow) ParquetProjection() {}
+
 // Data is what a report is drawn from.
 type Data struct {
 	Samples   []sampleRow
