@@ -136,14 +136,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	group := fs.String("group", "swerl-learner", "Kafka consumer group")
 	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
 	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
-	clipLow := fs.Float64("clip-eps", 0.2, "ε of the clipped surrogate")
-	clipHigh := fs.Float64("clip-eps-high", 0, "ε_high for clip-higher (0: same as --clip-eps)")
-	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the frozen version 0 (0: off)")
-	avg := fs.String("averaging", "token", "loss averaging: token (DAPO) or sequence (GRPO)")
-	posOnly := fs.Bool("positive-only", false, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0)")
-	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
-	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
-	of := addObjectiveFlags(fs)
+	gf := addGRPOFlags(fs, learnGRPO)
 	temp := fs.Float64("temperature", 1, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
 	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
@@ -167,20 +160,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
-	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, *maskTrunc
+	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, gf.maskTruncated
 	if cfg.LoRA, err = lf.config(1); err != nil {
 		return err
 	}
-	cfg.Train.GRPO = gpu.GRPOParams{ClipLow: *clipLow, ClipHigh: *clipHigh, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}
-	switch *avg {
-	case "token":
-		cfg.Train.GRPO.Averaging = gpu.TokenMean
-	case "sequence":
-		cfg.Train.GRPO.Averaging = gpu.SequenceMean
-	default:
-		return usagef("--averaging %q: want token or sequence", *avg)
-	}
-	if err := of.apply(&cfg.Train.GRPO, true); err != nil {
+	if cfg.Train.GRPO, err = gf.params(true); err != nil {
 		return err
 	}
 	if *temp <= 0 {

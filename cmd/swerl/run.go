@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"swerl/gpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/internal/atomicfile"
@@ -59,18 +58,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
 	lr := fs.Float64("lr", 1e-3, "RL learning rate (also with --lora-rank on the built-in model, where 1e-2 collapsed it: docs/experiments.md)")
-	kl := fs.Float64("kl-coef", 0, "weight of the k3 KL to the policy RL starts from (after the warm start); 0: off")
 	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
 	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
 	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
 	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
-	minProb := fs.Float64("min-token-prob", 0.05, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
-	of := addObjectiveFlags(fs)
-	posOnly := fs.Bool("positive-only", true, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0); --positive-only=false: full GRPO")
+	gf := addGRPOFlags(fs, runGRPO)
 	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
-	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
 	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
 	hunkContext := fs.Int("hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
 	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
@@ -91,14 +86,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *kl < 0 || *sftUntil < 0 || *sftUntil > 1 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0, --kl-coef ≥ 0")
+	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *sftUntil < 0 || *sftUntil > 1 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
 	}
-	grpo := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}
-	if err := of.apply(&grpo, *pol != ""); err != nil {
+	grpo, err := gf.params(*pol != "")
+	if err != nil {
 		return err
 	}
 	method, err := advantage.ParseMethod(*adv)
@@ -296,7 +291,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		AfterSFTCheck: func(step int, p float64) {
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
-		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
+		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: gf.maskTruncated, FreshMoments: *freshMoments,
 		Method: method, GRPO: grpo, Temperature: *temperature, LoRA: lora, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
