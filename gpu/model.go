@@ -359,7 +359,8 @@ type acts struct {
 	lse    Buf   // [N]
 	logp   Buf   // [N]
 	// rawlogp and rawlse are the log-probs at temperature 1 of a forward
-	// at another temperature (nil unless TrainConfig.Temperature ≠ 1).
+	// at another temperature (the trainer allocates them; nil in other
+	// forwards).
 	rawlogp, rawlse Buf
 	proj            Buf // [N, C] output of o_proj and down_proj before the residual add
 	// glu, when set, runs each MLP's gate and up projections as one

@@ -220,7 +220,7 @@ type Trainer struct {
 
 	tokens, targets []int32
 	logp, dlogp     []float32
-	rawLogp         []float32 // log-probs at temperature 1 (Temperature ≠ 1 only)
+	rawLogp         []float32 // log-probs at temperature 1 (filled when Temperature ≠ 1)
 }
 
 // group is a run of trained parameters that AdamW updates with one
@@ -340,9 +340,8 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}
-		if t.cfg.Temperature != 1 {
-			t.acts.rawlogp, t.acts.rawlse = ar.take(B*T), ar.take(B*T)
-		}
+		// Two floats a row, so that SetTemperature can move off 1.
+		t.acts.rawlogp, t.acts.rawlse = ar.take(B*T), ar.take(B*T)
 	})
 	if err != nil {
 		return nil, err
@@ -350,9 +349,7 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	N := B * T
 	t.tokens, t.targets = make([]int32, N), make([]int32, N)
 	t.logp, t.dlogp = make([]float32, N), make([]float32, N)
-	if t.cfg.Temperature != 1 {
-		t.rawLogp = make([]float32, N)
-	}
+	t.rawLogp = make([]float32, N)
 	return t, be.Err()
 }
 
@@ -657,6 +654,20 @@ func (t *Trainer) update(met *Metrics, start *time.Time) error {
 	t.micro = 0
 	met.Applied, met.LR, met.GradNorm = true, lr, norm
 	return t.be.Err()
+}
+
+// SetTemperature changes TrainConfig.Temperature (0 means 1) from the
+// next Step or LogProbs on: a learner whose samples record the
+// temperature they were drawn at follows them.
+func (t *Trainer) SetTemperature(temp float64) error {
+	if temp < 0 || math.IsNaN(temp) || math.IsInf(temp, 0) {
+		return fmt.Errorf("gpu: temperature %v, want ≥ 0", temp)
+	}
+	if temp == 0 {
+		temp = 1
+	}
+	t.cfg.Temperature = temp
+	return nil
 }
 
 // SyncHost copies the trained weights into their host arena: the model's,

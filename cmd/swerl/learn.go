@@ -137,7 +137,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
 	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
 	gf := addGRPOFlags(fs, learnGRPO)
-	temp := fs.Float64("temperature", 1, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; samples recorded at another temperature are skipped")
+	temp := fs.Float64("temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
 	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
 	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
@@ -167,10 +167,10 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Train.GRPO, err = gf.params(true); err != nil {
 		return err
 	}
-	if *temp <= 0 {
-		return usagef("--temperature %v, want > 0", *temp)
+	if *temp < 0 {
+		return usagef("--temperature %v, want ≥ 0", *temp)
 	}
-	cfg.Train.Temperature = *temp
+	cfg.Temperature = *temp
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}

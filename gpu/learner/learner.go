@@ -102,6 +102,12 @@ type Config struct {
 	// default: where every completion is cut on purpose (short
 	// --max-tokens) it would leave nothing to learn from.
 	MaskTruncated bool
+	// Temperature is the rollouts' sampling temperature, at which the
+	// trainer computes its log-probs (Train.Temperature is set from it).
+	// 0: each step follows its samples, at the temperature the first of
+	// them records (1 when none does). Either way a sample recorded at
+	// another temperature is skipped.
+	Temperature float64
 	// LoRA, with a positive Rank, trains LoRA adapters on the frozen
 	// model instead of every weight, and publishes adapters (see the
 	// package comment). Default: full fine-tuning.
@@ -185,6 +191,12 @@ func New(cfg Config) (*Learner, error) {
 	}
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = 2 * time.Second
+	}
+	if cfg.Temperature < 0 {
+		return nil, fmt.Errorf("learner: temperature %v is negative", cfg.Temperature)
+	}
+	if cfg.Temperature > 0 {
+		cfg.Train.Temperature = cfg.Temperature
 	}
 	l := &Learner{cfg: cfg, log: cfg.Log, offsets: map[string]schemas.TopicOffset{}}
 	if f, ok := cfg.Progress.(*os.File); ok {
@@ -742,6 +754,9 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 // step1 trains on groups and publishes the next version.
 func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error {
 	t0 := time.Now()
+	if err := l.followTemperature(groups); err != nil {
+		return err
+	}
 	var seqs []gpu.Sequence
 	var reward, stale float64
 	n := 0
@@ -821,6 +836,28 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	mTokensPerSec.Set(tps)
 	st.gauge()
 	l.progress(met, st, reward, tps, stale)
+	return nil
+}
+
+// followTemperature sets the trainer's temperature to that of the step's
+// first sample that records one, unless Config.Temperature fixes it.
+func (l *Learner) followTemperature(groups []*group) error {
+	if l.cfg.Temperature > 0 {
+		return nil
+	}
+	for _, g := range groups {
+		for i := range g.samples {
+			if t := g.samples[i].Temperature; t > 0 {
+				if err := l.trainer.SetTemperature(t); err != nil {
+					return err
+				}
+				if l.ref != nil {
+					return l.ref.SetTemperature(t)
+				}
+				return nil
+			}
+		}
+	}
 	return nil
 }
 

@@ -196,23 +196,26 @@ func TestTemperatureRawLogProbs(t *testing.T) {
 		s.ID, s.GroupID, s.Temperature = "u/"+strconv.Itoa(i), "u", 1
 		samples = append(samples, s)
 	}
-	lout := t.TempDir()
-	l := newLearner(t, Config{Out: lout, Model: model, BatchGroups: 64, MaxStaleness: -1,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, Temperature: 0.7, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
-	st, err := l.Run(context.Background(), &SliceSource{Samples: samples}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Skipped != 4 || st.Samples != 8 {
-		t.Errorf("trained %d samples and skipped %d; want 8 and the 4 drawn at temperature 1", st.Samples, st.Skipped)
-	}
-	r, err := ReadRecord(lout, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("at τ=0.7: w max %.9f, |Δ ln π| max %.3g over %d tokens", r.ISWeightMax, r.RolloutLogprobDiffMax, r.RolloutTokens)
-	if r.RolloutTokens == 0 || r.RolloutLogprobDiffMax > 1e-4 || r.ISTruncatedFrac != 0 {
-		t.Errorf("converted raw log-probs: |Δ ln π| max %v over %d tokens, truncated %v; want float error", r.RolloutLogprobDiffMax, r.RolloutTokens, r.ISTruncatedFrac)
+	// The learner at 0.7, and following its samples (Temperature 0).
+	for _, temp := range []float64{0.7, 0} {
+		lout := t.TempDir()
+		l := newLearner(t, Config{Out: lout, Model: model, BatchGroups: 64, MaxStaleness: -1, Temperature: temp,
+			Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
+		st, err := l.Run(context.Background(), &SliceSource{Samples: samples}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Skipped != 4 || st.Samples != 8 {
+			t.Errorf("learner temperature %v: trained %d samples and skipped %d; want 8 and the 4 drawn at temperature 1", temp, st.Samples, st.Skipped)
+		}
+		r, err := ReadRecord(lout, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("learner temperature %v: w max %.9f, |Δ ln π| max %.3g over %d tokens", temp, r.ISWeightMax, r.RolloutLogprobDiffMax, r.RolloutTokens)
+		if r.RolloutTokens == 0 || r.RolloutLogprobDiffMax > 1e-4 || r.ISTruncatedFrac != 0 {
+			t.Errorf("converted raw log-probs: |Δ ln π| max %v over %d tokens, truncated %v; want float error", r.RolloutLogprobDiffMax, r.RolloutTokens, r.ISTruncatedFrac)
+		}
 	}
 	// The same samples marked processed are compared as they are: raw
 	// log-probs taken for processed ones are a real mismatch.
@@ -220,8 +223,8 @@ func TestTemperatureRawLogProbs(t *testing.T) {
 		samples[i].LogProbsProcessed = true
 	}
 	lout2 := t.TempDir()
-	l2 := newLearner(t, Config{Out: lout2, Model: model, BatchGroups: 64, MaxStaleness: -1,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, Temperature: 0.7, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
+	l2 := newLearner(t, Config{Out: lout2, Model: model, BatchGroups: 64, MaxStaleness: -1, Temperature: 0.7,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64, LR: 1e-3, GRPO: gpu.GRPOParams{Correction: gpu.TokenTIS}}})
 	if _, err := l2.Run(context.Background(), &SliceSource{Samples: samples[:8]}, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -217,8 +217,8 @@ func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOP
 	return learner.New(learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints, LoRA: lora,
 		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo, Temperature: temp},
-		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo}, Temperature: temp,
+		Log: c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
 	})
 }
 
