@@ -35,5 +35,5 @@
 // The CPU backend's benchmarks (matmul against the measured FMA peak,
 // training tokens/s, sampling with and without the KV cache, batched
 // sampling, bytes per parameter while training) and their results are in
-// bench/gpu/README.md; the CUDA backend's in gpu/cuda/results.
+// bench/gpu/README.md; the CUDA backend's in bench/gpu/results.
 package gpu

@@ -96,18 +96,8 @@
 // the table and the GPU's busy share of the wall clock (=1 times each op
 // synchronized instead).
 //
-// Measured (results/README.md, each side by side with the previous
-// binary on one card): a GRPO step of the 0.5B shape in bf16 takes 43.7
-// ms at B×T 8×512 on an H100 (29.4% MFU, 93.8k tokens/s; 74.7 ms with
-// the binary of run 11, 49.0 with run 17's) and 95.8 ms at 4×2048
-// (30.2%, 85.5k; 211.5 and 107.4 before). The 35% target is not met.
-// Greedy decoding of 64 sequences with the BatchSampler in bf16: 17,700
-// to 19,600 tokens/s on an H100 in runs 17-20, over the 10,000 target. A
-// Qwen2.5-7B-shaped LoRA step with activation checkpointing
-// (gpu.TrainConfig.Checkpoint), its base in bf16 only, holds 32.3 GB at
-// 4×2048 (7,310 tokens/s) and 48.1 GB at 8×2048 (7,414).
-//
-// Measured runs on GPU machines (suite results, benchmark tables, MFU) are
-// in results/README.md with their raw logs; scripts/cuda-device-run.sh runs
-// the suite and the benchmarks there.
+// What the backend measures on GPU machines (the test suite's results,
+// the benchmarks side by side with earlier binaries, MFU, memory) is in
+// bench/gpu/results/README.md with the raw logs; scripts/cuda-device-run.sh
+// runs the suite and the benchmarks there.
 package cuda
