@@ -3,11 +3,20 @@
 package main
 
 import (
+	"os"
+
 	"swerl/gpu"
 	"swerl/gpu/cuda"
 )
 
-// The cuda build adds --device cuda.
+// The cuda build adds --device cuda, configured by the SWERL_CUDA_*
+// environment variables (cuda.EnvNames; README "On a GPU").
 func init() {
-	backends["cuda"] = func() (gpu.Backend, error) { return cuda.New() }
+	backends["cuda"] = func() (gpu.Backend, error) {
+		o, err := cuda.FromEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		return cuda.New(o)
+	}
 }

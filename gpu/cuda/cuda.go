@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -139,9 +138,12 @@ type Backend struct {
 
 var _ gpu.Backend = (*Backend)(nil)
 
-// New opens device 0. The matmul precision comes from SWERL_CUDA_MATMUL
-// (f32, the default, tf32 or bf16); see SetMatmul.
-func New() (*Backend, error) {
+// New opens device 0 with the given options (see Options; cmd/swerl reads
+// them from the SWERL_CUDA_* environment variables).
+func New(o Options) (*Backend, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	be := &Backend{q: make(chan func(), 4096), done: make(chan struct{}), fns: map[string]cu.Function{}}
 	started := make(chan error)
 	go be.loop(started)
@@ -149,38 +151,21 @@ func New() (*Backend, error) {
 		return nil, err
 	}
 	be.attn = "cublas"
-	if m := os.Getenv("SWERL_CUDA_ATTN"); m != "" {
-		if err := be.SetAttention(m); err != nil {
+	if o.Attention != "" {
+		if err := be.SetAttention(o.Attention); err != nil {
 			be.Close()
 			return nil, err
 		}
 	}
-	for _, sw := range []struct {
-		name, on, off string
-		v             *bool
-	}{
-		{"SWERL_CUDA_ZERO", "lazy", "now", &be.lazy},
-		{"SWERL_CUDA_FUSE", "1", "0", &be.fuse},
-		{"SWERL_CUDA_ACT", "bf16", "f32", &be.act16},
-	} {
-		// Each is on unless set to its off value.
-		switch v := os.Getenv(sw.name); v {
-		case "", sw.on:
-			*sw.v = true
-		case sw.off:
-		default:
-			be.Close()
-			return nil, fmt.Errorf("cuda: %s=%q: want %s or %s", sw.name, v, sw.on, sw.off)
-		}
-	}
-	switch os.Getenv("SWERL_CUDA_PROFILE") {
-	case "1":
+	be.lazy, be.fuse, be.act16 = !o.EagerZero, !o.NoFuse, !o.F32Activations
+	switch o.Profile {
+	case "ops":
 		be.prof = map[string]time.Duration{}
 	case "kernels":
 		be.kprof = newKernelProf()
 	}
-	if m := os.Getenv("SWERL_CUDA_MATMUL"); m != "" {
-		if err := be.SetMatmul(m); err != nil {
+	if o.Matmul != "" {
+		if err := be.SetMatmul(o.Matmul); err != nil {
 			be.Close()
 			return nil, err
 		}

@@ -23,7 +23,11 @@ import (
 // with status 1, which fails the run either way.)
 func open(t testing.TB) *cuda.Backend {
 	t.Helper()
-	be, err := cuda.New()
+	o, err := cuda.FromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := cuda.New(o)
 	if err != nil {
 		if os.Getenv("REQUIRE_GPU") == "1" {
 			t.Fatalf("REQUIRE_GPU=1: %v", err)
