@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 
 	"swerl/internal/gcpace"
@@ -51,6 +53,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
 	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
 	rowsPerFile := fs.Int("rows-per-file", 5000, "most instances in one Parquet file")
+	workers := fs.Int("build-workers", envDefault("SWERL_MINE_WORKERS"), "goroutines of each worker that read the candidates' files, sharing git cat-file processes (0: 4 a core; default from SWERL_MINE_WORKERS)")
 	kf := addKafkaFlags(fs)
 	fs.Lookup("brokers").Usage = "also publish the instances to the Kafka topic <prefix>instances on these brokers host:port,… (none: no Kafka)"
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
@@ -79,7 +82,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		MaxFiles: *maxFiles, MaxLines: *maxLines, MaxBytes: *maxBytes,
 		RelevantFiles: *relFiles, RelevantBytes: *relBytes,
 		Exclude: absPath(*exclude), ExcludeSWEBench: *swebench,
-		JSONL: *jsonl != "", JSONLPath: absPath(*jsonl), RowsPerFile: *rowsPerFile,
+		JSONL: *jsonl != "", JSONLPath: absPath(*jsonl), RowsPerFile: *rowsPerFile, Workers: *workers,
 		Progress: stderr, ProgressEvery: *every,
 	}
 	// Unlike the streaming commands, mine publishes only when asked: with
@@ -137,4 +140,15 @@ func readRepoList(ctx context.Context, path string) ([]string, error) {
 		return nil, fmt.Errorf("mine: --repos: %s names no repository", path)
 	}
 	return out, nil
+}
+
+// envDefault reads a non-negative integer from environment variable name, 0
+// when it is unset or not one: a flag's default that an older environment
+// variable still sets.
+func envDefault(name string) int {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -79,6 +77,9 @@ type Params struct {
 	// RowsPerFile caps the rows of one instance file; default 500. Memory
 	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
+	// Workers builds instances in this many goroutines a worker; default
+	// 4 a core.
+	Workers int
 	// Emit makes Build's result carry the kept instances; without it the
 	// result is empty (the instances are only written to files).
 	Emit bool
@@ -124,7 +125,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	}
 	cands, scanRej, scanN := beam.ParDo3(s, &scanFn{Commits: p.Commits, Refs: p.Refs, Exclude: p.Exclude, CloneDir: p.CloneDir, Progress: p.Progress}, beam.CoGroupByKey(s, repoKV, evKV))
 	instDir := files.Join(p.Out, "instances")
-	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Progress: p.Progress}, beam.Reshuffle(s, cands))
+	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Workers: p.Workers, Progress: p.Progress}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
 	// Prism busy-waits (a select on a closed channel) through every bundle
 	// of a stage with no output to the runner. Finalize has its counts as
@@ -257,7 +258,7 @@ type buildFn struct {
 	Relevant    mining.RelevantConfig
 	Staging     string
 	RowsPerFile int
-	Workers     int    // default SWERL_MINE_WORKERS or 4 a core
+	Workers     int    // default 4 a core
 	Progress    string // the run's key for per-repository progress (repoprogress.go)
 
 	pending   []Candidate
@@ -275,9 +276,6 @@ const buildBatch = 64
 func (f *buildFn) workers() int {
 	if f.Workers > 0 {
 		return f.Workers
-	}
-	if n, err := strconv.Atoi(os.Getenv("SWERL_MINE_WORKERS")); err == nil && n > 0 {
-		return n
 	}
 	return 4 * max(1, runtime.NumCPU())
 }

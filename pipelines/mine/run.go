@@ -67,6 +67,9 @@ type Config struct {
 	// RowsPerFile caps the rows of one instance file; default 500. Memory
 	// does not depend on it: instances are staged and written one at a time.
 	RowsPerFile int
+	// Workers is how many goroutines of each worker build instances
+	// (sharing git cat-file processes); default 4 a core.
+	Workers int
 	// Runner is the Beam runner ("prism", "flink", "dataflow", …); ""
 	// uses Beam's --runner flag, itself defaulting to prism.
 	Runner string
@@ -242,7 +245,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		Repos: tasks, EventFiles: events, Out: cfg.Out, CloneDir: clones, Commits: cfg.Commits, Refs: cfg.Refs,
 		Limits:   mining.Limits{MaxFiles: cfg.MaxFiles, MaxLines: cfg.MaxLines, MaxBytes: cfg.MaxBytes},
 		Relevant: mining.RelevantConfig{MaxFiles: cfg.RelevantFiles, MaxFileBytes: cfg.RelevantBytes},
-		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Emit: cfg.Publish != nil, Progress: trKey,
+		Exclude:  ex, RowsPerFile: cfg.RowsPerFile, Workers: cfg.Workers, Emit: cfg.Publish != nil, Progress: trKey,
 	})
 	if cfg.Publish != nil {
 		cfg.Publish(s, kept)
