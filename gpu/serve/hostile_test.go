@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"swerl/internal/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,7 +145,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	for range s.MaxConcurrent + s.MaxQueue {
 		held = append(held, stall(t, addr))
 	}
-	time.Sleep(200 * time.Millisecond) // the server has admitted them
+	testenv.Eventually(t, 30*time.Second, "the server admits the stalled requests", func() bool { return len(s.admit) == cap(s.admit) })
 	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
 	resp, raw := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !json.Valid(raw) || !strings.Contains(string(raw), "busy") {

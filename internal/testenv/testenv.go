@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // RepoRoot returns the directory holding go.mod, walking up from the working
@@ -122,4 +123,19 @@ func Tool(t testing.TB, name, install string) string {
 		Missing(t, name, install)
 	}
 	return p
+}
+
+// Eventually waits until cond holds, checking it at growing intervals (1
+// ms to 50 ms), and fails the test naming what it waited for when timeout
+// passes first. Tests wait for a state this way instead of sleeping for
+// a time that a loaded box may not honour.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for wait := time.Millisecond; !cond(); wait = min(2*wait, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: %s: not after %v", what, timeout)
+		}
+		time.Sleep(wait)
+	}
 }

@@ -2,9 +2,13 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
 // conformanceFiles are the copies under testdata/conformance.
@@ -50,4 +54,37 @@ func TestConformanceOverride(t *testing.T) {
 	if got := string(ReadConformance(t, "x.jsonl")); got != "override\n" {
 		t.Fatalf("read %q through SWERL_SHARED", got)
 	}
+}
+
+// Eventually returns once the condition holds, however many checks that
+// takes, and fails a test whose condition never holds.
+func TestEventually(t *testing.T) {
+	n := 0
+	Eventually(t, 10*time.Second, "the fifth check", func() bool { n++; return n == 5 })
+	if n != 5 {
+		t.Fatalf("checked %d times, want 5", n)
+	}
+	ft := &fatalT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Eventually(ft, 20*time.Millisecond, "never", func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "never: not after 20ms") {
+		t.Errorf("failure message %q", ft.msg)
+	}
+}
+
+// fatalT records Fatalf and ends the goroutine as testing.T does.
+type fatalT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalT) Helper() {}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
