@@ -91,4 +91,3 @@ func TestExplainRunVersion(t *testing.T) {
 		t.Fatalf("neither --version nor --sample: exit %d", code)
 	}
 }
-
