@@ -183,17 +183,49 @@ func Records(out string) ([]int64, error) {
 	return vs, nil
 }
 
-// join reads the rows of the samples ids (of record r) and their instances.
-func join(ctx context.Context, p Paths, r record, ids []string) (*Step, error) {
-	st := &Step{Version: r.Version, Step: r.Step, Dropped: r.Dropped}
-	idx, err := indexRow(p.Out, r.Version)
+// All joins every version that has a step record with samples, in
+// version order, reading the samples and instances once (the report's
+// pages).
+func All(ctx context.Context, p Paths) ([]*Step, error) {
+	vs, err := Records(p.Out)
 	if err != nil {
 		return nil, err
 	}
-	st.Index = idx
+	var recs []record
+	var ids [][]string
+	for _, v := range vs {
+		r, err := readRecord(p.Out, v)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Samples) > 0 {
+			recs, ids = append(recs, r), append(ids, r.Samples)
+		}
+	}
+	return joinAll(ctx, p, recs, ids)
+}
+
+// join reads the rows of the samples ids (of record r) and their instances.
+func join(ctx context.Context, p Paths, r record, ids []string) (*Step, error) {
+	sts, err := joinAll(ctx, p, []record{r}, [][]string{ids})
+	if err != nil {
+		return nil, err
+	}
+	return sts[0], nil
+}
+
+// joinAll joins the samples ids[i] of each record recs[i], scanning the
+// samples, the instances and the index once.
+func joinAll(ctx context.Context, p Paths, recs []record, ids [][]string) ([]*Step, error) {
+	index, err := readIndex(p.Out)
+	if err != nil {
+		return nil, err
+	}
 	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
+	for _, l := range ids {
+		for _, id := range l {
+			want[id] = true
+		}
 	}
 	rows, copies, err := scanSamples(p.Samples, want)
 	if err != nil {
@@ -209,31 +241,43 @@ func join(ctx context.Context, p Paths, r record, ids []string) (*Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		s, ok := rows[id]
-		if !ok {
-			st.Missing = append(st.Missing, id)
-			continue
+	var out []*Step
+	for i, r := range recs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		t := Trained{Sample: s, Copies: copies[id]}
-		for _, id := range instanceIDs(s.InstanceID) {
-			if in, ok := insts[id]; ok {
-				t.Instance = in
-				break
+		st := &Step{Version: r.Version, Step: r.Step, Dropped: r.Dropped, Index: index[r.Version]}
+		for _, id := range ids[i] {
+			s, ok := rows[id]
+			if !ok {
+				st.Missing = append(st.Missing, id)
+				continue
 			}
+			st.Samples = append(st.Samples, joinSample(ctx, s, copies[id], insts))
 		}
-		if t.Instance != nil {
-			t.Task = task(t.Instance, s.InstanceID, s.Prompt)
-		}
-		if t.Task != nil {
-			t.OraclePatch = reward.GitDiff(t.Task.CodeContext, t.Task.OracleNewContent)
-		}
-		if t.Task != nil && s.FormatError == "" {
-			t.AnswerPatch, t.OracleDiff = diffs(ctx, t.Task, s.Completion)
-		}
-		st.Samples = append(st.Samples, t)
+		out = append(out, st)
 	}
-	return st, nil
+	return out, nil
+}
+
+func joinSample(ctx context.Context, s schemas.Sample, copies int, insts map[string]*schemas.Instance) Trained {
+	t := Trained{Sample: s, Copies: copies}
+	for _, id := range instanceIDs(s.InstanceID) {
+		if in, ok := insts[id]; ok {
+			t.Instance = in
+			break
+		}
+	}
+	if t.Instance != nil {
+		t.Task = task(t.Instance, s.InstanceID, s.Prompt)
+	}
+	if t.Task != nil {
+		t.OraclePatch = reward.GitDiff(t.Task.CodeContext, t.Task.OracleNewContent)
+	}
+	if t.Task != nil && s.FormatError == "" {
+		t.AnswerPatch, t.OracleDiff = diffs(ctx, t.Task, s.Completion)
+	}
+	return t
 }
 
 // instanceIDs are the ids a sample's instance may have in instances/,
@@ -301,9 +345,10 @@ func diffs(ctx context.Context, in *schemas.Instance, completion string) (answer
 	return answer, reward.GitDiff(oracle, got)
 }
 
-// indexRow reads version v's row of the checkpoint index (index.parquet at
-// the root, or under checkpoints/); nil when there is none.
-func indexRow(out string, v int64) (*schemas.WeightVersion, error) {
+// readIndex reads the checkpoint index (index.parquet at the root, or
+// under checkpoints/) by version; empty when there is none.
+func readIndex(out string) (map[int64]*schemas.WeightVersion, error) {
+	byV := map[int64]*schemas.WeightVersion{}
 	for _, p := range []string{filepath.Join(out, checkpoint.IndexFile), filepath.Join(out, "checkpoints", checkpoint.IndexFile)} {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -313,13 +358,11 @@ func indexRow(out string, v int64) (*schemas.WeightVersion, error) {
 			return nil, fmt.Errorf("lineage: %w", err)
 		}
 		for i := range rows {
-			if rows[i].Version == v {
-				return &rows[i], nil
-			}
+			byV[rows[i].Version] = &rows[i]
 		}
-		return nil, nil
+		break
 	}
-	return nil, nil
+	return byV, nil
 }
 
 // scanSamples reads the rows of the wanted sample ids from every Parquet
