@@ -196,6 +196,10 @@ func OpenHTTP(spec string) (Policy, error) {
 	}
 	p.version.Store(-1)
 	p.stop = make(chan struct{})
+	if p.follow {
+		// The first requests already name the adapters the engines hold.
+		p.probeAll(context.Background())
+	}
 	if health > 0 && (len(p.eps) > 1 || p.follow) {
 		go p.watch(health, p.stop)
 	}
@@ -488,9 +492,18 @@ func ParseVersion(header, fingerprint string) int64 {
 // Version is the last version a server reported, or -1.
 func (p *HTTPPolicy) Version() int64 { return p.version.Load() }
 
-// Close stops the health probes and releases idle connections.
+// Close stops the health probes and releases idle connections. A policy
+// of several engines logs what each served.
 func (p *HTTPPolicy) Close() error {
-	p.closeOnce.Do(func() { close(p.stop) })
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		if len(p.eps) > 1 || p.follow {
+			for _, e := range p.Engines() {
+				p.log.Info("rollout: engine", "engine", e.URL, "requests", e.Requests, "errors", e.Errors, "tokens", e.Tokens,
+					"up", e.Up, "served", e.Served.Adapter)
+			}
+		}
+	})
 	p.client.CloseIdleConnections()
 	return nil
 }

@@ -75,6 +75,17 @@ func EngineSpecs(spec string) ([]string, error) {
 	return out, nil
 }
 
+// WithDefault returns an http(s) policy spec with the option key set to
+// value unless the spec sets it; other specs are returned as they are.
+func WithDefault(spec, key, value string) string {
+	urls, q, err := SplitSpec(spec)
+	if err != nil || q.Has(key) {
+		return spec
+	}
+	q.Set(key, value)
+	return strings.Join(urls, ",") + "?" + q.Encode()
+}
+
 // endpoint is one engine of an HTTPPolicy.
 type endpoint struct {
 	base     string // server root (BaseURL): keys Served, labels metrics
@@ -265,30 +276,35 @@ func (p *HTTPPolicy) followListed(e *endpoint, models []struct {
 	}
 }
 
-// watch probes every engine each interval until stop is closed: a down
-// engine that answers rejoins, an up one that does not leaves routing
-// before a request finds out.
+// probeAll probes every engine once, at the same time: a down engine that
+// answers rejoins, an up one that does not leaves routing before a request
+// finds out.
+func (p *HTTPPolicy) probeAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range p.eps {
+		wg.Go(func() {
+			err := p.probe(ctx, e)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && len(p.eps) > 1:
+				p.fail(e, "probe", err)
+			case err == nil && e.down.Swap(false):
+				e.m.up.WithLabelValues(e.base).Set(1)
+				p.log.Info("rollout: engine answers again; back in routing", "engine", e.base)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// watch probes every engine each interval until stop is closed.
 func (p *HTTPPolicy) watch(interval time.Duration, stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-stop; cancel() }()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		var wg sync.WaitGroup
-		for _, e := range p.eps {
-			wg.Go(func() {
-				err := p.probe(ctx, e)
-				switch {
-				case ctx.Err() != nil:
-				case err != nil && len(p.eps) > 1:
-					p.fail(e, "probe", err)
-				case err == nil && e.down.Swap(false):
-					e.m.up.WithLabelValues(e.base).Set(1)
-					p.log.Info("rollout: engine answers again; back in routing", "engine", e.base)
-				}
-			})
-		}
-		wg.Wait()
+		p.probeAll(ctx)
 		select {
 		case <-stop:
 			return

@@ -330,3 +330,16 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestWithDefault(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://a/v1,http://b/v1?model=m": "http://a/v1,http://b/v1?follow=true&model=m",
+		"http://a/v1?follow=false":        "http://a/v1?follow=false",
+		"file:/x.jsonl":                   "file:/x.jsonl",
+		"model:/m":                        "model:/m",
+	} {
+		if got := WithDefault(in, "follow", "true"); got != want {
+			t.Errorf("WithDefault(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
