@@ -91,26 +91,27 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // adapters an engine lists on /v1/models (vLLM and swerl serve list them)
 // and the newest swerl-vNNNNNN becomes what requests to that engine name.
 type HTTPPolicy struct {
-	eps         []*endpoint
-	route       string
-	follow      bool
-	engine      string
-	model       string
-	key         string
-	retries     int
-	tokenIDs    bool
-	timeout     time.Duration
-	backoff     time.Duration
-	sem         chan struct{}
-	mu          sync.Mutex // serializes pick
-	rr          uint64     // round-robin position; under mu
-	stop        chan struct{}
-	closeOnce   sync.Once
-	log         *slog.Logger
-	client      *http.Client
-	version     atomic.Int64
-	Attempts    atomic.Int64 // HTTP requests sent, retries included
-	RetriesDone atomic.Int64 // requests retried
+	eps          []*endpoint
+	route        string
+	follow       bool
+	engine       string
+	model        string
+	key          string
+	retries      int
+	tokenIDs     bool
+	timeout      time.Duration
+	probeTimeout time.Duration
+	backoff      time.Duration
+	sem          chan struct{}
+	mu           sync.Mutex // serializes pick
+	rr           uint64     // round-robin position; under mu
+	stop         chan struct{}
+	closeOnce    sync.Once
+	log          *slog.Logger
+	client       *http.Client
+	version      atomic.Int64
+	Attempts     atomic.Int64 // HTTP requests sent, retries included
+	RetriesDone  atomic.Int64 // requests retried
 }
 
 // OpenHTTP opens an "http://…" or "https://…" spec.
@@ -190,6 +191,9 @@ func OpenHTTP(spec string) (Policy, error) {
 		p.eps = append(p.eps, e)
 	}
 	p.sem = make(chan struct{}, concurrency*len(p.eps))
+	// A probe waits at most the probe interval (at least 1s, at most 10s
+	// and the request timeout): an engine that stalls leaves routing soon.
+	p.probeTimeout = min(p.timeout, 10*time.Second, max(health, time.Second))
 	p.key = os.Getenv("SWERL_API_KEY")
 	if p.key == "" {
 		p.key = os.Getenv("OPENAI_API_KEY")
@@ -380,13 +384,24 @@ type httpResult struct {
 // releases it); status is the HTTP status of an answer
 // that is an error (0 when none came). Errors wrapped in permanent are not
 // retried.
-func (p *HTTPPolicy) post(ctx context.Context, e *endpoint, body []byte) (_ httpResult, retryAfter time.Duration, status int, _ error) {
+func (p *HTTPPolicy) post(ctx context.Context, e *endpoint, body []byte) (_ httpResult, retryAfter time.Duration, status int, err error) {
 	p.Attempts.Add(1)
 	e.requests.Add(1)
 	e.m.requests.WithLabelValues(e.base).Inc()
 	defer e.release()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	gen := e.generation()
+	if len(p.eps) > 1 {
+		defer context.AfterFunc(gen, cancel)()
+	}
+	defer func() {
+		// Cut short because the engine left routing, not because the
+		// caller gave up: an error of its own, retried elsewhere.
+		if err != nil && gen.Err() != nil && ctx.Err() == context.Canceled {
+			err = fmt.Errorf("%w (%v)", errAbandoned, err)
+		}
+	}()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
 		return httpResult{}, 0, 0, permanent{err}

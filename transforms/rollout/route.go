@@ -96,7 +96,37 @@ type endpoint struct {
 	errors   atomic.Int64
 	tokens   atomic.Int64
 	m        engineMetrics
+
+	// gen ends when the engine leaves routing: attempts in flight to it
+	// are abandoned then and sent to another engine, instead of waiting
+	// out the request timeout on an engine that no longer answers probes.
+	genMu     sync.Mutex
+	gen       context.Context
+	cancelGen context.CancelFunc
 }
+
+// generation is the context that ends when e next leaves routing.
+func (e *endpoint) generation() context.Context {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.gen == nil {
+		e.gen, e.cancelGen = context.WithCancel(context.Background())
+	}
+	return e.gen
+}
+
+// abandon ends e's generation: its attempts in flight give up.
+func (e *endpoint) abandon() {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.cancelGen != nil {
+		e.cancelGen()
+		e.gen, e.cancelGen = nil, nil
+	}
+}
+
+// errAbandoned ends an attempt to an engine that left routing meanwhile.
+var errAbandoned = errors.New("the engine left routing (a request or probe failed) while this request waited on it")
 
 // EngineStats is what an HTTPPolicy knows of one of its engines.
 type EngineStats struct {
@@ -213,8 +243,11 @@ func (p *HTTPPolicy) fail(e *endpoint, reason string, err error) {
 	e.errors.Add(1)
 	e.m.errors.WithLabelValues(e.base, reason).Inc()
 	// A 4xx or an answer that cannot be used says nothing of the engine's
-	// health (a request it refuses, an adapter it does not hold).
-	if len(p.eps) > 1 && reason != "http_4xx" && reason != "decode" && !e.down.Swap(true) {
+	// health (a request it refuses, an adapter it does not hold), and a 429
+	// says it is busy with work it accepted: the attempt goes elsewhere,
+	// the engine stays.
+	if len(p.eps) > 1 && reason != "http_4xx" && reason != "http_429" && reason != "decode" && !e.down.Swap(true) {
+		e.abandon()
 		e.m.up.WithLabelValues(e.base).Set(0)
 		p.log.Warn("rollout: engine out of routing until it answers again", "engine", e.base, "err", err.Error())
 	}
@@ -224,7 +257,7 @@ func (p *HTTPPolicy) fail(e *endpoint, reason string, err error) {
 // answers it, vLLM, SGLang and swerl serve with their loaded adapters): an
 // answer brings a down engine back into routing.
 func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
-	ctx, cancel := context.WithTimeout(ctx, min(p.timeout, 10*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, p.probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
 	if err != nil {
@@ -336,7 +369,7 @@ func engineSeries() engineMetrics {
 			requests: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_requests_total",
 				Help: "Chat-completion requests sent to an inference engine (retries included)."}, []string{"engine"}),
 			errors: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_errors_total",
-				Help: "Failed requests and health probes of an engine, by reason (connect, timeout, http_5xx, http_429, http_4xx, decode, probe)."}, []string{"engine", "reason"}),
+				Help: "Failed requests and health probes of an engine, by reason (connect, timeout, http_5xx, http_429, http_4xx, decode, probe, abandoned)."}, []string{"engine", "reason"}),
 			seconds: registerHistogramVec(prometheus.HistogramOpts{Name: "swerl_engine_request_seconds",
 				Help: "Latency of an engine's successful chat-completion requests.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}, []string{"engine"}),
 			tokens: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_completion_tokens_total",
@@ -373,6 +406,8 @@ func errReason(err error, status int) string {
 		return "http_5xx"
 	case status >= 400:
 		return "http_4xx"
+	case errors.Is(err, errAbandoned):
+		return "abandoned"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	}

@@ -27,6 +27,7 @@ type engineSrv struct {
 	gate     chan struct{} // non-nil: completions wait until it is closed
 	mu       sync.Mutex
 	adapters []string // listed on /v1/models
+	stall    bool     // /v1/models never answers (a machine that vanished)
 	srv      *http.Server
 	hits     atomic.Int64 // chat requests received
 	waiting  atomic.Int64 // chat requests held at the gate
@@ -34,7 +35,11 @@ type engineSrv struct {
 
 func startEngine(t *testing.T, addr string, gate chan struct{}) *engineSrv {
 	t.Helper()
-	s := &engineSrv{gate: gate}
+	return startEngineWith(t, addr, &engineSrv{gate: gate})
+}
+
+func startEngineWith(t *testing.T, addr string, s *engineSrv) *engineSrv {
+	t.Helper()
 	var ln net.Listener
 	var err error
 	// Restarting on the port just closed: the kernel may hold it briefly.
@@ -63,6 +68,13 @@ func (s *engineSrv) kill() { s.srv.Close() }
 func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/models":
+		s.mu.Lock()
+		stall := s.stall
+		s.mu.Unlock()
+		if stall {
+			<-r.Context().Done()
+			return
+		}
 		s.mu.Lock()
 		data := []map[string]string{{"id": "m"}}
 		for _, a := range s.adapters {
@@ -341,5 +353,45 @@ func TestWithDefault(t *testing.T) {
 		if got := WithDefault(in, "follow", "true"); got != want {
 			t.Errorf("WithDefault(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An engine that stalls (its requests and probes hang: a machine that
+// vanished behind open connections) leaves routing when its probe times
+// out, and the requests waiting on it go to another engine at once, long
+// before the request timeout; a 429 sends the attempt elsewhere without
+// taking the busy engine out.
+func TestHTTPPolicyAbandonsAStalledEngine(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	stalled := startEngineWith(t, "127.0.0.1:0", &engineSrv{gate: hang})
+	ok := startEngine(t, "127.0.0.1:0", nil)
+	pol, err := Open(stalled.url() + "," + ok.url() + "?route=round-robin&timeout=10m&health=50ms&backoff=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	stalled.mu.Lock()
+	stalled.stall = true
+	stalled.mu.Unlock()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1, Seed: int64(g + 1)})
+			if err != nil || r.Completions[0].Text != answerOf("p", int64(g+1), 0) {
+				t.Errorf("request %d: %+v %v", g, r, err)
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("the requests waited %v on the stalled engine", took)
+	}
+	if stalled.hits.Load() == 0 {
+		t.Fatal("no request reached the stalled engine: the test shows nothing")
+	}
+	if n := counterValue(engineSeries().errors.WithLabelValues(BaseURL(stalled.url()), "abandoned")); n < 1 {
+		t.Fatalf("abandoned attempts counted: %v", n)
 	}
 }
