@@ -64,10 +64,12 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // round-robin. An attempt that fails (no answer, a timeout, 5xx, 429) is
 // sent again to another engine at once, with the same body, seed
 // included, so a group's completions do not depend on which engine
-// answered; the failed engine leaves routing. Every health interval
-// (default 5s; 0 turns the probes off) each engine is asked for
-// /v1/models: one that answers again rejoins, one that does not leaves
-// routing before a request finds out. Engines that hold the newest
+// answered; the failed engine leaves routing (a 429 only moves the
+// attempt), and the attempts still waiting on it are abandoned and sent
+// elsewhere. Every health interval (default 5s; 0 turns the probes off)
+// each engine is asked for /v1/models, waiting at most the interval: one
+// that answers again rejoins, one that does not leaves routing before a
+// request finds out. Engines that hold the newest
 // version the weight sync pushed are preferred: one a push failed on is
 // routed to only when no other is up. Per-engine Prometheus series:
 // swerl_engine_requests_total, _errors_total{reason},
