@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"html"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -82,6 +85,38 @@ func TestExplainRunVersion(t *testing.T) {
 	}
 	if count != 2 {
 		t.Fatalf("explained %d RL versions, want 2", count)
+	}
+	// swerl report: a page per RL version, linked from the index, showing
+	// every sample of its record.
+	var page bytes.Buffer
+	if code := runMain(context.Background(), []string{"report", "--out", out}, &page, &stderr); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr.String())
+	}
+	index, err := os.ReadFile(strings.TrimSpace(page.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wv := range versions {
+		rec, err := learner.ReadRecord(out, wv.Version)
+		if err != nil || len(rec.Samples) == 0 {
+			continue
+		}
+		name := fmt.Sprintf("versions/v%06d.html", wv.Version)
+		if !strings.Contains(string(index), `href="`+name+`"`) {
+			t.Fatalf("the report's index does not link %s", name)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "report", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range rec.Samples {
+			if !strings.Contains(string(b), `id="`+html.EscapeString(id)+`"`) {
+				t.Fatalf("%s lacks sample %s", name, id)
+			}
+		}
+		if n := strings.Count(string(b), `<pre class="oracle">diff --git`); n != len(rec.Samples) {
+			t.Fatalf("%s: %d oracle patches for %d samples", name, n, len(rec.Samples))
+		}
 	}
 	if code := runMain(context.Background(), []string{"explain", "--out", out, "--sample", "nope/0"}, &bytes.Buffer{}, &stderr); code != 1 ||
 		!strings.Contains(stderr.String(), "no version trained on the sample nope/0") {
