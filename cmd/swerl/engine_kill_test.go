@@ -109,13 +109,17 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 	b, addrB := serveChild(t, model, "")
 	urlA, urlB := "http://"+addrA+"/v1", "http://"+addrB+"/v1"
 
+	start := time.Now()
 	want := trainSamples(t, set.InstancesPath, urlA+"?health=0", filepath.Join(dir, "alone"), nil)
+	alone := time.Since(start)
 	if len(want) != n*g {
 		t.Fatalf("the run on one engine: %d samples, want %d", len(want), n*g)
 	}
 
 	base := engineSeries(t, "swerl_engine_requests_total", "http://"+addrB)
+	baseA := engineSeries(t, "swerl_engine_requests_total", "http://"+addrA)
 	killedAt := -1.0
+	start = time.Now()
 	got := trainSamples(t, set.InstancesPath, urlA+","+urlB+"?route=round-robin&health=100ms&backoff=10ms", filepath.Join(dir, "both"), func() {
 		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 			if r := engineSeries(t, "swerl_engine_requests_total", "http://"+addrB) - base; r >= 3 {
@@ -130,9 +134,10 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 	if killedAt < 0 {
 		t.Fatal("engine b never got 3 requests: the run did not use both engines")
 	}
-	errsB := engineSeries(t, "swerl_engine_errors_total", "http://"+addrB)
-	t.Logf("engine b killed after %v requests; its errors: %v; engine a served %v requests", killedAt, errsB,
-		engineSeries(t, "swerl_engine_requests_total", "http://"+addrA))
+	t.Logf("run on engine a alone: %v; on a and b, b killed: %v; requests a %v, b %v (%v before the kill); b's failed attempts: connect %v, abandoned %v",
+		alone.Round(time.Millisecond), time.Since(start).Round(time.Millisecond),
+		engineSeries(t, "swerl_engine_requests_total", "http://"+addrA)-baseA, engineSeries(t, "swerl_engine_requests_total", "http://"+addrB)-base, killedAt,
+		engineErrors(t, "http://"+addrB, "connect"), engineErrors(t, "http://"+addrB, "abandoned"))
 	if len(got) != len(want) {
 		t.Fatalf("with an engine killed: %d samples, want %d", len(got), len(want))
 	}
@@ -174,6 +179,30 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 	if got := hp.Engines()[1].Requests - before; got != 3 {
 		t.Fatalf("the restarted engine got %d of 6 round-robin requests, want 3", got)
 	}
+}
+
+// engineErrors reads swerl_engine_errors_total of one engine and reason.
+func engineErrors(t *testing.T, engine, reason string) float64 {
+	t.Helper()
+	fams, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "swerl_engine_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["engine"] == engine && labels["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // waitUntil polls cond until it holds, failing the test after a minute.
