@@ -133,6 +133,7 @@ type BatchSampler struct {
 	// (Sampler.NoCache, for tests and benchmarks).
 	noCache bool
 	err     error
+	sampled int64 // tokens sampled so far (Sampled)
 }
 
 // NewBatchSampler returns a sampler of up to slots sequences at once, each
@@ -275,6 +276,9 @@ func (s *BatchSampler) SetWeights(m *Model) error {
 // MaxSeq is the longest prompt + completion in tokens.
 func (s *BatchSampler) MaxSeq() int { return s.maxSeq }
 
+// Sampled is the number of tokens sampled so far, over every sequence.
+func (s *BatchSampler) Sampled() int64 { return s.sampled }
+
 // Pending is the number of sequences in flight or waiting for a slot.
 func (s *BatchSampler) Pending() int { return len(s.active) + len(s.waiting) }
 
@@ -344,6 +348,7 @@ func (s *BatchSampler) Step() ([]*Seq, error) {
 		return nil, err
 	}
 	s.pick()
+	s.sampled += int64(len(s.active)) // one token for each sequence stepped
 	var done []*Seq
 	s.active = slices.DeleteFunc(s.active, func(q *Seq) bool {
 		if q.done {

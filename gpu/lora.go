@@ -254,7 +254,10 @@ func (a *LoRA) SetTensors(ts []Tensor) error {
 
 // Merge adds Scale·B·A to the weight of every adapted module of m, in
 // place on its host arena; sums over the rank run in float64. m must have
-// the architecture the adapters were made for.
+// the architecture the adapters were made for. A merged weight that is
+// NaN or infinite (finite adapters whose product overflows float32, or a
+// base that held one) is an error naming that weight, a
+// *NonFiniteError; m is then partly merged and must be discarded.
 func (a *LoRA) Merge(m *Model) error {
 	if err := a.fits(m.Config); err != nil {
 		return fmt.Errorf("gpu: merge LoRA: %w", err)
@@ -280,6 +283,10 @@ func (a *LoRA) Merge(m *Model) error {
 				}
 				wrow[j] += float32(sum)
 			}
+		}
+		if n, at := nonFinite(w); n > 0 {
+			name := strings.TrimSuffix(strings.TrimPrefix(loraName(sa), "base_model.model."), ".lora_A.weight") + ".weight"
+			return fmt.Errorf("gpu: merge LoRA: the merged weight: %w", &NonFiniteError{Tensor: name, Count: n, Index: at, Value: w[at]})
 		}
 	}
 	return nil

@@ -358,7 +358,10 @@ type acts struct {
 	logits Buf   // [N, V]
 	lse    Buf   // [N]
 	logp   Buf   // [N]
-	proj   Buf   // [N, C] output of o_proj and down_proj before the residual add
+	// rawlogp and rawlse are the log-probs at temperature 1 of a forward
+	// at another temperature (nil unless TrainConfig.Temperature ≠ 1).
+	rawlogp, rawlse Buf
+	proj            Buf // [N, C] output of o_proj and down_proj before the residual add
 	// glu, when set, runs each MLP's gate and up projections as one
 	// product into gu (pairedGLU).
 	glu PairedSwiGLU
@@ -550,7 +553,13 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, dswi16 b
 // (batch.go) runs its own forward over per-sequence KV caches.
 type step struct {
 	B, T, pos0 int
+	// temp, when neither 0 nor 1, divides the logits before the
+	// log-softmax (the sampling temperature); the log-probs at
+	// temperature 1 go to acts.rawlogp first when it is allocated.
+	temp float64
 }
+
+func (s step) scaled() bool { return s.temp != 0 && s.temp != 1 }
 
 // forward runs the decoder over tokens[B*T] and, when targets is not nil,
 // the log-probabilities of targets[B*T] into ac.logp. Every layer keeps
@@ -569,6 +578,14 @@ func forward(be Backend, d dims, p *Params[Buf], lo *loraRun, ac *acts, cos, sin
 	be.RMSNormForward(ac.lnf, ac.rstdf, ac.res[d.L], p.Norm, N, d.C, d.eps)
 	be.MatmulForward(ac.logits, ac.lnf, p.LMHead, nil, N, d.C, d.V)
 	if targets != nil {
+		if s.scaled() {
+			if ac.rawlogp != nil {
+				be.LogProbForward(ac.rawlogp, ac.rawlse, ac.logits, targets, d.V)
+			}
+			// logits += (1/τ − 1)·logits: logits/τ in place, with the ops
+			// every backend has.
+			be.Axpy(ac.logits, ac.logits, float32(1/s.temp-1), N*d.V)
+		}
 		be.LogProbForward(ac.logp, ac.lse, ac.logits, targets, d.V)
 	}
 }

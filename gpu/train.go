@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"swerl/gpu/arch"
 )
@@ -41,6 +42,12 @@ type TrainConfig struct {
 	AccumSteps int
 	// GRPO configures the RL objective of Step.
 	GRPO GRPOParams
+	// Temperature τ is the sampling temperature of the rollouts: Step and
+	// LogProbs compute log-probabilities of softmax(logits/τ), the
+	// distribution the sampler drew from, so the policy gradient is that
+	// of the sampling policy. SFTStep always trains the raw distribution.
+	// 0 means 1.
+	Temperature float64
 	// Checkpoint turns on activation checkpointing: the trainer keeps each
 	// layer's input only and recomputes the layer's activations in the
 	// backward pass, holding one layer's activations instead of all of
@@ -68,6 +75,7 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	if c.AccumSteps == 0 {
 		c.AccumSteps = 1
 	}
+	def(&c.Temperature, 1)
 	return c
 }
 
@@ -88,6 +96,8 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("gpu: TrainConfig.Eps %v or WeightDecay %v is negative", c.Eps, c.WeightDecay)
 	case c.AccumSteps < 0:
 		return fmt.Errorf("gpu: TrainConfig.AccumSteps %d is negative", c.AccumSteps)
+	case c.Temperature < 0 || math.IsNaN(c.Temperature):
+		return fmt.Errorf("gpu: TrainConfig.Temperature %v is negative", c.Temperature)
 	}
 	return c.GRPO.Validate()
 }
@@ -116,9 +126,24 @@ type Sequence struct {
 	Prompt     []int32 // at least one token
 	Completion []int32 // the tokens trained on
 	Advantage  float64 // group-relative advantage (GRPO); unused by SFTStep
-	// OldLogProbs[t] is log π_old(Completion[t]) from the sampler
-	// (Sampler.Sample's LogProbs); nil means on-policy (ratio 1).
+	// OldLogProbs[t] is log π_old(Completion[t]), the proximal policy of
+	// the PPO ratio. nil (what the learner passes): the step's own forward
+	// pass, detached, which with one optimizer update per batch is the
+	// trainer's policy at the start of the step, recomputed at no extra
+	// cost (ratio 1).
 	OldLogProbs []float32
+	// BehavLogProbs[t] is log π_behav(Completion[t]) as the sampler
+	// reported it (Sampler.Sample's LogProbs, an engine's logprobs): the
+	// behaviour policy of GRPOParams.Correction and of the rollout
+	// statistics. nil: none (c = 1).
+	BehavLogProbs []float32
+	// BehavProcessed says BehavLogProbs are of the sampler's processed
+	// distribution, softmax(logits/τ) at TrainConfig.Temperature, instead
+	// of the raw one (temperature 1: what swerl's sampler and vLLM report
+	// by default). Raw ones are converted for τ ≠ 1: ln w_τ =
+	// (ln π_old,1 − ln π_behav,1)/τ, exact when the two policies'
+	// log-normalizers agree, the first order of their mismatch.
+	BehavProcessed bool
 	// RefLogProbs[t] is log π_ref(Completion[t]) under the frozen reference
 	// model; required when GRPO.KLCoef > 0.
 	RefLogProbs []float32
@@ -131,11 +156,23 @@ type Metrics struct {
 	ClipFrac float64 // fraction of tokens whose ratio was clipped
 	// MaskedFrac is the fraction of tokens left out by GRPOParams.MinTokenProb.
 	MaskedFrac float64
-	Tokens     int     // completion tokens trained on
-	Applied    bool    // this micro-batch completed an optimizer step
-	Step       int     // optimizer steps taken so far
-	LR         float64 // learning rate of the step (when Applied)
-	GradNorm   float64 // global gradient norm before clipping (when Applied)
+	// Entropy is the mean over completion tokens of −ln π_old(y_t), the
+	// sampled-token estimate of the policy's entropy.
+	Entropy float64
+	// Rollout sums the behaviour weights' statistics over the tokens with
+	// BehavLogProbs.
+	Rollout RolloutStats
+	// FwdBwdTime is the wall time of the forward pass, the host-side
+	// objective (π_old, the correction) and the backward pass, up to the
+	// gradient norm's read-back, which waits for the device;
+	// OptimizerTime the rest of an applied step (clipping and AdamW, up to
+	// the backend's error check).
+	FwdBwdTime, OptimizerTime time.Duration
+	Tokens                    int     // completion tokens trained on
+	Applied                   bool    // this micro-batch completed an optimizer step
+	Step                      int     // optimizer steps taken so far
+	LR                        float64 // learning rate of the step (when Applied)
+	GradNorm                  float64 // global gradient norm before clipping (when Applied)
 }
 
 // Trainer trains a Model on a Backend with GRPO (Step) or SFT (SFTStep)
@@ -183,6 +220,7 @@ type Trainer struct {
 
 	tokens, targets []int32
 	logp, dlogp     []float32
+	rawLogp         []float32 // log-probs at temperature 1 (Temperature ≠ 1 only)
 }
 
 // group is a run of trained parameters that AdamW updates with one
@@ -302,6 +340,9 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 		if t.lo != nil {
 			t.lo.acts(t.d, B*T, ar, cfg.Checkpoint)
 		}
+		if t.cfg.Temperature != 1 {
+			t.acts.rawlogp, t.acts.rawlse = ar.take(B*T), ar.take(B*T)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -309,6 +350,9 @@ func newTrainer(m *Model, a *LoRA, be Backend, cfg TrainConfig) (*Trainer, error
 	N := B * T
 	t.tokens, t.targets = make([]int32, N), make([]int32, N)
 	t.logp, t.dlogp = make([]float32, N), make([]float32, N)
+	if t.cfg.Temperature != 1 {
+		t.rawLogp = make([]float32, N)
+	}
 	return t, be.Err()
 }
 
@@ -415,24 +459,44 @@ func (t *Trainer) pack(batch []Sequence) (B, T int, starts []int, err error) {
 
 // run does forward, the host-side objective and backward for a packed
 // batch; objective fills dlogp (zero outside completions) from logp.
-func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (Metrics, error)) (Metrics, error) {
+// With sampling (Step) the log-probs are at the configured temperature,
+// else (SFTStep) at 1.
+func (t *Trainer) run(batch []Sequence, sampling bool, objective func(B, T int, starts []int) (Metrics, error)) (Metrics, error) {
 	if err := t.be.Err(); err != nil {
 		return Metrics{}, err
 	}
+	t0 := time.Now()
 	B, T, starts, err := t.pack(batch)
 	if err != nil {
 		return Metrics{}, err
 	}
 	N := B * T
 	s := step{B: B, T: T}
+	if sampling {
+		s.temp = t.cfg.Temperature
+	}
 	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, s, t.tokens[:N], t.targets[:N])
 	if err := t.be.Download(t.logp[:N], t.acts.logp); err != nil {
 		return Metrics{}, err
+	}
+	if s.scaled() {
+		if err := t.be.Download(t.rawLogp[:N], t.acts.rawlogp); err != nil {
+			return Metrics{}, err
+		}
 	}
 	clear(t.dlogp[:N])
 	met, err := objective(B, T, starts)
 	if err != nil {
 		return Metrics{}, err
+	}
+	if s.scaled() {
+		// d logp_τ / d logits = (onehot − softmax(logits/τ))/τ: the
+		// backward's log-softmax reads the scaled logits, and 1/τ goes
+		// into dlogp.
+		inv := float32(1 / s.temp)
+		for i := range t.dlogp[:N] {
+			t.dlogp[i] *= inv
+		}
 	}
 	if t.micro == 0 {
 		t.be.Zero(t.gradBuf)
@@ -440,13 +504,21 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 	t.be.Upload(t.gacts.dlogp, t.dlogp[:N])
 	backward(t.be, t.d, &t.params, &t.grads, t.lo, &t.acts, &t.gacts, t.cos, t.sin, B, T, t.tokens[:N], t.targets[:N], t.cfg.Checkpoint)
 	t.micro++
+	var opt time.Time
 	if t.micro == t.cfg.AccumSteps {
-		if err := t.update(&met); err != nil {
+		if err := t.update(&met, &opt); err != nil {
 			return met, err
 		}
 	}
 	met.Step = t.step
-	return met, t.be.Err()
+	err = t.be.Err()
+	end := time.Now()
+	if opt.IsZero() {
+		met.FwdBwdTime = end.Sub(t0)
+	} else {
+		met.FwdBwdTime, met.OptimizerTime = opt.Sub(t0), end.Sub(opt)
+	}
+	return met, err
 }
 
 // Step runs one GRPO micro-batch: every cfg.AccumSteps calls make one
@@ -454,7 +526,7 @@ func (t *Trainer) run(batch []Sequence, objective func(B, T int, starts []int) (
 // configured.
 func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 	g := t.cfg.GRPO
-	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+	return t.run(batch, true, func(B, T int, starts []int) (Metrics, error) {
 		var met Metrics
 		total := 0
 		for _, s := range batch {
@@ -465,6 +537,9 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 			if s.OldLogProbs != nil && len(s.OldLogProbs) != n {
 				return met, fmt.Errorf("%w: sequence %d has %d old log-probs for %d completion tokens", ErrBatch, i, len(s.OldLogProbs), n)
 			}
+			if s.BehavLogProbs != nil && len(s.BehavLogProbs) != n {
+				return met, fmt.Errorf("%w: sequence %d has %d behaviour log-probs for %d completion tokens", ErrBatch, i, len(s.BehavLogProbs), n)
+			}
 			if g.KLCoef > 0 && len(s.RefLogProbs) != n {
 				return met, fmt.Errorf("%w: sequence %d has %d reference log-probs for %d completion tokens (KLCoef > 0)", ErrBatch, i, len(s.RefLogProbs), n)
 			}
@@ -473,15 +548,31 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 				weight = 1 / float64(n*len(batch))
 			}
 			lp := widen(t.logp[starts[i] : starts[i]+n])
-			var old, ref []float64
+			in := PolicyInput{Adv: s.Advantage, Logp: lp, Weight: weight}
 			if s.OldLogProbs != nil {
-				old = widen(s.OldLogProbs)
+				in.Old = widen(s.OldLogProbs)
+			}
+			if s.BehavLogProbs != nil {
+				in.Behav = widen(s.BehavLogProbs)
+				if t.cfg.Temperature != 1 && !s.BehavProcessed {
+					if in.Old != nil {
+						return met, fmt.Errorf("%w: sequence %d has raw behaviour log-probs and its own old log-probs at temperature %v: the conversion needs the trainer's π_old", ErrBatch, i, t.cfg.Temperature)
+					}
+					// ln w_τ = (ln π_old,1 − ln π_behav,1)/τ, as a
+					// behaviour log-prob at τ.
+					raw := t.rawLogp[starts[i] : starts[i]+n]
+					for k := range in.Behav {
+						in.Behav[k] = lp[k] - (float64(raw[k])-in.Behav[k])/t.cfg.Temperature
+					}
+				}
 			}
 			if g.KLCoef > 0 {
-				ref = widen(s.RefLogProbs)
+				in.Ref = widen(s.RefLogProbs)
 			}
-			tl := GRPOLoss(g, s.Advantage, lp, old, ref, weight)
+			tl := PolicyLoss(g, in)
 			met.Loss += tl.Loss
+			met.Entropy += tl.Entropy / float64(total)
+			met.Rollout.Add(tl.Rollout)
 			met.KL += tl.KL / float64(total)
 			met.ClipFrac += float64(tl.Clipped) / float64(total)
 			met.MaskedFrac += float64(tl.Masked) / float64(total)
@@ -499,7 +590,7 @@ func (t *Trainer) Step(batch []Sequence) (Metrics, error) {
 // SFTStep runs one supervised micro-batch: cross-entropy on the completion
 // tokens only, averaged over them (the prompt is context).
 func (t *Trainer) SFTStep(batch []Sequence) (Metrics, error) {
-	return t.run(batch, func(B, T int, starts []int) (Metrics, error) {
+	return t.run(batch, false, func(B, T int, starts []int) (Metrics, error) {
 		var met Metrics
 		for _, s := range batch {
 			met.Tokens += len(s.Completion)
@@ -516,13 +607,15 @@ func (t *Trainer) SFTStep(batch []Sequence) (Metrics, error) {
 }
 
 // update applies AdamW to the accumulated gradients: average over the
-// micro-batches, clip the global norm, decay matrices only.
-func (t *Trainer) update(met *Metrics) error {
+// micro-batches, clip the global norm, decay matrices only. It sets
+// *start when the gradient norm is read back (the backward pass done).
+func (t *Trainer) update(met *Metrics, start *time.Time) error {
 	scale := 1 / float64(t.cfg.AccumSteps)
 	ss, err := t.be.SumSquares(t.gradBuf)
 	if err != nil {
 		return err
 	}
+	*start = time.Now()
 	norm := math.Sqrt(ss) * scale
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		t.micro = 0
@@ -649,7 +742,7 @@ func (t *Trainer) forwardLogProbs(batch []Sequence) (N int, starts []int, err er
 		return 0, nil, err
 	}
 	N = B * T
-	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, step{B: B, T: T}, t.tokens[:N], t.targets[:N])
+	forward(t.be, t.d, &t.params, t.lo, &t.acts, t.cos, t.sin, step{B: B, T: T, temp: t.cfg.Temperature}, t.tokens[:N], t.targets[:N])
 	return N, starts, nil
 }
 

@@ -90,6 +90,8 @@ func (v *Sample) AppendBincode(b []byte) []byte {
 	b = bincode.AppendFloat32s(b, v.Rollout.LogProbs)
 	b = bincode.AppendString(b, v.Rollout.FinishReason)
 	b = bincode.AppendInt(b, v.Rollout.LatencyMS)
+	b = bincode.AppendFloat(b, v.Rollout.Temperature)
+	b = bincode.AppendBool(b, v.Rollout.LogProbsProcessed)
 	b = bincode.AppendString(b, v.Rollout.CreatedAt)
 	b = bincode.AppendFloat(b, v.Reward)
 	b = bincode.AppendString(b, v.FormatError)
@@ -121,6 +123,8 @@ func (v *Sample) ReadBincode(d *bincode.Decoder) {
 	v.Rollout.LogProbs = d.Float32s()
 	v.Rollout.FinishReason = d.String()
 	v.Rollout.LatencyMS = d.Int64()
+	v.Rollout.Temperature = d.Float()
+	v.Rollout.LogProbsProcessed = d.Bool()
 	v.Rollout.CreatedAt = d.String()
 	v.Reward = d.Float()
 	v.FormatError = d.String()
@@ -135,5 +139,5 @@ func (v *Sample) ReadBincode(d *bincode.Decoder) {
 
 // BincodeSize estimates the length of v's AppendBincode, to size a buffer.
 func (v *Sample) BincodeSize() int {
-	return 158 + v.fieldLens().bincodeSize()
+	return 167 + v.fieldLens().bincodeSize()
 }

@@ -18,7 +18,11 @@
 // # Compatibility
 //
 // Fields may be added; none is renamed or removed without a schema_version
-// bump. A reader ignores JSON fields it does not know.
+// bump. A reader ignores JSON fields it does not know. A Parquet file must
+// hold every column of its record except those the record's
+// OptionalColumns lists: a field added later goes there, so that files
+// written before it still read (sinks/parquetio refuses a file missing
+// any other column, and warns of columns the record lacks).
 //
 // # Declaring a field
 //

@@ -213,6 +213,16 @@ func (e *SampleEncoder) appendJSON(dst []byte, v *Sample) ([]byte, error) {
 	b = appendJSONString(b, v.Rollout.FinishReason)
 	b = append(b, `,"latency_ms":`...)
 	b = strconv.AppendInt(b, v.Rollout.LatencyMS, 10)
+	if v.Rollout.Temperature != 0 {
+		b = append(b, `,"temperature":`...)
+		if b, err = appendJSONFloat(b, v.Rollout.Temperature, 64); err != nil {
+			return dst, fmt.Errorf("schemas: sample %s: temperature: %w", v.Rollout.ID, err)
+		}
+	}
+	if v.Rollout.LogProbsProcessed {
+		b = append(b, `,"logprobs_processed":`...)
+		b = strconv.AppendBool(b, v.Rollout.LogProbsProcessed)
+	}
 	b = append(b, `,"created_at":`...)
 	b = appendJSONString(b, v.Rollout.CreatedAt)
 	b = append(b, `,"reward":`...)

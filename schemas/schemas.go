@@ -79,7 +79,15 @@ type Rollout struct {
 	LogProbs         []float32 `json:"logprobs,omitempty" parquet:"logprobs,list"`
 	FinishReason     string    `json:"finish_reason" parquet:"finish_reason"`
 	LatencyMS        int64     `json:"latency_ms" parquet:"latency_ms"`
-	CreatedAt        string    `json:"created_at" parquet:"created_at"` // RFC 3339
+	// Temperature is the sampling temperature the completion was drawn at
+	// (0: not recorded). The learner trains at its own --temperature and
+	// skips a sample drawn at another.
+	Temperature float64 `json:"temperature,omitempty" parquet:"temperature"`
+	// LogProbsProcessed says LogProbs are of the sampler's processed
+	// distribution, softmax(logits/Temperature), rather than the raw one
+	// at temperature 1 (swerl's sampler and vLLM's default).
+	LogProbsProcessed bool   `json:"logprobs_processed,omitempty" parquet:"logprobs_processed"`
+	CreatedAt         string `json:"created_at" parquet:"created_at"` // RFC 3339
 }
 
 // Sample is a Rollout scored by the reward, with its group-relative advantage.
@@ -98,6 +106,22 @@ type Sample struct {
 	// Source is where the sample was read back from ("topic@partition:offset"
 	// or "file:line"); empty until then.
 	Source string `json:"source,omitempty" parquet:"source"`
+}
+
+// OptionalColumns are the Parquet columns of an Instance that a file may
+// lack (fields added after files were written without them); they read as
+// empty. A file missing any other column is refused (sinks/parquetio).
+func (Instance) OptionalColumns() []string { return []string{"pr_user", "head_commit"} }
+
+// OptionalColumns are the Parquet columns of a Rollout a file may lack:
+// system, temperature and logprobs_processed came after the first files.
+func (Rollout) OptionalColumns() []string {
+	return []string{"system", "temperature", "logprobs_processed"}
+}
+
+// OptionalColumns are the Parquet columns of a Sample a file may lack.
+func (Sample) OptionalColumns() []string {
+	return append(Rollout{}.OptionalColumns(), "source")
 }
 
 // TopicOffset is how far a consumer read one partition: the next offset to read.

@@ -129,7 +129,7 @@ func (f *loraFlags) config(seed uint64) (gpu.LoRAConfig, error) {
 func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
 	tf := addTrainFlags(fs, 1e-6)
-	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory (offline)")
+	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory, or a JSONL file (*.jsonl: the schema's JSON form, as swerl cat prints it) (offline)")
 	// The Kafka flags of every subcommand; here --brokers is required for
 	// the online mode (no embedded broker: nothing would feed it samples).
 	kf := addKafkaFlags(fs)
@@ -143,6 +143,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	posOnly := fs.Bool("positive-only", false, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0)")
 	minProb := fs.Float64("min-token-prob", 0, "leave out of the loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
+	of := addObjectiveFlags(fs)
+	temp := fs.Float64("temperature", 1, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
 	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
 	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
@@ -178,6 +180,13 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return usagef("--averaging %q: want token or sequence", *avg)
 	}
+	if err := of.apply(&cfg.Train.GRPO, true); err != nil {
+		return err
+	}
+	if *temp <= 0 {
+		return usagef("--temperature %v, want > 0", *temp)
+	}
+	cfg.Train.Temperature = *temp
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"swerl/gpu/learner"
 	"swerl/gpu/learner/learnertest"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
@@ -226,5 +228,54 @@ func TestLearnCheckpointActivations(t *testing.T) {
 	ckpt := hashes(filepath.Join(dir, "ckpt"), "--checkpoint-activations")
 	if len(plain) == 0 || fmt.Sprint(plain) != fmt.Sprint(ckpt) {
 		t.Errorf("files differ with --checkpoint-activations:\n%v\n%v", ckpt, plain)
+	}
+}
+
+// learn --samples FILE.jsonl with another objective and correction: the
+// step record names them and measures every token the sampler scored.
+func TestLearnJSONLObjective(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t, dir)
+	out := filepath.Join(dir, "out")
+	var jsonl bytes.Buffer
+	tokens := 0
+	for i, s := range pairGroups(2) {
+		// Token ids and log-probs as an engine would report them.
+		s.PromptTokens = []int32{1, 2, 3, int32(4 + i)}
+		s.CompletionTokens = []int32{int32(10 + i), 11, 12}
+		s.LogProbs = []float32{-6, -5.5, -7}
+		tokens += len(s.CompletionTokens)
+		b, err := schemas.Encode(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonl.Write(append(b, '\n'))
+	}
+	file := filepath.Join(dir, "samples.jsonl")
+	if err := os.WriteFile(file, jsonl.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var so, se bytes.Buffer
+	args := []string{"learn", "--model", model, "--samples", file, "--out", out, "--batch-groups", "2", "--max-staleness", "-1",
+		"--max-seq", "64", "--metrics-addr", "", "--loss", "cispo", "--rollout-correction", "token-mis", "--rollout-cap", "3"}
+	if code := runMain(context.Background(), args, &so, &se); code != 0 {
+		t.Fatalf("learn exit %d: %s", code, se.String())
+	}
+	r, err := learner.ReadRecord(out, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Objective != "cispo" || r.Correction != "token-mis" || r.RolloutTokens != tokens || r.ISWeightMax <= 0 || r.RolloutKL <= 0 || len(r.Samples) != 4 {
+		t.Errorf("record %+v: want cispo, token-mis, %d rollout tokens, positive weight and KL, 4 samples", r.StepStats, tokens)
+	}
+	if !strings.Contains(se.String(), "rollout-kl") {
+		t.Errorf("no rollout statistics on the step line: %s", se.String())
+	}
+	for _, bad := range [][]string{{"--rollout-correction", "tis"}, {"--loss", "ppo"}, {"--rollout-cap", "1"}} {
+		se.Reset()
+		a := append([]string{"learn", "--model", model, "--samples", file, "--out", filepath.Join(dir, "bad"), "--metrics-addr", ""}, bad...)
+		if code := runMain(context.Background(), a, &so, &se); code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", bad, code, se.String())
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
+	"swerl/gpu/policy"
 )
 
 func init() {
@@ -62,7 +64,9 @@ func runModelInit(args []string, stdout, stderr io.Writer) error {
 // runModelMerge writes the base model with a PEFT LoRA adapter merged as
 // a full Hugging Face model directory (F32 weights; config.json, tokenizer
 // and the other files of the base copied), which swerl serve --model and
-// other engines load without LoRA support.
+// other engines load without LoRA support. A merge whose weights are NaN
+// or infinite, or whose forward pass on a probe prompt is, fails before
+// anything is written.
 func runModelMerge(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("model merge", "[--base DIR] --adapter DIR --out DIR", stderr)
 	base := fs.String("base", "", "base model directory (default: the adapter's base_model_name_or_path)")
@@ -101,11 +105,28 @@ func runModelMerge(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Merge refuses a merged weight that is NaN or infinite; the probe, a
+	// few greedy tokens, refuses finite weights that overflow in the
+	// forward pass. Either way nothing is written.
 	if err := peft.Merge(bp.Model, a); err != nil {
+		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
+	}
+	pol, err := policy.FromLoaded(&modeldir.Policy{Dir: dir, Model: bp.Model, Tokenizer: bp.Tokenizer, Stop: bp.Stop, Version: -1},
+		policy.Options{MaxSeq: 64, Batch: 1, Poll: -1, Log: log})
+	if err != nil {
 		return err
 	}
+	err = pol.Probe(context.Background())
+	pol.Close()
+	if err != nil {
+		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
+	}
+	_, statErr := os.Stat(*out)
 	files, err := modeldir.WriteCheckpoint(*out, *base, bp.Model)
 	if err != nil {
+		if errors.Is(statErr, os.ErrNotExist) {
+			os.RemoveAll(*out) // a folder this run created holds no usable model
+		}
 		return err
 	}
 	fmt.Fprintf(stderr, "swerl model merge: %s (r=%d, alpha %g, %s) merged into %s, written to %s: %s\n",

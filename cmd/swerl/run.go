@@ -65,8 +65,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
 	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
-	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts")
+	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
 	minProb := fs.Float64("min-token-prob", 0.05, "leave out of the RL loss tokens sampled with a lower probability, and a negative sample's tokens after the first of them (0: off)")
+	of := addObjectiveFlags(fs)
 	posOnly := fs.Bool("positive-only", true, "train only on samples with a positive advantage (GRPO's reinforcing half: negative advantages count as 0); --positive-only=false: full GRPO")
 	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
 	maskTrunc := fs.Bool("mask-truncated", false, "leave completions cut at the token limit out of the loss (DAPO's overlong filtering)")
@@ -95,6 +96,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
+	}
+	grpo := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}
+	if err := of.apply(&grpo, *pol != ""); err != nil {
+		return err
 	}
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {
@@ -292,7 +297,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
 		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: *maskTrunc, FreshMoments: *freshMoments,
-		Method: method, GRPO: gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: *kl, MinTokenProb: *minProb, PositiveOnly: *posOnly}, LoRA: lora, Prompt: popts, Seed: *seed,
+		Method: method, GRPO: grpo, Temperature: *temperature, LoRA: lora, Prompt: popts, Seed: *seed,
 		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
@@ -392,6 +397,11 @@ func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result,
 		r2, f2 := mean(sum.History[h:])
 		fmt.Fprintf(w, "  rollout reward, first half of the steps %+.4f (format errors %.0f%%), second half %+.4f (format errors %.0f%%)\n", r1, 100*f1, r2, 100*f2)
 	}
+	var split rl.TimeSplit
+	for _, s := range sum.History {
+		split.Add(s.Split())
+	}
+	split.Fprint(w, len(sum.History))
 	if evaluated {
 		fmt.Fprintf(w, "  held-out eval before RL: %s\n  held-out eval at the end: %s\n", start, end)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/gpu/learner"
 	"swerl/gpu/learner/learnertest"
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
@@ -46,7 +47,8 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
 	log := stderr.String()
-	for _, want := range []string{"embedded Kafka broker", "mined 4 instances", "step 2/2", "eval start", "eval end", filepath.Join(out, "index.parquet")} {
+	for _, want := range []string{"embedded Kafka broker", "mined 4 instances", "step 2/2", "eval start", "eval end", filepath.Join(out, "index.parquet"),
+		"time of the 2 RL steps", "forward-backward", "learner device idle"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("output lacks %q:\n%s", want, log)
 		}
@@ -77,6 +79,16 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	// would be far from 0.
 	if kl := versions[3].KL; kl > 1e-6 || kl < 0 {
 		t.Fatalf("KL of the first RL step %v, want 0 (reference = the warm start's last version)", kl)
+	}
+	// The in-process sampler is the trainer: its samples' behaviour
+	// weights are 1 up to float error, and the record says how long the
+	// step's parts took.
+	rec, err := learner.ReadRecord(out, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.RolloutTokens == 0 || rec.RolloutLogprobDiffMax > 1e-3 || rec.Correction != "off" || rec.TimeFwdBwd <= 0 || rec.TimePublish <= 0 {
+		t.Errorf("record of the first RL step: %+v", rec.StepStats)
 	}
 	preds, err := os.ReadFile(filepath.Join(out, "eval", "predictions-end.jsonl"))
 	if err != nil {

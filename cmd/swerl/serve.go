@@ -55,6 +55,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes (413 beyond)")
 	maxAdapters := fs.Int("max-adapters", 16, "LoRA adapters loaded at once through /v1/load_lora_adapter or /load_lora_adapter (400 beyond)")
 	maxMerged := fs.Int("max-merged", 2, "base+adapter merged models kept in memory (each a copy of the base); the least recently used is merged again when asked for")
+	bf16 := fs.Bool("bf16-weights", false, "round every weight served to bfloat16, as an engine serving a bf16 copy of a float32 trainer does (a real sampler–trainer mismatch for testing --rollout-correction)")
 	apiKeyEnv := fs.String("api-key-env", "", "name of an environment variable holding an API key: requests then need \"Authorization: Bearer <key>\" (401 otherwise; /health stays open)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -81,7 +82,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p == 0 {
 		p = -1
 	}
-	popts := policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: p, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	popts := policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: p, BF16Weights: *bf16, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	pol, err := policy.Open(*model, popts)
 	if err != nil {
 		return err

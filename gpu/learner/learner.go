@@ -28,7 +28,12 @@
 //
 // Tokens: samples from the in-process policy carry prompt and completion
 // token ids and the sampler's log-probabilities; those are trained on
-// as they are, with the log-probabilities as π_old. Samples without token
+// as they are. The log-probabilities are the behaviour policy π_behav:
+// π_old is the trainer's own at the start of the step (one optimizer
+// update per batch makes the step's forward pass that recomputation), and
+// Train.GRPO.Correction weighs each token by w = π_old/π_behav (see
+// docs/offpolicy.md); every step record carries the mismatch's
+// statistics (StepStats). Samples without token
 // ids (an HTTP policy that reported none) are tokenized with the model's
 // tokenizer and chat template (completion text, plus the eos token when
 // the finish reason is "stop"), and their π_old is taken to be the current
@@ -156,6 +161,8 @@ type Learner struct {
 	offsets map[string]schemas.TopicOffset // topic/partition → next offset
 	stats   Stats
 
+	record       StepRecord // the last one written
+	last         StepStats  // of the last GRPO step (its record holds all but the publish and step times)
 	lastProgress time.Time
 	tty          bool // Progress is a terminal: one line rewritten with \r
 	live         bool // a live line is on the terminal
@@ -436,6 +443,10 @@ func (l *Learner) LoRA() *gpu.LoRA { return l.lora }
 // Tokenizer returns the model's tokenizer.
 func (l *Learner) Tokenizer() *tokenizer.Tokenizer { return l.tok }
 
+// LastStep returns the statistics of the last GRPO step of this process
+// (its record's StepStats).
+func (l *Learner) LastStep() StepStats { return l.last }
+
 // Stats returns the counters so far.
 func (l *Learner) Stats() Stats { s := l.stats; s.Version = l.version; return s }
 
@@ -451,10 +462,23 @@ func (l *Learner) consumed(o schemas.TopicOffset) {
 	}
 }
 
+// weights are the tensors a version publishes: the adapters with LoRA,
+// else the model's.
+func (l *Learner) weights() []gpu.Tensor {
+	if l.lora != nil {
+		return l.lora.Tensors()
+	}
+	return l.model.Tensors()
+}
+
 // publish writes the current weights and optimizer state as version+1.
 func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, samples int) error {
 	if err := l.trainer.SyncHost(); err != nil {
 		return err
+	}
+	// A NaN or infinite weight is never published: the step fails.
+	if err := gpu.CheckFinite(l.weights()); err != nil {
+		return fmt.Errorf("learner: v%d not published: step %d left a weight NaN or infinite: %w", max(l.version, l.indexed)+1, l.step, err)
 	}
 	m, v, step, err := l.trainer.OptimizerState()
 	if err != nil {
@@ -677,10 +701,19 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 	if math.IsNaN(s.Advantage) || math.IsInf(s.Advantage, 0) {
 		return seq, fmt.Sprintf("advantage %v is not finite", s.Advantage)
 	}
+	// The trainer's log-probs are at its temperature: a sample drawn at
+	// another would be trained as if drawn from a policy it was not.
+	if tt := l.trainer.Config().Temperature; s.Temperature != 0 && math.Abs(s.Temperature-tt) > 1e-9 {
+		return seq, fmt.Sprintf("sampled at temperature %g, the learner trains at %g", s.Temperature, tt)
+	}
 	if len(s.PromptTokens) > 0 && len(s.CompletionTokens) > 0 {
 		seq.Prompt, seq.Completion = s.PromptTokens, s.CompletionTokens
 		if len(s.LogProbs) == len(s.CompletionTokens) {
-			seq.OldLogProbs = s.LogProbs
+			// The sampler's log-probs are the behaviour policy; π_old is
+			// the trainer's own at the start of the step (the step's
+			// forward pass), so the engine–trainer mismatch goes into the
+			// importance weight, not into the PPO clip.
+			seq.BehavLogProbs, seq.BehavProcessed = s.LogProbs, s.LogProbsProcessed
 		}
 	} else {
 		var err error
@@ -743,6 +776,7 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	if err != nil {
 		return err
 	}
+	st := stepStats(met, l.trainer.Config().GRPO, l.sft)
 	l.step++
 	l.stats.Steps++
 	l.stats.Groups += len(groups)
@@ -758,24 +792,35 @@ func (l *Learner) step1(ctx context.Context, src Source, groups []*group) error 
 	for _, g := range groups {
 		l.prog.finish(g, next)
 	}
-	if err := l.writeRecord(next, groups, l.Offsets()); err != nil {
+	if err := l.writeRecord(next, groups, l.Offsets(), st); err != nil {
 		return err
 	}
+	tp := time.Now()
 	if err := l.publish(ctx, met, reward, len(seqs)); err != nil {
 		return err
 	}
+	st.TimePublish = time.Since(tp).Seconds()
 	if c, ok := src.(Committer); ok {
 		if err := c.Commit(ctx, l.Offsets()); err != nil {
 			return fmt.Errorf("learner: commit offsets of v%d: %w", l.version, err)
 		}
 	}
 	dt := time.Since(t0)
+	st.TimeStep = dt.Seconds()
+	l.last = st
+	// The record went out before the publish; it gets the publish's and
+	// the whole step's times now (a crash before this leaves them 0).
+	l.record.StepStats = st
+	if err := l.saveRecord(&l.record); err != nil {
+		return err
+	}
 	mSteps.Inc()
 	mLoss.Set(met.Loss)
 	mReward.Set(reward)
 	tps := float64(met.Tokens) / dt.Seconds()
 	mTokensPerSec.Set(tps)
-	l.progress(met, reward, tps, stale)
+	st.gauge()
+	l.progress(met, st, reward, tps, stale)
 	return nil
 }
 
@@ -794,7 +839,9 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 	for c := 0; c < chunks; c++ {
 		part := seqs[c*mb : min(len(seqs), (c+1)*mb)]
 		if l.ref != nil && !sft {
+			t0 := time.Now()
 			ref, err := l.ref.LogProbs(part)
+			sum.FwdBwdTime += time.Since(t0)
 			if err != nil {
 				return sum, err
 			}
@@ -814,12 +861,22 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 		}
 		sum.Loss += met.Loss / float64(chunks)
 		sum.KL += met.KL / float64(chunks)
-		sum.ClipFrac += met.ClipFrac / float64(chunks)
-		sum.MaskedFrac += met.MaskedFrac / float64(chunks)
+		sum.ClipFrac += met.ClipFrac * float64(met.Tokens)
+		sum.MaskedFrac += met.MaskedFrac * float64(met.Tokens)
+		sum.Entropy += met.Entropy * float64(met.Tokens)
+		sum.FwdBwdTime += met.FwdBwdTime
+		sum.OptimizerTime += met.OptimizerTime
+		sum.Rollout.Add(met.Rollout)
 		sum.Tokens += met.Tokens
 		if met.Applied {
 			sum.Applied, sum.LR, sum.GradNorm, sum.Step = true, met.LR, met.GradNorm, met.Step
 		}
+	}
+	if sum.Tokens > 0 {
+		n := float64(sum.Tokens)
+		sum.Entropy /= n
+		sum.ClipFrac /= n
+		sum.MaskedFrac /= n
 	}
 	if math.IsNaN(sum.Loss) {
 		return sum, errors.New("learner: loss is NaN")
@@ -827,13 +884,16 @@ func (l *Learner) train(seqs []gpu.Sequence) (gpu.Metrics, error) {
 	return sum, nil
 }
 
-func (l *Learner) progress(met gpu.Metrics, reward, tps, staleness float64) {
+func (l *Learner) progress(met gpu.Metrics, st StepStats, reward, tps, staleness float64) {
 	if l.cfg.Progress == nil || time.Since(l.lastProgress) < l.cfg.ProgressEvery && l.stats.Steps > 1 {
 		return
 	}
 	l.lastProgress = time.Now()
-	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d truncated %d",
-		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, tps, staleness, l.stats.Stale, l.stats.Skipped, l.stats.Truncated)
+	line := fmt.Sprintf("step %d v%d loss %.4f reward %.3f kl %.4f grad %.3f entropy %.3f tokens/s %.0f staleness %.1f dropped-stale %d skipped %d truncated %d",
+		l.step, l.version, met.Loss, reward, met.KL, met.GradNorm, st.Entropy, tps, staleness, l.stats.Stale, l.stats.Skipped, l.stats.Truncated)
+	if st.RolloutTokens > 0 {
+		line += fmt.Sprintf(" rollout-kl %.3g is-weight max %.3g mean %.4f is-truncated %.3f ppo-clipped %.3f", st.RolloutKL, st.ISWeightMax, st.ISWeightMean, st.ISTruncatedFrac, st.PPOClippedFrac)
+	}
 	if l.tty {
 		fmt.Fprintf(l.cfg.Progress, "\r\x1b[K%s", line)
 		l.live = true

@@ -70,7 +70,8 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 		l.stats.Tokens += int64(met.Tokens)
 		l.stats.LastLoss = met.Loss
 		mSamples.WithLabelValues("trained").Add(float64(len(part)))
-		if err := l.writeRecord(l.nextVersion(), nil, l.Offsets()); err != nil {
+		st := stepStats(met, gpu.GRPOParams{}, true)
+		if err := l.writeRecord(l.nextVersion(), nil, l.Offsets(), st); err != nil {
 			return l.Stats(), err
 		}
 		if err := l.publish(ctx, met, 0, len(part)); err != nil {
@@ -78,7 +79,7 @@ func (l *Learner) SFT(ctx context.Context, examples []Example, batch, steps int)
 		}
 		mSteps.Inc()
 		mLoss.Set(met.Loss)
-		l.progress(met, 0, 0, 0)
+		l.progress(met, st, 0, 0, 0)
 	}
 	return l.Stats(), nil
 }

@@ -1,6 +1,8 @@
 package learner
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -96,8 +98,11 @@ func (s *SliceSource) Next(ctx context.Context) (schemas.Sample, error) {
 	return s.Samples[s.i-1], nil
 }
 
-// ParquetSource reads samples from a Parquet file or from every complete
-// *.parquet file of a directory, in name order. Each sample without a
+// ParquetSource reads samples from a Parquet file, from every complete
+// *.parquet file of a directory, in name order, or from a JSONL file
+// (name ending in .jsonl: one sample a line in the schema's JSON form, as
+// swerl cat prints it, so another tool can make or edit a sample set; a
+// line that does not decode is an error naming the file and the line). Each sample without a
 // Source gets "FILE:ROW" (row counted from 1). The source keeps positions
 // (SliceSource.Name "file:" and the absolute path): a resumed learner goes
 // on after the samples it trained on. Files added to a directory later
@@ -122,6 +127,12 @@ func ParquetSource(path string) (Source, error) {
 		}
 	}
 	var all []schemas.Sample
+	if !st.IsDir() && strings.HasSuffix(path, ".jsonl") {
+		if all, err = readJSONL(path); err != nil {
+			return nil, err
+		}
+		files = nil
+	}
 	for _, f := range files {
 		row := 0
 		if err := parquetio.Scan(f, func(rows []schemas.Sample) error {
@@ -138,6 +149,40 @@ func ParquetSource(path string) (Source, error) {
 		}
 	}
 	return &SliceSource{Samples: all, Name: "file:" + abs}, nil
+}
+
+// readJSONL reads the samples of a JSONL file; blank lines are skipped
+// and each sample without a Source gets "FILE:LINE".
+func readJSONL(path string) ([]schemas.Sample, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("learner: samples: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
+	var out []schemas.Sample
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var s schemas.Sample
+		if err := schemas.Decode(b, &s); err != nil {
+			return nil, fmt.Errorf("learner: samples: %s:%d: %w", path, line, err)
+		}
+		if s.Source == "" {
+			s.Source = path + ":" + strconv.Itoa(line)
+		}
+		out = append(out, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("learner: samples: %s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("learner: samples: %s holds no samples", path)
+	}
+	return out, nil
 }
 
 // offsetOf parses a Kafka position "topic@partition:offset" from a

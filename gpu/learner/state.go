@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"swerl/gpu"
 	"swerl/internal/atomicfile"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
@@ -50,6 +52,78 @@ type StepRecord struct {
 	// finished in the last finishedWindow versions and those with a sample
 	// at or above its partition's commit point (the index row's Offsets).
 	Finished []FinishedGroup `json:"finished,omitempty"`
+	// StepStats are the step's objective and off-policy statistics
+	// (top-level fields of the record).
+	StepStats
+}
+
+// StepStats describe one optimizer step. The rollout fields are over the
+// completion tokens of the step's trained samples that carry the
+// sampler's log-probabilities (RolloutTokens of them), with the behaviour
+// weight w = π_old/π_behav: π_old the trainer's own log-probabilities at
+// the start of the step, π_behav the sampler's. All are 0 for a step with
+// no such token (an SFT step, samples without log-probs).
+type StepStats struct {
+	Loss       float64 `json:"loss"`
+	Objective  string  `json:"objective,omitempty"`  // grpo, gspo, cispo
+	Correction string  `json:"correction,omitempty"` // off, token-tis, …
+	// RolloutKL is the mean of k3 = w − 1 − ln w.
+	RolloutKL float64 `json:"rollout_kl"`
+	// RolloutLogprobDiffMax and …Mean are of |ln π_old − ln π_behav|.
+	RolloutLogprobDiffMax  float64 `json:"rollout_logprob_diff_max"`
+	RolloutLogprobDiffMean float64 `json:"rollout_logprob_diff_mean"`
+	// ISWeightMean and ISWeightMax are of w before truncation.
+	ISWeightMean float64 `json:"is_weight_mean"`
+	ISWeightMax  float64 `json:"is_weight_max"`
+	// ISTruncatedFrac is the fraction of the tokens whose weight the
+	// correction capped or masked.
+	ISTruncatedFrac float64 `json:"is_truncated_frac"`
+	RolloutTokens   int     `json:"rollout_tokens"`
+	// PPOClippedFrac is the fraction of all completion tokens the PPO
+	// clip acted on (see gpu.TokenLoss.Clipped).
+	PPOClippedFrac float64 `json:"ppo_clipped_frac"`
+	// GradNorm is the global gradient norm before clipping.
+	GradNorm float64 `json:"grad_norm"`
+	// Entropy is the mean over completion tokens of −ln π_old(y_t), the
+	// sampled-token estimate of the policy's per-token entropy.
+	Entropy float64 `json:"entropy"`
+	// Where the step's wall time went, in seconds: the forward and
+	// backward passes with the objective (π_old and the correction; the
+	// KL reference's forward too), the optimizer, writing and announcing
+	// the version, and the whole step (assembling the batch, the record
+	// and committing offsets included). The trainer's read-backs wait for
+	// the device, so on a GPU these are its busy time up to queueing.
+	TimeFwdBwd    float64 `json:"time_fwd_bwd_s"`
+	TimeOptimizer float64 `json:"time_optimizer_s"`
+	TimePublish   float64 `json:"time_publish_s"`
+	TimeStep      float64 `json:"time_step_s"`
+}
+
+// stepStats summarizes a step's metrics; non-finite values (a weight
+// that overflowed) are written as ±MaxFloat64, which JSON can hold.
+func stepStats(met gpu.Metrics, p gpu.GRPOParams, sft bool) StepStats {
+	fin := func(x float64) float64 {
+		switch {
+		case math.IsNaN(x):
+			return 0
+		case math.IsInf(x, 1):
+			return math.MaxFloat64
+		case math.IsInf(x, -1):
+			return -math.MaxFloat64
+		}
+		return x
+	}
+	k3, diff, w, trunc := met.Rollout.Means()
+	st := StepStats{
+		Loss: fin(met.Loss), RolloutKL: fin(k3), RolloutLogprobDiffMax: fin(met.Rollout.DiffMax), RolloutLogprobDiffMean: fin(diff),
+		ISWeightMean: fin(w), ISWeightMax: fin(met.Rollout.WeightMax), ISTruncatedFrac: trunc, RolloutTokens: met.Rollout.Tokens,
+		PPOClippedFrac: met.ClipFrac, GradNorm: fin(met.GradNorm), Entropy: fin(met.Entropy),
+		TimeFwdBwd: met.FwdBwdTime.Seconds(), TimeOptimizer: met.OptimizerTime.Seconds(),
+	}
+	if !sft {
+		st.Objective, st.Correction = p.Objective.String(), p.Correction.String()
+	}
+	return st
 }
 
 // FinishedGroup is a group trained on or dropped, and the highest position
@@ -170,13 +244,13 @@ func (p *progress) finish(g *group, v int64) {
 // writeRecord forgets the finished groups no longer needed and writes the
 // record of version v, whose step took groups; commit are the commit points
 // the version's index row will hold.
-func (l *Learner) writeRecord(v int64, groups []*group, commit []schemas.TopicOffset) error {
+func (l *Learner) writeRecord(v int64, groups []*group, commit []schemas.TopicOffset, st StepStats) error {
 	p := &l.prog
 	at := map[string]int64{}
 	for _, o := range commit {
 		at[offKey(o)] = o.Offset
 	}
-	r := StepRecord{Version: v, Step: l.step, SFTNext: l.sftNext, Dropped: p.dropped}
+	r := StepRecord{Version: v, Step: l.step, SFTNext: l.sftNext, Dropped: p.dropped, StepStats: st}
 	for _, g := range groups {
 		for i := range g.samples {
 			r.Samples = append(r.Samples, g.samples[i].ID)
@@ -196,17 +270,26 @@ func (l *Learner) writeRecord(v int64, groups []*group, commit []schemas.TopicOf
 		r.Finished = append(r.Finished, g)
 	}
 	sortFinished(r.Finished)
-	b, err := json.Marshal(&r)
+	if err := l.saveRecord(&r); err != nil {
+		return err
+	}
+	l.record = r
+	p.dropped = nil
+	return nil
+}
+
+// saveRecord writes r atomically.
+func (l *Learner) saveRecord(r *StepRecord) error {
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(l.cfg.Out, RecordDir), 0o755); err != nil {
 		return fmt.Errorf("learner: %w", err)
 	}
-	if err := atomicfile.WriteFile(RecordPath(l.cfg.Out, v), append(b, '\n')); err != nil {
-		return fmt.Errorf("learner: record of v%d: %w", v, err)
+	if err := atomicfile.WriteFile(RecordPath(l.cfg.Out, r.Version), append(b, '\n')); err != nil {
+		return fmt.Errorf("learner: record of v%d: %w", r.Version, err)
 	}
-	p.dropped = nil
 	return nil
 }
 

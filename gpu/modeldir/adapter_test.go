@@ -1,6 +1,7 @@
 package modeldir
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,5 +69,45 @@ func TestLoadAdapter(t *testing.T) {
 	os.Remove(filepath.Join(ad, peft.WeightsFile))
 	if _, err := Load(ad); err == nil {
 		t.Error("adapter without weights loaded")
+	}
+}
+
+// Weights that would make every logit NaN are refused by Load, naming the
+// tensor: a NaN in a model directory, and an adapter whose finite values
+// overflow float32 once merged.
+func TestLoadRefusesNonFiniteWeights(t *testing.T) {
+	root := t.TempDir()
+	base := filepath.Join(root, "base")
+	if _, err := Init(base, "tiny", 3); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := p.Model.Tensors()
+	ts[1].Data[2] = float32(math.NaN())
+	nan := filepath.Join(root, "nan")
+	if _, err := WriteCheckpoint(nan, base, p.Model); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(nan); err == nil || !strings.Contains(err.Error(), ts[1].Name) || !strings.Contains(err.Error(), nan) {
+		t.Errorf("NaN weight: %v", err)
+	}
+	lo, err := gpu.NewLoRA(p.Model.Config, gpu.LoRAConfig{Rank: 4, Targets: []string{"v_proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range lo.Tensors() {
+		for i := range x.Data {
+			x.Data[i] = 3e38
+		}
+	}
+	ad := filepath.Join(root, "adapter")
+	if err := peft.Write(ad, peft.FromLoRA(lo, base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(ad); err == nil || !strings.Contains(err.Error(), "model.layers.0.self_attn.v_proj.weight") {
+		t.Errorf("overflowing adapter: %v", err)
 	}
 }

@@ -53,7 +53,24 @@ var builtins = map[string]func() gpu.Config{
 		c.MaxPositionEmbeddings = 4096
 		return c
 	},
+	// The Qwen2.5 Instruct models' exact shapes (their config.json on the
+	// Hugging Face hub), random weights: every command runs at real size
+	// without a download.
+	"qwen2.5-0.5b": func() gpu.Config { return qwen25(896, 4864, 24, 14, 2, 151936, true) },
+	"qwen2.5-1.5b": func() gpu.Config { return qwen25(1536, 8960, 28, 12, 2, 151936, true) },
+	"qwen2.5-7b":   func() gpu.Config { return qwen25(3584, 18944, 28, 28, 4, 152064, false) },
 }
+
+func qwen25(hidden, inter, layers, heads, kv, vocab int, tied bool) gpu.Config {
+	return gpu.Config{ModelType: "qwen2", HiddenSize: hidden, IntermediateSize: inter, NumHiddenLayers: layers,
+		NumAttentionHeads: heads, NumKeyValueHeads: kv, VocabSize: vocab, MaxPositionEmbeddings: 32768,
+		RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: tied, AttentionBias: true}
+}
+
+// realShape reports whether a built-in configuration is a real model's
+// shape: its vocabulary is the model's (the tokenizer is sized to it) and
+// its weights are written as the hub ships them (bf16, in shards).
+func realShape(name string) bool { return strings.HasPrefix(name, "qwen") }
 
 // BuiltinNames lists the configurations Init accepts, sorted.
 func BuiltinNames() []string {
@@ -74,6 +91,13 @@ func BuiltinConfig(name string) (gpu.Config, error) {
 	}
 	c := mk()
 	tok := tokenizer.Builtin()
+	if realShape(name) {
+		// The tokenizer is sized to the model's vocabulary instead.
+		var err error
+		if tok, err = tokenizer.BuiltinSized(c.VocabSize); err != nil {
+			return gpu.Config{}, err
+		}
+	}
 	// The vocabulary is exactly the tokenizer's, so that every id the
 	// model can sample decodes.
 	c.VocabSize = tok.VocabSize()
@@ -110,16 +134,30 @@ func Init(dir, config string, seed uint64) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Save(dir, m, tokenizer.Builtin(), tokenizer.BuiltinConfig)
+	if !realShape(config) {
+		return Save(dir, m, tokenizer.Builtin(), tokenizer.BuiltinConfig)
+	}
+	tok, err := tokenizer.BuiltinSized(cfg.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	tcfg := tokenizer.BuiltinConfig
+	tcfg.ModelMaxLength = cfg.MaxPositionEmbeddings
+	// bf16 in shards of at most 4 GB, as the hub ships these models.
+	return save(dir, m, tok, tcfg, hf.SaveOptions{DType: hf.BF16, MaxShardBytes: 4 << 30})
 }
 
 // Save writes m and tok into dir in the Hugging Face layout (F32
 // safetensors) and returns the names of the files written.
 func Save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Config) ([]string, error) {
+	return save(dir, m, tok, tcfg, hf.SaveOptions{})
+}
+
+func save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Config, opts hf.SaveOptions) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)
 	}
-	files, err := hf.Save(dir, m.Config, m.Tensors(), hf.SaveOptions{})
+	files, err := hf.Save(dir, m.Config, m.Tensors(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +169,11 @@ func Save(dir string, m *gpu.Model, tok *tokenizer.Tokenizer, tcfg tokenizer.Con
 
 // Load reads a policy directory: the model converted to float32 and the
 // tokenizer with its chat template. config.json is checked (dimensions and
-// total size within bounds) before anything it sizes is allocated. An
-// adapter directory (IsAdapter) loads as its base model (AdapterBase) with
-// the adapter merged; the tokenizer is the base's.
+// total size within bounds) before anything it sizes is allocated, and a
+// NaN or infinite weight is an error naming its tensor (a
+// *gpu.NonFiniteError). An adapter directory (IsAdapter) loads as its base
+// model (AdapterBase) with the adapter merged, the merged weights checked
+// the same way; the tokenizer is the base's.
 func Load(dir string) (*Policy, error) {
 	if IsAdapter(dir) {
 		return loadAdapter(dir)
@@ -152,6 +192,11 @@ func Load(dir string) (*Policy, error) {
 	// against, so the weights are read straight into the arena.
 	if err := hd.ReadInto(m.Tensors()); err != nil {
 		return nil, err
+	}
+	// A NaN or infinite weight makes every logit NaN: such weights are
+	// refused here, before anything serves, trains on or merges them.
+	if err := m.CheckFinite(); err != nil {
+		return nil, fmt.Errorf("modeldir: %s: %w", dir, err)
 	}
 	tok, err := tokenizer.LoadDir(dir)
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
 	"swerl/sinks/checkpoint"
@@ -97,6 +98,12 @@ type Options struct {
 	// Defaults 256 and 1.0 (RL rollouts sample the raw distribution).
 	MaxTokens   int
 	Temperature float64
+	// BF16Weights rounds every weight served to bfloat16 (ties to even),
+	// as an engine serving a bf16 copy of a float32 trainer's weights
+	// does: its log-probabilities then differ from the trainer's by a real
+	// engine–trainer mismatch (the experiments of the off-policy
+	// corrections use it).
+	BF16Weights bool
 	// Log receives reload notices and skipped corrupt checkpoints.
 	// Default slog.Default().
 	Log *slog.Logger
@@ -144,6 +151,12 @@ func ParseSpec(spec string) (string, Options, error) {
 			o.Poll = d
 		case "device":
 			o.Device = v
+		case "bf16":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", o, fmt.Errorf("policy: spec %q: bf16=%q is not a boolean", spec, v)
+			}
+			o.BF16Weights = b
 		case "temperature":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
@@ -151,7 +164,7 @@ func ParseSpec(spec string) (string, Options, error) {
 			}
 			o.Temperature = f
 		default:
-			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature)", spec, k)
+			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature, bf16)", spec, k)
 		}
 	}
 	return path, o, nil
@@ -169,9 +182,18 @@ type state struct {
 
 	mu      sync.Mutex // guards sampler, owner and driving
 	sampler *gpu.BatchSampler
-	owner   map[*gpu.Seq]chan<- finished // where each pending completion is reported
-	watch   map[*gpu.Seq]*watcher        // the pending completions whose tokens are reported as sampled
-	driving bool                         // a drive goroutine is stepping the sampler
+	owner   map[*gpu.Seq]owner    // the request of each pending completion
+	watch   map[*gpu.Seq]*watcher // the pending completions whose tokens are reported as sampled
+	driving bool                  // a drive goroutine is stepping the sampler
+}
+
+// owner is the request a pending completion belongs to: where it is
+// reported, and the request's context, which the drive loop checks before
+// every step so that a cancelled request (a client gone) samples nothing
+// more, however long its own goroutine takes to notice.
+type owner struct {
+	done chan<- finished
+	ctx  context.Context
 }
 
 // watcher reports the tokens of one completion as they are sampled
@@ -215,6 +237,8 @@ type Policy struct {
 	done   chan struct{}
 	closed atomic.Bool
 
+	sampled atomic.Int64 // tokens sampled, every version (TokensSampled)
+
 	afterCompletion func(i int) // test hook, called after completion i of a request
 }
 
@@ -254,6 +278,9 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 		maxSeq = 1024
 	}
 	maxSeq = min(maxSeq, mp.Model.Config.MaxPositionEmbeddings)
+	if p.opts.BF16Weights {
+		roundBF16(mp.Model)
+	}
 	p.run.Lock()
 	defer p.run.Unlock()
 	s, err := gpu.NewBatchSampler(mp.Model, p.be, maxSeq, p.opts.Batch)
@@ -261,7 +288,7 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 		return nil, fmt.Errorf("policy: %s: %w", mp.Dir, err)
 	}
 	return &state{version: mp.Version, dir: mp.Dir, model: mp.Model, tok: mp.Tokenizer, stop: mp.Stop, sampler: s, maxSeq: maxSeq,
-		owner: make(map[*gpu.Seq]chan<- finished), watch: make(map[*gpu.Seq]*watcher)}, nil
+		owner: make(map[*gpu.Seq]owner), watch: make(map[*gpu.Seq]*watcher)}, nil
 }
 
 // Reload loads the newest good version when it is newer than the one
@@ -271,6 +298,9 @@ func (p *Policy) stateFor(mp *modeldir.Policy) (*state, error) {
 // is the one the last Reload resolved, nothing changed and no checkpoint
 // is hashed (resolving verifies the newest checkpoint's sha256s, optimizer
 // state included). A damaged index is an error; the caller keeps serving.
+// So is a version whose weights are NaN or infinite (modeldir.Load) or
+// make a NaN on the probe prompt (Probe): it never replaces the version
+// served.
 func (p *Policy) Reload() (bool, error) {
 	cur := p.cur.Load()
 	var newest string
@@ -310,6 +340,11 @@ func (p *Policy) Reload() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Finite weights that overflow forward are refused as NaN ones are
+	// (modeldir.Load): the version served stays.
+	if err := p.probe(context.Background(), st); err != nil {
+		return false, err
+	}
 	p.cur.Store(st)
 	p.opts.Log.Info("policy: now serving a new weight version", "version", v, "dir", dir, "previous", cur.version)
 	return true, nil
@@ -334,6 +369,11 @@ func (p *Policy) watch() {
 // Version is the weight version new requests are served by (-1 for a
 // plain model directory).
 func (p *Policy) Version() int64 { return p.cur.Load().version }
+
+// TokensSampled is the number of tokens sampled so far, over every
+// request and version: work done, whether or not anyone received it
+// (swerl serve's tests count the tokens sampled after a client left).
+func (p *Policy) TokensSampled() int64 { return p.sampled.Load() }
 
 // Tokenizer returns the tokenizer of the version served.
 func (p *Policy) Tokenizer() *tokenizer.Tokenizer { return p.cur.Load().tok }
@@ -432,7 +472,7 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
 		}
 		seqs[i], index[q] = q, i
-		st.owner[q] = done
+		st.owner[q] = owner{done: done, ctx: ctx}
 		if extra.OnToken != nil {
 			st.watch[q] = &watcher{fn: extra.OnToken, index: i}
 		}
@@ -459,7 +499,7 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 			}
 			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, f.err)
 		}
-		if p.afterCompletion != nil {
+		if p.afterCompletion != nil && req.InstanceID != probeInstance {
 			p.afterCompletion(index[f.seq])
 		}
 	}
@@ -493,26 +533,30 @@ func (st *state) cancel(seqs []*gpu.Seq) {
 
 // drive steps st's sampler while completions are pending, one forward
 // step at a time on the backend, and reports each finished completion to
-// its request. A failed step fails every pending completion.
+// its request. Before each step it drops the completions of cancelled
+// requests. A failed step fails every pending completion.
 func (p *Policy) drive(st *state) {
 	for {
 		p.run.Lock()
 		st.mu.Lock()
+		st.dropCancelled()
 		if st.sampler.Pending() == 0 {
 			st.driving = false
 			st.mu.Unlock()
 			p.run.Unlock()
 			return
 		}
+		n0 := st.sampler.Sampled()
 		done, err := st.sampler.Step()
+		p.sampled.Add(st.sampler.Sampled() - n0)
 		st.report()
 		for _, q := range done {
-			st.owner[q] <- finished{seq: q}
+			st.owner[q].done <- finished{seq: q}
 			delete(st.owner, q)
 		}
 		if err != nil {
-			for q, ch := range st.owner {
-				ch <- finished{seq: q, err: err}
+			for q, o := range st.owner {
+				o.done <- finished{seq: q, err: err}
 				st.sampler.Cancel(q)
 				delete(st.owner, q)
 				delete(st.watch, q)
@@ -520,6 +564,19 @@ func (p *Policy) drive(st *state) {
 		}
 		st.mu.Unlock()
 		p.run.Unlock()
+	}
+}
+
+// dropCancelled takes the completions of requests whose context is done
+// out of the batch; st.mu is held. Their requests return the context's
+// error themselves (sample), so nothing is reported to them.
+func (st *state) dropCancelled() {
+	for q, o := range st.owner {
+		if o.ctx.Err() != nil {
+			st.sampler.Cancel(q)
+			delete(st.owner, q)
+			delete(st.watch, q)
+		}
 	}
 }
 
@@ -554,4 +611,13 @@ func DecodeLenient(tok *tokenizer.Tokenizer, ids []int32) string {
 		}
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// roundBF16 rounds m's weights to bfloat16 in place.
+func roundBF16(m *gpu.Model) {
+	for _, t := range m.Tensors() {
+		for i, x := range t.Data {
+			t.Data[i] = hf.BF16ToFloat32(hf.Float32ToBF16(x))
+		}
+	}
 }

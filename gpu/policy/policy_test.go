@@ -12,6 +12,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
@@ -359,5 +360,63 @@ func TestOnTokenReportsEachToken(t *testing.T) {
 	// A request without OnToken leaves nothing watched.
 	if len(pol.cur.Load().watch) != 0 {
 		t.Errorf("%d completions still watched", len(pol.cur.Load().watch))
+	}
+}
+
+// A bf16 policy serves the weights rounded to bfloat16: its log-probs
+// differ from the float32 trainer's by a small, real mismatch, and equal
+// those of a trainer holding the rounded weights.
+func TestBF16WeightsMismatch(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := modeldir.Init(dir, "tiny", 5); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rollout.Open("model:" + dir + "?max_seq=256&max_tokens=16&bf16=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "o/r#1", Prompt: "fix the bug", N: 4, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := modeldir.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []gpu.Sequence
+	for _, c := range resp.Completions {
+		seqs = append(seqs, gpu.Sequence{Prompt: c.PromptTokens, Completion: c.Tokens})
+	}
+	logProbs := func() [][]float32 {
+		tr, err := gpu.NewTrainer(mp.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 4, MaxSeq: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp, err := tr.LogProbs(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lp
+	}
+	maxDiff := func(lp [][]float32) float64 {
+		var d float64
+		for i, c := range resp.Completions {
+			for k := range c.LogProbs {
+				d = math.Max(d, math.Abs(float64(c.LogProbs[k]-lp[i][k])))
+			}
+		}
+		return d
+	}
+	f32 := maxDiff(logProbs())
+	for _, ten := range mp.Model.Tensors() {
+		for i, x := range ten.Data {
+			ten.Data[i] = hf.BF16ToFloat32(hf.Float32ToBF16(x))
+		}
+	}
+	rounded := maxDiff(logProbs())
+	t.Logf("max |Δ ln π|: against float32 %.3g, against the rounded weights %.3g", f32, rounded)
+	if f32 < 1e-4 || rounded > 1e-4 {
+		t.Errorf("max |Δ ln π| %v against float32 (want a real mismatch ≥ 1e-4) and %v against bf16 weights (want float error)", f32, rounded)
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
@@ -94,7 +96,9 @@ func (s *Server) target(model string) (target, error) {
 }
 
 // merge returns the base with adapter a merged, from the kept ones or
-// merged now (the least recently used one making room).
+// merged now (the least recently used one making room). A merged model
+// with a NaN or infinite weight, or whose probe forward pass gives one,
+// is refused (400 naming the tensor).
 func (s *Server) merge(base *policy.Policy, a adapter) (*merged, error) {
 	lb := base.Loaded()
 	s.mu.Lock()
@@ -113,6 +117,10 @@ func (s *Server) merge(base *policy.Policy, a adapter) (*merged, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("No adapter found for %s: %v", a.path, err)}
 	}
+	if err == nil {
+		// Whatever the loader, weights that make NaN logits never serve.
+		err = w.CheckFinite()
+	}
 	if err != nil {
 		return nil, badRequest("lora_path", "adapter %s from %s: %v", a.name, a.path, err)
 	}
@@ -123,6 +131,10 @@ func (s *Server) merge(base *policy.Policy, a adapter) (*merged, error) {
 	pol, err := policy.FromLoaded(&modeldir.Policy{Dir: a.path, Model: w, Tokenizer: lb.Tokenizer, Stop: lb.Stop, Version: v}, s.PolicyOptions)
 	if err != nil {
 		return nil, err
+	}
+	if err := pol.Probe(context.Background()); err != nil {
+		pol.Close()
+		return nil, badRequest("lora_path", "adapter %s from %s merged into the base: %v", a.name, a.path, err)
 	}
 	m := &merged{name: a.name, base: lb.Model, pol: pol}
 	s.mu.Lock()
@@ -141,6 +153,14 @@ func (s *Server) merge(base *policy.Policy, a adapter) (*merged, error) {
 func (s *Server) loadAdapter(name, path string) *apiError {
 	if name == "" || path == "" {
 		return badRequest("lora_name", "Both 'lora_name' and 'lora_path' must be provided.")
+	}
+	if e := checkAdapterName(name); e != nil {
+		return e
+	}
+	if name == s.Name {
+		// Requests naming the base would get the adapter, and /v1/models
+		// would list the id twice.
+		return badRequest("lora_name", "The lora adapter name '%s' is the base model's id; choose another name.", name)
 	}
 	s.loading.Lock()
 	defer s.loading.Unlock()
@@ -173,6 +193,9 @@ func (s *Server) loadAdapter(name, path string) *apiError {
 
 // unloadAdapter forgets an adapter and its merged model.
 func (s *Server) unloadAdapter(name string) *apiError {
+	if e := checkAdapterName(name); e != nil {
+		return e
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.adapters, func(a adapter) bool { return a.name == name })
@@ -271,6 +294,9 @@ func (s *Server) sglangAdapter(op adapterOp) http.HandlerFunc {
 // replaced by the one in model_path (requests in flight finish on the old
 // one; merged adapters are merged again into the new one when next asked
 // for). A weight_version "swerl-vN" is the version the new weights report.
+// Weights holding a NaN or an infinity, or whose forward pass on a probe
+// prompt does (Policy.Probe), are refused with 400 naming the tensor, and
+// the old weights keep serving.
 func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ModelPath     string `json:"model_path"`
@@ -298,6 +324,14 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		mp.Version = v
 	}
 	pol, err := policy.FromLoaded(mp, s.PolicyOptions)
+	if err == nil {
+		// modeldir.Load refused NaN and infinite weights; the probe
+		// refuses finite ones that overflow in the forward pass. Either
+		// way the weights serving stay.
+		if err = pol.Probe(r.Context()); err != nil {
+			pol.Close()
+		}
+	}
 	if err != nil {
 		answer(http.StatusBadRequest, fmt.Sprintf("Failed to load the weights in %s: %v", req.ModelPath, err))
 		return
@@ -353,4 +387,23 @@ func CopyModel(m *gpu.Model) (*gpu.Model, error) {
 		copy(t.Data, src[i].Data)
 	}
 	return c, nil
+}
+
+// MaxAdapterName bounds an adapter's name in bytes. swerl's names
+// ("swerl-v000123") are short; a longer one is refused rather than kept,
+// listed and echoed back.
+const MaxAdapterName = 256
+
+// checkAdapterName refuses a name that is too long to keep and echo, or
+// that holds control characters (it goes back in plain-text answers and
+// in /v1/models; JSON decoding already made it valid UTF-8); the error
+// does not repeat a long name.
+func checkAdapterName(name string) *apiError {
+	switch {
+	case len(name) > MaxAdapterName:
+		return badRequest("lora_name", "lora_name of %d bytes: at most %d", len(name), MaxAdapterName)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return badRequest("lora_name", "lora_name %q holds a control character", name)
+	}
+	return nil
 }

@@ -8,7 +8,9 @@
 //   - vLLM: POST /v1/load_lora_adapter {"lora_name","lora_path"} and
 //     /v1/unload_lora_adapter {"lora_name"}: 200 with a text body, or an
 //     error object; /v1/models lists the base model and the adapters
-//     (root: the adapter's folder, parent: the base).
+//     (root: the adapter's folder, parent: the base). A name that is the
+//     base's id or a loaded adapter's, longer than MaxAdapterName or
+//     holding a control character is refused with 400.
 //   - SGLang: POST /load_lora_adapter and /unload_lora_adapter (same
 //     fields; answer {"success","error_message","loaded_adapters"}), and
 //     /update_weights_from_disk {"model_path"[, "weight_version"]} (answer
@@ -52,7 +54,12 @@
 // (MaxConcurrent+MaxQueue) bodies of at most MaxBody bytes. With APIKey
 // set, every route but /health needs "Authorization: Bearer <key>" (401
 // otherwise). A response that cannot be encoded (NaN log-probabilities)
-// is a 500 with a JSON error, never a 200 with an empty body.
+// is a 500 with a JSON error, never a 200 with an empty body. A client
+// that hangs up cancels its request's context, and the policy drops its
+// completions before its next step: at most the step in flight is
+// sampled for nobody (TestGenerationStopsWhenTheClientLeaves counts).
+// Weights that make NaN are refused before they serve (see updateWeights
+// and merge).
 package serve
 
 import (

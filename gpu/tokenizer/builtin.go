@@ -1,5 +1,10 @@
 package tokenizer
 
+import (
+	"fmt"
+	"strconv"
+)
+
 // Special tokens of the built-in tokenizer, in id order after the merges.
 const (
 	EndOfText = "<|endoftext|>"
@@ -33,6 +38,26 @@ var BuiltinConfig = Config{ChatTemplate: ChatMLTemplate, EOS: IMEnd, PAD: EndOfT
 // <|endoftext|>, <|im_start|> and <|im_end|>), with the Qwen2 pre-tokenizer
 // and NFC normalization, so that everything runs without downloads.
 func Builtin() *Tokenizer {
+	t, err := builtinVocab(0)
+	if err != nil {
+		panic("tokenizer: built-in vocabulary: " + err.Error()) // a bug in this file
+	}
+	return t
+}
+
+// BuiltinSized returns Builtin with ordinary tokens "<|reserved_N|>"
+// after its own, up to size ids, for a model whose vocabulary is larger
+// (a random model at a real model's shape): every id the model can sample
+// then decodes. No merge produces a reserved token, so text encodes as
+// with Builtin.
+func BuiltinSized(size int) (*Tokenizer, error) {
+	if size < BuiltinVocabSize || size > 1<<24 {
+		return nil, fmt.Errorf("tokenizer: vocabulary of %d ids, want %d to %d", size, BuiltinVocabSize, 1<<24)
+	}
+	return builtinVocab(size)
+}
+
+func builtinVocab(size int) (*Tokenizer, error) {
 	v := Vocab{Regex: RegexQwen2, NFC: true, Tokens: map[string]int32{}}
 	for b := range 256 {
 		v.Tokens[string([]byte{byte(b)})] = int32(b)
@@ -51,10 +76,14 @@ func Builtin() *Tokenizer {
 		v.Added = append(v.Added, AddedToken{ID: next, Content: s, Special: true})
 		next++
 	}
+	for i := 0; int(next) < size; i++ {
+		v.Tokens["<|reserved_"+strconv.Itoa(i)+"|>"] = next
+		next++
+	}
 	t, err := New(v)
 	if err != nil {
-		panic("tokenizer: built-in vocabulary: " + err.Error()) // a bug in this file
+		return nil, err
 	}
 	t.Chat = &ChatTemplate{Format: ChatML}
-	return t
+	return t, nil
 }

@@ -33,6 +33,11 @@ type SWEBenchRow struct {
 	CreatedAt        string `json:"created_at,omitempty" parquet:"created_at,optional"`
 }
 
+// ParquetProjection marks SWEBenchRow as reading some of the columns of
+// SWE-bench's files, which hold more (FAIL_TO_PASS, version, …): they are
+// not reported (parquetio.Projection).
+func (SWEBenchRow) ParquetProjection() {}
+
 // ImportConfig configures ImportSWEBench.
 type ImportConfig struct {
 	// File is a .jsonl (or .json lines) or .parquet file of SWEBenchRow.

@@ -87,6 +87,10 @@ type Config struct {
 	// MaskTruncated leaves completions cut at the token limit out of the
 	// loss (learner.Config.MaskTruncated).
 	MaskTruncated bool
+	// Temperature is the rollouts' sampling temperature: the RL phase's
+	// trainer computes its log-probs at it (gpu.TrainConfig.Temperature).
+	// 0 means 1.
+	Temperature float64
 	// GRPO configures the clipped surrogate; with GRPO.KLCoef > 0 the KL
 	// reference is the version RL starts from (the warm start's last).
 	GRPO gpu.GRPOParams
@@ -139,6 +143,15 @@ type StepStats struct {
 	RolloutTime      time.Duration
 	TrainTime        time.Duration
 	Loss             float64
+	// The time split: SyncTime pushing the version to the engines (part
+	// of RolloutTime); SampleTime the policy's answer times summed over
+	// the round's groups (the samples' latency_ms; with one request in
+	// flight at a time, as swerl run sends them, the wall time of
+	// sampling), so RolloutTime − SyncTime − SampleTime is scoring and
+	// the data plane (Kafka, Beam, Parquet); Learner the learner step's
+	// own split (TrainTime holds it).
+	SyncTime, SampleTime time.Duration
+	Learner              learner.StepStats
 }
 
 // Summary is what Run did.
@@ -200,11 +213,11 @@ func (c *Config) defaults() error {
 
 // learner opens the learner of one phase: the warm start (grpo zero: no KL
 // reference to load) or RL (c.GRPO, its KL reference the version ref).
-func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
+func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, temp float64, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
 	return learner.New(learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints, LoRA: lora,
 		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo},
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo, Temperature: temp},
 		Log:   c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
 	})
 }
@@ -285,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 0, gpu.LoRAConfig{})
+		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 1, 0, gpu.LoRAConfig{})
 		if err != nil {
 			return sum, err
 		}
@@ -309,7 +322,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshMoments). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, st.RLStart, cfg.LoRA)
+	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, cfg.Temperature, st.RLStart, cfg.LoRA)
 	if err != nil {
 		return sum, err
 	}
@@ -356,12 +369,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err := cfg.sync(ctx, l.Stats().Version); err != nil {
 			return sum, err
 		}
+		syncTime := time.Since(t0)
 		round, err := cfg.Rollouts(ctx, step, batch)
 		if err != nil {
 			return sum, fmt.Errorf("rl: step %d rollouts: %w", step, err)
 		}
 		ss := roundStats(round)
-		ss.Step, ss.Steps, ss.RolloutTime = step, cfg.Steps, time.Since(t0)
+		ss.Step, ss.Steps, ss.RolloutTime, ss.SyncTime = step, cfg.Steps, time.Since(t0), syncTime
 		if !cfg.RolloutsStore {
 			samples := parquetio.NewDirWriter[schemas.Sample](StagedSamples(cfg.Out, step), "rl", 1<<30)
 			if err := samples.Write(round...); err != nil {
@@ -376,7 +390,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, fmt.Errorf("rl: step %d: %w", step, err)
 		}
-		ss.TrainTime, ss.Version, ss.Loss = time.Since(t1), ls.Version, ls.LastLoss
+		ss.TrainTime, ss.Version, ss.Loss, ss.Learner = time.Since(t1), ls.Version, ls.LastLoss, l.LastStep()
 		if err := keepRound(cfg.Out, step); err != nil {
 			return sum, err
 		}
@@ -449,6 +463,10 @@ func roundStats(round []schemas.Sample) StepStats {
 	groups := map[string][]float64{}
 	ss.PolicyVersion = -1
 	for _, s := range round {
+		if _, seen := groups[s.GroupID]; !seen {
+			// One request a group: its latency is the group's answer time.
+			ss.SampleTime += time.Duration(s.LatencyMS) * time.Millisecond
+		}
 		ss.MeanReward += s.Reward
 		if s.FormatError != "" {
 			ss.FormatErrorRate++

@@ -363,7 +363,8 @@ func TestPublishedModesAreWorldReadable(t *testing.T) {
 // FuzzIndex reads arbitrary bytes as a store's index.parquet through every
 // method that reads it: never a panic (a damaged index killed a running
 // `swerl serve`), and every error names the index. Seeds: a real index of
-// two published versions and footer mutations of it.
+// two published versions, footer byte mutations and schema mutations
+// (a column renamed or retyped) of it.
 func FuzzIndex(f *testing.F) {
 	s, _ := testStore(f)
 	for v := range int64(2) {
@@ -380,6 +381,9 @@ func FuzzIndex(f *testing.F) {
 	rng := rand.New(rand.NewPCG(24, 24))
 	for range 8 {
 		f.Add(parquettest.MutateFooter(rng, good))
+		if m, _, ok := parquettest.MutateSchema(rng, good); ok {
+			f.Add(m)
+		}
 	}
 	f.Add(parquettest.PanickingMutation(f, good, 3))
 	f.Add([]byte("PAR1"))

@@ -13,12 +13,25 @@
 // Every read (Scan, ReadFile, ReadDir, ScanAny) opens the file through one
 // checked path (open.go): any bytes end in rows or in an error wrapping
 // ErrCorrupt that names the file, never in a panic, an allocation beyond
-// fixed bounds, or a goroutine of parquet-go left running. Typed reads
-// also check the file's columns against the row type. The fuzz targets
-// FuzzReadBytes (here) and FuzzIndex (sinks/checkpoint) run as seed-corpus
-// tests in `go test`; the long runs are
+// fixed bounds, or a goroutine of parquet-go left running.
+//
+// Before a row is read, the file's columns are checked against the row
+// type (columns.go): a column of the type that the file lacks (a name
+// damaged in the footer, "advantage" become "advanta>e") or holds with a
+// type of another class is an error naming the file and the column, unless
+// the column is optional (a parquet:",optional" field, or listed by the
+// type's OptionalColumns); a column of the file that the type lacks is
+// logged as a warning (SetWarnings), unless the type is a Projection.
+// ScanAny checks a file that holds most of a swerl record's columns as
+// that record.
+//
+// The fuzz targets FuzzReadBytes and FuzzSchema (here) and FuzzIndex
+// (sinks/checkpoint) run as seed-corpus tests in `go test`; their seeds
+// include footer byte mutations and schema mutations that keep the footer
+// decoding (parquettest.MutateSchema). The long runs are
 //
 //	go test ./sinks/parquetio -run '^$' -fuzz '^FuzzReadBytes$' -fuzztime 1000000x -fuzzminimizetime 0 -parallel 1
+//	go test ./sinks/parquetio -run '^$' -fuzz '^FuzzSchema$' -fuzztime 100000x -fuzzminimizetime 0 -parallel 1
 //	go test ./sinks/checkpoint -run '^$' -fuzz '^FuzzIndex$' -fuzztime 1000000x -fuzzminimizetime 0 -parallel 1
 //
 // (-fuzzminimizetime 0: minimizing each new input of several KiB took the

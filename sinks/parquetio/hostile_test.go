@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -54,6 +56,9 @@ func validFiles(t testing.TB) map[string][]byte {
 		{SchemaVersion: schemas.Version, Version: 1, Parent: 0, Step: 10, Loss: 0.25},
 	}))
 	write("empty.parquet", WriteFile[schemas.Sample](filepath.Join(dir, "empty.parquet"), nil))
+	write("deadletter.parquet", WriteFile(filepath.Join(dir, "deadletter.parquet"), []schemas.DeadLetter{
+		{SchemaVersion: schemas.Version, Stage: "decode", Source: "swerl.samples@0:7", Key: "k", Reason: "bad JSON", Value: []byte("{")},
+	}))
 	// A streamed file: several row groups of 1 MiB pages.
 	w, err := Create[schemas.Instance](filepath.Join(dir, "stream.parquet"))
 	if err != nil {
@@ -81,18 +86,55 @@ func sampleInstancesInternal() []schemas.Instance {
 	}
 }
 
-// readAll reads b as every row type and as maps, the way the readers do,
-// and returns the first error; a panic fails the test (or the fuzzer).
+// readers read an opened file as each row type swerl reads, by the name
+// of the file validFiles gives that type.
+var readers = map[string]func(name string, pf *parquet.File) error{
+	"samples": func(name string, pf *parquet.File) error {
+		return scanFile(name, pf, func([]schemas.Sample) error { return nil })
+	},
+	"instances": func(name string, pf *parquet.File) error {
+		return scanFile(name, pf, func([]schemas.Instance) error { return nil })
+	},
+	"index": func(name string, pf *parquet.File) error {
+		return scanFile(name, pf, func([]schemas.WeightVersion) error { return nil })
+	},
+	"deadletter": func(name string, pf *parquet.File) error {
+		return scanFile(name, pf, func([]schemas.DeadLetter) error { return nil })
+	},
+}
+
+// rowTypeOfFile is the row type a file of validFiles holds.
+func rowTypeOfFile(name string) string {
+	switch name {
+	case "empty.parquet":
+		return "samples"
+	case "stream.parquet":
+		return "instances"
+	}
+	return strings.TrimSuffix(name, ".parquet")
+}
+
+// readAll reads b as its own row type (by name, see rowTypeOfFile) and as
+// maps, the way the readers do, and returns the errors joined; a panic
+// fails the test (or the fuzzer). It also reads b as every other row
+// type: those reads fail on the columns, and only an error that does not
+// wrap ErrCorrupt naming the file is returned from them.
 func readAll(name string, b []byte) error {
 	var errs []error
-	for _, read := range []func(*parquet.File) error{
-		func(pf *parquet.File) error { return scanFile(name, pf, func([]schemas.Sample) error { return nil }) },
-		func(pf *parquet.File) error { return scanFile(name, pf, func([]schemas.Instance) error { return nil }) },
-		func(pf *parquet.File) error {
-			return scanFile(name, pf, func([]schemas.WeightVersion) error { return nil })
-		},
-		func(pf *parquet.File) error { return scanAnyFile(name, pf, func(map[string]any) error { return nil }) },
-	} {
+	all := []func(*parquet.File) error{}
+	if r, ok := readers[rowTypeOfFile(name)]; ok {
+		all = append(all, func(pf *parquet.File) error { return r(name, pf) })
+	}
+	for _, k := range slices.Sorted(maps.Keys(readers)) {
+		all = append(all, func(pf *parquet.File) error {
+			if err := readers[k](name, pf); err != nil && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), name)) {
+				return fmt.Errorf("read as %s: %v", k, err) // not wrapped: the callers' checks fail on it
+			}
+			return nil
+		})
+	}
+	all = append(all, func(pf *parquet.File) error { return scanAnyFile(name, pf, func(map[string]any) error { return nil }) })
+	for _, read := range all {
 		pf, err := openReaderAt(name, bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			return err
@@ -107,6 +149,7 @@ func readAll(name string, b []byte) error {
 // count of mutations on which parquet-go alone panics is logged, to show
 // that the test reaches what it guards against.
 func TestFooterMutationsNeverPanic(t *testing.T) {
+	captureWarnings(t) // a renamed optional column warns
 	files := validFiles(t)
 	rng := rand.New(rand.NewPCG(24, 1))
 	n := 400
@@ -274,7 +317,9 @@ func TestRowTypeMismatch(t *testing.T) {
 // FuzzReadBytes reads arbitrary bytes as each row type swerl reads and as
 // maps (`swerl cat`): never a panic, an unbounded allocation or a hang,
 // and every error wraps ErrCorrupt and names the file. Seeds: valid files
-// of each type and footer mutations of them.
+// of each type, random footer byte mutations of them, and schema
+// mutations (a column renamed or retyped, the footer still decoding; see
+// also FuzzSchema).
 func FuzzReadBytes(f *testing.F) {
 	files := validFiles(f)
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -285,6 +330,15 @@ func FuzzReadBytes(f *testing.F) {
 		}
 	}
 	f.Add([]byte("PAR1PAR1PAR1"))
+	for _, b := range files { // the schema as well as the bytes
+		for range 3 {
+			if m, _, ok := parquettest.MutateSchema(rng, b); ok {
+				f.Add(m)
+			}
+		}
+	}
+	SetWarnings(slog.New(slog.DiscardHandler))
+	defer SetWarnings(nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := readAll("fuzz.parquet", b); err != nil {
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "fuzz.parquet") {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -531,56 +530,4 @@ func zstdBound(r io.ReaderAt, off, n int64) (int64, error) {
 		}
 	}
 	return total, nil
-}
-
-// checkRowType checks the file's schema against the row type T: every
-// leaf column of T that the file has must have a physical type of the
-// same class (numbers, or bytes: parquet-go converts within a class, as
-// between INT32 and INT64 columns that other writers choose) and the same
-// repetition depth, and the file must have at least one of them. Columns
-// of the file that T lacks are ignored; columns T has that the file lacks
-// read as zero.
-//
-// A damaged footer can give a leaf a type parquet-go's own methods panic
-// on (Kind of a MAP), so the comparison runs under guard.
-func checkRowType[T any](path string, fs *parquet.Schema) error {
-	var err error
-	if gerr := guard(path, "check the schema", func() error {
-		err = compareRowType[T](path, fs)
-		return nil
-	}); gerr != nil {
-		return gerr
-	}
-	return err
-}
-
-func compareRowType[T any](path string, fs *parquet.Schema) error {
-	want := parquet.SchemaOf(new(T))
-	matched := 0
-	for _, p := range want.Columns() {
-		wl, _ := want.Lookup(p...)
-		fl, ok := fs.Lookup(p...)
-		if !ok {
-			continue
-		}
-		matched++
-		wk, fk := wl.Node.Type().Kind(), fl.Node.Type().Kind()
-		if kindClass(wk) != kindClass(fk) || wl.MaxRepetitionLevel != fl.MaxRepetitionLevel {
-			return corrupt(path, "column %s is %s (repetition depth %d), a %T row needs %s (depth %d)",
-				strings.Join(p, "."), fk, fl.MaxRepetitionLevel, *new(T), wk, wl.MaxRepetitionLevel)
-		}
-	}
-	if matched == 0 && len(want.Columns()) > 0 {
-		return corrupt(path, "none of the columns of a %T row (e.g. %s) is in the file", *new(T), strings.Join(want.Columns()[0], "."))
-	}
-	return nil
-}
-
-// kindClass groups the physical types parquet-go converts between.
-func kindClass(k parquet.Kind) string {
-	switch k {
-	case parquet.ByteArray, parquet.FixedLenByteArray:
-		return "bytes"
-	}
-	return "number"
 }

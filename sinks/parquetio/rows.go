@@ -13,6 +13,12 @@ import (
 // value (nested groups become maps, lists slices, MAP columns maps). It is
 // how `swerl cat` prints any file swerl writes.
 //
+// A file holding most of the columns of one of swerl's records (Sample,
+// Rollout, Instance, WeightVersion, DeadLetter) has its columns checked
+// as Scan checks them for that record: one missing or of the wrong type
+// is an error naming the file and the column. Other files are read as
+// they are.
+//
 // It is as safe on any bytes as Scan.
 func ScanAny(path string, fn func(row map[string]any) error) error {
 	f, err := openFile(path)
@@ -26,6 +32,22 @@ func ScanAny(path string, fn func(row map[string]any) error) error {
 // scanAnyFile reads the rows of an opened file as maps.
 func scanAnyFile(path string, pf *parquet.File, fn func(row map[string]any) error) error {
 	schema := pf.Schema()
+	// A file of one of swerl's records is checked as a typed read checks
+	// it: a damaged column name is an error here too, not a field missing
+	// from every row printed.
+	var rt rowType
+	var isRecord bool
+	if err := guard(path, "check the schema", func() error {
+		rt, isRecord = recordOf(schema)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if isRecord {
+		if err := checkColumns(path, rt, schema); err != nil {
+			return err
+		}
+	}
 	var r *parquet.Reader
 	if err := guard(path, "read", func() error {
 		r = parquet.NewReader(pf, schema)

@@ -39,12 +39,18 @@ type instanceRow struct {
 	Repo string `parquet:"repo"`
 }
 
+// ParquetProjection marks sampleRow and instanceRow as reading a few
+// columns of files that hold more (parquetio.Projection).
+func (sampleRow) ParquetProjection()   {}
+func (instanceRow) ParquetProjection() {}
+
 // Data is what a report is drawn from.
 type Data struct {
 	Samples   []sampleRow
 	Instances []instanceRow
 	Versions  []schemas.WeightVersion
-	Missing   []string // inputs not found, named for the page
+	Steps     []stepRow // the learner's step records
+	Missing   []string  // inputs not found, named for the page
 }
 
 // ErrNoRunOutput is returned by Load and Write for a directory that holds
@@ -88,6 +94,9 @@ func Load(dir string) (*Data, error) {
 	}
 	if !found {
 		d.Missing = append(d.Missing, "checkpoint index (index.parquet)")
+	}
+	if d.Steps, err = loadSteps(dir); err != nil {
+		return nil, err
 	}
 	if len(d.Samples) == 0 && len(d.Instances) == 0 && !found {
 		return nil, fmt.Errorf("%w in %s: found none of %s", ErrNoRunOutput, dir, strings.Join(d.Missing, ", "))
@@ -247,6 +256,9 @@ func Figures(d *Data) []Figure {
 		staleness(d),
 		throughput(d),
 		perRepo(d),
+	}
+	if f := offPolicy(d); f != nil {
+		figs = append(figs, *f)
 	}
 	return figs
 }

@@ -29,6 +29,12 @@ type Record struct {
 	ModeName string `json:"mode,omitempty" parquet:"mode"`
 }
 
+// OptionalColumns are the Parquet columns a file of records may lack: all
+// but id, since a file for one mode has no use for the other's columns.
+func (Record) OptionalColumns() []string {
+	return []string{"code_context", "oracle_new_content", "output", "oracle_patches", "pred_patches", "mode"}
+}
+
 // Mode reports which reward the record asks for.
 func (r *Record) Mode() string {
 	if r.ModeName != "" {

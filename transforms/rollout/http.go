@@ -101,6 +101,7 @@ type HTTPPolicy struct {
 	key          string
 	retries      int
 	tokenIDs     bool
+	processed    bool // the engine reports processed log-probs (logprobs=processed)
 	timeout      time.Duration
 	probeTimeout time.Duration
 	backoff      time.Duration
@@ -147,6 +148,17 @@ func OpenHTTP(spec string) (Policy, error) {
 			p.backoff, err = time.ParseDuration(v)
 		case "token_ids":
 			p.tokenIDs, err = strconv.ParseBool(v)
+		case "logprobs":
+			// What the engine's log-probs are: raw (temperature 1, vLLM's
+			// default and swerl serve's) or processed (after temperature:
+			// vLLM --logprobs-mode processed_logprobs). The learner
+			// converts raw ones to its temperature.
+			switch v {
+			case "raw", "processed":
+				p.processed = v == "processed"
+			default:
+				err = errors.New("want raw or processed")
+			}
 		case "engine":
 			p.engine = v
 			if v != EngineVLLM && v != EngineSGLang {
@@ -167,7 +179,7 @@ func OpenHTTP(spec string) (Policy, error) {
 		case "sync", "keep_adapters", "engine_path":
 			// The weight sync's options (sinks/engine.ConfigFromSpec).
 		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, engine, route, health, follow, sync, keep_adapters, engine_path)")
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, logprobs, engine, route, health, follow, sync, keep_adapters, engine_path)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
@@ -450,6 +462,9 @@ func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv ServedVersion, synced 
 	cs, v, model, err := decodeChat(r.body, r.version)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollout: %s: %w", e.url, err)
+	}
+	for i := range cs {
+		cs[i].LogProbsProcessed = p.processed && cs[i].LogProbs != nil
 	}
 	switch {
 	case synced && sv.Adapter != "":

@@ -395,3 +395,30 @@ func TestFilePolicyManyLines(t *testing.T) {
 		t.Fatalf("error %v, want the duplicate at line 1700", err)
 	}
 }
+
+// logprobs=processed marks the completions' log-probs as taken after the
+// temperature; the default is raw; another value is refused.
+func TestHTTPPolicyLogProbsKind(t *testing.T) {
+	srv := &openAI{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	for spec, want := range map[string]bool{"": false, "&logprobs=raw": false, "&logprobs=processed": true} {
+		p, err := Open(ts.URL + "/v1?model=m1" + spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Complete(context.Background(), Request{InstanceID: "i", Prompt: "fix", N: 2, Temperature: 0.7})
+		p.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range r.Completions {
+			if c.LogProbsProcessed != want {
+				t.Errorf("%q: LogProbsProcessed %v, want %v", spec, c.LogProbsProcessed, want)
+			}
+		}
+	}
+	if _, err := Open(ts.URL + "/v1?logprobs=sampled"); err == nil || !strings.Contains(err.Error(), "raw or processed") {
+		t.Errorf("logprobs=sampled: err = %v", err)
+	}
+}

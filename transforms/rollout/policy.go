@@ -36,6 +36,10 @@ type Completion struct {
 	PromptTokens []int32   // prompt token ids, when the policy reports them
 	LogProbs     []float32 // per-token log-probabilities of Tokens under the sampling policy
 	FinishReason string    // "stop", "length", …
+	// LogProbsProcessed says LogProbs are of the processed distribution
+	// (softmax(logits/temperature)) rather than the raw one (temperature
+	// 1); see the HTTP policy's logprobs option.
+	LogProbsProcessed bool
 }
 
 // Response is the answer to one Request.

@@ -92,12 +92,12 @@ func (s Spec) Samples(in *schemas.Instance, g *Group, resp rollout.Response, lat
 		sm := &out[i]
 		sm.Rollout = schemas.Rollout{SchemaVersion: schemas.Version, ID: SampleID(g.ID, i), InstanceID: in.ID,
 			GroupID: g.ID, GroupSize: s.GroupSize, Index: i, PolicyVersion: resp.PolicyVersion,
-			System: g.Prompt.System, Prompt: g.Prompt.User, LatencyMS: latencyMS, CreatedAt: created}
+			System: g.Prompt.System, Prompt: g.Prompt.User, LatencyMS: latencyMS, CreatedAt: created, Temperature: g.Request.Temperature}
 		sm.Repo = in.Repo
 		if i < got {
 			c := resp.Completions[i]
 			sm.Completion, sm.CompletionTokens, sm.PromptTokens = c.Text, c.Tokens, c.PromptTokens
-			sm.LogProbs, sm.FinishReason = c.LogProbs, c.FinishReason
+			sm.LogProbs, sm.FinishReason, sm.LogProbsProcessed = c.LogProbs, c.FinishReason, c.LogProbsProcessed
 		}
 	}
 	return out, got

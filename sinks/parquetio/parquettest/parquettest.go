@@ -1,7 +1,8 @@
 // Package parquettest damages Parquet files for tests of the readers: the
-// random footer mutations that found parquet-go's panics, and a check of
-// whether parquet-go alone, called as swerl once called it, panics on a
-// file.
+// random footer mutations that found parquet-go's panics, mutations of the
+// schema in the footer that keep it well-formed (a renamed or retyped
+// column), and a check of whether parquet-go alone, called as swerl once
+// called it, panics on a file.
 package parquettest
 
 import (
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // MutateFooter returns a copy of b with 1 to 4 random bytes of its footer
@@ -67,4 +70,69 @@ func PanickingMutation(tb testing.TB, b []byte, seed uint64) []byte {
 	}
 	tb.Fatal("no footer mutation makes parquet-go panic")
 	return nil
+}
+
+// SchemaMutation says what MutateSchema changed.
+type SchemaMutation struct {
+	Element int    // index in the footer's flattened schema (0 is the root)
+	Name    string // the element's name before the change
+	Leaf    bool   // the element is a column (it has a type)
+	Op      string // "rename", "type", "repetition", "children", "drop", "logical"
+}
+
+// MutateSchema returns a copy of b with one element of its schema (the
+// column tree in the footer, whose bytes MutateFooter rarely hits in a way
+// that still decodes) changed and the footer encoded again, so the file
+// stays well-formed thrift: a byte of a name flipped, the physical type,
+// the repetition or the child count changed, the logical type dropped, or
+// the element removed. ok is false when b's footer does not decode or has
+// no column.
+func MutateSchema(rng *rand.Rand, b []byte) (out []byte, m SchemaMutation, ok bool) {
+	if len(b) < 12 {
+		return nil, m, false
+	}
+	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
+	start := len(b) - 8 - n
+	if n <= 0 || start < 4 {
+		return nil, m, false
+	}
+	var md format.FileMetaData
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), b[start:len(b)-8], &md); err != nil || len(md.Schema) < 2 {
+		return nil, m, false
+	}
+	i := 1 + rng.IntN(len(md.Schema)-1)
+	e := &md.Schema[i]
+	m = SchemaMutation{Element: i, Name: e.Name, Leaf: e.Type.Valid}
+	switch k := rng.IntN(6); {
+	case (k == 0 || k == 1) && e.Name != "": // names are the likeliest to survive a flipped byte
+		name := []byte(e.Name)
+		j := rng.IntN(len(name))
+		for name[j] == e.Name[j] {
+			name[j] ^= byte(1 << rng.IntN(7))
+		}
+		e.Name, m.Op = string(name), "rename"
+	case k == 2:
+		t := format.Type(rng.IntN(8))
+		if e.Type.Valid && e.Type.V == t {
+			t = (t + 1) % 8
+		}
+		e.Type.Valid, e.Type.V, m.Op = true, t, "type"
+	case k == 3:
+		e.RepetitionType.Valid, e.RepetitionType.V, m.Op = true, format.FieldRepetitionType(rng.IntN(3)), "repetition"
+	case k == 4:
+		e.NumChildren.Valid, e.NumChildren.V, m.Op = true, int32(rng.IntN(4)), "children"
+	default:
+		if rng.IntN(2) == 0 {
+			e.LogicalType, e.ConvertedType.Valid, m.Op = format.LogicalType{}, false, "logical"
+		} else {
+			md.Schema, m.Op = append(md.Schema[:i:i], md.Schema[i+1:]...), "drop"
+		}
+	}
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	if err != nil {
+		return nil, m, false
+	}
+	out = append(bytes.Clone(b[:start]), footer...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	return append(out, "PAR1"...), m, true
 }
