@@ -91,16 +91,15 @@ func trainSamples(t *testing.T, instances, spec, out string, during func()) map[
 }
 
 // TestTrainSurvivesEngineKill: `swerl train` over two `swerl serve`
-// processes; one is SIGKILLed once it has answered a few requests, in the
-// middle of the run. Every group is still produced exactly once, with the
+// processes; one is SIGKILLed in the middle of the run, once it has been
+// sent a random number (1-6, SWERL_KILL_SEED) of the run's requests. Every group is still produced exactly once, with the
 // completions a run on the surviving engine alone gives (the seed goes
 // with the retry), and no dead letters. Then the killed engine is
 // started again on its port: a policy that saw it die routes to it again
 // once its health probe answers.
 func TestTrainSurvivesEngineKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("child processes")
-	}
+	rng, _ := killRNG(t, 7)
+	killAfter := 1 + rng.IntN(6) // engine b's requests before the SIGKILL: a random point of the run
 	dir := t.TempDir()
 	model := tinyModel(t, dir)
 	const n, g = 16, 3
@@ -122,7 +121,7 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 	start = time.Now()
 	got := trainSamples(t, set.InstancesPath, urlA+","+urlB+"?route=round-robin&health=100ms&backoff=10ms", filepath.Join(dir, "both"), func() {
 		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-			if r := engineSeries(t, "swerl_engine_requests_total", "http://"+addrB) - base; r >= 3 {
+			if r := engineSeries(t, "swerl_engine_requests_total", "http://"+addrB) - base; r >= float64(killAfter) {
 				inFlight := engineSeries(t, "swerl_engine_in_flight", "http://"+addrB)
 				b.kill()
 				killedAt = r
@@ -132,7 +131,7 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 		}
 	})
 	if killedAt < 0 {
-		t.Fatal("engine b never got 3 requests: the run did not use both engines")
+		t.Fatalf("engine b never got %d requests: the run did not use both engines", killAfter)
 	}
 	t.Logf("run on engine a alone: %v; on a and b, b killed: %v; requests a %v, b %v (%v before the kill); b's failed attempts: connect %v, abandoned %v",
 		alone.Round(time.Millisecond), time.Since(start).Round(time.Millisecond),

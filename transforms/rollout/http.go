@@ -45,8 +45,10 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // completion token ids, so the learner trains on exactly the sampled tokens
 // against the sampler's log-probabilities; hosted APIs reject the field, so
 // it is off by default; token ids a server returns unasked are used too),
-// engine (vllm, the default, or sglang: how a request names a LoRA adapter,
-// see below), route, health and follow (see below), and the weight sync's
+// logprobs (raw, the default, or processed: whether the engine's
+// log-probabilities are taken before or after the temperature), engine
+// (vllm, the default, or sglang: how a request names a LoRA adapter, see
+// below), route, health and follow (see below), and the weight sync's
 // sync, keep_adapters and engine_path (read by
 // sinks/engine.ConfigFromSpec for each engine).
 // 429, 5xx, timeouts and connection errors are retried;
