@@ -395,3 +395,65 @@ func TestHTTPPolicyAbandonsAStalledEngine(t *testing.T) {
 		t.Fatalf("abandoned attempts counted: %v", n)
 	}
 }
+
+// BenchmarkPick is the routing cost of one attempt over 4 engines, with
+// the weight sync's versions to compare.
+func BenchmarkPick(b *testing.B) {
+	var urls []string
+	for i := range 4 {
+		u := fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)
+		urls = append(urls, u)
+		SetServed(u, ServedVersion{Version: int64(i % 2), Adapter: AdapterName(int64(i % 2))})
+		defer ClearServed(u)
+	}
+	pol, err := Open(strings.Join(urls, ",") + "?health=0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pol.Close()
+	p := pol.(*HTTPPolicy)
+	b.RunParallel(func(pb *testing.PB) {
+		tried := map[*endpoint]bool{}
+		for pb.Next() {
+			e := p.pick(tried)
+			e.release()
+		}
+	})
+}
+
+// Following, an engine the learner's push did not reach lists an older
+// adapter: it stays out of routing while another holds the newest.
+func TestHTTPPolicyFollowingLeavesALaggingEngineOut(t *testing.T) {
+	a := startEngine(t, "127.0.0.1:0", nil)
+	b := startEngine(t, "127.0.0.1:0", nil)
+	defer ClearServed(a.url())
+	defer ClearServed(b.url())
+	a.adapters = []string{AdapterName(2), AdapterName(3)}
+	b.adapters = []string{AdapterName(2)}
+	pol, err := Open(a.url() + "," + b.url() + "?follow=true&health=20ms&route=round-robin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	for range 6 {
+		if r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1}); err != nil || r.PolicyVersion != 3 {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	if b.hits.Load() != 0 {
+		t.Fatalf("the lagging engine got %d requests", b.hits.Load())
+	}
+	// The push reaches it: it rejoins.
+	b.mu.Lock()
+	b.adapters = append(b.adapters, AdapterName(3))
+	b.mu.Unlock()
+	waitFor(t, "the engine that caught up is followed", func() bool { sv, _ := Served(b.url()); return sv.Version == 3 })
+	for range 6 {
+		if r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1}); err != nil || r.PolicyVersion != 3 {
+			t.Fatalf("%+v %v", r, err)
+		}
+	}
+	if b.hits.Load() != 3 {
+		t.Fatalf("the engine that caught up got %d of 6 round-robin requests, want 3", b.hits.Load())
+	}
+}
