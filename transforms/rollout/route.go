@@ -289,8 +289,12 @@ func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
 	return nil
 }
 
-// followListed records the newest swerl adapter an engine lists as what it
-// serves (adapter following without a weight sync in this process).
+// followListed makes the newest swerl adapter an engine lists what
+// requests to it name (adapter following without a weight sync in this
+// process). The listing is the truth, newer or older than what was named
+// before: an engine restarted without its adapters, or a learner that
+// started over, is followed back, never asked for an adapter it dropped.
+// An engine that lists no swerl adapter is asked for the base model.
 func (p *HTTPPolicy) followListed(e *endpoint, models []struct {
 	ID string `json:"id"`
 }) {
@@ -300,12 +304,14 @@ func (p *HTTPPolicy) followListed(e *endpoint, models []struct {
 			newest = max(newest, v)
 		}
 	}
-	if newest < 0 {
-		return
-	}
-	if sv, ok := Served(e.base); !ok || sv.Version < newest {
+	sv, ok := Served(e.base)
+	switch {
+	case newest < 0 && ok && sv.Adapter != "":
+		ClearServed(e.base)
+		p.log.Warn("rollout: engine lists no swerl adapter any more; requests name the base model", "engine", e.base, "was", sv.Adapter)
+	case newest >= 0 && (!ok || sv.Version != newest || sv.Adapter != AdapterName(newest)):
 		SetServed(e.base, ServedVersion{Version: newest, Adapter: AdapterName(newest)})
-		p.log.Info("rollout: engine holds a newer adapter; requests name it", "engine", e.base, "adapter", AdapterName(newest))
+		p.log.Info("rollout: engine holds a new adapter; requests name it", "engine", e.base, "adapter", AdapterName(newest))
 	}
 }
 

@@ -332,6 +332,21 @@ func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	if err != nil || r.PolicyVersion != 4 {
 		t.Fatalf("following: %+v %v", r, err)
 	}
+	// The engine restarts without its adapters: requests go back to the
+	// base model instead of naming an adapter it no longer holds.
+	a.mu.Lock()
+	a.adapters = nil
+	a.mu.Unlock()
+	waitFor(t, "the policy stops naming swerl-v000004", func() bool { _, ok := Served(a.url()); return !ok })
+	r, err = pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
+	if err != nil || r.PolicyVersion != -1 {
+		t.Fatalf("after the adapters are gone: %+v %v", r, err)
+	}
+	// A learner that started over: its lower version is followed.
+	a.mu.Lock()
+	a.adapters = []string{AdapterName(1)}
+	a.mu.Unlock()
+	waitFor(t, "the policy follows swerl-v000001", func() bool { sv, ok := Served(a.url()); return ok && sv.Version == 1 })
 }
 
 // counterValue reads a counter of the registry.
