@@ -204,6 +204,11 @@ func OpenHTTP(spec string) (Policy, error) {
 		}
 		e.url = u.String()
 		m.up.WithLabelValues(e.base).Set(1)
+		if sv, ok := Served(e.base); ok {
+			m.served.WithLabelValues(e.base).Set(float64(sv.Version))
+		} else {
+			m.served.WithLabelValues(e.base).Set(-1)
+		}
 		p.eps = append(p.eps, e)
 	}
 	p.sem = make(chan struct{}, concurrency*len(p.eps))
@@ -598,7 +603,10 @@ var served sync.Map // BaseURL → ServedVersion
 // SetServed records that the server at base (any URL BaseURL reduces to
 // it) now serves v; HTTP policies of that server name it in their next
 // requests. sinks/engine's syncer calls it through its OnHeld hook.
-func SetServed(base string, v ServedVersion) { served.Store(BaseURL(base), v) }
+func SetServed(base string, v ServedVersion) {
+	served.Store(BaseURL(base), v)
+	engineSeries().served.WithLabelValues(BaseURL(base)).Set(float64(v.Version))
+}
 
 // Served returns what SetServed recorded for the server at base.
 func Served(base string) (ServedVersion, bool) {
@@ -611,4 +619,7 @@ func Served(base string) (ServedVersion, bool) {
 
 // ClearServed forgets a server's synced version (tests, and a run that
 // ends).
-func ClearServed(base string) { served.Delete(BaseURL(base)) }
+func ClearServed(base string) {
+	served.Delete(BaseURL(base))
+	engineSeries().served.WithLabelValues(BaseURL(base)).Set(-1)
+}

@@ -362,6 +362,7 @@ type engineMetrics struct {
 	tps      *prometheus.GaugeVec
 	inFlight *prometheus.GaugeVec
 	up       *prometheus.GaugeVec
+	served   *prometheus.GaugeVec
 }
 
 var (
@@ -386,6 +387,8 @@ func engineSeries() engineMetrics {
 				Help: "Requests in flight to an engine."}, []string{"engine"}),
 			up: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_up",
 				Help: "1 while an engine is routed to, 0 while it is out of routing after a failure."}, []string{"engine"}),
+			served: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_policy_version",
+				Help: "The weight version requests to an engine name: the adapter the weight sync loaded or following found (-1: the engine's own weights)."}, []string{"engine"}),
 		}
 	})
 	return mEngine
