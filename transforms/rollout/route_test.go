@@ -210,7 +210,7 @@ func TestHTTPPolicyTimeoutMovesOn(t *testing.T) {
 	defer close(hang)
 	slow := startEngine(t, "127.0.0.1:0", hang)
 	fast := startEngine(t, "127.0.0.1:0", nil)
-	pol, err := Open(slow.url() + "," + fast.url() + "?timeout=100ms&health=0&retries=3&backoff=1ms&route=round-robin")
+	pol, err := Open(slow.url() + "," + fast.url() + "?timeout=1s&health=0&retries=3&backoff=1ms&route=round-robin")
 	if err != nil {
 		t.Fatal(err)
 	}
