@@ -9,12 +9,12 @@ import (
 )
 
 func init() {
-	register(&command{name: "report", summary: "write an HTML report with plots from a run's Parquet outputs", run: runReport})
+	register(&command{name: "report", summary: "write an HTML report with plots from a run's Parquet outputs, and a page per trained version", run: runReport})
 }
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("report", "[--out DIR]", stderr)
-	out := fs.String("out", "swerl-out", "the run's output directory (instances/, samples/, index.parquet); the report goes to DIR/report/")
+	out := fs.String("out", "swerl-out", "the run's output directory (instances/, samples/, index.parquet, trained/); the report goes to DIR/report/ (versions/ holds a page per trained version)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

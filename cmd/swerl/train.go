@@ -8,6 +8,7 @@ import (
 	"swerl/pipelines/train"
 	"swerl/sinks/files"
 	"swerl/transforms/advantage"
+	"swerl/transforms/rollout"
 )
 
 func init() {
@@ -17,7 +18,7 @@ func init() {
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("train", "--policy SPEC [--instances FILE] [--out DIR] [flags]", stderr)
 	instances := fs.String("instances", "", "read instances from this JSONL or Parquet file, local or gs:// / s3:// (default: the instances topic); with no --brokers the file is fed through the embedded broker")
-	policy := fs.String("policy", "", "policy: file:COMPLETIONS.jsonl, http://host:port/v1 (OpenAI-compatible), or model:DIR (required)")
+	policy := fs.String("policy", "", "policy: file:COMPLETIONS.jsonl, http://host:port/v1 (OpenAI-compatible; several engines: http://a/v1,http://b/v1), or model:DIR (required)")
 	groupSize := fs.Int("group-size", 4, "completions per instance (G)")
 	adv := fs.String("advantage", "grpo", "advantage estimator: grpo, drgrpo or rloo")
 	dropZero := fs.Bool("drop-zero-variance", false, "drop groups whose rewards are all equal (they are counted either way)")
@@ -32,7 +33,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one completion; slower ones are dead-lettered")
 	promptOpts := addPromptFlags(fs)
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
-	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start")
+	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
 	every := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often")
 	kf := addKafkaFlags(fs)
@@ -47,6 +48,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
 	}
 	*instances, *out, *policy = absPath(*instances), absPath(*out), absPolicy(*policy) // workers may run elsewhere
+	if *follow {
+		// A worker that keeps reading follows the adapters a learner in
+		// another process loads on its engines.
+		*policy = rollout.WithDefault(*policy, "follow", "true")
+	}
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {
 		return usagef("--advantage: %v", err)

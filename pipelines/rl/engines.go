@@ -23,13 +23,25 @@ func (c *Config) sync(ctx context.Context, version int64) error {
 }
 
 // SpecSync returns the Config.Sync of a run whose rollouts come from the
-// HTTP policy spec (sinks/engine.ConfigFromSpec, its hook pointing the
-// rollout policies at each version the engine holds), or nil when the spec
-// turns the sync off.
+// HTTP policy spec (sinks/engine.ConfigFromSpec of each of its engines, the
+// hook pointing the rollout policies at each version an engine holds), or
+// nil when the spec turns the sync off.
 func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
-	cfg, ok, err := engine.ConfigFromSpec(spec)
-	if err != nil || !ok {
+	specs, err := rollout.EngineSpecs(spec)
+	if err != nil {
 		return nil, err
+	}
+	var cfg engine.Config
+	for i, s := range specs {
+		c, ok, err := engine.ConfigFromSpec(s)
+		if err != nil || !ok {
+			return nil, err
+		}
+		if i == 0 {
+			cfg = c
+			continue
+		}
+		cfg.Engines = append(cfg.Engines, c.Engines...)
 	}
 	cfg.Log = log
 	cfg.OnHeld = func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }

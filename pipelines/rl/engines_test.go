@@ -77,3 +77,56 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 		t.Fatalf("steps %d, engine at each round %v, held %v", sum.RLSteps, atRound, held)
 	}
 }
+
+// A spec naming several engines syncs every one of them, and each engine's
+// version is what the rollout policy names on it; a spec with sync=false
+// syncs none.
+func TestSpecSyncPushesToEveryEngine(t *testing.T) {
+	var mu sync.Mutex
+	loads := map[string][]string{}
+	srv := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				ModelPath string `json:"model_path"`
+			}
+			if r.URL.Path != "/update_weights_from_disk" || json.NewDecoder(r.Body).Decode(&body) != nil {
+				http.Error(w, "bad request", 400)
+				return
+			}
+			mu.Lock()
+			loads[name] = append(loads[name], filepath.Base(body.ModelPath))
+			mu.Unlock()
+			json.NewEncoder(w).Encode(map[string]any{"success": true})
+		}))
+	}
+	a, b := srv("a"), srv("b")
+	defer a.Close()
+	defer b.Close()
+	defer rollout.ClearServed(a.URL)
+	defer rollout.ClearServed(b.URL)
+	cfg, _ := testRun(t, 1)
+	cfg.SFTSteps = 1
+	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, cfg.Log)
+	if err != nil || push == nil {
+		t.Fatalf("SpecSync: %v", err)
+	}
+	cfg.Sync = push
+	cfg.Steps = 1
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(loads["a"], loads["b"]) || len(loads["a"]) == 0 {
+		t.Fatalf("engine a loaded %v, engine b %v: want the same versions on both", loads["a"], loads["b"])
+	}
+	for _, u := range []string{a.URL, b.URL} {
+		if sv, ok := rollout.Served(u); !ok || rollout.AdapterName(sv.Version) != "swerl-"+loads["a"][len(loads["a"])-1] {
+			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loads["a"])
+		}
+	}
+	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, cfg.Log); err != nil || s != nil {
+		t.Fatalf("sync=false: %v %v", s != nil, err)
+	}
+	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, cfg.Log); err == nil {
+		t.Fatal("options before the last URL must fail")
+	}
+}

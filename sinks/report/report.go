@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"html"
@@ -400,11 +401,15 @@ func Write(dir string) (string, error) {
 			return "", err
 		}
 	}
+	links, err := writeVersionPages(context.Background(), dir, out)
+	if err != nil {
+		return "", err
+	}
 	page := filepath.Join(out, "index.html")
-	return page, atomicfile.WriteFile(page, []byte(renderHTML(dir, d, summarize(d), figs)))
+	return page, atomicfile.WriteFile(page, []byte(renderHTML(dir, d, summarize(d), figs, links)))
 }
 
-func renderHTML(dir string, d *Data, s Summary, figs []Figure) string {
+func renderHTML(dir string, d *Data, s Summary, figs []Figure, links []versionLink) string {
 	var b strings.Builder
 	b.WriteString(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>swerl run report</title><style>
 body{font-family:sans-serif;margin:2em;color:#222;max-width:1400px}
@@ -439,6 +444,8 @@ table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #d
 		}
 		b.WriteString("</figcaption></figure>")
 	}
-	b.WriteString("</div></body></html>\n")
+	b.WriteString("</div>")
+	renderVersionTable(&b, links)
+	b.WriteString("</body></html>\n")
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -28,23 +29,28 @@ func init() {
 // "swerl-v<N>" is read instead; otherwise the version is -1 (unknown).
 const VersionHeader = "X-Swerl-Policy-Version"
 
-// HTTPPolicy calls an OpenAI-compatible chat-completions server (vLLM, SGLang,
-// llama.cpp server, hosted APIs).
+// HTTPPolicy calls one or more OpenAI-compatible chat-completions servers
+// (vLLM, SGLang, llama.cpp server, swerl serve, hosted APIs).
 //
 // The spec is the server's base URL ("http://host:8000/v1"; "/chat/completions"
-// is appended unless present) with optional query parameters that configure
-// the client and are not sent: model (default $SWERL_OPENAI_MODEL, else
-// "default"), concurrency (requests in flight, default 8), retries (default
-// 5), timeout (per request, default 120s), backoff (first retry delay,
-// default 500ms, doubled each retry up to 20s, with jitter; a Retry-After
-// header is honoured), token_ids (true: ask for vLLM's return_token_ids, which
-// swerl serve and vLLM answer with the prompt and completion token ids, so
-// the learner trains on exactly the sampled tokens against the sampler's
-// log-probabilities; hosted APIs reject the field, so it is off by default;
-// token ids a server returns unasked are used too), engine (vllm, the
-// default, or sglang: how a request names a LoRA adapter, see below), and
-// the weight sync's sync, keep_adapters and engine_path (read by
-// sinks/engine.ConfigFromSpec).
+// is appended unless present), or several separated by commas
+// ("http://a:8000/v1,http://b:8000/v1", engines serving the same model),
+// with optional query parameters after the last URL that configure the
+// client and are not sent: model (default $SWERL_OPENAI_MODEL, else
+// "default"), concurrency (requests in flight per engine, default 8),
+// retries (default 5), timeout (per request, default 120s), backoff (first
+// retry delay, default 500ms, doubled each retry up to 20s, with jitter; a
+// Retry-After header is honoured), token_ids (true: ask for vLLM's
+// return_token_ids, which swerl serve and vLLM answer with the prompt and
+// completion token ids, so the learner trains on exactly the sampled tokens
+// against the sampler's log-probabilities; hosted APIs reject the field, so
+// it is off by default; token ids a server returns unasked are used too),
+// logprobs (raw, the default, or processed: whether the engine's
+// log-probabilities are taken before or after the temperature), engine
+// (vllm, the default, or sglang: how a request names a LoRA adapter, see
+// below), route, health and follow (see below), and the weight sync's
+// sync, keep_adapters and engine_path (read by
+// sinks/engine.ConfigFromSpec for each engine).
 // 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
 // $OPENAI_API_KEY, and sent as a bearer token.
@@ -52,6 +58,25 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // Each request asks for n completions and token logprobs; when a server
 // returns fewer choices than asked (some ignore n), the rest are requested
 // again.
+//
+// # Several engines
+//
+// With several engines, each attempt goes to one chosen by route:
+// least-loaded (the default: the fewest requests in flight) or
+// round-robin. An attempt that fails (no answer, a timeout, 5xx, 429) is
+// sent again to another engine at once, with the same body, seed
+// included, so a group's completions do not depend on which engine
+// answered; the failed engine leaves routing (a 429 only moves the
+// attempt), and the attempts still waiting on it are abandoned and sent
+// elsewhere. Every health interval (default 5s; 0 turns the probes off)
+// each engine is asked for /v1/models, waiting at most the interval: one
+// that answers again rejoins, one that does not leaves routing before a
+// request finds out. Engines that hold the newest
+// version the weight sync pushed are preferred: one a push failed on is
+// routed to only when no other is up. Per-engine Prometheus series:
+// swerl_engine_requests_total, _errors_total{reason},
+// _request_seconds, _completion_tokens_total, _tokens_per_second,
+// _in_flight, _up.
 //
 // # Engine weight sync
 //
@@ -64,37 +89,48 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // whose model field names no version is an error, never version -1, so
 // the learner's staleness bound holds. For a full-weight sync (SGLang's
 // update_weights_from_disk) the version is the one the sync last loaded.
+//
+// A rollout worker in another process than the learner follows the
+// adapters it pushes with follow=true: each health probe reads the
+// adapters an engine lists on /v1/models (vLLM and swerl serve list them)
+// and the newest swerl-vNNNNNN becomes what requests to that engine name.
 type HTTPPolicy struct {
-	url         string
-	base        string
-	engine      string
-	model       string
-	key         string
-	retries     int
-	tokenIDs    bool
-	processed   bool // the engine reports processed log-probs (logprobs=processed)
-	timeout     time.Duration
-	backoff     time.Duration
-	sem         chan struct{}
-	client      *http.Client
-	version     atomic.Int64
-	Attempts    atomic.Int64 // HTTP requests sent, retries included
-	RetriesDone atomic.Int64 // requests retried
+	eps          []*endpoint
+	route        string
+	follow       bool
+	engine       string
+	model        string
+	key          string
+	retries      int
+	tokenIDs     bool
+	processed    bool // the engine reports processed log-probs (logprobs=processed)
+	timeout      time.Duration
+	probeTimeout time.Duration
+	backoff      time.Duration
+	sem          chan struct{}
+	mu           sync.Mutex // serializes pick
+	rr           uint64     // round-robin position; under mu
+	stop         chan struct{}
+	closeOnce    sync.Once
+	log          *slog.Logger
+	client       *http.Client
+	version      atomic.Int64
+	Attempts     atomic.Int64 // HTTP requests sent, retries included
+	RetriesDone  atomic.Int64 // requests retried
 }
 
 // OpenHTTP opens an "http://…" or "https://…" spec.
 func OpenHTTP(spec string) (Policy, error) {
-	u, err := url.Parse(spec)
+	urls, q, err := SplitSpec(spec)
 	if err != nil {
-		return nil, fmt.Errorf("rollout: policy %q: %w", spec, err)
+		return nil, err
 	}
-	q := u.Query()
 	p := &HTTPPolicy{model: os.Getenv("SWERL_OPENAI_MODEL"), retries: 5, timeout: 120 * time.Second,
-		backoff: 500 * time.Millisecond, client: &http.Client{}}
+		backoff: 500 * time.Millisecond, client: &http.Client{}, route: RouteLeastLoaded, log: slog.Default()}
 	if p.model == "" {
 		p.model = "default"
 	}
-	concurrency := 8
+	concurrency, health := 8, 5*time.Second
 	for k, vs := range q {
 		v := vs[len(vs)-1]
 		var err error
@@ -130,27 +166,68 @@ func OpenHTTP(spec string) (Policy, error) {
 			if v != EngineVLLM && v != EngineSGLang {
 				err = fmt.Errorf("want %s or %s", EngineVLLM, EngineSGLang)
 			}
+		case "route":
+			p.route = v
+			if v != RouteLeastLoaded && v != RouteRoundRobin {
+				err = fmt.Errorf("want %s or %s", RouteLeastLoaded, RouteRoundRobin)
+			}
+		case "health":
+			health, err = time.ParseDuration(v)
+			if err == nil && health < 0 {
+				err = errors.New("must not be negative")
+			}
+		case "follow":
+			p.follow, err = strconv.ParseBool(v)
 		case "sync", "keep_adapters", "engine_path":
 			// The weight sync's options (sinks/engine.ConfigFromSpec).
 		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, logprobs, engine, sync, keep_adapters, engine_path)")
+			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, logprobs, engine, route, health, follow, sync, keep_adapters, engine_path)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
 		}
 	}
-	u.RawQuery = ""
-	p.base = BaseURL(u.String())
-	if !strings.HasSuffix(u.Path, "/chat/completions") {
-		u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
+	if p.follow && health == 0 {
+		return nil, fmt.Errorf("rollout: policy %q: follow=true reads the engines' adapters on each health probe; health=0 turns them off", spec)
 	}
-	p.url = u.String()
-	p.sem = make(chan struct{}, concurrency)
+	m := engineSeries()
+	seen := map[string]bool{}
+	for _, raw := range urls {
+		u, _ := url.Parse(raw)
+		e := &endpoint{base: BaseURL(raw), m: m}
+		if seen[e.base] {
+			return nil, fmt.Errorf("rollout: policy %q: engine %s listed twice", spec, e.base)
+		}
+		seen[e.base] = true
+		if !strings.HasSuffix(u.Path, "/chat/completions") {
+			u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
+		}
+		e.url = u.String()
+		m.up.WithLabelValues(e.base).Set(1)
+		if sv, ok := Served(e.base); ok {
+			m.served.WithLabelValues(e.base).Set(float64(sv.Version))
+		} else {
+			m.served.WithLabelValues(e.base).Set(-1)
+		}
+		p.eps = append(p.eps, e)
+	}
+	p.sem = make(chan struct{}, concurrency*len(p.eps))
+	// A probe waits at most the probe interval (at least 1s, at most 10s
+	// and the request timeout): an engine that stalls leaves routing soon.
+	p.probeTimeout = min(p.timeout, 10*time.Second, max(health, time.Second))
 	p.key = os.Getenv("SWERL_API_KEY")
 	if p.key == "" {
 		p.key = os.Getenv("OPENAI_API_KEY")
 	}
 	p.version.Store(-1)
+	p.stop = make(chan struct{})
+	if p.follow {
+		// The first requests already name the adapters the engines hold.
+		p.probeAll(context.Background())
+	}
+	if health > 0 && (len(p.eps) > 1 || p.follow) {
+		go p.watch(health, p.stop)
+	}
 	return p, nil
 }
 
@@ -194,12 +271,12 @@ func (p *HTTPPolicy) Complete(ctx context.Context, req Request) (Response, error
 	start := time.Now()
 	out := Response{PolicyVersion: -1}
 	for len(out.Completions) < req.N {
-		r, v, err := p.once(ctx, req, req.N-len(out.Completions))
+		r, v, from, err := p.once(ctx, req, req.N-len(out.Completions))
 		if err != nil {
 			return Response{}, err
 		}
 		if len(r) == 0 {
-			return Response{}, fmt.Errorf("rollout: %s: instance %s: the server returned no choices", p.url, req.InstanceID)
+			return Response{}, fmt.Errorf("rollout: %s: instance %s: the server returned no choices", from, req.InstanceID)
 		}
 		if v >= 0 {
 			out.PolicyVersion = v
@@ -211,9 +288,71 @@ func (p *HTTPPolicy) Complete(ctx context.Context, req Request) (Response, error
 	return out, nil
 }
 
-// once sends one request (with retries) for n completions.
-func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion, int64, error) {
-	sv, synced := Served(p.base)
+// once sends one request (with retries, on another engine where there is
+// one) for n completions.
+func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Completion, v int64, from string, err error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, "", ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	delay := p.backoff
+	tried := map[*endpoint]bool{}
+	for attempt := 0; ; attempt++ {
+		e := p.pick(tried)
+		if e == nil { // every engine tried since the last backoff
+			clear(tried)
+			e = p.pick(tried)
+		}
+		tried[e] = true
+		sv, synced := Served(e.base)
+		b, err := p.body(req, n, sv, synced)
+		if err != nil {
+			e.release()
+			return nil, 0, "", err
+		}
+		start := time.Now()
+		res, retryAfter, status, err := p.post(ctx, e, b)
+		if err == nil {
+			cs, v, err := p.decode(e, res, sv, synced)
+			if err != nil {
+				p.fail(e, "decode", err)
+				return nil, 0, e.url, fmt.Errorf("instance %s: %w", req.InstanceID, err)
+			}
+			p.done(e, cs, time.Since(start))
+			return cs, v, e.url, nil
+		}
+		var perm permanent
+		if ctx.Err() != nil {
+			return nil, 0, "", ctx.Err()
+		}
+		p.fail(e, errReason(err, status), err)
+		if errors.As(err, &perm) || attempt >= p.retries {
+			return nil, 0, e.url, fmt.Errorf("rollout: %s: instance %s: after %d attempts: %w", e.url, req.InstanceID, attempt+1, err)
+		}
+		p.RetriesDone.Add(1)
+		if p.untried(tried) && retryAfter == 0 {
+			continue // another engine has not been tried: no reason to wait
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		if retryAfter > wait {
+			wait = retryAfter
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, 0, "", ctx.Err()
+		}
+		delay = min(2*delay, 20*time.Second)
+		clear(tried)
+	}
+}
+
+// body is the request for n completions of req to an engine that holds sv
+// (synced: the weight sync or adapter following set it). Only the model
+// field depends on the engine; the seed is the request's wherever it goes.
+func (p *HTTPPolicy) body(req Request, n int, sv ServedVersion, synced bool) ([]byte, error) {
 	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true, ReturnTokenIDs: p.tokenIDs}
 	if synced && sv.Adapter != "" {
 		body.Model = sv.Adapter
@@ -234,41 +373,24 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) ([]Completion
 	if req.Seed != 0 {
 		body.Seed = &req.Seed
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, 0, err
+	return json.Marshal(body)
+}
+
+// done counts a successful attempt on e.
+func (p *HTTPPolicy) done(e *endpoint, cs []Completion, took time.Duration) {
+	var toks int
+	for _, c := range cs {
+		if len(c.Tokens) > 0 {
+			toks += len(c.Tokens)
+		} else {
+			toks += len(c.LogProbs)
+		}
 	}
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, 0, ctx.Err()
-	}
-	defer func() { <-p.sem }()
-	delay := p.backoff
-	for attempt := 0; ; attempt++ {
-		res, retryAfter, err := p.post(ctx, b)
-		if err == nil {
-			cs, v, err := p.decode(res, sv, synced)
-			if err != nil {
-				err = fmt.Errorf("instance %s: %w", req.InstanceID, err)
-			}
-			return cs, v, err
-		}
-		var perm permanent
-		if errors.As(err, &perm) || attempt >= p.retries || ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("rollout: %s: instance %s: after %d attempts: %w", p.url, req.InstanceID, attempt+1, err)
-		}
-		p.RetriesDone.Add(1)
-		wait := delay/2 + rand.N(delay/2+1)
-		if retryAfter > wait {
-			wait = retryAfter
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		}
-		delay = min(2*delay, 20*time.Second)
+	e.tokens.Add(int64(toks))
+	e.m.tokens.WithLabelValues(e.base).Add(float64(toks))
+	e.m.seconds.WithLabelValues(e.base).Observe(took.Seconds())
+	if s := took.Seconds(); s > 0 {
+		e.m.tps.WithLabelValues(e.base).Set(float64(toks) / s)
 	}
 }
 
@@ -279,14 +401,31 @@ type httpResult struct {
 	version string
 }
 
-// post sends one attempt. Errors wrapped in permanent are not retried.
-func (p *HTTPPolicy) post(ctx context.Context, body []byte) (httpResult, time.Duration, error) {
+// post sends one attempt to e (which pick counted in flight; post
+// releases it); status is the HTTP status of an answer
+// that is an error (0 when none came). Errors wrapped in permanent are not
+// retried.
+func (p *HTTPPolicy) post(ctx context.Context, e *endpoint, body []byte) (_ httpResult, retryAfter time.Duration, status int, err error) {
 	p.Attempts.Add(1)
+	e.requests.Add(1)
+	e.m.requests.WithLabelValues(e.base).Inc()
+	defer e.release()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	gen := e.generation()
+	if len(p.eps) > 1 {
+		defer context.AfterFunc(gen, cancel)()
+	}
+	defer func() {
+		// Cut short because the engine left routing, not because the
+		// caller gave up: an error of its own, retried elsewhere.
+		if err != nil && gen.Err() != nil && ctx.Err() == context.Canceled {
+			err = fmt.Errorf("%w (%v)", errAbandoned, err)
+		}
+	}()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
-		return httpResult{}, 0, permanent{err}
+		return httpResult{}, 0, 0, permanent{err}
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if p.key != "" {
@@ -294,24 +433,24 @@ func (p *HTTPPolicy) post(ctx context.Context, body []byte) (httpResult, time.Du
 	}
 	resp, err := p.client.Do(hr)
 	if err != nil {
-		return httpResult{}, 0, err // timeouts and connection errors: retried
+		return httpResult{}, 0, 0, err // timeouts and connection errors: retried
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return httpResult{}, 0, err
+		return httpResult{}, 0, 0, err
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		var ra time.Duration
 		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 			ra = time.Duration(s) * time.Second
 		}
-		return httpResult{}, ra, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))
+		return httpResult{}, ra, resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return httpResult{}, 0, permanent{fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))}
+		return httpResult{}, 0, resp.StatusCode, permanent{fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))}
 	}
-	return httpResult{data, resp.Header.Get(VersionHeader)}, 0, nil
+	return httpResult{data, resp.Header.Get(VersionHeader)}, 0, 0, nil
 }
 
 func snippet(b []byte) string {
@@ -326,10 +465,10 @@ func snippet(b []byte) string {
 // A request that named a synced adapter takes its version from the
 // response's model field alone; a full-weight sync's version is the one
 // the sync loaded unless the server reports its own.
-func (p *HTTPPolicy) decode(r httpResult, sv ServedVersion, synced bool) ([]Completion, int64, error) {
+func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv ServedVersion, synced bool) ([]Completion, int64, error) {
 	cs, v, model, err := decodeChat(r.body, r.version)
 	if err != nil {
-		return nil, 0, fmt.Errorf("rollout: %s: %w", p.url, err)
+		return nil, 0, fmt.Errorf("rollout: %s: %w", e.url, err)
 	}
 	for i := range cs {
 		cs[i].LogProbsProcessed = p.processed && cs[i].LogProbs != nil
@@ -338,7 +477,7 @@ func (p *HTTPPolicy) decode(r httpResult, sv ServedVersion, synced bool) ([]Comp
 	case synced && sv.Adapter != "":
 		av, ok := ParseAdapter(model)
 		if !ok {
-			return nil, 0, fmt.Errorf("rollout: %s: asked for adapter %s, the response's model is %q, which names no swerl version", p.url, sv.Adapter, model)
+			return nil, 0, fmt.Errorf("rollout: %s: asked for adapter %s, the response's model is %q, which names no swerl version", e.url, sv.Adapter, model)
 		}
 		v = av
 	case synced && v < 0:
@@ -392,8 +531,18 @@ func ParseVersion(header, fingerprint string) int64 {
 // Version is the last version a server reported, or -1.
 func (p *HTTPPolicy) Version() int64 { return p.version.Load() }
 
-// Close releases idle connections.
+// Close stops the health probes and releases idle connections. A policy
+// of several engines logs what each served.
 func (p *HTTPPolicy) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		if len(p.eps) > 1 || p.follow {
+			for _, e := range p.Engines() {
+				p.log.Info("rollout: engine", "engine", e.URL, "requests", e.Requests, "errors", e.Errors, "tokens", e.Tokens,
+					"up", e.Up, "served", e.Served.Adapter)
+			}
+		}
+	})
 	p.client.CloseIdleConnections()
 	return nil
 }
@@ -454,7 +603,10 @@ var served sync.Map // BaseURL → ServedVersion
 // SetServed records that the server at base (any URL BaseURL reduces to
 // it) now serves v; HTTP policies of that server name it in their next
 // requests. sinks/engine's syncer calls it through its OnHeld hook.
-func SetServed(base string, v ServedVersion) { served.Store(BaseURL(base), v) }
+func SetServed(base string, v ServedVersion) {
+	served.Store(BaseURL(base), v)
+	engineSeries().served.WithLabelValues(BaseURL(base)).Set(float64(v.Version))
+}
 
 // Served returns what SetServed recorded for the server at base.
 func Served(base string) (ServedVersion, bool) {
@@ -467,4 +619,7 @@ func Served(base string) (ServedVersion, bool) {
 
 // ClearServed forgets a server's synced version (tests, and a run that
 // ends).
-func ClearServed(base string) { served.Delete(BaseURL(base)) }
+func ClearServed(base string) {
+	served.Delete(BaseURL(base))
+	engineSeries().served.WithLabelValues(BaseURL(base)).Set(-1)
+}

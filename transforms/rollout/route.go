@@ -1,0 +1,428 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"swerl/sinks/metrics"
+)
+
+// Routing policies of a spec with several engines (?route=).
+const (
+	RouteLeastLoaded = "least-loaded" // the engine with the fewest requests in flight
+	RouteRoundRobin  = "round-robin"  // each engine in turn
+)
+
+// SplitSpec splits an HTTP policy spec naming one or more engines
+// ("http://a:8000/v1,http://b:8000/v1?model=m") into the engines' URLs,
+// without a query, and the options (the query, which comes once, after
+// the last URL). A URL that is not http(s) with a host, or a query before
+// the last URL, is an error.
+func SplitSpec(spec string) (urls []string, query url.Values, err error) {
+	parts := strings.Split(spec, ",")
+	for i, s := range parts {
+		s = strings.TrimSpace(s)
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rollout: policy %q: engine %d: %w", spec, i+1, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, fmt.Errorf("rollout: policy %q: engine %d (%q) is not an http(s) URL with a host", spec, i+1, s)
+		}
+		if u.RawQuery != "" {
+			if i != len(parts)-1 {
+				return nil, nil, fmt.Errorf("rollout: policy %q: engine %d (%q) has options; write them once, after the last URL", spec, i+1, s)
+			}
+			if query, err = url.ParseQuery(u.RawQuery); err != nil {
+				return nil, nil, fmt.Errorf("rollout: policy %q: options: %w", spec, err)
+			}
+		}
+		u.RawQuery, u.Fragment = "", ""
+		urls = append(urls, u.String())
+	}
+	if query == nil {
+		query = url.Values{}
+	}
+	return urls, query, nil
+}
+
+// EngineSpecs returns one single-engine spec per engine of an HTTP policy
+// spec, each with the spec's options: what the weight sync
+// (sinks/engine.ConfigFromSpec) reads for each engine.
+func EngineSpecs(spec string) ([]string, error) {
+	urls, q, err := SplitSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = u
+		if len(q) > 0 {
+			out[i] += "?" + q.Encode()
+		}
+	}
+	return out, nil
+}
+
+// WithDefault returns an http(s) policy spec with the option key set to
+// value unless the spec sets it; other specs are returned as they are.
+func WithDefault(spec, key, value string) string {
+	urls, q, err := SplitSpec(spec)
+	if err != nil || q.Has(key) {
+		return spec
+	}
+	q.Set(key, value)
+	return strings.Join(urls, ",") + "?" + q.Encode()
+}
+
+// endpoint is one engine of an HTTPPolicy.
+type endpoint struct {
+	base     string // server root (BaseURL): keys Served, labels metrics
+	url      string // its chat-completions URL
+	inFlight atomic.Int64
+	down     atomic.Bool // a request or health probe failed; not routed to until a probe succeeds
+	requests atomic.Int64
+	errors   atomic.Int64
+	tokens   atomic.Int64
+	m        engineMetrics
+
+	// gen ends when the engine leaves routing: attempts in flight to it
+	// are abandoned then and sent to another engine, instead of waiting
+	// out the request timeout on an engine that no longer answers probes.
+	genMu     sync.Mutex
+	gen       context.Context
+	cancelGen context.CancelFunc
+}
+
+// generation is the context that ends when e next leaves routing.
+func (e *endpoint) generation() context.Context {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.gen == nil {
+		e.gen, e.cancelGen = context.WithCancel(context.Background())
+	}
+	return e.gen
+}
+
+// abandon ends e's generation: its attempts in flight give up.
+func (e *endpoint) abandon() {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.cancelGen != nil {
+		e.cancelGen()
+		e.gen, e.cancelGen = nil, nil
+	}
+}
+
+// errAbandoned ends an attempt to an engine that left routing meanwhile.
+var errAbandoned = errors.New("the engine left routing (a request or probe failed) while this request waited on it")
+
+// EngineStats is what an HTTPPolicy knows of one of its engines.
+type EngineStats struct {
+	URL      string // server root
+	Up       bool   // routed to: no failure since the last successful probe
+	InFlight int64
+	Requests int64 // attempts sent to it
+	Errors   int64 // attempts that failed (no answer, timeout, 5xx, 429, or a bad answer)
+	Tokens   int64 // completion tokens it returned
+	// Served is what the weight sync (or adapter following) says it holds.
+	Served    ServedVersion
+	HasServed bool
+}
+
+// Engines reports the policy's engines, in spec order.
+func (p *HTTPPolicy) Engines() []EngineStats {
+	out := make([]EngineStats, len(p.eps))
+	for i, e := range p.eps {
+		sv, ok := Served(e.base)
+		out[i] = EngineStats{URL: e.base, Up: !e.down.Load(), InFlight: e.inFlight.Load(), Requests: e.requests.Load(),
+			Errors: e.errors.Load(), Tokens: e.tokens.Load(), Served: sv, HasServed: ok}
+	}
+	return out
+}
+
+// pick chooses the engine of the next attempt, skipping those in tried,
+// and counts the attempt in its in-flight requests (the caller's release
+// takes it off): choosing and counting under one lock, concurrent requests
+// spread over the engines by the load they see.
+//
+// Candidates are, in order of preference: the engines that are up and hold
+// the newest version any of the policy's engines holds (an engine the
+// weight sync could not push to stays out of routing until it holds it,
+// so a round's samples are not spread over versions); then any engine that
+// is up; then any at all (every engine down: the next attempt is as good a
+// probe as any). It returns nil when every engine was tried.
+func (p *HTTPPolicy) pick(tried map[*endpoint]bool) *endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.candidate(tried)
+	if e != nil {
+		e.m.inFlight.WithLabelValues(e.base).Set(float64(e.inFlight.Add(1)))
+	}
+	return e
+}
+
+// release ends an attempt pick counted.
+func (e *endpoint) release() {
+	e.m.inFlight.WithLabelValues(e.base).Set(float64(e.inFlight.Add(-1)))
+}
+
+// untried reports whether an engine not in tried is left to pick.
+func (p *HTTPPolicy) untried(tried map[*endpoint]bool) bool {
+	return len(tried) < len(p.eps)
+}
+
+func (p *HTTPPolicy) candidate(tried map[*endpoint]bool) *endpoint {
+	if len(p.eps) == 1 {
+		if tried[p.eps[0]] {
+			return nil
+		}
+		return p.eps[0]
+	}
+	newest, synced := int64(-1), false
+	for _, e := range p.eps {
+		if sv, ok := Served(e.base); ok {
+			synced = true
+			newest = max(newest, sv.Version)
+		}
+	}
+	current := func(e *endpoint) bool {
+		if !synced {
+			return true
+		}
+		sv, ok := Served(e.base)
+		return ok && sv.Version == newest
+	}
+	for _, ok := range []func(*endpoint) bool{
+		func(e *endpoint) bool { return !e.down.Load() && current(e) },
+		func(e *endpoint) bool { return !e.down.Load() },
+		func(*endpoint) bool { return true },
+	} {
+		if e := p.choose(tried, ok); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// choose applies the routing policy to the engines not tried that pass ok.
+func (p *HTTPPolicy) choose(tried map[*endpoint]bool, ok func(*endpoint) bool) *endpoint {
+	n := len(p.eps)
+	p.rr++
+	start := int(p.rr % uint64(n))
+	var best *endpoint
+	for i := range n {
+		e := p.eps[(start+i)%n]
+		if tried[e] || !ok(e) {
+			continue
+		}
+		if p.route == RouteRoundRobin {
+			return e
+		}
+		if best == nil || e.inFlight.Load() < best.inFlight.Load() {
+			best = e
+		}
+	}
+	return best
+}
+
+// fail records a failed attempt on e: a policy of several engines takes e
+// out of routing until a health probe answers.
+func (p *HTTPPolicy) fail(e *endpoint, reason string, err error) {
+	e.errors.Add(1)
+	e.m.errors.WithLabelValues(e.base, reason).Inc()
+	// A 4xx or an answer that cannot be used says nothing of the engine's
+	// health (a request it refuses, an adapter it does not hold), and a 429
+	// says it is busy with work it accepted: the attempt goes elsewhere,
+	// the engine stays.
+	if len(p.eps) > 1 && reason != "http_4xx" && reason != "http_429" && reason != "decode" && !e.down.Swap(true) {
+		e.abandon()
+		e.m.up.WithLabelValues(e.base).Set(0)
+		p.log.Warn("rollout: engine out of routing until it answers again", "engine", e.base, "err", err.Error())
+	}
+}
+
+// probe asks one engine for /v1/models (every OpenAI-compatible server
+// answers it, vLLM, SGLang and swerl serve with their loaded adapters): an
+// answer brings a down engine back into routing.
+func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
+	ctx, cancel := context.WithTimeout(ctx, p.probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
+	if err != nil {
+		return err
+	}
+	if p.key != "" {
+		req.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/models: HTTP %d: %s", resp.StatusCode, snippet(body))
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return fmt.Errorf("GET /v1/models: %v: %s", err, snippet(body))
+	}
+	if p.follow {
+		p.followListed(e, list.Data)
+	}
+	return nil
+}
+
+// followListed makes the newest swerl adapter an engine lists what
+// requests to it name (adapter following without a weight sync in this
+// process). The listing is the truth, newer or older than what was named
+// before: an engine restarted without its adapters, or a learner that
+// started over, is followed back, never asked for an adapter it dropped.
+// An engine that lists no swerl adapter is asked for the base model.
+func (p *HTTPPolicy) followListed(e *endpoint, models []struct {
+	ID string `json:"id"`
+}) {
+	newest := int64(-1)
+	for _, m := range models {
+		if v, ok := ParseAdapter(m.ID); ok && m.ID == AdapterName(v) {
+			newest = max(newest, v)
+		}
+	}
+	sv, ok := Served(e.base)
+	switch {
+	case newest < 0 && ok && sv.Adapter != "":
+		ClearServed(e.base)
+		p.log.Warn("rollout: engine lists no swerl adapter any more; requests name the base model", "engine", e.base, "was", sv.Adapter)
+	case newest >= 0 && (!ok || sv.Version != newest || sv.Adapter != AdapterName(newest)):
+		SetServed(e.base, ServedVersion{Version: newest, Adapter: AdapterName(newest)})
+		p.log.Info("rollout: engine holds a new adapter; requests name it", "engine", e.base, "adapter", AdapterName(newest))
+	}
+}
+
+// probeAll probes every engine once, at the same time: a down engine that
+// answers rejoins, an up one that does not leaves routing before a request
+// finds out.
+func (p *HTTPPolicy) probeAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range p.eps {
+		wg.Go(func() {
+			err := p.probe(ctx, e)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil && len(p.eps) > 1:
+				p.fail(e, "probe", err)
+			case err == nil && e.down.Swap(false):
+				e.m.up.WithLabelValues(e.base).Set(1)
+				p.log.Info("rollout: engine answers again; back in routing", "engine", e.base)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// watch probes every engine each interval until stop is closed.
+func (p *HTTPPolicy) watch(interval time.Duration, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		p.probeAll(ctx)
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// engineMetrics are the Prometheus series of every HTTP policy's engines,
+// labelled by the engine's server root.
+type engineMetrics struct {
+	requests *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	seconds  *prometheus.HistogramVec
+	tokens   *prometheus.CounterVec
+	tps      *prometheus.GaugeVec
+	inFlight *prometheus.GaugeVec
+	up       *prometheus.GaugeVec
+	served   *prometheus.GaugeVec
+}
+
+var (
+	metricsOnce sync.Once
+	mEngine     engineMetrics
+)
+
+func engineSeries() engineMetrics {
+	metricsOnce.Do(func() {
+		mEngine = engineMetrics{
+			requests: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_requests_total",
+				Help: "Chat-completion requests sent to an inference engine (retries included)."}, []string{"engine"}),
+			errors: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_errors_total",
+				Help: "Failed requests and health probes of an engine, by reason (connect, timeout, http_5xx, http_429, http_4xx, decode, probe, abandoned)."}, []string{"engine", "reason"}),
+			seconds: registerHistogramVec(prometheus.HistogramOpts{Name: "swerl_engine_request_seconds",
+				Help: "Latency of an engine's successful chat-completion requests.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}, []string{"engine"}),
+			tokens: metrics.Factory.CounterVec(prometheus.CounterOpts{Name: "swerl_engine_completion_tokens_total",
+				Help: "Completion tokens an engine returned (rate() of it is its tokens/s)."}, []string{"engine"}),
+			tps: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_tokens_per_second",
+				Help: "Completion tokens per second of an engine's last successful request."}, []string{"engine"}),
+			inFlight: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_in_flight",
+				Help: "Requests in flight to an engine."}, []string{"engine"}),
+			up: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_up",
+				Help: "1 while an engine is routed to, 0 while it is out of routing after a failure."}, []string{"engine"}),
+			served: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_policy_version",
+				Help: "The weight version requests to an engine name: the adapter the weight sync loaded or following found (-1: the engine's own weights)."}, []string{"engine"}),
+		}
+	})
+	return mEngine
+}
+
+func registerHistogramVec(o prometheus.HistogramOpts, labels []string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(o, labels)
+	if err := metrics.Registry.Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return are.ExistingCollector.(*prometheus.HistogramVec)
+		}
+		panic(err)
+	}
+	return h
+}
+
+// errReason names the kind of a failed attempt for the errors metric.
+func errReason(err error, status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "http_429"
+	case status >= 500:
+		return "http_5xx"
+	case status >= 400:
+		return "http_4xx"
+	case errors.Is(err, errAbandoned):
+		return "abandoned"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "connect"
+}
