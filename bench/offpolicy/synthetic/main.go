@@ -7,9 +7,16 @@
 // is_weight_max and grad_norm.
 //
 //	go run ./bench/offpolicy/synthetic -seeds 3 -iters 30 -lag 2 -lr 3e-2
+//
+// With -serve BIN the sampler is the engine path: BIN serve --bf16-weights
+// in another process over the learner's output root (polling it every
+// -poll), sampled through the HTTP policy with token ids; -wait makes each
+// step wait until the server holds the newest version, else the server's
+// own polling decides how stale the samples are.
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -18,8 +25,10 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"swerl/gpu"
 	"swerl/gpu/cpu"
@@ -37,7 +46,14 @@ func main() {
 	lr := flag.Float64("lr", 1e-2, "learning rate")
 	corrs := flag.String("corrections", "off,token-tis", "corrections to pair")
 	bf16 := flag.Bool("bf16", true, "the sampler serves bf16-rounded weights")
+	serve := flag.String("serve", "", "a swerl binary: sample from its serve --bf16-weights in another process")
+	poll := flag.Duration("poll", 50*time.Millisecond, "with -serve, how often the server looks for a new version")
+	wait := flag.Bool("wait", true, "with -serve, wait each step until the server holds the newest version")
 	flag.Parse()
+	if *iters < 5 {
+		log.Fatal("-iters must be at least 5")
+	}
+	eng := engine{bin: *serve, poll: *poll, wait: *wait}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for seed := 1; seed <= *seeds; seed++ {
 		for _, name := range strings.Split(*corrs, ",") {
@@ -45,7 +61,7 @@ func main() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			rewards, kls, wmax, grads, err := run(uint64(seed), corr, *iters, *lag, *lr, *bf16, quiet)
+			rewards, kls, wmax, grads, err := run(uint64(seed), corr, *iters, *lag, *lr, *bf16, eng, quiet)
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -56,7 +72,7 @@ func main() {
 	}
 }
 
-func run(seed uint64, corr gpu.Correction, iters, lag int, lr float64, bf16 bool, quiet *slog.Logger) (rewards, kls, wmax, grads []float64, err error) {
+func run(seed uint64, corr gpu.Correction, iters, lag int, lr float64, bf16 bool, eng engine, quiet *slog.Logger) (rewards, kls, wmax, grads []float64, err error) {
 	dir, err := os.MkdirTemp("", "offpolicy-")
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -74,14 +90,30 @@ func run(seed uint64, corr gpu.Correction, iters, lag int, lr float64, bf16 bool
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 48, MaxTokens: 4, BF16Weights: bf16, Log: quiet})
-	if err != nil {
-		return nil, nil, nil, nil, err
+	var pol rollout.Policy
+	reload := func() error { return nil }
+	if eng.bin != "" {
+		hp, stop, err := eng.start(out)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		defer stop()
+		pol = hp
+		if eng.wait {
+			reload = func() error { return waitVersion(hp, l.Version()) }
+		}
+	} else {
+		mp, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 48, MaxTokens: 4, BF16Weights: bf16, Log: quiet})
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		defer mp.Close()
+		pol = mp
+		reload = func() error { _, err := mp.Reload(); return err }
 	}
-	defer pol.Close()
 	for it := range iters {
 		if it%lag == 0 {
-			if _, err := pol.Reload(); err != nil {
+			if err := reload(); err != nil {
 				return nil, nil, nil, nil, err
 			}
 		}
@@ -137,6 +169,64 @@ func rollouts(pol rollout.Policy, it, groups, G int) ([]schemas.Sample, float64,
 		}
 	}
 	return out, total / float64(groups*G), nil
+}
+
+// engine starts swerl serve over an output root.
+type engine struct {
+	bin  string
+	poll time.Duration
+	wait bool
+}
+
+func (e engine) start(out string) (rollout.Policy, func(), error) {
+	cmd := exec.Command(e.bin, "serve", "--model", out, "--name", "synth", "--addr", "127.0.0.1:0", "--bf16-weights",
+		"--poll", e.poll.String(), "--max-seq", "48", "--max-tokens", "4", "--max-concurrent", "2", "--metrics-addr", "")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.Index(line, " on http://"); i >= 0 {
+			url = strings.Fields(line[i+4:])[0]
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if url == "" {
+		stop()
+		return nil, nil, fmt.Errorf("swerl serve did not say where it listens")
+	}
+	pol, err := rollout.Open(url + "?model=synth&token_ids=true&concurrency=2&backoff=10ms")
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return pol, func() { pol.Close(); stop() }, nil
+}
+
+// waitVersion asks pol until an answer comes from version v or newer.
+func waitVersion(pol rollout.Policy, v int64) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "probe", Prompt: "x", N: 1, MaxTokens: 1})
+		if err != nil {
+			return err
+		}
+		if resp.PolicyVersion >= v {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server still serves v%d, want v%d", resp.PolicyVersion, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func mean(xs []float64) float64 {
