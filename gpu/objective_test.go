@@ -316,7 +316,7 @@ func checkPolicyGradient(t *testing.T, m *gpu.Model, be *cpu.Backend[float64], t
 // central finite differences of the plain formula on the float64 backend.
 func TestPolicyGradientFiniteDifferences(t *testing.T) {
 	for _, obj := range objectives {
-		for _, corr := range []gpu.Correction{gpu.CorrectionOff, gpu.TokenTIS, gpu.SeqMIS} {
+		for _, corr := range corrections {
 			t.Run(obj.String()+"/"+corr.String(), func(t *testing.T) {
 				p := gpu.GRPOParams{ClipLow: 0.2, ClipHigh: 0.28, Objective: obj, Correction: corr}
 				batch := fdBatch()
