@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runWorkerPool(spec))
 	}
 	if os.Getenv("SWERL_TEST_AS_CLI") == "1" {
-		os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		// As main does: SIGINT and SIGTERM stop the command cleanly.
+		os.Exit(runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace))
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hangingServer listens on loopback, accepts every connection and never
+// answers on it (an engine stuck loading, a dead proxy). It returns the
+// server's /v1 URL and the number of connections accepted so far.
+func hangingServer(t *testing.T) (string, func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+}
+
+// swerl learn --engine against an engine that accepts and never answers
+// (issue 37): the learner trains on while the pushes hang (they run in the
+// background), SIGTERM ends the process within seconds with a clean exit
+// although a push is in flight with a 60s timeout, and a resumed learner
+// goes on exactly: every sample trained once, the index contiguous.
+// Before, the learner waited on the engine before its first step (the
+// push of version 0, bounded by a 10-minute timeout) and SIGTERM did not
+// reach that push.
+func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl learn in a child process")
+	}
+	dir := t.TempDir()
+	const G, batch, steps = 2, 2, 4
+	want := writeSamples(t, filepath.Join(dir, "samples"), rand.New(rand.NewPCG(37, 3)), batch*steps, G)
+	engine, accepted := hangingServer(t)
+	out := filepath.Join(dir, "out")
+	args := []string{"learn", "--model", tinyModel(t, dir), "--samples", filepath.Join(dir, "samples"), "--out", out,
+		"--lora-rank", "4", "--batch-groups", fmt.Sprint(batch), "--max-staleness", "-1", "--max-seq", "64", "--lr", "1e-3",
+		"--metrics-addr", "", "--engine", engine, "--engine-retries", "1"}
+	c := startCLI(t, append(args, "--steps", "2")...)
+	// Two steps are published while the engine holds the push of v0
+	// (its timeout is the default 60s, the wait here at most 50s).
+	for deadline := time.Now().Add(50 * time.Second); indexRows(out) < 3 || accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("learn exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d versions published, %d engine connections in 50s: the learner waits for the engine\n%s", indexRows(out), accepted(), c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("learn still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
+	}
+	took := time.Since(sent)
+	t.Logf("learn exited %s after SIGTERM", took.Round(time.Millisecond))
+	log := c.out.String()
+	if testing.Verbose() {
+		t.Logf("first run:\n%s", log)
+	}
+	if c.err != nil { // a death by the signal, or the grace period's exit 1
+		t.Fatalf("learn after SIGTERM: %v, want a clean exit:\n%s", c.err, log)
+	}
+	for _, s := range []string{"push late", "interrupted"} {
+		if !strings.Contains(log, s) {
+			t.Errorf("the log lacks %q:\n%s", s, log)
+		}
+	}
+	if n := indexRows(out); n != 3 {
+		t.Fatalf("%d versions after the first run, want 3", n)
+	}
+	// The resumed learner trains the rest; its pushes to the hanging
+	// engine give up after --engine-timeout and the retry, and it exits.
+	resumed := append([]string{"learn", "--resume"}, args[3:]...)
+	_, rlog := runCLI(t, append(resumed, "--engine-timeout", "300ms"), 0, 2*time.Minute)
+	if testing.Verbose() {
+		t.Logf("resumed run:\n%s", rlog)
+	}
+	if !strings.Contains(rlog, "deadline exceeded") || !strings.Contains(rlog, "trained 2 steps") {
+		t.Errorf("the resumed learner's log lacks its engine timeouts or its 2 steps:\n%s", rlog)
+	}
+	checkTrained(t, out, want, 1+steps)
+}
