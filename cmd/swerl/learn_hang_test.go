@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
 )
 
 // hangingServer listens on loopback, accepts every connection and never
@@ -115,4 +118,69 @@ func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 		t.Errorf("the resumed learner's log lacks its engine timeouts or its 2 steps:\n%s", rlog)
 	}
 	checkTrained(t, out, want, 1+steps)
+}
+
+// swerl run --policy against an engine that accepts and never answers:
+// the round waits for its push (sinks/engine), and SIGTERM ends that wait
+// and the process within seconds, with a clean exit. The run then resumes
+// against a real engine (swerl serve) and finishes: every version once,
+// every round's samples once.
+func TestRunStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl run in a child process")
+	}
+	root := t.TempDir()
+	base := tinyModelAt(t, filepath.Join(root, "base"))
+	engine, accepted := hangingServer(t)
+	out := filepath.Join(root, "out")
+	const steps, batch, group = 2, 2, 2
+	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--sft-steps", "0", "--steps", fmt.Sprint(steps),
+		"--batch", fmt.Sprint(batch), "--group-size", fmt.Sprint(group), "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3",
+		"--lora-rank", "4"}
+	c := startCLI(t, append(args, "--policy", engine)...)
+	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("run exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push reached the engine in 2 minutes:\n%s", c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("run still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
+	}
+	t.Logf("run exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
+		t.Fatalf("run after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
+	}
+	addr := serveProcess(t, "--model", base, "--max-seq", "1024")
+	_, log := runCLI(t, append(args, "--policy", "http://"+addr+"/v1", "--resume"), 0, 5*time.Minute)
+	if testing.Verbose() {
+		t.Logf("resumed run:\n%s", log)
+	}
+	if n := indexRows(out); n != 1+steps {
+		t.Fatalf("%d versions, want %d:\n%s", n, 1+steps, log)
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, s := range samples {
+		if ids[s.ID] {
+			t.Fatalf("sample %s kept twice", s.ID)
+		}
+		ids[s.ID] = true
+	}
+	if len(samples) != steps*batch*group {
+		t.Fatalf("%d samples, want %d", len(samples), steps*batch*group)
+	}
 }
