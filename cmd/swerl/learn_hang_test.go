@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"swerl/internal/syncbuf"
+	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
@@ -182,5 +189,117 @@ func TestRunStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 	}
 	if len(samples) != steps*batch*group {
 		t.Fatalf("%d samples, want %d", len(samples), steps*batch*group)
+	}
+}
+
+// swerl train with a --policy server that accepts and never answers (its
+// requests time out after 120s): SIGTERM ends it within seconds, with a
+// clean exit, while rollout requests are in flight.
+func TestTrainStopsOnSIGTERMWithAHangingPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl train in a child process")
+	}
+	dir := t.TempDir()
+	set := traintest.New(t, dir, 4, 2, nil)
+	policy, accepted := hangingServer(t)
+	c := startCLI(t, "train", "--instances", set.InstancesPath, "--policy", policy, "--group-size", "2", "--out", filepath.Join(dir, "out"), "--metrics-addr", "")
+	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("train exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no rollout request reached the policy in 2 minutes:\n%s", c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("train still running 10s after SIGTERM with requests in flight:\n%s", c.out.String())
+	}
+	t.Logf("train exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
+		t.Fatalf("train after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
+	}
+}
+
+// swerl serve with a request in flight that never completes (a client
+// that sent half its headers): SIGTERM ends the server within seconds,
+// with a clean exit, instead of waiting for the request.
+func TestServeStopsOnSIGTERMWithARequestInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl serve in a child process")
+	}
+	base := tinyModelAt(t, filepath.Join(t.TempDir(), "base"))
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--model", base, "--metrics-addr", "")
+	cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	addr := make(chan string, 1)
+	var log syncbuf.Buffer
+	go func() {
+		re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var a string
+	select {
+	case a = <-addr:
+	case err := <-exited:
+		t.Fatalf("serve exited: %v\n%s", err, log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve announced no address:\n%s", log.String())
+	}
+	conn, err := net.Dial("tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Expect: 100-continue: the server answers "100 Continue" when the
+	// handler starts reading the body, which then never comes whole.
+	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(line, "100 Continue") {
+		t.Fatalf("want 100 Continue, got %q, %v", line, err)
+	}
+	if _, err := io.WriteString(conn, `{"model":`); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case err := <-exited:
+		t.Logf("serve exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+		if err != nil {
+			t.Fatalf("serve after SIGTERM: %v, want a clean exit:\n%s", err, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve still running 10s after SIGTERM with a request in flight:\n%s", log.String())
 	}
 }

@@ -88,7 +88,7 @@ func runInterruptible(args []string, stdout, stderr io.Writer, grace time.Durati
 		stop() // a second signal: the default action
 		select {
 		case <-time.After(grace):
-			fmt.Fprintf(stderr, "swerl: still running %s after the interrupt; exiting (continue with --resume)\n", grace)
+			fmt.Fprintf(stderr, "swerl: still running %s after the interrupt; exiting\n", grace)
 			os.Exit(1)
 		case <-finished:
 		}
