@@ -303,7 +303,9 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		if !errors.Is(ctx.Err(), context.Canceled) { // an interrupt is no news
+			s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		}
 		return
 	}
 	defer resp.Body.Close()
