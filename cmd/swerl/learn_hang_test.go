@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -301,5 +302,67 @@ func TestServeStopsOnSIGTERMWithARequestInFlight(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("serve still running 10s after SIGTERM with a request in flight:\n%s", log.String())
+	}
+}
+
+// ignoreInterrupt is a command of the test binary only that ignores its
+// context: it says when it was interrupted, then blocks until killed.
+func init() {
+	register(&command{name: "test-ignore-interrupt", summary: "(tests) block, ignoring interrupts", run: func(ctx context.Context, _ []string, _, stderr io.Writer) error {
+		fmt.Fprintln(stderr, "ready")
+		<-ctx.Done()
+		fmt.Fprintln(stderr, "interrupted, ignoring it")
+		select {}
+	}})
+}
+
+// A command that does not stop on SIGTERM is ended shutdownGrace after the
+// signal, with status 1 and a line that says so; a second signal ends it
+// at once.
+func TestInterruptGraceAndSecondSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("child processes, 10s")
+	}
+	start := func() *cli {
+		c := startCLI(t, "test-ignore-interrupt")
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the child did not start")
+			}
+		}
+		return c
+	}
+	// A second signal once the first was handled: the default action.
+	c := start()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	sent := time.Now()
+	for tick := time.NewTicker(50 * time.Millisecond); ; {
+		select {
+		case <-c.done:
+		case <-tick.C:
+			c.cmd.Process.Signal(syscall.SIGTERM) // until the default action ends it
+			continue
+		case <-time.After(5 * time.Second):
+			t.Fatalf("still running 5s after repeated SIGTERMs:\n%s", c.out.String())
+		}
+		tick.Stop()
+		break
+	}
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("after two SIGTERMs: %v, want killed by the second", c.err)
+	}
+	t.Logf("a second SIGTERM ended it %s after the first", time.Since(sent).Round(time.Millisecond))
+	// One signal, ignored: the grace period ends it.
+	c = start()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	sent = time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(shutdownGrace + 10*time.Second):
+		t.Fatalf("still running %s after SIGTERM:\n%s", shutdownGrace+10*time.Second, c.out.String())
+	}
+	took := time.Since(sent)
+	if c.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(c.out.String(), "after the interrupt; exiting") || took < shutdownGrace {
+		t.Fatalf("exit %d after %s, want 1 after %s:\n%s", c.cmd.ProcessState.ExitCode(), took, shutdownGrace, c.out.String())
 	}
 }
