@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/syncbuf"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
@@ -30,7 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runWorkerPool(spec))
 	}
 	if os.Getenv("SWERL_TEST_AS_CLI") == "1" {
-		os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		// As main does: SIGINT and SIGTERM stop the command cleanly.
+		os.Exit(runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace))
 	}
 	os.Exit(m.Run())
 }
@@ -122,8 +122,8 @@ func TestRunSurvivesKill(t *testing.T) {
 // cli is the test binary running as `swerl ARGS` in a child process.
 type cli struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	done chan struct{} // closed when the child has exited; err is then its status
+	out  *syncbuf.Buffer // read while the child writes it
+	done chan struct{}   // closed when the child has exited; err is then its status
 	err  error
 }
 
@@ -141,7 +141,7 @@ func startCLI(t *testing.T, args ...string) *cli {
 
 // newCLI starts `swerl args...` as a child process; the caller kills it.
 func newCLI(args ...string) (*cli, error) {
-	c := &cli{cmd: exec.Command(os.Args[0], args...), out: &bytes.Buffer{}, done: make(chan struct{})}
+	c := &cli{cmd: exec.Command(os.Args[0], args...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {

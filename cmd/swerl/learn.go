@@ -13,8 +13,8 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
-	"swerl/pipelines/rl"
 	"swerl/schemas"
+	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
@@ -139,10 +139,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gf := addGRPOFlags(fs, learnGRPO)
 	temp := fs.Float64("temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
-	engines := fs.String("engine", "", "after each published version, make these inference servers load it (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk")
+	engines := fs.String("engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
 	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
 	enginePath := fs.String("engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
 	engineRetries := fs.Int("engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
+	engineTimeout := fs.Duration("engine-timeout", engine.DefaultTimeout, "longest wait for one engine request, its answer included; then it counts as failed and is retried (raise it for full weights of a large model)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -174,7 +175,11 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Train.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	var engineSync func(context.Context, int64) error
+	// The pushes run in the background (engine.Async): training never
+	// waits for an engine, and a version superseded while an engine is
+	// stuck is skipped.
+	var push *engine.Async
+	var engineSync func(version int64)
 	if *engines != "" {
 		es, err := engine.ParseEngines(*engines, engine.Kind(*engineKind))
 		if err != nil {
@@ -183,11 +188,14 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *engineRetries < 0 {
 			return usagef("--engine-retries %d, want ≥ 0", *engineRetries)
 		}
+		if *engineTimeout <= 0 {
+			return usagef("--engine-timeout %s, want > 0", *engineTimeout)
+		}
 		retries := *engineRetries
 		if retries == 0 {
 			retries = -1 // engine.Config: 0 is the default, negative none
 		}
-		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engine.APIKey(), Retries: retries, Log: cfg.Log})
+		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engine.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
 		if err != nil {
 			return usagef("--engine-path-map: %v", err)
 		}
@@ -196,14 +204,18 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		engineSync = rl.EngineSync(s, out, cfg.Log)
+		push = s.Async(ctx)
+		defer push.Close()
+		engineSync = func(version int64) {
+			push.Submit(version, filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version)))
+		}
 	} else if *enginePath != "" {
 		return usagef("--engine-path-map without --engine")
 	}
 	// newLearner opens the learner with the engine sync chained after
 	// announce (the Kafka announcer, or nil): each published version is
-	// pushed to the engines, the start version too, and a refusal is
-	// logged, not fatal (rl.EngineSync).
+	// handed to the background push, the start version too, and a refusal
+	// is logged, not fatal.
 	newLearner := func(announce func(context.Context, schemas.WeightVersion) error) (*learner.Learner, func(), error) {
 		cfg.Announce = announce
 		pushed := false
@@ -215,7 +227,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					}
 				}
 				pushed = true
-				return engineSync(ctx, v.Version)
+				engineSync(v.Version)
+				return nil
 			}
 		}
 		// A bucket --out: the learner works in a local store and each
@@ -225,19 +238,16 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := learner.New(cfg)
+		l, err := learner.NewContext(ctx, cfg)
 		if err != nil {
 			done()
 			return nil, nil, err
 		}
-		if engineSync == nil || pushed {
-			return l, done, nil
-		}
-		// A resumed learner publishes nothing at start: push the version
-		// it starts from (engines that hold it already are skipped).
-		if err := engineSync(ctx, l.Version()); err != nil {
-			done()
-			return nil, nil, err
+		if engineSync != nil && !pushed {
+			// A resumed learner publishes nothing at start: push the
+			// version it starts from (engines that hold it already are
+			// skipped).
+			engineSync(l.Version())
 		}
 		return l, done, nil
 	}
@@ -252,7 +262,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer done()
 		_, err = l.Run(ctx, src, tf.steps)
-		return err
+		return learnEnd(ctx, err, l, push, stderr)
 	}
 	kcfg, done, err := kf.connect(ctx, stderr)
 	if err != nil {
@@ -277,8 +287,25 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer src.Close()
 	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kcfg.Topic(kafkaio.Samples), kc.Group, l.Version())
 	_, err = l.Run(ctx, src, tf.steps)
-	if errors.Is(err, context.Canceled) {
-		return nil // interrupted: everything trained was published
+	return learnEnd(ctx, err, l, push, stderr)
+}
+
+// learnEnd ends a learn run whose Run returned err. An interrupt is a
+// clean stop: every version trained was published, --resume goes on from
+// the newest, and the push in flight is cancelled (the engines keep what
+// they confirmed). Otherwise the last versions are pushed before exiting
+// (within --engine-timeout and --engine-retries each), so the engines
+// hold the final one.
+func learnEnd(ctx context.Context, err error, l *learner.Learner, push *engine.Async, stderr io.Writer) error {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Fprintf(stderr, "swerl learn: interrupted at v%d; everything trained is published, continue with --resume\n", l.Version())
+		return nil
 	}
-	return err
+	if err != nil || push == nil {
+		return err
+	}
+	if werr := push.Wait(ctx); werr != nil && ctx.Err() != nil {
+		fmt.Fprintf(stderr, "swerl learn: interrupted while pushing v%d to the engines; everything trained is published\n", l.Version())
+	}
+	return nil
 }

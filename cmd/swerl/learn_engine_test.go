@@ -119,6 +119,7 @@ func TestLearnEngineFlagErrors(t *testing.T) {
 		{[]string{"--engine", "http://h:8000", "--engine-path-map", "nope"}, "LEARNER_PREFIX=ENGINE_PREFIX"},
 		{[]string{"--engine-path-map", "/a=/b"}, "without --engine"},
 		{[]string{"--engine", "http://h:8000", "--engine-retries", "-1"}, "--engine-retries -1"},
+		{[]string{"--engine", "http://h:8000", "--engine-timeout", "0s"}, "--engine-timeout 0s"},
 	} {
 		var se bytes.Buffer
 		args := append([]string{"learn", "--model", t.TempDir(), "--samples", "x.parquet", "--metrics-addr", ""}, tc.args...)

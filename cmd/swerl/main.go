@@ -17,6 +17,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"syscall"
+	"time"
 )
 
 // command is one swerl subcommand.
@@ -56,12 +57,43 @@ func main() {
 		runBeamWorker(os.Args[1:])
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startCPUProfile(os.Getenv("SWERL_CPUPROFILE"), os.Stderr)
-	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace)
 	stopProfile()
-	stop()
 	os.Exit(code)
+}
+
+// shutdownGrace is how long a command may take to stop after SIGINT or
+// SIGTERM before the process exits anyway.
+const shutdownGrace = 10 * time.Second
+
+// runInterruptible runs runMain with a context that the first SIGINT
+// (Ctrl-C) or SIGTERM cancels: every command then stops cleanly within a
+// few seconds (what it published stays, --resume goes on from there), and
+// exits 0. Should it still run grace after the signal, the process exits
+// with status 1; a second signal ends it at once (the default action). A
+// command stopped either way leaves what a SIGKILL leaves, which --resume
+// handles.
+func runInterruptible(args []string, stdout, stderr io.Writer, grace time.Duration) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		stop() // a second signal: the default action
+		select {
+		case <-time.After(grace):
+			fmt.Fprintf(stderr, "swerl: still running %s after the interrupt; exiting\n", grace)
+			os.Exit(1)
+		case <-finished:
+		}
+	}()
+	return runMain(ctx, args, stdout, stderr)
 }
 
 // runMain dispatches to a subcommand and returns the process exit code:

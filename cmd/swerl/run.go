@@ -22,6 +22,7 @@ import (
 	"swerl/pipelines/rl"
 	"swerl/pipelines/train"
 	"swerl/schemas"
+	"swerl/sinks/engine"
 	"swerl/sinks/metrics"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
@@ -50,6 +51,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	modelDir := fs.String("model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
 	builtin := fs.String("builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
 	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
+	engineTimeout := fs.Duration("engine-timeout", engine.DefaultTimeout, "longest wait for one request of the weight push to the --policy server, its answer included; then it is retried, and the round samples the version the server holds")
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
@@ -91,6 +93,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
+	}
+	if *engineTimeout <= 0 {
+		return usagef("--engine-timeout %s, want > 0", *engineTimeout)
 	}
 	grpo, err := gf.params(*pol != "")
 	if err != nil {
@@ -221,7 +226,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// before the round that samples it (sinks/engine).
 	var engineSync func(context.Context, int64) error
 	if strings.HasPrefix(*pol, "http://") || strings.HasPrefix(*pol, "https://") {
-		if engineSync, err = rl.SpecSync(*pol, *out, log); err != nil {
+		if engineSync, err = rl.SpecSync(*pol, *out, *engineTimeout, log); err != nil {
 			return usagef("--policy: %v", err)
 		}
 	}

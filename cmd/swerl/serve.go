@@ -37,6 +37,10 @@ func mergePEFT(base *gpu.Model, dir string) (*gpu.Model, error) {
 	return m, peft.Merge(m, a)
 }
 
+// serveGrace is how long swerl serve lets requests in flight finish after
+// SIGINT or SIGTERM (within main's shutdownGrace).
+const serveGrace = 3 * time.Second
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "--model DIR [--addr 127.0.0.1:8000]", stderr)
 	model := fs.String("model", "", "model directory, or an output root (serves its newest good checkpoint and reloads newer ones)")
@@ -125,9 +129,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Requests in flight get a few seconds to finish (a stream can
+		// run for minutes); then their connections are closed, which
+		// cancels their contexts and so their generation.
+		sctx, cancel := context.WithTimeout(context.Background(), serveGrace)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		if err := srv.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "swerl serve: requests still running %s after the interrupt; closing their connections\n", serveGrace)
+			srv.Close()
+		} else if err != nil {
 			return err
 		}
 		if err := <-done; !errors.Is(err, http.ErrServerClosed) {

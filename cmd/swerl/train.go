@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -87,5 +89,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Progress: stderr, ProgressEvery: *every,
 	}
 	_, err = train.Run(ctx, cfg)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Interrupted (SIGINT, SIGTERM): a clean stop, as for learn and
+		// run; the summary above says what was written.
+		fmt.Fprintln(stderr, "swerl train: interrupted; the samples written so far are kept")
+		return nil
+	}
 	return err
 }

@@ -178,8 +178,14 @@ type Learner struct {
 }
 
 // New opens the store, loads the model (fresh or resumed) and, on a fresh
-// run, publishes it as version 0.
-func New(cfg Config) (*Learner, error) {
+// run, publishes it as version 0. It is NewContext with a context that is
+// never cancelled.
+func New(cfg Config) (*Learner, error) { return NewContext(context.Background(), cfg) }
+
+// NewContext is New whose publish of version 0 (Config.Announce
+// included) ends when ctx does, so an interrupt stops a learner that is
+// still opening.
+func NewContext(ctx context.Context, cfg Config) (*Learner, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("learner: no backend")
 	}
@@ -281,7 +287,7 @@ func New(cfg Config) (*Learner, error) {
 		}
 	}
 	if l.version < 0 {
-		if err := l.publish(context.Background(), gpu.Metrics{}, 0, 0); err != nil {
+		if err := l.publish(ctx, gpu.Metrics{}, 0, 0); err != nil {
 			return nil, err
 		}
 	}

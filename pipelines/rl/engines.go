@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
@@ -25,8 +26,9 @@ func (c *Config) sync(ctx context.Context, version int64) error {
 // SpecSync returns the Config.Sync of a run whose rollouts come from the
 // HTTP policy spec (sinks/engine.ConfigFromSpec of each of its engines, the
 // hook pointing the rollout policies at each version an engine holds), or
-// nil when the spec turns the sync off.
-func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
+// nil when the spec turns the sync off. timeout bounds each engine request
+// (engine.Config's Timeout; 0: its default).
+func SpecSync(spec, out string, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
 	specs, err := rollout.EngineSpecs(spec)
 	if err != nil {
 		return nil, err
@@ -43,7 +45,7 @@ func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, ver
 		}
 		cfg.Engines = append(cfg.Engines, c.Engines...)
 	}
-	cfg.Log = log
+	cfg.Log, cfg.Timeout = log, timeout
 	cfg.OnHeld = func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }
 	s, err := engine.New(cfg)
 	if err != nil {
@@ -53,11 +55,14 @@ func SpecSync(spec, out string, log *slog.Logger) (func(ctx context.Context, ver
 }
 
 // EngineSync returns a Config.Sync that pushes each version's folder under
-// out (checkpoints/vNNNNNN) to the engines of s. A version an engine
-// refuses after the syncer's retries is logged, and the run goes on: that
-// engine keeps the newest version it holds, the rollouts keep naming it,
-// and their samples carry its version, so the staleness of what the
-// learner trains on stays exact. Only a cancelled context stops the run.
+// out (checkpoints/vNNNNNN) to the engines of s. The round that samples a
+// version waits for its push, which each request's timeout and the
+// syncer's retries bound. A version an engine refuses or does not answer
+// in time is logged, and the run goes on: that engine keeps the newest
+// version it holds, the rollouts keep naming it, and their samples carry
+// its version, so the staleness of what the learner trains on stays
+// exact. Only a cancelled context stops the run, and it ends the push in
+// flight at once.
 func EngineSync(s *engine.Syncer, out string, log *slog.Logger) func(ctx context.Context, version int64) error {
 	return func(ctx context.Context, version int64) error {
 		dir := filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version))

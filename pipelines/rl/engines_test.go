@@ -106,7 +106,7 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 	defer rollout.ClearServed(b.URL)
 	cfg, _ := testRun(t, 1)
 	cfg.SFTSteps = 1
-	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, cfg.Log)
+	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, 0, cfg.Log)
 	if err != nil || push == nil {
 		t.Fatalf("SpecSync: %v", err)
 	}
@@ -123,10 +123,10 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loads["a"])
 		}
 	}
-	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, cfg.Log); err != nil || s != nil {
+	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, 0, cfg.Log); err != nil || s != nil {
 		t.Fatalf("sync=false: %v %v", s != nil, err)
 	}
-	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, cfg.Log); err == nil {
+	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, 0, cfg.Log); err == nil {
 		t.Fatal("options before the last URL must fail")
 	}
 }

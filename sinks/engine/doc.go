@@ -40,8 +40,12 @@
 //
 // # Failures
 //
-// Every request is retried with exponential backoff and jitter (Retries,
-// Backoff): an engine on a shared volume may not see a new folder at once.
+// Every request has a deadline, Timeout (default 60s, swerl's
+// --engine-timeout), its answer included, so an engine that accepts a
+// connection and never answers fails like one that refuses. Every request
+// is retried with exponential backoff and jitter (Retries, Backoff): an
+// engine on a shared volume may not see a new folder at once. The retries
+// and their waits end when Push's context does.
 // A load refused because the name is taken (a retry after a lost answer, or
 // an earlier run's adapter of the same number from another folder) unloads
 // that name and loads again; unloading a name the engine does not know
@@ -49,7 +53,23 @@
 // engine's message, and the engine keeps the newest version it did load:
 // Held reports it and the OnHeld hook is not called, so rollouts keep
 // naming that adapter (rollout.SetServed) and their samples keep its exact
-// version, which the learner's staleness bound then judges.
+// version, which the learner's staleness bound then judges. Held never
+// waits for a push in flight.
+//
+// # Pushing in the background
+//
+// Push returns once every engine answered, which a round that samples the
+// version needs (swerl run waits for it, bounded by Timeout and the
+// retries). A learner must not wait: Async pushes in one goroutine, Submit
+// returns at once, and the newest version submitted is pushed next. A
+// version submitted while a push is in flight makes that push late (logged,
+// swerl_engine_push_late_total); versions superseded before their turn
+// are skipped (swerl_engine_push_skipped_total), never queued. What the
+// engines hold and the rollouts name stays exact either way: an engine
+// holds a version (Held, OnHeld) only once it confirmed loading it.
+// swerl_engine_held_version and swerl_engine_push_behind_versions show how
+// far the engines trail the learner. Cancelling Async's context (or
+// Close) cancels the push in flight; the engines keep what they confirmed.
 //
 // # Where the engine reads the files
 //

@@ -85,6 +85,9 @@ func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
 	return cfg, ok, nil
 }
 
+// DefaultTimeout is Config.Timeout's default (swerl's --engine-timeout).
+const DefaultTimeout = 60 * time.Second
+
 // Config configures a Syncer.
 type Config struct {
 	Engines []Engine
@@ -96,8 +99,10 @@ type Config struct {
 	// 1s.
 	Retries int
 	Backoff time.Duration
-	// Timeout bounds one request (loading a large adapter or full weights
-	// takes a while). Default 10m.
+	// Timeout bounds one request, the answer included: an engine that
+	// accepts the connection and never answers fails that attempt after
+	// Timeout, and the retries follow. Default DefaultTimeout; loading the
+	// full weights of a large model can take longer, raise it there.
 	Timeout time.Duration
 	// PathMap rewrites the learner's path prefix to the one the engines
 	// see: "/learner/out=/mnt/out" or "/learner/out=s3://bucket/out".
@@ -115,14 +120,16 @@ type Config struct {
 }
 
 // Syncer pushes versions to engines. It is safe for concurrent use; pushes
-// are serialized.
+// are serialized, and Held does not wait for a push in flight.
 type Syncer struct {
 	cfg      Config
 	from, to string
 
-	mu     sync.Mutex
+	push   sync.Mutex // held by Push: serializes pushes, guards states but held/has
 	states []*state
 	warned bool
+
+	mu sync.Mutex // guards each state's held and has, so Held never waits for an engine
 }
 
 // state is what one engine holds.
@@ -151,7 +158,7 @@ func New(cfg Config) (*Syncer, error) {
 		cfg.Backoff = time.Second
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Minute
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
@@ -206,9 +213,13 @@ func Adapter(dir string) string {
 // full weights, see the package documentation). Engines that already hold
 // it are skipped. The error joins those of the engines that refused it
 // after the retries; the others hold it.
+//
+// Every request is bounded by Config.Timeout and the retries by ctx:
+// cancelling ctx ends a push at once, and the engines keep what they
+// confirmed before.
 func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.push.Lock()
+	defer s.push.Unlock()
 	adapter := Adapter(dir)
 	path := dir
 	if adapter != "" {
@@ -281,7 +292,7 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 		return
 	}
 	st.adopted = true
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/v1/models", nil)
 	if err != nil {
@@ -292,7 +303,9 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		if !errors.Is(ctx.Err(), context.Canceled) { // an interrupt is no news
+			s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+		}
 		return
 	}
 	defer resp.Body.Close()
@@ -329,7 +342,10 @@ func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path st
 }
 
 func (s *Syncer) hold(st *state, v rollout.ServedVersion) {
+	s.mu.Lock()
 	st.held, st.has = v, true
+	s.mu.Unlock()
+	mHeld.WithLabelValues(st.URL).Set(float64(v.Version))
 	if s.cfg.OnHeld != nil {
 		s.cfg.OnHeld(st.Engine, v)
 	}

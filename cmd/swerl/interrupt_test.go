@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"swerl/internal/syncbuf"
+	"swerl/pipelines/train/traintest"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+)
+
+// hangingServer listens on loopback, accepts every connection and never
+// answers on it (an engine stuck loading, a dead proxy). It returns the
+// server's /v1 URL and the number of connections accepted so far.
+func hangingServer(t *testing.T) (string, func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+}
+
+// swerl learn --engine against an engine that accepts and never answers
+// (issue 37): the learner trains on while the pushes hang (they run in the
+// background), SIGTERM ends the process within seconds with a clean exit
+// although a push is in flight with a 60s timeout, and a resumed learner
+// goes on exactly: every sample trained once, the index contiguous.
+// Before, the learner waited on the engine before its first step (the
+// push of version 0, bounded by a 10-minute timeout) and SIGTERM did not
+// reach that push.
+func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl learn in a child process")
+	}
+	dir := t.TempDir()
+	const G, batch, steps = 2, 2, 4
+	want := writeSamples(t, filepath.Join(dir, "samples"), rand.New(rand.NewPCG(37, 3)), batch*steps, G)
+	engine, accepted := hangingServer(t)
+	out := filepath.Join(dir, "out")
+	args := []string{"learn", "--model", tinyModel(t, dir), "--samples", filepath.Join(dir, "samples"), "--out", out,
+		"--lora-rank", "4", "--batch-groups", fmt.Sprint(batch), "--max-staleness", "-1", "--max-seq", "64", "--lr", "1e-3",
+		"--metrics-addr", "", "--engine", engine, "--engine-retries", "1"}
+	c := startCLI(t, append(args, "--steps", "2")...)
+	// Two steps are published while the engine holds the push of v0
+	// (its timeout is the default 60s, the wait here at most 50s).
+	for deadline := time.Now().Add(50 * time.Second); indexRows(out) < 3 || accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("learn exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d versions published, %d engine connections in 50s: the learner waits for the engine\n%s", indexRows(out), accepted(), c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("learn still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
+	}
+	took := time.Since(sent)
+	t.Logf("learn exited %s after SIGTERM", took.Round(time.Millisecond))
+	log := c.out.String()
+	if testing.Verbose() {
+		t.Logf("first run:\n%s", log)
+	}
+	if c.err != nil { // a death by the signal, or the grace period's exit 1
+		t.Fatalf("learn after SIGTERM: %v, want a clean exit:\n%s", c.err, log)
+	}
+	for _, s := range []string{"push late", "interrupted"} {
+		if !strings.Contains(log, s) {
+			t.Errorf("the log lacks %q:\n%s", s, log)
+		}
+	}
+	if n := indexRows(out); n != 3 {
+		t.Fatalf("%d versions after the first run, want 3", n)
+	}
+	// The resumed learner trains the rest; its pushes to the hanging
+	// engine give up after --engine-timeout and the retry, and it exits.
+	resumed := append([]string{"learn", "--resume"}, args[3:]...)
+	_, rlog := runCLI(t, append(resumed, "--engine-timeout", "300ms"), 0, 2*time.Minute)
+	if testing.Verbose() {
+		t.Logf("resumed run:\n%s", rlog)
+	}
+	if !strings.Contains(rlog, "deadline exceeded") || !strings.Contains(rlog, "trained 2 steps") {
+		t.Errorf("the resumed learner's log lacks its engine timeouts or its 2 steps:\n%s", rlog)
+	}
+	checkTrained(t, out, want, 1+steps)
+}
+
+// swerl run --policy against an engine that accepts and never answers:
+// the round waits for its push (sinks/engine), and SIGTERM ends that wait
+// and the process within seconds, with a clean exit. The run then resumes
+// against a real engine (swerl serve) and finishes: every version once,
+// every round's samples once.
+func TestRunStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl run in a child process")
+	}
+	root := t.TempDir()
+	base := tinyModelAt(t, filepath.Join(root, "base"))
+	engine, accepted := hangingServer(t)
+	out := filepath.Join(root, "out")
+	const steps, batch, group = 2, 2, 2
+	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--sft-steps", "0", "--steps", fmt.Sprint(steps),
+		"--batch", fmt.Sprint(batch), "--group-size", fmt.Sprint(group), "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3",
+		"--lora-rank", "4"}
+	c := startCLI(t, append(args, "--policy", engine)...)
+	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("run exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push reached the engine in 2 minutes:\n%s", c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("run still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
+	}
+	t.Logf("run exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
+		t.Fatalf("run after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
+	}
+	addr := serveProcess(t, "--model", base, "--max-seq", "1024")
+	_, log := runCLI(t, append(args, "--policy", "http://"+addr+"/v1", "--resume"), 0, 5*time.Minute)
+	if testing.Verbose() {
+		t.Logf("resumed run:\n%s", log)
+	}
+	if n := indexRows(out); n != 1+steps {
+		t.Fatalf("%d versions, want %d:\n%s", n, 1+steps, log)
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, s := range samples {
+		if ids[s.ID] {
+			t.Fatalf("sample %s kept twice", s.ID)
+		}
+		ids[s.ID] = true
+	}
+	if len(samples) != steps*batch*group {
+		t.Fatalf("%d samples, want %d", len(samples), steps*batch*group)
+	}
+}
+
+// swerl train with a --policy server that accepts and never answers (its
+// requests time out after 120s): SIGTERM ends it within seconds, with a
+// clean exit, while rollout requests are in flight.
+func TestTrainStopsOnSIGTERMWithAHangingPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl train in a child process")
+	}
+	dir := t.TempDir()
+	set := traintest.New(t, dir, 4, 2, nil)
+	policy, accepted := hangingServer(t)
+	c := startCLI(t, "train", "--instances", set.InstancesPath, "--policy", policy, "--group-size", "2", "--out", filepath.Join(dir, "out"), "--metrics-addr", "")
+	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-c.done:
+			t.Fatalf("train exited before the signal: %v\n%s", c.err, c.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no rollout request reached the policy in 2 minutes:\n%s", c.out.String())
+		}
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("train still running 10s after SIGTERM with requests in flight:\n%s", c.out.String())
+	}
+	t.Logf("train exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
+		t.Fatalf("train after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
+	}
+}
+
+// swerl serve with a request in flight that never completes (a client
+// that sent half its headers): SIGTERM ends the server within seconds,
+// with a clean exit, instead of waiting for the request.
+func TestServeStopsOnSIGTERMWithARequestInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl serve in a child process")
+	}
+	base := tinyModelAt(t, filepath.Join(t.TempDir(), "base"))
+	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--model", base, "--metrics-addr", "")
+	cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	addr := make(chan string, 1)
+	var log syncbuf.Buffer
+	go func() {
+		re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var a string
+	select {
+	case a = <-addr:
+	case err := <-exited:
+		t.Fatalf("serve exited: %v\n%s", err, log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve announced no address:\n%s", log.String())
+	}
+	conn, err := net.Dial("tcp", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Expect: 100-continue: the server answers "100 Continue" when the
+	// handler starts reading the body, which then never comes whole.
+	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(line, "100 Continue") {
+		t.Fatalf("want 100 Continue, got %q, %v", line, err)
+	}
+	if _, err := io.WriteString(conn, `{"model":`); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case err := <-exited:
+		t.Logf("serve exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+		if err != nil {
+			t.Fatalf("serve after SIGTERM: %v, want a clean exit:\n%s", err, log.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve still running 10s after SIGTERM with a request in flight:\n%s", log.String())
+	}
+}
+
+// ignoreInterrupt is a command of the test binary only that ignores its
+// context: it says when it was interrupted, then blocks until killed.
+func init() {
+	register(&command{name: "test-ignore-interrupt", summary: "(tests) block, ignoring interrupts", run: func(ctx context.Context, _ []string, _, stderr io.Writer) error {
+		fmt.Fprintln(stderr, "ready")
+		<-ctx.Done()
+		fmt.Fprintln(stderr, "interrupted, ignoring it")
+		select {}
+	}})
+}
+
+// A command that does not stop on SIGTERM is ended shutdownGrace after the
+// signal, with status 1 and a line that says so; a second signal ends it
+// at once.
+func TestInterruptGraceAndSecondSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("child processes, 10s")
+	}
+	start := func() *cli {
+		c := startCLI(t, "test-ignore-interrupt")
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the child did not start")
+			}
+		}
+		return c
+	}
+	// A second signal once the first was handled: the default action.
+	c := start()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	sent := time.Now()
+	for tick := time.NewTicker(50 * time.Millisecond); ; {
+		select {
+		case <-c.done:
+		case <-tick.C:
+			c.cmd.Process.Signal(syscall.SIGTERM) // until the default action ends it
+			continue
+		case <-time.After(5 * time.Second):
+			t.Fatalf("still running 5s after repeated SIGTERMs:\n%s", c.out.String())
+		}
+		tick.Stop()
+		break
+	}
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("after two SIGTERMs: %v, want killed by the second", c.err)
+	}
+	t.Logf("a second SIGTERM ended it %s after the first", time.Since(sent).Round(time.Millisecond))
+	// One signal, ignored: the grace period ends it.
+	c = start()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	sent = time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(shutdownGrace + 10*time.Second):
+		t.Fatalf("still running %s after SIGTERM:\n%s", shutdownGrace+10*time.Second, c.out.String())
+	}
+	took := time.Since(sent)
+	if c.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(c.out.String(), "after the interrupt; exiting") || took < shutdownGrace {
+		t.Fatalf("exit %d after %s, want 1 after %s:\n%s", c.cmd.ProcessState.ExitCode(), took, shutdownGrace, c.out.String())
+	}
+}
