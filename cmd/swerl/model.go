@@ -43,7 +43,7 @@ func runModelInit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("model init", "--out DIR [--seed N] [--config tiny|small]", stderr)
 	out := fs.String("out", "", "directory to write the model into (created)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
-	config := fs.String("config", "tiny", "built-in configuration: "+strings.Join(modeldir.BuiltinNames(), ", "))
+	config := fs.String("config", "tiny", "built-in configuration: "+strings.Join(modeldir.BuiltinNames(), ", ")+" (the qwen ones: random weights at that model's exact shape, bf16)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
