@@ -1,0 +1,68 @@
+package agentless
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// vector is a whole conformance line: the inputs and the expected fields.
+type vector struct {
+	Vector
+	raw                 []byte
+	Expected            json.RawMessage   `json:"expected"`
+	ExpectedIndex       *int              `json:"expected_index"`
+	ExpectedRawPatch    *string           `json:"expected_raw_patch"`
+	ExpectedEditedFiles []string          `json:"expected_edited_files"`
+	ExpectedNewFiles    map[string]string `json:"expected_new_files"`
+	Note                string            `json:"note"`
+}
+
+// loadVectors reads testdata/vectors.jsonl.gz (a copy of the shared
+// conformance vectors, produced from Agentless Mini's own code).
+func loadVectors(t testing.TB, kind string) []*vector {
+	t.Helper()
+	f, err := os.Open("testdata/vectors.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*vector
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 1<<28)
+	for sc.Scan() {
+		v := &vector{raw: append([]byte(nil), sc.Bytes()...)}
+		if err := json.Unmarshal(sc.Bytes(), v); err != nil {
+			t.Fatal(err)
+		}
+		if kind == "" || v.Kind == kind {
+			out = append(out, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestVoteVectors(t *testing.T) {
+	vs := loadVectors(t, "vote")
+	if len(vs) != 20 {
+		t.Fatalf("%d vote vectors, want 20", len(vs))
+	}
+	for _, v := range vs {
+		i, ok := Vote(v.CandidatesNormalized)
+		switch {
+		case v.ExpectedIndex == nil && ok:
+			t.Errorf("%s: chose %d, want none", v.ID, i)
+		case v.ExpectedIndex != nil && (!ok || i != *v.ExpectedIndex):
+			t.Errorf("%s: chose %d (%v), want %d (%s)", v.ID, i, ok, *v.ExpectedIndex, v.Note)
+		}
+	}
+}
