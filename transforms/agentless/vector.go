@@ -16,4 +16,3 @@ type Vector struct {
 	// vote
 	CandidatesNormalized []string `json:"candidates_normalized"`
 }
-

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/json"
+	"maps"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -63,6 +65,32 @@ func TestVoteVectors(t *testing.T) {
 			t.Errorf("%s: chose %d, want none", v.ID, i)
 		case v.ExpectedIndex != nil && (!ok || i != *v.ExpectedIndex):
 			t.Errorf("%s: chose %d (%v), want %d (%s)", v.ID, i, ok, *v.ExpectedIndex, v.Note)
+		}
+	}
+}
+
+func TestApplyVectors(t *testing.T) {
+	vs := loadVectors(t, "apply")
+	if len(vs) != 31 {
+		t.Fatalf("%d apply vectors, want 31", len(vs))
+	}
+	for _, v := range vs {
+		r := Apply(v.Files, *v.Edits)
+		var want string
+		if err := json.Unmarshal(v.Expected, &want); err != nil {
+			t.Fatalf("%s: expected: %v", v.ID, err)
+		}
+		if r.ModelPatch != want {
+			t.Errorf("%s: model_patch\n%q\nwant\n%q\n(%s)", v.ID, r.ModelPatch, want, v.Note)
+		}
+		if r.RawModelPatch != *v.ExpectedRawPatch {
+			t.Errorf("%s: raw_model_patch\n%q\nwant\n%q", v.ID, r.RawModelPatch, *v.ExpectedRawPatch)
+		}
+		if !slices.Equal(r.EditedFiles, v.ExpectedEditedFiles) {
+			t.Errorf("%s: edited_files %q, want %q", v.ID, r.EditedFiles, v.ExpectedEditedFiles)
+		}
+		if !maps.Equal(r.NewFiles, v.ExpectedNewFiles) {
+			t.Errorf("%s: new_files differ", v.ID)
 		}
 	}
 }

@@ -1,0 +1,93 @@
+package agentless
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// CheckLine is one output line of Check.
+type CheckLine struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Result any    `json:"result"`
+}
+
+// CheckStats counts Check's lines by kind, and the normalize lines whose
+// result is null because normalization raised (as Agentless Mini does).
+type CheckStats struct {
+	Lines  map[string]int
+	Errors map[string]int
+}
+
+// Run computes one vector's result: the ApplyResult (apply), the chosen
+// index or nil (vote), the normalized patch or nil where Agentless Mini
+// raises (normalize).
+func Run(v *Vector) (any, error) {
+	switch v.Kind {
+	case "vote":
+		if i, ok := Vote(v.CandidatesNormalized); ok {
+			return i, nil
+		}
+		return nil, nil
+	case "apply":
+		if v.Edits == nil {
+			return nil, fmt.Errorf("%s: apply line without \"edits\"", v.ID)
+		}
+		r := Apply(v.Files, *v.Edits)
+		return r, nil
+	case "normalize":
+		if v.Patch == nil {
+			return nil, fmt.Errorf("%s: normalize line without \"patch\"", v.ID)
+		}
+		p, err := NormalizePatch(*v.Patch, v.Files, v.NewFiles, v.EditedFiles)
+		if err != nil {
+			return nil, nil //nolint:nilerr // Agentless Mini raises here; the README says null
+		}
+		return p, nil
+	default:
+		return nil, fmt.Errorf("%s: unknown kind %q", v.ID, v.Kind)
+	}
+}
+
+// Check reads conformance lines (input fields only are used) from in and
+// writes one {"id","kind","result"} line each, in order, to out.
+func Check(in io.Reader, out io.Writer) (CheckStats, error) {
+	st := CheckStats{Lines: map[string]int{}, Errors: map[string]int{}}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
+	bw := bufio.NewWriter(out)
+	n := 0
+	for sc.Scan() {
+		n++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var v Vector
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return st, fmt.Errorf("line %d: %v", n, err)
+		}
+		if v.ID == "" {
+			return st, fmt.Errorf("line %d: no \"id\"", n)
+		}
+		res, err := Run(&v)
+		if err != nil {
+			return st, fmt.Errorf("line %d: %v", n, err)
+		}
+		st.Lines[v.Kind]++
+		if res == nil && v.Kind == "normalize" {
+			st.Errors[v.Kind]++
+		}
+		b, err := json.Marshal(CheckLine{v.ID, v.Kind, res})
+		if err != nil {
+			return st, fmt.Errorf("line %d (%s): %v", n, v.ID, err)
+		}
+		bw.Write(b)
+		bw.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return st, fmt.Errorf("line %d: %v", n+1, err)
+	}
+	return st, bw.Flush()
+}
