@@ -3,6 +3,7 @@ package agentless
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -14,11 +15,13 @@ type CheckLine struct {
 	Result any    `json:"result"`
 }
 
-// CheckStats counts Check's lines by kind, and the normalize lines whose
-// result is null because normalization raised (as Agentless Mini does).
+// CheckStats counts Check's lines by kind, the normalize lines whose result
+// is null because normalization raised (as Agentless Mini does), and those
+// left null because this normalizer cannot handle them.
 type CheckStats struct {
-	Lines  map[string]int
-	Errors map[string]int
+	Lines       map[string]int
+	Errors      map[string]int
+	Unsupported map[string]int
 }
 
 // Run computes one vector's result: the ApplyResult (apply), the chosen
@@ -43,7 +46,9 @@ func Run(v *Vector) (any, error) {
 		}
 		p, err := NormalizePatch(*v.Patch, v.Files, v.NewFiles, v.EditedFiles)
 		if err != nil {
-			return nil, nil //nolint:nilerr // Agentless Mini raises here; the README says null
+			// Agentless Mini raises here (or this normalizer cannot
+			// follow it): the result is null and the caller counts why.
+			return nil, err
 		}
 		return p, nil
 	default:
@@ -54,10 +59,12 @@ func Run(v *Vector) (any, error) {
 // Check reads conformance lines (input fields only are used) from in and
 // writes one {"id","kind","result"} line each, in order, to out.
 func Check(in io.Reader, out io.Writer) (CheckStats, error) {
-	st := CheckStats{Lines: map[string]int{}, Errors: map[string]int{}}
+	st := CheckStats{Lines: map[string]int{}, Errors: map[string]int{}, Unsupported: map[string]int{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
 	bw := bufio.NewWriter(out)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -72,19 +79,19 @@ func Check(in io.Reader, out io.Writer) (CheckStats, error) {
 			return st, fmt.Errorf("line %d: no \"id\"", n)
 		}
 		res, err := Run(&v)
-		if err != nil {
+		switch {
+		case err == nil:
+		case v.Kind == "normalize" && errors.Is(err, ErrNormalizeUnsupported):
+			st.Unsupported[v.Kind]++
+		case v.Kind == "normalize" && errors.Is(err, ErrNormalizeRaises):
+			st.Errors[v.Kind]++
+		default:
 			return st, fmt.Errorf("line %d: %v", n, err)
 		}
 		st.Lines[v.Kind]++
-		if res == nil && v.Kind == "normalize" {
-			st.Errors[v.Kind]++
-		}
-		b, err := json.Marshal(CheckLine{v.ID, v.Kind, res})
-		if err != nil {
+		if err := enc.Encode(CheckLine{v.ID, v.Kind, res}); err != nil {
 			return st, fmt.Errorf("line %d (%s): %v", n, v.ID, err)
 		}
-		bw.Write(b)
-		bw.WriteByte('\n')
 	}
 	if err := sc.Err(); err != nil {
 		return st, fmt.Errorf("line %d: %v", n+1, err)
