@@ -2,42 +2,46 @@ package pyparse
 
 // Expressions, following the precedence levels of Python 3.11's grammar.
 
-func (ps *parser) expressions() *ex {
+func tuple(elts []*Node) *Node { return &Node{T: "Tuple", L: elts} }
+
+func (ps *parser) expressions() *Node {
 	e := ps.expression()
 	if !ps.op(",") {
 		return e
 	}
-	t := &ex{k: exTuple, elts: []*ex{e}}
+	elts := []*Node{e}
 	for ps.accept(",") && ps.startsExpr() {
-		t.elts = append(t.elts, ps.expression())
+		elts = append(elts, ps.expression())
 	}
-	return t
+	return tuple(elts)
 }
 
 // starExpressions is a tuple display without parentheses where items may
 // be starred (the right side of an assignment, an expression statement).
-func (ps *parser) starExpressions() *ex {
+func (ps *parser) starExpressions() *Node {
 	e := ps.starExpression()
 	if !ps.op(",") {
 		return e
 	}
-	t := &ex{k: exTuple, elts: []*ex{e}}
+	elts := []*Node{e}
 	for ps.accept(",") && ps.startsExpr() {
-		t.elts = append(t.elts, ps.starExpression())
+		elts = append(elts, ps.starExpression())
 	}
-	return t
+	return tuple(elts)
 }
 
-func (ps *parser) starExpression() *ex {
+func starred(x *Node) *Node { return &Node{T: "Starred", A: x} }
+
+func (ps *parser) starExpression() *Node {
 	if ps.accept("*") {
-		return &ex{k: exStarred, elts: []*ex{ps.bitwiseOr()}}
+		return starred(ps.bitwiseOr())
 	}
 	return ps.expression()
 }
 
-func (ps *parser) starNamedExpression() *ex {
+func (ps *parser) starNamedExpression() *Node {
 	if ps.accept("*") {
-		return &ex{k: exStarred, elts: []*ex{ps.bitwiseOr()}}
+		return starred(ps.bitwiseOr())
 	}
 	return ps.namedExpr()
 }
@@ -66,11 +70,11 @@ func (ps *parser) startsExpr() bool {
 	return false
 }
 
-func (ps *parser) namedExpr() *ex {
+func (ps *parser) namedExpr() *Node {
 	if ps.isName() && ps.toks[ps.p+1].Kind == OP && ps.toks[ps.p+1].Text == ":=" {
-		ps.p += 2
-		ps.expression()
-		return &ex{}
+		name := &Node{T: "Name", Op: ps.next().Text}
+		ps.p++
+		return &Node{T: "NamedExpr", A: name, B: ps.expression()}
 	}
 	e := ps.expression()
 	if ps.op(":=") {
@@ -79,82 +83,89 @@ func (ps *parser) namedExpr() *ex {
 	return e
 }
 
-func (ps *parser) expression() *ex {
+func (ps *parser) expression() *Node {
 	if ps.kw("lambda") {
 		ps.next()
-		ps.params(":", false)
+		args := ps.params(":", false)
 		ps.expect(":")
-		ps.expression()
-		return &ex{}
+		return &Node{T: "Lambda", A: args, B: ps.expression()}
 	}
 	e := ps.disjunction()
 	if ps.accept("if") {
-		ps.disjunction()
+		test := ps.disjunction()
 		if !ps.accept("else") {
 			ps.fail("expected 'else' after 'if' expression")
 		}
-		ps.expression()
-		return &ex{}
+		return &Node{T: "IfExp", A: test, B: e, C: ps.expression()}
 	}
 	return e
 }
 
-func (ps *parser) disjunction() *ex {
-	e := ps.conjunction()
-	for ps.accept("or") {
-		ps.conjunction()
-		e = &ex{}
+func (ps *parser) boolOp(op string, sub func() *Node) *Node {
+	e := sub()
+	if !ps.kw(op) {
+		return e
 	}
-	return e
+	n := &Node{T: "BoolOp", Op: op, L: []*Node{e}}
+	for ps.accept(op) {
+		n.L = append(n.L, sub())
+	}
+	return n
 }
 
-func (ps *parser) conjunction() *ex {
-	e := ps.inversion()
-	for ps.accept("and") {
-		ps.inversion()
-		e = &ex{}
-	}
-	return e
-}
+func (ps *parser) disjunction() *Node { return ps.boolOp("or", ps.conjunction) }
+func (ps *parser) conjunction() *Node { return ps.boolOp("and", ps.inversion) }
 
-func (ps *parser) inversion() *ex {
+func (ps *parser) inversion() *Node {
 	if ps.accept("not") {
-		ps.inversion()
-		return &ex{}
+		return &Node{T: "UnaryOp", Op: "not", A: ps.inversion()}
 	}
 	return ps.comparison()
 }
 
-func (ps *parser) compOp() bool {
+func (ps *parser) compOp() string {
 	t := ps.tok()
 	switch {
 	case t.Kind == OP && (t.Text == "<" || t.Text == ">" || t.Text == "==" || t.Text == ">=" || t.Text == "<=" || t.Text == "!="):
 		ps.next()
-		return true
+		return t.Text
 	case ps.kw("in"):
 		ps.next()
-		return true
+		return "in"
 	case ps.kw("not") && ps.toks[ps.p+1].Kind == NAME && ps.toks[ps.p+1].Text == "in":
 		ps.p += 2
-		return true
+		return "not in"
 	case ps.kw("is"):
 		ps.next()
-		ps.accept("not")
-		return true
+		if ps.accept("not") {
+			return "is not"
+		}
+		return "is"
 	}
-	return false
+	return ""
 }
 
-func (ps *parser) comparison() *ex {
+func (ps *parser) comparison() *Node {
 	e := ps.bitwiseOr()
-	for ps.compOp() {
-		ps.bitwiseOr()
-		e = &ex{}
+	var n *Node
+	for {
+		op := ps.compOp()
+		if op == "" {
+			break
+		}
+		if n == nil {
+			n = &Node{T: "Compare", A: e}
+		}
+		n.Names = append(n.Names, op)
+		n.L = append(n.L, ps.bitwiseOr())
 	}
-	return e
+	if n == nil {
+		return e
+	}
+	return n
 }
 
-func (ps *parser) binary(ops []string, sub func() *ex) *ex {
+func (ps *parser) binary(ops []string, sub func() *Node) *Node {
 	e := sub()
 	for {
 		t := ps.tok()
@@ -171,17 +182,16 @@ func (ps *parser) binary(ops []string, sub func() *ex) *ex {
 			return e
 		}
 		ps.next()
-		sub()
-		e = &ex{}
+		e = &Node{T: "BinOp", Op: t.Text, A: e, B: sub()}
 	}
 }
 
-func (ps *parser) bitwiseOr() *ex {
-	return ps.binary([]string{"|"}, func() *ex {
-		return ps.binary([]string{"^"}, func() *ex {
-			return ps.binary([]string{"&"}, func() *ex {
-				return ps.binary([]string{"<<", ">>"}, func() *ex {
-					return ps.binary([]string{"+", "-"}, func() *ex {
+func (ps *parser) bitwiseOr() *Node {
+	return ps.binary([]string{"|"}, func() *Node {
+		return ps.binary([]string{"^"}, func() *Node {
+			return ps.binary([]string{"&"}, func() *Node {
+				return ps.binary([]string{"<<", ">>"}, func() *Node {
+					return ps.binary([]string{"+", "-"}, func() *Node {
 						return ps.binary([]string{"*", "/", "//", "%", "@"}, ps.factor)
 					})
 				})
@@ -190,107 +200,119 @@ func (ps *parser) bitwiseOr() *ex {
 	})
 }
 
-func (ps *parser) factor() *ex {
+func (ps *parser) factor() *Node {
 	if ps.op("+") || ps.op("-") || ps.op("~") {
-		ps.next()
-		ps.factor()
-		return &ex{}
+		op := ps.next().Text
+		return &Node{T: "UnaryOp", Op: op, A: ps.factor()}
 	}
 	return ps.power()
 }
 
-func (ps *parser) power() *ex {
+func (ps *parser) power() *Node {
 	e := ps.awaitPrimary()
 	if ps.accept("**") {
-		ps.factor()
-		return &ex{}
+		return &Node{T: "BinOp", Op: "**", A: e, B: ps.factor()}
 	}
 	return e
 }
 
-func (ps *parser) awaitPrimary() *ex {
+func (ps *parser) awaitPrimary() *Node {
 	if ps.accept("await") {
-		ps.primary()
-		return &ex{}
+		return &Node{T: "Await", A: ps.primary()}
 	}
 	return ps.primary()
 }
 
-func (ps *parser) primary() *ex {
+func (ps *parser) primary() *Node {
 	e := ps.atom()
 	for {
 		switch {
 		case ps.accept("."):
-			ps.name()
-			e = &ex{k: exAttr}
+			e = &Node{T: "Attribute", A: e, Op: ps.name()}
 		case ps.accept("("):
-			ps.callArgs(true)
-			e = &ex{k: exCall}
+			c := &Node{T: "Call", A: e}
+			ps.callArgs(c, true)
+			e = c
 		case ps.accept("["):
-			ps.slices()
-			e = &ex{k: exSub}
+			e = &Node{T: "Subscript", A: e, B: ps.slices()}
 		default:
 			return e
 		}
 	}
 }
 
-func (ps *parser) slices() {
+func (ps *parser) slices() *Node {
+	var elts []*Node
+	tupled := false
 	for {
 		if ps.accept("*") {
-			ps.bitwiseOr()
+			elts = append(elts, starred(ps.bitwiseOr()))
+			tupled = true
 		} else {
-			ps.slice()
+			elts = append(elts, ps.slice())
 		}
-		if !ps.accept(",") || ps.op("]") {
+		if !ps.accept(",") {
+			break
+		}
+		tupled = true
+		if ps.op("]") {
 			break
 		}
 	}
 	ps.expect("]")
+	if !tupled {
+		return elts[0]
+	}
+	return tuple(elts)
 }
 
-func (ps *parser) slice() {
+func (ps *parser) slice() *Node {
+	s := &Node{T: "Slice"}
 	if !ps.op(":") {
-		ps.namedExpr()
+		e := ps.namedExpr()
 		if !ps.op(":") {
-			return
+			return e
 		}
+		s.A = e
 	}
 	ps.expect(":")
 	if !ps.op(":") && !ps.op(",") && !ps.op("]") {
-		ps.expression()
+		s.B = ps.expression()
 	}
 	if ps.accept(":") && !ps.op(",") && !ps.op("]") {
-		ps.expression()
+		s.C = ps.expression()
 	}
+	return s
 }
 
-// callArgs reads arguments after '(' up to and including ')'.
-func (ps *parser) callArgs(genexpOK bool) {
+// callArgs reads arguments after '(' up to and including ')' into c.L
+// (positional, starred) and c.L2 (keyword nodes).
+func (ps *parser) callArgs(c *Node, genexpOK bool) {
 	n := 0
 	sawKw, sawKwUnpack, sawGenexp := false, false, false
 	for !ps.op(")") {
 		n++
 		switch {
 		case ps.accept("**"):
-			ps.expression()
+			c.L2 = append(c.L2, &Node{T: "keyword", A: ps.expression()})
 			sawKwUnpack = true
 		case ps.accept("*"):
 			if sawKwUnpack {
 				ps.fail("iterable argument unpacking follows keyword argument unpacking")
 			}
-			ps.expression()
+			c.L = append(c.L, starred(ps.expression()))
 		case ps.isName() && ps.toks[ps.p+1].Kind == OP && ps.toks[ps.p+1].Text == "=":
-			ps.p += 2
-			ps.expression()
+			name := ps.next().Text
+			ps.p++
+			c.L2 = append(c.L2, &Node{T: "keyword", Op: name, A: ps.expression()})
 			sawKw = true
 		default:
-			ps.namedExpr()
+			e := ps.namedExpr()
 			if ps.op("=") {
 				ps.fail("expression cannot contain assignment, perhaps you meant \"==\"?")
 			}
 			if ps.kw("for") || ps.kw("async") {
-				ps.comprehension()
+				e = &Node{T: "GeneratorExp", A: e, L2: ps.comprehension()}
 				sawGenexp = true
 				if ps.op(",") && ps.toks[ps.p+1].Text == ")" {
 					ps.fail("Generator expression must be parenthesized")
@@ -303,6 +325,7 @@ func (ps *parser) callArgs(genexpOK bool) {
 			} else if sawKw {
 				ps.fail("positional argument follows keyword argument")
 			}
+			c.L = append(c.L, e)
 		}
 		if !ps.accept(",") {
 			break
@@ -315,55 +338,65 @@ func (ps *parser) callArgs(genexpOK bool) {
 }
 
 // comprehension reads one or more for/if clauses.
-func (ps *parser) comprehension() {
+func (ps *parser) comprehension() []*Node {
 	if !ps.kw("for") && !ps.kw("async") {
 		ps.fail("invalid syntax")
 	}
+	var gens []*Node
 	for ps.kw("for") || ps.kw("async") {
-		ps.accept("async")
-		ps.expect("for")
-		ps.targetList()
-		ps.expect("in")
-		ps.disjunction()
-		for ps.accept("if") {
-			ps.disjunction()
+		g := &Node{T: "comprehension"}
+		if ps.accept("async") {
+			g.N = 1
 		}
+		ps.expect("for")
+		g.A = ps.targetList()
+		ps.expect("in")
+		g.B = ps.disjunction()
+		for ps.accept("if") {
+			g.L = append(g.L, ps.disjunction())
+		}
+		gens = append(gens, g)
 	}
+	return gens
 }
 
-func (ps *parser) yieldExpr() *ex {
+func (ps *parser) yieldExpr() *Node {
 	ps.expect("yield")
 	if ps.accept("from") {
-		ps.expression()
-	} else if ps.startsExpr() {
-		ps.starExpressions()
+		return &Node{T: "YieldFrom", A: ps.expression()}
 	}
-	return &ex{k: exYield}
+	n := &Node{T: "Yield"}
+	if ps.startsExpr() {
+		n.A = ps.starExpressions()
+	}
+	return n
 }
 
-func (ps *parser) atom() *ex {
+func constant(kind string) *Node { return &Node{T: "Constant", Const: &Const{Kind: kind}} }
+
+func (ps *parser) atom() *Node {
 	t := ps.tok()
 	switch t.Kind {
 	case NAME:
 		switch t.Text {
 		case "None", "True", "False":
 			ps.next()
-			return &ex{}
+			return constant(t.Text)
 		}
 		if keywords[t.Text] {
 			ps.fail("invalid syntax")
 		}
 		ps.next()
-		return &ex{k: exName}
+		return &Node{T: "Name", Op: t.Text}
 	case NUMBER:
 		ps.next()
-		return &ex{}
+		return numberNode(t.Text)
 	case STRING:
+		var toks []*Token
 		kinds := 0
 		for ps.at(STRING, "") {
 			s := ps.next()
-			b := isBytes(s.Text)
-			if b {
+			if isBytes(s.Text) {
 				kinds |= 1
 			} else {
 				kinds |= 2
@@ -371,124 +404,142 @@ func (ps *parser) atom() *ex {
 			if err := checkString(s); err != nil {
 				panic(err)
 			}
+			toks = append(toks, s)
 		}
 		if kinds == 3 {
 			ps.fail("cannot mix bytes and nonbytes literals")
 		}
-		return &ex{}
+		n, err := stringNode(toks)
+		if err != nil {
+			panic(err)
+		}
+		return n
 	case OP:
 		switch t.Text {
 		case "...":
 			ps.next()
-			return &ex{}
+			return constant("Ellipsis")
 		case "(":
 			ps.next()
 			if ps.accept(")") {
-				return &ex{k: exTuple, par: true}
+				return &Node{T: "Tuple", par: true}
 			}
 			if ps.kw("yield") {
-				ps.yieldExpr()
+				y := ps.yieldExpr()
 				ps.expect(")")
-				return &ex{k: exYield}
+				y.par = true
+				return y
 			}
 			e := ps.starNamedExpression()
 			if ps.kw("for") || ps.kw("async") {
-				if e.k == exStarred {
+				if e.T == "Starred" {
 					ps.fail("iterable unpacking cannot be used in comprehension")
 				}
-				ps.comprehension()
+				g := &Node{T: "GeneratorExp", A: e, L2: ps.comprehension()}
 				ps.expect(")")
-				return &ex{k: exGenexp}
+				return g
 			}
 			if ps.accept(")") {
-				if e.k == exStarred {
+				if e.T == "Starred" {
 					ps.fail("cannot use starred expression here")
 				}
-				p := *e
-				p.par = true
-				return &p
+				e.par = true
+				return e
 			}
-			tup := &ex{k: exTuple, elts: []*ex{e}, par: true}
+			tup := &Node{T: "Tuple", L: []*Node{e}, par: true}
 			for ps.accept(",") && !ps.op(")") {
-				tup.elts = append(tup.elts, ps.starNamedExpression())
+				tup.L = append(tup.L, ps.starNamedExpression())
 			}
 			ps.expect(")")
 			return tup
 		case "[":
 			ps.next()
-			l := &ex{k: exList}
+			l := &Node{T: "List"}
 			if ps.accept("]") {
 				return l
 			}
 			e := ps.starNamedExpression()
 			if ps.kw("for") || ps.kw("async") {
-				if e.k == exStarred {
+				if e.T == "Starred" {
 					ps.fail("iterable unpacking cannot be used in comprehension")
 				}
-				ps.comprehension()
+				c := &Node{T: "ListComp", A: e, L2: ps.comprehension()}
 				ps.expect("]")
-				return &ex{}
+				return c
 			}
-			l.elts = append(l.elts, e)
+			l.L = append(l.L, e)
 			for ps.accept(",") && !ps.op("]") {
-				l.elts = append(l.elts, ps.starNamedExpression())
+				l.L = append(l.L, ps.starNamedExpression())
 			}
 			ps.expect("]")
 			return l
 		case "{":
 			ps.next()
-			ps.dictOrSet()
-			return &ex{}
+			return ps.dictOrSet()
 		}
 	}
 	ps.fail("invalid syntax")
 	return nil
 }
 
-func (ps *parser) dictOrSet() {
+// dictOrSet reads a dict, set or comprehension display after '{'. A dict's
+// keys are in L (nil for a ** item), its values in L2.
+func (ps *parser) dictOrSet() *Node {
 	if ps.accept("}") {
-		return
+		return &Node{T: "Dict"}
 	}
-	isDict, unpack := false, false
+	n := &Node{T: "Set"}
+	unpack := false
 	item := func(first bool) {
 		if first && (ps.op("**") || ps.op("*")) {
 			unpack = true
 		}
 		if ps.accept("**") {
-			if !first && !isDict {
+			if !first && n.T != "Dict" {
 				ps.fail("invalid syntax")
 			}
-			isDict = true
-			ps.bitwiseOr()
+			n.T = "Dict"
+			n.L = append(n.L, nil)
+			n.L2 = append(n.L2, ps.bitwiseOr())
 			return
 		}
-		if !first && !isDict {
-			ps.starNamedExpression()
+		if !first && n.T != "Dict" {
+			n.L = append(n.L, ps.starNamedExpression())
 			return
 		}
 		if first {
 			e := ps.starNamedExpression()
-			if e.k != exStarred && ps.accept(":") {
-				isDict = true
-				ps.expression()
+			if e.T != "Starred" && ps.accept(":") {
+				n.T = "Dict"
+				n.L = append(n.L, e)
+				n.L2 = append(n.L2, ps.expression())
+				return
 			}
+			n.L = append(n.L, e)
 			return
 		}
-		ps.expression()
+		n.L = append(n.L, ps.expression())
 		ps.expect(":")
-		ps.expression()
+		n.L2 = append(n.L2, ps.expression())
 	}
 	item(true)
 	if ps.kw("for") || ps.kw("async") {
 		if unpack {
 			ps.fail("dict unpacking cannot be used in dict comprehension")
 		}
-		ps.comprehension()
+		var c *Node
+		if n.T == "Dict" {
+			c = &Node{T: "DictComp", A: n.L[0], B: n.L2[0]}
+		} else {
+			c = &Node{T: "SetComp", A: n.L[0]}
+		}
+		c.L2 = ps.comprehension()
 		ps.expect("}")
-		return
+		return c
 	}
 	for ps.accept(",") && !ps.op("}") {
 		item(false)
 	}
 	ps.expect("}")
+	return n
 }

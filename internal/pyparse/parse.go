@@ -10,29 +10,6 @@ var keywords = map[string]bool{
 	"pass": true, "raise": true, "return": true, "try": true, "while": true, "with": true, "yield": true,
 }
 
-// exKind is what an expression is, as far as the checks of assignment and
-// deletion targets need to know.
-type exKind int
-
-const (
-	exOther exKind = iota
-	exName
-	exAttr
-	exSub
-	exStarred
-	exTuple
-	exList
-	exCall
-	exYield
-	exGenexp
-)
-
-type ex struct {
-	k    exKind
-	elts []*ex // tuple and list items, the starred item
-	par  bool  // in parentheses
-}
-
 type parser struct {
 	toks []Token
 	p    int
@@ -40,10 +17,16 @@ type parser struct {
 
 // Check reports whether src is a Python 3.11 module that ast.parse
 // accepts, and the first syntax error if not.
-func Check(src string) (err error) {
+func Check(src string) error {
+	_, err := Parse(src)
+	return err
+}
+
+// Parse is ast.parse: the Module of src, or the first syntax error.
+func Parse(src string) (mod *Node, err error) {
 	toks, err := Tokenize(src, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ps := &parser{toks: toks}
 	defer func() {
@@ -53,12 +36,14 @@ func Check(src string) (err error) {
 				panic(r)
 			}
 			err = e
+			mod = nil
 		}
 	}()
+	mod = &Node{T: "Module"}
 	for !ps.at(ENDMARKER, "") {
-		ps.statement()
+		mod.Body = append(mod.Body, ps.statement()...)
 	}
-	return nil
+	return mod, nil
 }
 
 func (ps *parser) tok() *Token { return &ps.toks[ps.p] }
@@ -124,76 +109,68 @@ func (ps *parser) try(f func()) (ok bool) {
 	return true
 }
 
-func (ps *parser) statement() {
+func (ps *parser) statement() []*Node {
 	t := ps.tok()
 	if t.Kind == NAME {
 		switch t.Text {
 		case "if":
-			ps.ifStmt()
-			return
+			return []*Node{ps.ifStmt()}
 		case "while":
 			ps.next()
-			ps.namedExpr()
-			ps.block()
+			n := &Node{T: "While", A: ps.namedExpr()}
+			n.Body = ps.block()
 			if ps.accept("else") {
-				ps.block()
+				n.Else = ps.block()
 			}
-			return
+			return []*Node{n}
 		case "for":
-			ps.forStmt()
-			return
+			return []*Node{ps.forStmt("For")}
 		case "try":
-			ps.tryStmt()
-			return
+			return []*Node{ps.tryStmt()}
 		case "with":
-			ps.withStmt()
-			return
+			return []*Node{ps.withStmt("With")}
 		case "def":
-			ps.funcDef()
-			return
+			return []*Node{ps.funcDef("FunctionDef", nil)}
 		case "class":
-			ps.classDef()
-			return
+			return []*Node{ps.classDef(nil)}
 		case "async":
 			ps.next()
 			switch {
 			case ps.kw("def"):
-				ps.funcDef()
+				return []*Node{ps.funcDef("AsyncFunctionDef", nil)}
 			case ps.kw("for"):
-				ps.forStmt()
+				return []*Node{ps.forStmt("AsyncFor")}
 			case ps.kw("with"):
-				ps.withStmt()
-			default:
-				ps.fail("invalid syntax")
+				return []*Node{ps.withStmt("AsyncWith")}
 			}
-			return
+			ps.fail("invalid syntax")
 		case "match":
-			if ps.try(ps.matchStmt) {
-				return
+			var m *Node
+			if ps.try(func() { m = ps.matchStmt() }) {
+				return []*Node{m}
 			}
 		}
 	}
 	if ps.op("@") {
+		var decos []*Node
 		for ps.accept("@") {
-			ps.namedExpr()
+			decos = append(decos, ps.namedExpr())
 			ps.expectNewline()
 		}
 		switch {
 		case ps.kw("def"):
-			ps.funcDef()
+			return []*Node{ps.funcDef("FunctionDef", decos)}
 		case ps.kw("class"):
-			ps.classDef()
+			return []*Node{ps.classDef(decos)}
 		case ps.accept("async"):
 			if !ps.kw("def") {
 				ps.fail("invalid syntax")
 			}
-			ps.funcDef()
-		default:
-			ps.fail("invalid syntax")
+			return []*Node{ps.funcDef("AsyncFunctionDef", decos)}
 		}
-		return
+		ps.fail("invalid syntax")
 	}
-	ps.simpleStmts()
+	return ps.simpleStmts()
 }
 
 func (ps *parser) expectNewline() {
@@ -202,61 +179,65 @@ func (ps *parser) expectNewline() {
 	}
 }
 
-func (ps *parser) simpleStmts() {
+func (ps *parser) simpleStmts() []*Node {
+	var out []*Node
 	for {
-		ps.simpleStmt()
+		out = append(out, ps.simpleStmt())
 		if !ps.accept(";") || ps.at(NEWLINE, "") {
 			break
 		}
 	}
 	ps.expectNewline()
+	return out
 }
 
 // block is ':' and a suite.
-func (ps *parser) block() {
+func (ps *parser) block() []*Node {
 	ps.expect(":")
 	if ps.acceptKind(NEWLINE, "") {
 		if !ps.acceptKind(INDENT, "") {
 			ps.fail("expected an indented block")
 		}
+		var out []*Node
 		for !ps.acceptKind(DEDENT, "") {
-			ps.statement()
+			out = append(out, ps.statement()...)
 		}
-		return
+		return out
 	}
-	ps.simpleStmts()
+	return ps.simpleStmts()
 }
 
-func (ps *parser) ifStmt() {
-	ps.next()
-	ps.namedExpr()
-	ps.block()
-	for ps.accept("elif") {
-		ps.namedExpr()
-		ps.block()
+func (ps *parser) ifStmt() *Node {
+	ps.next() // if or elif
+	n := &Node{T: "If", A: ps.namedExpr()}
+	n.Body = ps.block()
+	if ps.kw("elif") {
+		n.Else = []*Node{ps.ifStmt()}
+	} else if ps.accept("else") {
+		n.Else = ps.block()
 	}
-	if ps.accept("else") {
-		ps.block()
-	}
+	return n
 }
 
-func (ps *parser) forStmt() {
+func (ps *parser) forStmt(t string) *Node {
 	ps.expect("for")
-	ps.targetList()
+	n := &Node{T: t, A: ps.targetList()}
 	ps.expect("in")
-	ps.starExpressions()
-	ps.block()
+	n.B = ps.starExpressions()
+	n.Body = ps.block()
 	if ps.accept("else") {
-		ps.block()
+		n.Else = ps.block()
 	}
+	return n
 }
 
-func (ps *parser) tryStmt() {
+func (ps *parser) tryStmt() *Node {
 	ps.next()
-	ps.block()
+	n := &Node{T: "Try"}
+	n.Body = ps.block()
 	if ps.accept("finally") {
-		ps.block()
-		return
+		n.Final = ps.block()
+		return n
 	}
 	if !ps.kw("except") {
 		ps.fail("expected 'except' or 'finally' block")
@@ -266,43 +247,44 @@ func (ps *parser) tryStmt() {
 		s := 0
 		if ps.accept("*") {
 			s = 1
+			n.T = "TryStar"
 		}
 		if star >= 0 && s != star {
 			ps.fail("cannot have both 'except' and 'except*' on the same 'try'")
 		}
 		star = s
+		h := &Node{T: "ExceptHandler"}
 		if !ps.op(":") {
-			e := ps.expression()
+			h.A = ps.expression()
 			if ps.op(",") {
-				ps.next()
-				ps.expressions()
-				_ = e
-				if !ps.op(":") || true {
-					ps.fail("multiple exception types must be parenthesized")
-				}
+				ps.fail("multiple exception types must be parenthesized")
 			}
 			if ps.accept("as") {
-				ps.name()
+				h.Op = ps.name()
 			}
 		} else if s == 1 {
 			ps.fail("expected one or more exception types")
 		}
-		ps.block()
+		h.Body = ps.block()
+		n.Handlers = append(n.Handlers, h)
 	}
 	if ps.accept("else") {
-		ps.block()
+		n.Else = ps.block()
 	}
 	if ps.accept("finally") {
-		ps.block()
+		n.Final = ps.block()
 	}
+	return n
 }
 
-func (ps *parser) withStmt() {
+func (ps *parser) withStmt(t string) *Node {
 	ps.expect("with")
+	n := &Node{T: t}
 	if ps.op("(") && ps.try(func() {
+		n.L = nil
 		ps.next()
 		for {
-			ps.withItem()
+			n.L = append(n.L, ps.withItem())
 			if !ps.accept(",") || ps.op(")") {
 				break
 			}
@@ -312,45 +294,54 @@ func (ps *parser) withStmt() {
 			ps.fail("invalid syntax")
 		}
 	}) {
-		ps.block()
-		return
+		n.Body = ps.block()
+		return n
 	}
+	n.L = nil
 	for {
-		ps.withItem()
+		n.L = append(n.L, ps.withItem())
 		if !ps.accept(",") {
 			break
 		}
 	}
-	ps.block()
+	n.Body = ps.block()
+	return n
 }
 
-func (ps *parser) withItem() {
-	ps.expression()
+func (ps *parser) withItem() *Node {
+	w := &Node{T: "withitem", A: ps.expression()}
 	if ps.accept("as") {
-		e := ps.starTarget()
-		ps.checkTarget(e, "assign to")
+		w.B = ps.starTarget()
+		ps.checkTarget(w.B, "assign to")
 	}
+	return w
 }
 
-func (ps *parser) funcDef() {
+func (ps *parser) funcDef(t string, decos []*Node) *Node {
 	ps.expect("def")
-	ps.name()
+	n := &Node{T: t, Op: ps.name(), L3: decos}
 	ps.expect("(")
-	ps.params(")", true)
+	n.A = ps.params(")", true)
 	ps.expect(")")
 	if ps.accept("->") {
-		ps.expression()
+		n.B = ps.expression()
 	}
-	ps.block()
+	n.Body = ps.block()
+	return n
 }
 
-// params reads a parameter list up to (not including) end.
-func (ps *parser) params(end string, annotations bool) {
-	param := func() {
-		ps.name()
+// params reads a parameter list up to (not including) end, as an
+// arguments node: L posonlyargs+args (N of them positional-only), L2
+// their defaults (the last ones), A vararg, L3 kwonlyargs with Else their
+// kw_defaults (nil where none), B kwarg.
+func (ps *parser) params(end string, annotations bool) *Node {
+	args := &Node{T: "arguments"}
+	param := func() *Node {
+		a := &Node{T: "arg", Op: ps.name()}
 		if annotations && ps.accept(":") {
-			ps.expression()
+			a.A = ps.expression()
 		}
+		return a
 	}
 	seenDefault, seenStar, seenSlash := false, false, false
 	for !ps.op(end) {
@@ -359,17 +350,18 @@ func (ps *parser) params(end string, annotations bool) {
 			if seenSlash || seenStar {
 				ps.fail("/ must be ahead of *")
 			}
-			if !seenDefault && ps.p >= 2 && ps.toks[ps.p-2].Text == "(" {
+			if len(args.L) == 0 {
 				ps.fail("at least one argument must precede /")
 			}
 			seenSlash = true
+			args.N = len(args.L)
 		case ps.accept("**"):
-			param()
+			args.B = param()
 			ps.accept(",")
 			if !ps.op(end) {
 				ps.fail("arguments cannot follow var-keyword argument")
 			}
-			return
+			return args
 		case ps.accept("*"):
 			if seenStar {
 				ps.fail("* argument may appear only once")
@@ -379,79 +371,106 @@ func (ps *parser) params(end string, annotations bool) {
 				if ps.op(end) {
 					ps.fail("named arguments must follow bare *")
 				}
-				ps.name()
+				a := &Node{T: "arg", Op: ps.name()}
 				if annotations && ps.accept(":") {
 					if ps.accept("*") {
-						ps.bitwiseOr()
+						a.A = starred(ps.bitwiseOr())
 					} else {
-						ps.expression()
+						a.A = ps.expression()
 					}
 				}
+				args.A = a
 			} else if ps.toks[ps.p+1].Text == end || ps.toks[ps.p+1].Text == "**" {
 				ps.fail("named arguments must follow bare *")
 			}
 		default:
-			param()
+			a := param()
+			var def *Node
 			if ps.accept("=") {
-				ps.expression()
+				def = ps.expression()
 				if !seenStar {
 					seenDefault = true
 				}
 			} else if seenDefault && !seenStar {
 				ps.fail("non-default argument follows default argument")
 			}
+			if seenStar {
+				args.L3 = append(args.L3, a)
+				args.Else = append(args.Else, def)
+			} else {
+				args.L = append(args.L, a)
+				if def != nil {
+					args.L2 = append(args.L2, def)
+				}
+			}
 		}
 		if !ps.accept(",") {
 			break
 		}
 	}
+	return args
 }
 
-func (ps *parser) classDef() {
+func (ps *parser) classDef(decos []*Node) *Node {
 	ps.expect("class")
-	ps.name()
+	n := &Node{T: "ClassDef", Op: ps.name(), L3: decos}
 	if ps.accept("(") {
-		ps.callArgs(false)
+		ps.callArgs(n, false)
 	}
-	ps.block()
+	n.Body = ps.block()
+	return n
 }
 
-func (ps *parser) simpleStmt() {
+func (ps *parser) simpleStmt() *Node {
 	t := ps.tok()
 	if t.Kind == NAME {
 		switch t.Text {
-		case "pass", "break", "continue":
+		case "pass":
 			ps.next()
-			return
+			return nd("Pass")
+		case "break":
+			ps.next()
+			return nd("Break")
+		case "continue":
+			ps.next()
+			return nd("Continue")
 		case "return":
 			ps.next()
+			n := nd("Return")
 			if !ps.endOfSimple() {
-				ps.starExpressions()
+				n.A = ps.starExpressions()
 			}
-			return
+			return n
 		case "raise":
 			ps.next()
+			n := nd("Raise")
 			if !ps.endOfSimple() {
-				ps.expression()
+				n.A = ps.expression()
 				if ps.accept("from") {
-					ps.expression()
+					n.B = ps.expression()
 				}
 			}
-			return
+			return n
 		case "global", "nonlocal":
 			ps.next()
+			n := nd("Global")
+			if t.Text == "nonlocal" {
+				n.T = "Nonlocal"
+			}
 			for {
-				ps.name()
+				n.Names = append(n.Names, ps.name())
 				if !ps.accept(",") {
 					break
 				}
 			}
-			return
+			return n
 		case "del":
 			ps.next()
+			n := nd("Delete")
 			for {
 				e := ps.delTarget()
 				ps.checkTarget(e, "delete")
+				n.L = append(n.L, e)
 				if !ps.accept(",") || ps.endOfSimple() {
 					break
 				}
@@ -459,46 +478,49 @@ func (ps *parser) simpleStmt() {
 			if !ps.endOfSimple() {
 				ps.fail("invalid syntax")
 			}
-			return
+			return n
 		case "assert":
 			ps.next()
-			ps.expression()
+			n := &Node{T: "Assert", A: ps.expression()}
 			if ps.accept(",") {
-				ps.expression()
+				n.B = ps.expression()
 			}
-			return
+			return n
 		case "import":
 			ps.next()
+			n := nd("Import")
 			for {
-				ps.dottedName()
+				a := &Node{T: "alias", Op: ps.dottedName()}
 				if ps.accept("as") {
-					ps.name()
+					a.As = ps.name()
 				}
+				n.L = append(n.L, a)
 				if !ps.accept(",") {
 					break
 				}
 			}
-			return
+			return n
 		case "from":
 			ps.next()
-			dots := 0
+			n := nd("ImportFrom")
 			for ps.op(".") || ps.op("...") {
-				dots++
-				ps.next()
+				n.N += len(ps.next().Text)
 			}
-			if dots == 0 || !ps.kw("import") {
-				ps.dottedName()
+			if n.N == 0 || !ps.kw("import") {
+				n.Op = ps.dottedName()
 			}
 			ps.expect("import")
 			if ps.accept("*") {
-				return
+				n.L = []*Node{{T: "alias", Op: "*"}}
+				return n
 			}
 			par := ps.accept("(")
 			for {
-				ps.name()
+				a := &Node{T: "alias", Op: ps.name()}
 				if ps.accept("as") {
-					ps.name()
+					a.As = ps.name()
 				}
+				n.L = append(n.L, a)
 				if !ps.accept(",") {
 					break
 				}
@@ -512,11 +534,11 @@ func (ps *parser) simpleStmt() {
 			if par {
 				ps.expect(")")
 			}
-			return
+			return n
 		}
 	}
 	// expression, assignment, annotated or augmented assignment
-	var lhs *ex
+	var lhs *Node
 	if ps.kw("yield") {
 		lhs = ps.yieldExpr()
 	} else {
@@ -524,41 +546,49 @@ func (ps *parser) simpleStmt() {
 	}
 	switch {
 	case ps.op(":"):
-		if lhs.k == exTuple && !lhs.par {
+		if lhs.T == "Tuple" && !lhs.par {
 			ps.fail("only single target (not tuple) can be annotated")
 		}
-		if lhs.k == exList || lhs.k == exTuple {
-			ps.fail("only single target (not %s) can be annotated", map[exKind]string{exList: "list", exTuple: "tuple"}[lhs.k])
+		if lhs.T == "List" || lhs.T == "Tuple" {
+			ps.fail("only single target (not %s) can be annotated", map[string]string{"List": "list", "Tuple": "tuple"}[lhs.T])
 		}
-		if lhs.k != exName && lhs.k != exAttr && lhs.k != exSub {
+		if lhs.T != "Name" && lhs.T != "Attribute" && lhs.T != "Subscript" {
 			ps.fail("illegal target for annotation")
 		}
 		ps.next()
-		ps.expression()
-		if ps.accept("=") {
-			ps.assignValue()
+		n := &Node{T: "AnnAssign", A: lhs, B: ps.expression()}
+		if lhs.T == "Name" && !lhs.par {
+			n.N = 1
 		}
+		if ps.accept("=") {
+			n.C = ps.assignValue()
+		}
+		return n
 	case ps.tok().Kind == OP && augOps[ps.tok().Text]:
-		if lhs.k != exName && lhs.k != exAttr && lhs.k != exSub {
+		if lhs.T != "Name" && lhs.T != "Attribute" && lhs.T != "Subscript" {
 			ps.fail("illegal expression for augmented assignment")
 		}
-		ps.next()
-		ps.assignValue()
+		op := ps.next().Text
+		return &Node{T: "AugAssign", A: lhs, Op: op[:len(op)-1], B: ps.assignValue()}
 	case ps.op("="):
+		n := nd("Assign")
 		for ps.accept("=") {
 			ps.checkTarget(lhs, "assign to")
+			n.L = append(n.L, lhs)
 			lhs = ps.assignValue()
 		}
-	default:
-		if lhs.k == exStarred {
-			ps.fail("can't use starred expression here")
-		}
+		n.A = lhs
+		return n
 	}
+	if lhs.T == "Starred" {
+		ps.fail("can't use starred expression here")
+	}
+	return &Node{T: "Expr", A: lhs}
 }
 
 var augOps = map[string]bool{"+=": true, "-=": true, "*=": true, "@=": true, "/=": true, "%=": true, "&=": true, "|=": true, "^=": true, "<<=": true, ">>=": true, "**=": true, "//=": true}
 
-func (ps *parser) assignValue() *ex {
+func (ps *parser) assignValue() *Node {
 	if ps.kw("yield") {
 		return ps.yieldExpr()
 	}
@@ -569,61 +599,60 @@ func (ps *parser) endOfSimple() bool {
 	return ps.at(NEWLINE, "") || ps.op(";") || ps.at(ENDMARKER, "")
 }
 
-func (ps *parser) dottedName() {
-	ps.name()
+func (ps *parser) dottedName() string {
+	s := ps.name()
 	for ps.accept(".") {
-		ps.name()
+		s += "." + ps.name()
 	}
+	return s
 }
 
 // checkTarget fails unless e can be assigned to (or deleted).
-func (ps *parser) checkTarget(e *ex, what string) {
-	switch e.k {
-	case exName, exAttr, exSub:
+func (ps *parser) checkTarget(e *Node, what string) {
+	switch e.T {
+	case "Name", "Attribute", "Subscript":
 		return
-	case exStarred:
+	case "Starred":
 		if what == "delete" {
 			ps.fail("cannot delete starred")
 		}
-		ps.checkTarget(e.elts[0], what)
+		ps.checkTarget(e.A, what)
 		return
-	case exTuple, exList:
-		for _, x := range e.elts {
+	case "Tuple", "List":
+		for _, x := range e.L {
 			ps.checkTarget(x, what)
 		}
 		return
-	case exCall:
+	case "Call":
 		ps.fail("cannot %s function call", what)
-	case exYield:
+	case "Yield", "YieldFrom":
 		ps.fail("cannot %s yield expression", what)
 	}
 	ps.fail("cannot %s expression", what)
 }
 
-func (ps *parser) delTarget() *ex { return ps.bitwiseOrTarget() }
+func (ps *parser) delTarget() *Node { return ps.bitwiseOr() }
 
-func (ps *parser) starTarget() *ex {
+func (ps *parser) starTarget() *Node {
 	if ps.accept("*") {
-		return &ex{k: exStarred, elts: []*ex{ps.bitwiseOrTarget()}}
+		return starred(ps.bitwiseOr())
 	}
-	return ps.bitwiseOrTarget()
+	return ps.bitwiseOr()
 }
 
-func (ps *parser) bitwiseOrTarget() *ex { return ps.bitwiseOr() }
-
 // targetList is a for statement's or comprehension's targets.
-func (ps *parser) targetList() *ex {
+func (ps *parser) targetList() *Node {
 	first := ps.starTarget()
 	if !ps.op(",") {
 		ps.checkTarget(first, "assign to")
 		return first
 	}
-	t := &ex{k: exTuple, elts: []*ex{first}}
+	t := tuple([]*Node{first})
 	for ps.accept(",") {
 		if ps.kw("in") || ps.op("=") {
 			break
 		}
-		t.elts = append(t.elts, ps.starTarget())
+		t.L = append(t.L, ps.starTarget())
 	}
 	ps.checkTarget(t, "assign to")
 	return t

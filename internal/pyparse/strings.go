@@ -232,33 +232,8 @@ func fstringField(t *Token, s string, raw bool, depth int) (int, error) {
 	return i + 1, nil
 }
 
-// checkFieldExpr parses a field's expression as CPython 3.11 does: as the
-// expression "(" + expr + ")".
-func checkFieldExpr(t *Token, expr string) (err error) {
-	toks, err := Tokenize("("+expr+")", false)
-	if err != nil {
-		return &Error{t.Start, "f-string: " + err.(*Error).Msg}
-	}
-	ps := &parser{toks: toks}
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(*Error)
-			if !ok {
-				panic(r)
-			}
-			err = &Error{t.Start, "f-string: " + e.Msg}
-		}
-	}()
-	ps.expect("(")
-	if ps.kw("yield") {
-		ps.yieldExpr()
-	} else {
-		ps.starExpressions()
-	}
-	ps.expect(")")
-	ps.acceptKind(NEWLINE, "")
-	if !ps.at(ENDMARKER, "") {
-		ps.fail("invalid syntax")
-	}
-	return nil
+// checkFieldExpr checks a field's expression.
+func checkFieldExpr(t *Token, expr string) error {
+	_, err := parseFieldExpr(t, expr)
+	return err
 }
