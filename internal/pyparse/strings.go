@@ -210,6 +210,9 @@ func fstringField(t *Token, s string, raw bool, depth int) (int, error) {
 	}
 	if s[i] == '=' {
 		i++
+		for i < len(s) && strings.IndexByte(" \t\n\r\f", s[i]) >= 0 {
+			i++
+		}
 	}
 	if i < len(s) && s[i] == '!' {
 		i++
