@@ -68,7 +68,7 @@ func runAgentlessCheck(_ context.Context, args []string, stderr io.Writer) error
 		fmt.Fprintf(stderr, "swerl agentless check: %d normalize lines null: Agentless Mini's normalize_patch raises on them\n", n)
 	}
 	if n := st.Unsupported["normalize"]; n > 0 {
-		fmt.Fprintf(stderr, "swerl agentless check: %d normalize lines null: this build does not normalize yet (ast.unparse is not implemented)\n", n)
+		fmt.Fprintf(stderr, "swerl agentless check: %d normalize lines null: this normalizer cannot follow them\n", n)
 	}
 	return nil
 }

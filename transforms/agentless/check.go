@@ -86,7 +86,7 @@ func Check(in io.Reader, out io.Writer) (CheckStats, error) {
 		case v.Kind == "normalize" && errors.Is(err, ErrNormalizeRaises):
 			st.Errors[v.Kind]++
 		default:
-			return st, fmt.Errorf("line %d: %v", n, err)
+			return st, fmt.Errorf("line %d (%s): %v", n, v.ID, err)
 		}
 		st.Lines[v.Kind]++
 		if err := enc.Encode(CheckLine{v.ID, v.Kind, res}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"maps"
 	"os"
 	"slices"
@@ -91,6 +92,30 @@ func TestApplyVectors(t *testing.T) {
 		}
 		if !maps.Equal(r.NewFiles, v.ExpectedNewFiles) {
 			t.Errorf("%s: new_files differ", v.ID)
+		}
+	}
+}
+
+func TestNormalizeVectors(t *testing.T) {
+	vs := loadVectors(t, "normalize")
+	if len(vs) != 74 {
+		t.Fatalf("%d normalize vectors, want 74", len(vs))
+	}
+	for _, v := range vs {
+		var want *string
+		if err := json.Unmarshal(v.Expected, &want); err != nil {
+			t.Fatalf("%s: expected: %v", v.ID, err)
+		}
+		got, err := NormalizePatch(*v.Patch, v.Files, v.NewFiles, v.EditedFiles)
+		switch {
+		case want == nil:
+			if !errors.Is(err, ErrNormalizeRaises) {
+				t.Errorf("%s: got %q, %v; Agentless Mini raises here (%s)", v.ID, got, err, v.Note)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", v.ID, err)
+		case got != *want:
+			t.Errorf("%s: normalized patch\n%s\nwant\n%s\n(%s)", v.ID, got, *want, v.Note)
 		}
 	}
 }
