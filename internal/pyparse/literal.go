@@ -28,9 +28,17 @@ func decodeEscapes(body string, bytes bool) string {
 	}
 	var sb strings.Builder
 	put := func(r rune) {
-		if bytes {
+		switch {
+		case bytes:
 			sb.WriteByte(byte(r))
-		} else {
+		case r >= 0xD800 && r <= 0xDFFF:
+			// A lone surrogate, which Python strings may hold: kept as
+			// its generalized UTF-8 (WTF-8) bytes, read back by
+			// decodeRune.
+			sb.WriteByte(0xED)
+			sb.WriteByte(byte(0x80 | (r>>6)&0x3F))
+			sb.WriteByte(byte(0x80 | r&0x3F))
+		default:
 			sb.WriteRune(r)
 		}
 	}
@@ -202,6 +210,13 @@ func fstringParts(t *Token, s string, raw bool, depth int) ([]*Node, int, error)
 		c := s[i]
 		switch {
 		case c == '\\' && !raw && i+1 < len(s):
+			if strings.HasPrefix(s[i:], "\\N{") {
+				if e := strings.IndexByte(s[i:], '}'); e > 0 {
+					lit.WriteString(s[i : i+e+1])
+					i += e + 1
+					continue
+				}
+			}
 			lit.WriteString(s[i : i+2])
 			i += 2
 			continue
@@ -357,4 +372,11 @@ func parseFieldExpr(t *Token, expr string) (node *Node, err error) {
 	return node, nil
 }
 
-var _ = utf8.RuneError
+// decodeRune is utf8.DecodeRuneInString that also reads the WTF-8 bytes
+// of a lone surrogate.
+func decodeRune(s string) (rune, int) {
+	if len(s) >= 3 && s[0] == 0xED && s[1] >= 0xA0 && s[1] <= 0xBF && s[2] >= 0x80 && s[2] <= 0xBF {
+		return 0xD000 | rune(s[1]&0x3F)<<6 | rune(s[2]&0x3F), 3
+	}
+	return utf8.DecodeRuneInString(s)
+}

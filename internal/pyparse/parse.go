@@ -1,6 +1,10 @@
 package pyparse
 
-import "fmt"
+import (
+	"fmt"
+
+	"golang.org/x/text/unicode/norm"
+)
 
 var keywords = map[string]bool{
 	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true, "async": true,
@@ -27,6 +31,12 @@ func Parse(src string) (mod *Node, err error) {
 	toks, err := Tokenize(src, false)
 	if err != nil {
 		return nil, err
+	}
+	for i := range toks {
+		// Identifiers are NFKC-normalized, as CPython's parser does.
+		if t := &toks[i]; t.Kind == NAME && !isASCII(t.Text) {
+			t.Text = norm.NFKC.String(t.Text)
+		}
 	}
 	ps := &parser{toks: toks}
 	defer func() {
@@ -656,4 +666,13 @@ func (ps *parser) targetList() *Node {
 	}
 	ps.checkTarget(t, "assign to")
 	return t
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -104,6 +104,12 @@ func checkFString(t *Token, s string, raw bool, depth int) (int, error) {
 		c := s[i]
 		switch {
 		case c == '\\' && !raw:
+			if strings.HasPrefix(s[i:], "\\N{") {
+				if e := strings.IndexByte(s[i:], '}'); e > 0 {
+					i += e + 1
+					continue
+				}
+			}
 			i += 2
 			continue
 		case c == '{':

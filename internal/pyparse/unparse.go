@@ -517,7 +517,7 @@ func (u *unparser) traverse(n *Node) {
 	case "Attribute":
 		u.setPrec(pAtom, n.A)
 		u.traverse(n.A)
-		if n.A.T == "Constant" && n.A.Const.Kind == "int" {
+		if n.A.T == "Constant" && (n.A.Const.Kind == "int" || n.A.Const.Kind == "True" || n.A.Const.Kind == "False") {
 			u.write(" ")
 		}
 		u.write(".", n.Op)
@@ -825,7 +825,9 @@ func reprStr(s string) string {
 	}
 	var sb strings.Builder
 	sb.WriteByte(q)
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := decodeRune(s[i:])
+		i += n
 		switch {
 		case r == rune(q) || r == '\\':
 			sb.WriteByte('\\')
@@ -840,6 +842,8 @@ func reprStr(s string) string {
 			fmt.Fprintf(&sb, `\x%02x`, r)
 		case r < 0x7f:
 			sb.WriteRune(r)
+		case r >= 0xD800 && r <= 0xDFFF:
+			sb.WriteString(unicodeEscape(r))
 		case unicode.IsPrint(r):
 			sb.WriteRune(r)
 		default:
@@ -899,7 +903,9 @@ var (
 // strLiteralHelper is _Unparser._str_literal_helper.
 func strLiteralHelper(s string, quotes []string, escapeSpecialWS bool) (string, []string) {
 	var sb strings.Builder
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := decodeRune(s[i:])
+		i += n
 		switch {
 		case !escapeSpecialWS && (r == '\n' || r == '\t'):
 			sb.WriteRune(r)
@@ -911,7 +917,7 @@ func strLiteralHelper(s string, quotes []string, escapeSpecialWS bool) (string, 
 			sb.WriteString(`\n`)
 		case r == '\r':
 			sb.WriteString(`\r`)
-		case r == ' ' || unicode.IsPrint(r):
+		case r == ' ' || (unicode.IsPrint(r) && !(r >= 0xD800 && r <= 0xDFFF)):
 			sb.WriteRune(r)
 		default:
 			sb.WriteString(unicodeEscape(r))

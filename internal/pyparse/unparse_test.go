@@ -2,7 +2,9 @@ package pyparse
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,3 +105,58 @@ func firstDiff(got, want string) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestStdlibAgreesWithCPython parses and unparses every module of the
+// oracle's own standard library (about a thousand files, test suite
+// included) and compares with CPython: acceptance and unparse text.
+func TestStdlibAgreesWithCPython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: the whole standard library")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	out, err := exec.Command(py, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := strings.TrimSpace(string(out))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.py"))
+	files = append(files, more...)
+	if len(files) < 100 {
+		t.Skipf("only %d files under %s", len(files), dir)
+	}
+	var srcs []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, string(b))
+	}
+	want := pythonUnparse(t, srcs)
+	bad := 0
+	for i, s := range srcs {
+		m, err := Parse(s)
+		if (err == nil) != (want[i] != nil) {
+			bad++
+			t.Errorf("%s: Parse: %v; CPython accepts: %v", files[i], err, want[i] != nil)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		got, err := Unparse(m)
+		if err != nil || got != *want[i] {
+			bad++
+			if bad <= 10 {
+				t.Errorf("%s: unparse differs (err %v):\n%s", files[i], err, firstDiff(got, *want[i]))
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d files disagree", bad, len(srcs))
+	}
+}
