@@ -139,6 +139,7 @@ func (t *tokenizer) run() error {
 			}
 		case c == '\\':
 			s := t.off
+			sp := t.pos(s)
 			t.off++
 			if t.off < len(src) && src[t.off] == '\r' {
 				t.off++
@@ -147,12 +148,12 @@ func (t *tokenizer) run() error {
 				t.off++
 				t.newline(t.off)
 				if t.off >= len(src) {
-					return &Error{t.pos(s), "unexpected EOF while parsing"}
+					return &Error{sp, "unexpected EOF while parsing"}
 				}
 				continue
 			}
 			if t.off >= len(src) {
-				return &Error{t.pos(s), "unexpected EOF while parsing"}
+				return &Error{sp, "unexpected EOF while parsing"}
 			}
 			return t.errf(s, "unexpected character after line continuation character")
 		case c == '\n' || c == '\r':
