@@ -185,7 +185,10 @@ func (t *tokenizer) run() error {
 		last := t.out[n-1].Kind
 		if last != NEWLINE && last != DEDENT && last != INDENT && !(t.comments && last == NL) {
 			if !(t.comments && last == COMMENT && t.lastSignificantIsNewline()) {
-				t.out = append(t.out, Token{Kind: NEWLINE, Start: t.pos(t.off), End: t.pos(t.off), Off: t.off})
+				// as tokenize reports it: empty, one column wide
+				end := t.pos(t.off)
+				end.Col++
+				t.out = append(t.out, Token{Kind: NEWLINE, Start: t.pos(t.off), End: end, Off: t.off})
 			}
 		}
 	}
