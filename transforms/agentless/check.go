@@ -36,13 +36,13 @@ func Run(v *Vector) (any, error) {
 		return nil, nil
 	case "apply":
 		if v.Edits == nil {
-			return nil, fmt.Errorf("%s: apply line without \"edits\"", v.ID)
+			return nil, errors.New("apply line without \"edits\"")
 		}
 		r := Apply(v.Files, *v.Edits)
 		return r, nil
 	case "normalize":
 		if v.Patch == nil {
-			return nil, fmt.Errorf("%s: normalize line without \"patch\"", v.ID)
+			return nil, errors.New("normalize line without \"patch\"")
 		}
 		p, err := NormalizePatch(*v.Patch, v.Files, v.NewFiles, v.EditedFiles)
 		if err != nil {
@@ -52,7 +52,7 @@ func Run(v *Vector) (any, error) {
 		}
 		return p, nil
 	default:
-		return nil, fmt.Errorf("%s: unknown kind %q", v.ID, v.Kind)
+		return nil, fmt.Errorf("unknown kind %q", v.Kind)
 	}
 }
 
