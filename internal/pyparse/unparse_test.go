@@ -113,21 +113,7 @@ func TestStdlibAgreesWithCPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long: the whole standard library")
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
-	out, err := exec.Command(py, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := strings.TrimSpace(string(out))
-	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
-	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.py"))
-	files = append(files, more...)
-	if len(files) < 100 {
-		t.Skipf("only %d files under %s", len(files), dir)
-	}
+	files := stdlibFiles(t)
 	var srcs []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -159,4 +145,26 @@ func TestStdlibAgreesWithCPython(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d of %d files disagree", bad, len(srcs))
 	}
+}
+
+// stdlibFiles lists the modules of the oracle's standard library (one
+// directory deep, test suite included); it skips without python3.
+func stdlibFiles(t *testing.T) []string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	out, err := exec.Command(py, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := strings.TrimSpace(string(out))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.py"))
+	files = append(files, more...)
+	if len(files) < 100 {
+		t.Skipf("only %d files under %s", len(files), dir)
+	}
+	return files
 }
