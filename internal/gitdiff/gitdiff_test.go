@@ -172,7 +172,7 @@ func TestEmptyAndEdges(t *testing.T) {
 	cases := [][2]string{
 		{"", "a\n"}, {"a\n", ""}, {"", "a"}, {"a", "a\n"}, {"a\nb", "a\nc"},
 		{"x\n\n\ny\n", "x\n\n\n\ny\n"}, {"\tdef f():\n\t\treturn 1\n", "\tdef f():\n\t\treturn 2\n"},
-		{strings.Repeat("_" + strings.Repeat("n", 100) + "\nq\nq\nq\nq\n", 3), strings.Repeat("_" + strings.Repeat("n", 100) + "\nq\nq\nq\nr\n", 3)},
+		{strings.Repeat("_"+strings.Repeat("n", 100)+"\nq\nq\nq\nq\n", 3), strings.Repeat("_"+strings.Repeat("n", 100)+"\nq\nq\nq\nr\n", 3)},
 	}
 	old, new := map[string]string{}, map[string]string{}
 	var paths []string
