@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"swerl/internal/testenv"
 )
 
 // vectorFiles reads the Python sources held by the Agentless conformance
@@ -98,10 +100,7 @@ func mutate(r *rand.Rand, text string) string {
 // repository, the new ones in the work tree, `git diff`.
 func gitDiff(t *testing.T, old, new map[string]string) string {
 	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git not installed")
-	}
+	git := testenv.Tool(t, "git", "apt-get install -y git")
 	dir := t.TempDir()
 	run := func(args ...string) string {
 		cmd := exec.Command(git, args...)

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"swerl/internal/testenv"
 )
 
 // vectorSources are the Python texts held by the Agentless conformance
@@ -56,10 +58,7 @@ func vectorSources(t testing.TB) []string {
 // ast.parse accepts.
 func pythonAccepts(t *testing.T, srcs []string) []bool {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := python311(t)
 	const prog = `
 import ast, json, sys, warnings
 warnings.simplefilter("ignore")
@@ -83,18 +82,22 @@ json.dump(out, sys.stdout)
 	if err := json.Unmarshal(b, &ok); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(mustVersion(t, py), "3.11") {
-		t.Skip("oracle is not Python 3.11")
-	}
 	return ok
 }
 
-func mustVersion(t *testing.T, py string) string {
+// python311 is the test oracle, CPython 3.11 (the version whose ast.parse
+// and ast.unparse Agentless Mini ran).
+func python311(t *testing.T) string {
+	t.Helper()
+	py := testenv.Tool(t, "python3", "apt-get install -y python3.11")
 	b, err := exec.Command(py, "--version").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	if !strings.HasPrefix(string(b), "Python 3.11.") {
+		testenv.Missing(t, "Python 3.11 as python3 (found "+strings.TrimSpace(string(b))+")", "apt-get install -y python3.11")
+	}
+	return py
 }
 
 // snippetCorpus is hand-written Python covering the grammar, valid and not.

@@ -15,10 +15,7 @@ import (
 // the end of the input) and the positions of the DEDENT and ENDMARKER
 // tokens that close the input, which the algorithm does not read.
 func TestTokensAgreeWithTokenize(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := python311(t)
 	srcs := vectorSources(t)
 	for _, s := range append(append([]string(nil), vectorSources(t)...), unparseCorpus...) {
 		if m, err := Parse(s); err == nil {

@@ -8,19 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"swerl/internal/testenv"
 )
 
 // pythonUnparse asks CPython 3.11 (the test oracle only) for
 // ast.unparse(ast.parse(s)) of each source; "" where either raises.
 func pythonUnparse(t *testing.T, srcs []string) []*string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
-	if !strings.Contains(mustVersion(t, py), "3.11") {
-		t.Skip("oracle is not Python 3.11")
-	}
+	py := python311(t)
 	const prog = `
 import ast, json, sys, warnings
 warnings.simplefilter("ignore")
@@ -151,10 +147,7 @@ func TestStdlibAgreesWithCPython(t *testing.T) {
 // directory deep, test suite included); it skips without python3.
 func stdlibFiles(t *testing.T) []string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := python311(t)
 	out, err := exec.Command(py, "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +157,7 @@ func stdlibFiles(t *testing.T) []string {
 	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.py"))
 	files = append(files, more...)
 	if len(files) < 100 {
-		t.Skipf("only %d files under %s", len(files), dir)
+		testenv.Missing(t, "Python 3.11's standard library (found "+strconv.Itoa(len(files))+" modules under "+dir+")", "apt-get install -y python3.11")
 	}
 	return files
 }
