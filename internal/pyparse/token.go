@@ -72,6 +72,7 @@ type tokenizer struct {
 // kept as Python's tokenize module gives them.
 func Tokenize(src string, comments bool) ([]Token, error) {
 	t := &tokenizer{src: src, line: 1, indents: []int{0}, altInd: []int{0}, atBOL: true, comments: comments}
+	t.out = make([]Token, 0, len(src)/4+8) // about one token per 4 bytes of code
 	if err := t.run(); err != nil {
 		return nil, err
 	}
