@@ -30,8 +30,8 @@ type Node struct {
 	// N: ImportFrom level, FormattedValue conversion (-1 none), AnnAssign
 	// simple, comprehension is_async, arguments' number of posonlyargs.
 	N int
-	// Async marks AsyncFunctionDef/For/With as written with async (T
-	// already says so; kept for the helpers that share code).
+	// arguments: Else holds kw_defaults (nil where a keyword-only
+	// parameter has none), L3 kwonlyargs, A vararg, B kwarg.
 	par bool // written in parentheses (for the parser's checks)
 }
 
