@@ -1,19 +1,35 @@
 package agentless
 
-import "errors"
+import "swerl/internal/pyast"
 
-// errNoPython is returned by the engine while no Python parser is linked.
-var errNoPython = errors.New("no Python parser: ast.unparse is not implemented")
+// goEngine is the Python engine written in Go (internal/pyast).
+type goEngine struct{}
 
-// noEngine stands in for a Python implementation: nothing parses.
-type noEngine struct{}
-
-func (noEngine) Parses(string) bool             { return true }
-func (noEngine) Unparse(string) (string, error) { return "", errNoPython }
-func (noEngine) RemoveCommentsAndDocstrings(string) (string, error) {
-	return "", errNoPython
+func (goEngine) Parses(code string) bool {
+	_, err := pyast.Parse(code)
+	return err == nil
 }
-func (noEngine) Functions(string) (map[string]string, error) { return nil, errNoPython }
 
-// DefaultEngine is the Python engine normalization and the syntax check use.
-func DefaultEngine() Engine { return noEngine{} }
+func (goEngine) Unparse(code string) (string, error) {
+	mod, err := pyast.Parse(code)
+	if err != nil {
+		return "", err
+	}
+	return pyast.Unparse(mod)
+}
+
+func (goEngine) RemoveCommentsAndDocstrings(code string) (string, error) {
+	return pyast.RemoveCommentsAndDocstrings(code)
+}
+
+func (goEngine) Functions(code string) (map[string]string, error) {
+	mod, err := pyast.Parse(code)
+	if err != nil {
+		return nil, err
+	}
+	return pyast.Functions(mod)
+}
+
+// DefaultEngine is the Python engine normalization and the syntax check
+// use: a Go parser and unparser, so no python3 is needed at scoring time.
+func DefaultEngine() Engine { return goEngine{} }
