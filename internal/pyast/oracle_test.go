@@ -137,6 +137,9 @@ var snippets = []string{
 	"x = = 1\n",
 	"def f(:\n    pass\n",
 	"x = (1,)\ny = ()\nz = 1,\n",
+	"match x:\n    case [a, *_] | (b, c) if a:\n        pass\n    case {'k': 1, **r} as m:\n        pass\n    case P(1, y=-2 + 3j) | None:\n        pass\n    case a.b | 'x' | _:\n        pass\n",
+	"match = 1\nmatch(x)\nmatch[1]\n",
+	"match a, *b:\n    case 1, 2:\n        pass\n    case *_,:\n        pass\n    case (a as b) as c:\n        pass\n",
 }
 
 func TestUnparseSnippets(t *testing.T) { checkUnparse(t, snippets) }

@@ -128,6 +128,11 @@ func (ps *parser) statement() []*Node {
 			}
 		}
 	}
+	if t.Type == NAME && t.Str == "match" {
+		if m := ps.tryMatch(); m != nil {
+			return []*Node{m}
+		}
+	}
 	if ps.atOp("@") {
 		var decos []*Node
 		for ps.accept(OP, "@") {

@@ -127,5 +127,6 @@ func children(n *Node) []*Node {
 	}
 	add(n.OrElse...)
 	add(n.FinalBody...)
+	add(n.Items...) // match cases hold statements
 	return out
 }

@@ -649,7 +649,9 @@ func (u *unparser) traverse(n *Node) {
 			u.traverse(n.Body1)
 		})
 	default:
-		u.fail("cannot unparse " + n.Kind)
+		if !u.matchNode(n) {
+			u.fail("cannot unparse " + n.Kind)
+		}
 	}
 }
 
