@@ -6,8 +6,10 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
-	"unicode/utf8"
+
+	"golang.org/x/text/unicode/runenames"
 )
 
 // parseNumber turns a NUMBER token into a Constant with Python's repr of
@@ -193,13 +195,42 @@ func decodeEscapes(s string, isBytes bool, pos Pos) (string, error) {
 				b.WriteString("\\N")
 				continue
 			}
-			return "", &SyntaxError{pos, "\\N{...} escapes are not supported"}
+			end := strings.IndexByte(s[i:], '}')
+			if i >= len(s) || s[i] != '{' || end < 0 {
+				return "", &SyntaxError{pos, "malformed \\N character escape"}
+			}
+			r, ok := runeByName(s[i+1 : i+end])
+			if !ok {
+				return "", &SyntaxError{pos, "unknown Unicode character name " + s[i+1:i+end]}
+			}
+			b.WriteRune(r)
+			i += end + 1
 		default:
 			b.WriteByte('\\')
 			b.WriteByte(n)
 		}
 	}
 	return b.String(), nil
+}
+
+var (
+	runeNamesOnce sync.Once
+	runeNames     map[string]rune
+)
+
+// runeByName looks a character up by its Unicode name, as \N{...} does
+// (case-insensitively). The table is built on first use.
+func runeByName(name string) (rune, bool) {
+	runeNamesOnce.Do(func() {
+		runeNames = map[string]rune{}
+		for r := rune(0); r <= unicode.MaxRune; r++ {
+			if n := runenames.Name(r); n != "" && !strings.HasPrefix(n, "<") {
+				runeNames[n] = r
+			}
+		}
+	})
+	r, ok := runeNames[strings.ToUpper(name)]
+	return r, ok
 }
 
 // parseStrings builds the Constant or JoinedStr of adjacent STRING tokens.
@@ -290,6 +321,13 @@ func (f *fparser) parse(out *Node, lit *strings.Builder, flush func(), level int
 		for f.i < len(f.s) {
 			c := f.s[f.i]
 			if c == '\\' && !f.raw && f.i+1 < len(f.s) {
+				// \N{NAME} is one escape: its braces open no field.
+				if f.s[f.i+1] == 'N' && f.i+2 < len(f.s) && f.s[f.i+2] == '{' {
+					if end := strings.IndexByte(f.s[f.i:], '}'); end >= 0 {
+						f.i += end + 1
+						continue
+					}
+				}
 				f.i += 2
 				continue
 			}
@@ -336,22 +374,27 @@ func (f *fparser) field(out *Node, lit *strings.Builder, flush func(), level int
 	}
 	start := f.i
 	depth := 0
-	var quote byte
+	var quote string
 	for f.i < len(f.s) {
 		c := f.s[f.i]
 		if c == '\\' {
 			return f.err("expression part cannot include a backslash")
 		}
-		if quote != 0 {
-			if c == quote {
-				quote = 0
+		if quote != "" {
+			if strings.HasPrefix(f.s[f.i:], quote) {
+				f.i += len(quote)
+				quote = ""
+				continue
 			}
 			f.i++
 			continue
 		}
 		if c == '\'' || c == '"' {
-			quote = c
-			f.i++
+			quote = string(c)
+			if strings.HasPrefix(f.s[f.i:], strings.Repeat(quote, 3)) {
+				quote = strings.Repeat(quote, 3)
+			}
+			f.i += len(quote)
 			continue
 		}
 		if c == '[' || c == '(' || c == '{' {
@@ -376,7 +419,7 @@ func (f *fparser) field(out *Node, lit *strings.Builder, flush func(), level int
 		}
 		f.i++
 	}
-	if quote != 0 {
+	if quote != "" {
 		return f.err("unterminated string")
 	}
 	if f.i >= len(f.s) {
@@ -549,7 +592,7 @@ func isPrintable(r rune) bool {
 	if r == ' ' {
 		return true
 	}
-	return unicode.IsPrint(r) && r != utf8.RuneError
+	return unicode.IsPrint(r)
 }
 
 // unicodeEscape is one character encoded with Python's unicode_escape.

@@ -48,6 +48,7 @@ print(json.dumps(out))
 func checkUnparse(t *testing.T, sources []string) {
 	t.Helper()
 	want := pythonOracle(t, unparseScript, sources)
+	t.Logf("%d sources compared with CPython", len(sources))
 	bad := 0
 	for i, src := range sources {
 		mod, err := Parse(src)
