@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/runenames"
 )
@@ -168,7 +169,7 @@ func decodeEscapes(s string, isBytes bool, pos Pos) (string, error) {
 			if isBytes {
 				b.WriteByte(byte(v))
 			} else {
-				b.WriteRune(rune(v))
+				writeRune(&b, rune(v))
 			}
 		case 'x', 'u', 'U':
 			w := map[byte]int{'x': 2, 'u': 4, 'U': 8}[n]
@@ -188,7 +189,7 @@ func decodeEscapes(s string, isBytes bool, pos Pos) (string, error) {
 			if isBytes {
 				b.WriteByte(byte(v))
 			} else {
-				b.WriteRune(rune(v))
+				writeRune(&b, rune(v))
 			}
 		case 'N':
 			if isBytes {
@@ -519,6 +520,36 @@ func parseFExpr(text string, pos Pos) (*Node, error) {
 	return n, err
 }
 
+// writeRune appends r to b; a lone surrogate (which a Python str may
+// hold and UTF-8 may not) is written as its 3-byte generalized UTF-8 form
+// (WTF-8), which nextRune reads back.
+func writeRune(b *strings.Builder, r rune) {
+	if r >= 0xd800 && r <= 0xdfff {
+		b.WriteByte(0xed)
+		b.WriteByte(byte(0xa0 | (r>>6)&0x1f))
+		b.WriteByte(byte(0x80 | r&0x3f))
+		return
+	}
+	b.WriteRune(r)
+}
+
+// nextRune decodes the character at s[i:], surrogates in WTF-8 included.
+func nextRune(s string, i int) (rune, int) {
+	if s[i] == 0xed && i+2 < len(s) && s[i+1] >= 0xa0 && s[i+1] <= 0xbf && s[i+2]&0xc0 == 0x80 {
+		return 0xd000 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f), 3
+	}
+	return utf8.DecodeRuneInString(s[i:])
+}
+
+// eachRune calls fn for every character of s (see nextRune).
+func eachRune(s string, fn func(r rune)) {
+	for i := 0; i < len(s); {
+		r, n := nextRune(s, i)
+		fn(r)
+		i += n
+	}
+}
+
 // pyRepr is Python's repr of a str.
 func pyRepr(s string) string {
 	q := byte('\'')
@@ -527,7 +558,7 @@ func pyRepr(s string) string {
 	}
 	var b strings.Builder
 	b.WriteByte(q)
-	for _, r := range s {
+	eachRune(s, func(r rune) {
 		switch {
 		case r == rune(q) || r == '\\':
 			b.WriteByte('\\')
@@ -551,7 +582,7 @@ func pyRepr(s string) string {
 		default:
 			fmt.Fprintf(&b, "\\U%08x", r)
 		}
-	}
+	})
 	b.WriteByte(q)
 	return b.String()
 }
@@ -592,7 +623,7 @@ func isPrintable(r rune) bool {
 	if r == ' ' {
 		return true
 	}
-	return unicode.IsPrint(r)
+	return unicode.IsPrint(r) && (r < 0xd800 || r > 0xdfff)
 }
 
 // unicodeEscape is one character encoded with Python's unicode_escape.

@@ -144,3 +144,13 @@ var snippets = []string{
 }
 
 func TestUnparseSnippets(t *testing.T) { checkUnparse(t, snippets) }
+
+// TestUnparseSurrogatesAndBools covers what the stdlib corpus found:
+// lone surrogates in str literals are kept (and escaped), and an
+// attribute of True is spaced like one of an int.
+func TestUnparseSurrogatesAndBools(t *testing.T) {
+	checkUnparse(t, []string{
+		"x = '\\ud800' <= c <= '\\udbff'\ny = f'{a}\\udc80'\n",
+		"True.real\n(False).imag\n",
+	})
+}

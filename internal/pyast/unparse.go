@@ -176,7 +176,7 @@ func isPyPrintable(r rune) bool { return isPrintable(r) }
 // types that can enclose it, best first.
 func strLiteralHelper(s string, quoteTypes []string, escapeSpecialWhitespace bool) (string, []string) {
 	var b strings.Builder
-	for _, r := range s {
+	eachRune(s, func(r rune) {
 		if !escapeSpecialWhitespace && (r == '\n' || r == '\t') {
 			b.WriteRune(r)
 		} else if r == '\\' || !isPyPrintable(r) {
@@ -184,7 +184,7 @@ func strLiteralHelper(s string, quoteTypes []string, escapeSpecialWhitespace boo
 		} else {
 			b.WriteRune(r)
 		}
-	}
+	})
 	escaped := b.String()
 	possible := append([]string(nil), quoteTypes...)
 	if strings.Contains(escaped, "\n") {
@@ -587,7 +587,7 @@ func (u *unparser) traverse(n *Node) {
 	case "Attribute":
 		u.setPrec(pAtom, n.Value)
 		u.traverse(n.Value)
-		if n.Value.Kind == "Constant" && n.Value.Const.Kind == CInt {
+		if n.Value.Kind == "Constant" && (n.Value.Const.Kind == CInt || n.Value.Const.Kind == CTrue || n.Value.Const.Kind == CFalse) { // bool is an int
 			u.write(" ")
 		}
 		u.write(".", n.Name)
