@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +68,68 @@ func TestAgentlessCheck(t *testing.T) {
 	}
 	if !bytes.Contains(stderr.Bytes(), []byte("bogus")) {
 		t.Errorf("stderr does not name the bad kind: %s", stderr.String())
+	}
+}
+
+// TestAgentlessThroughServe runs `swerl agentless` against `swerl serve`
+// with the built-in tiny model on loopback: whatever the model answers,
+// every row gets exactly one prediction line, nothing panics, and the
+// run's summary accounts for every instance.
+func TestAgentlessThroughServe(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	addr, _, stop := serveModel(t)
+	defer stop()
+	repo := t.TempDir()
+	gitRun := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gitRun("init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "util.py"), []byte("def f():\n    return 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun("add", ".")
+	gitRun("commit", "-qm", "base")
+	base := gitRun("rev-parse", "HEAD")
+	dir := t.TempDir()
+	rows := filepath.Join(dir, "rows.jsonl")
+	var b strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&b, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"f should return 2"}`+"\n", i, base)
+	}
+	if err := os.WriteFile(rows, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"agentless", "--instances", rows, "--repo", repo, "--policy", "http://" + addr + "/v1",
+		"--out", out, "--localize-samples", "2", "--repair-samples", "2", "--max-tokens", "16"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	t.Logf("%s", stdout.String())
+	pb, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(pb), "\n"); n != 3 {
+		t.Fatalf("%d prediction lines, want 3:\n%s", n, pb)
+	}
+	// The tiny model names no file of the tree: each of the 3x2
+	// localization answers is counted as malformed and the instance ends
+	// with an empty prediction.
+	if !strings.Contains(stdout.String(), "3 instances") || !strings.Contains(stdout.String(), "6 malformed localization answers") {
+		t.Errorf("summary does not account for 3 instances and 6 malformed answers: %s", stdout.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "candidates.parquet")); err != nil {
+		t.Error(err)
 	}
 }

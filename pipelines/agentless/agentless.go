@@ -41,22 +41,25 @@ type Config struct {
 // Summary is what a run did, with the time spent waiting on the policy
 // apart from the rest.
 type Summary struct {
-	Instances   int           `json:"instances"`
-	Resolved    int           `json:"with_patch"`
-	Failed      int           `json:"failed"`
-	BadRows     int           `json:"bad_rows"`
-	Candidates  int           `json:"candidates"`
-	Dropped     int           `json:"dropped_candidates"`
-	Wall        time.Duration `json:"wall_ns"`
-	PolicyTime  time.Duration `json:"policy_ns"`
-	SwerlTime   time.Duration `json:"swerl_ns"`
-	PerMinute   float64       `json:"instances_per_minute"`
-	Predictions string        `json:"predictions"`
+	Instances  int `json:"instances"`
+	Resolved   int `json:"with_patch"`
+	Failed     int `json:"failed"`
+	BadRows    int `json:"bad_rows"`
+	Candidates int `json:"candidates"`
+	// MalformedLocalizations counts localization answers naming no file
+	// of the tree.
+	MalformedLocalizations int           `json:"malformed_localizations"`
+	Dropped                int           `json:"dropped_candidates"`
+	Wall                   time.Duration `json:"wall_ns"`
+	PolicyTime             time.Duration `json:"policy_ns"`
+	SwerlTime              time.Duration `json:"swerl_ns"`
+	PerMinute              float64       `json:"instances_per_minute"`
+	Predictions            string        `json:"predictions"`
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d instances (%d with a patch, %d failed, %d bad rows), %d candidates (%d dropped) in %s: %.1f instances/min; policy %s, swerl %s; predictions in %s\n",
-		s.Instances, s.Resolved, s.Failed, s.BadRows, s.Candidates, s.Dropped, s.Wall.Round(time.Millisecond), s.PerMinute,
+	return fmt.Sprintf("%d instances (%d with a patch, %d failed, %d bad rows), %d malformed localization answers, %d candidates (%d dropped) in %s: %.1f instances/min; policy %s, swerl %s; predictions in %s\n",
+		s.Instances, s.Resolved, s.Failed, s.BadRows, s.MalformedLocalizations, s.Candidates, s.Dropped, s.Wall.Round(time.Millisecond), s.PerMinute,
 		s.PolicyTime.Round(time.Millisecond), s.SwerlTime.Round(time.Millisecond), s.Predictions)
 }
 
@@ -206,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if pred.ModelPatch != "" {
 			sum.Resolved++
 		}
+		sum.MalformedLocalizations += r.out.MalformedLocalizations
 		sum.PolicyTime += r.out.PolicyTime
 		sum.SwerlTime += r.out.Time - r.out.PolicyTime
 		for _, c := range r.out.Candidates {
