@@ -311,7 +311,7 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	if err != nil {
 		return out, fmt.Errorf("agentless: %s: repair: %w", in.ID, err)
 	}
-	eng := DefaultEngine()
+	eng := Memoize(DefaultEngine()) // the samples share the original files
 	var normalized []string
 	for i, c := range resp.Completions {
 		r := ApplyAnswer(c.Text, files, eng.Parses)
