@@ -33,6 +33,7 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	conc := fs.Int("concurrency", 4, "instances in flight")
 	seed := fs.Int64("seed", 0, "sampling seed")
 	model := fs.String("model-name", "swerl", "model_name_or_path written in predictions")
+	testCmd := fs.String("test-cmd", "", "optional: shell command run in a checkout of base_commit with each candidate applied (non-zero exit: failing); the candidates failing least vote")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usagef("want: swerl agentless --instances ROWS --repo PATH|--repos FILE --policy SPEC --out DIR")
 	}
 	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: *instances, Repo: *repo, Repos: *repos, Policy: *policy, Out: *out,
-		Concurrency: *conc, Progress: stderr, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
+		Concurrency: *conc, Progress: stderr, TestCommand: *testCmd, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
 			Temperature: *temp, MaxTokens: *maxTokens, MaxInputTokens: *maxInput, Seed: *seed, Model: *model}})
 	if err != nil {
 		return err

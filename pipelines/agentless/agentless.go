@@ -34,6 +34,10 @@ type Config struct {
 	Policy      string // rollout spec: http://…/v1, model:DIR, file:…
 	Out         string // output directory
 	Concurrency int    // instances in flight; default 4
+	// TestCommand, when set, is run (sh -c) in a checkout of base_commit
+	// with each candidate applied; a non-zero exit is a failure, and only
+	// the candidates with the fewest failures vote.
+	TestCommand string
 	Solve       agentless.Options
 	Progress    io.Writer // one line per instance; nil for none
 }
@@ -166,7 +170,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			} else if files, err := pythonTree(ctx, repo, row.BaseCommit); err != nil {
 				res.err = fmt.Errorf("%s: %w", row.InstanceID, err)
 			} else {
-				res.out, res.err = agentless.Solve(ctx, pol, agentless.Instance{ID: row.InstanceID, Problem: row.ProblemStatement, Files: files}, cfg.Solve)
+				opts := cfg.Solve
+				if cfg.TestCommand != "" {
+					opts.Executor = agentless.LocalExecutor{Repo: repo, Command: cfg.TestCommand}
+				}
+				res.out, res.err = agentless.Solve(ctx, pol, agentless.Instance{ID: row.InstanceID, Problem: row.ProblemStatement, Files: files, Commit: row.BaseCommit}, opts)
 			}
 			results[i] = res
 			mu.Lock()

@@ -160,3 +160,32 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("%d chosen and %d dropped candidates, want %d each", chosen, dropped, n)
 	}
 }
+
+// TestRunWithTests: a test command only the noise edit passes makes the
+// noise candidate win although the gold one has more votes.
+func TestRunWithTests(t *testing.T) {
+	for _, tool := range []string{"git", "tar", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	os.MkdirAll(filepath.Join(repo, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(repo, "pkg/util.py"), []byte(baseUtil), 0o644)
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "base")
+	base := git(t, repo, "rev-parse", "HEAD")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "rows.jsonl")
+	os.WriteFile(in, []byte(fmt.Sprintf(`{"instance_id":"demo__demo-1","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"p"}`+"\n", base)), 0o644)
+	out := filepath.Join(dir, "out")
+	if _, err := Run(context.Background(), Config{Instances: in, Repo: repo, Policy: serveLoopback(t), Out: out,
+		TestCommand: "grep -q 'import sys' pkg/util.py", Solve: agentless.Options{RepairSamples: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if !strings.Contains(string(b), "+import sys") {
+		t.Errorf("prediction is not the only candidate passing the tests: %s", b)
+	}
+}

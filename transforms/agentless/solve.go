@@ -80,6 +80,8 @@ type Instance struct {
 	Problem string
 	// Files maps every Python file of the tree at base_commit to its text.
 	Files map[string]string
+	// Commit is base_commit (for the Executor).
+	Commit string
 }
 
 // Options configure Solve.
@@ -94,6 +96,9 @@ type Options struct {
 	MaxInputTokens int
 	Seed           int64
 	Model          string // model_name_or_path of the prediction
+	// Executor, when set, runs the tests with each candidate applied; only
+	// the candidates with the fewest failures then vote.
+	Executor Executor
 }
 
 func (o *Options) defaults() {
@@ -124,6 +129,7 @@ type Candidate struct {
 	Normalized string `parquet:"normalized_patch" json:"normalized_patch"`
 	Votes      int    `parquet:"votes" json:"votes"`
 	Chosen     bool   `parquet:"chosen" json:"chosen"`
+	Failures   int    `parquet:"test_failures" json:"test_failures"` // -1: not run
 	Dropped    string `parquet:"dropped" json:"dropped,omitempty"`
 }
 
@@ -315,7 +321,7 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	var normalized []string
 	for i, c := range resp.Completions {
 		r := ApplyAnswer(c.Text, files, eng.Parses)
-		cand := Candidate{InstanceID: in.ID, Stage: "repair", Sample: i, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped}
+		cand := Candidate{InstanceID: in.ID, Stage: "repair", Sample: i, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped, Failures: -1}
 		if r.ModelPatch == "" && cand.Dropped == "" {
 			cand.Dropped = DropNoEdit
 		}
@@ -341,7 +347,28 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	for i := range out.Candidates {
 		out.Candidates[i].Votes = votes[pyStrip(out.Candidates[i].Normalized)]
 	}
-	if best := MajorityVote(normalized); best >= 0 {
+	best := -1
+	if o.Executor != nil {
+		failures := make([]int, len(normalized))
+		for i := range out.Candidates {
+			c := &out.Candidates[i]
+			if pyStrip(c.Normalized) == "" {
+				continue
+			}
+			n, err := o.Executor.Failures(ctx, in.Commit, c.ModelPatch)
+			if err != nil {
+				// A patch the executor cannot run counts as failing
+				// everything the others might pass.
+				n = 1 << 30
+				c.Dropped = "tests: " + err.Error()
+			}
+			c.Failures, failures[i] = n, n
+		}
+		best = RerankWithTests(normalized, failures)
+	} else {
+		best = MajorityVote(normalized)
+	}
+	if best >= 0 {
 		out.Candidates[best].Chosen = true
 		out.Prediction.ModelPatch = out.Candidates[best].ModelPatch
 	}
