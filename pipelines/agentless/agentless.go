@@ -58,11 +58,16 @@ type Summary struct {
 	PolicyTime             time.Duration `json:"policy_ns"`
 	SwerlTime              time.Duration `json:"swerl_ns"`
 	PerMinute              float64       `json:"instances_per_minute"`
-	Predictions            string        `json:"predictions"`
+	// Stages sums each stage's time over the instances (policy time is in
+	// Localize and Repair).
+	Stages      agentless.StageTimes `json:"stages"`
+	Predictions string               `json:"predictions"`
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d instances (%d with a patch, %d failed, %d bad rows), %d malformed localization answers, %d candidates (%d dropped) in %s: %.1f instances/min; policy %s, swerl %s; predictions in %s\n",
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("stages (summed over instances): localize %s, repair %s (both mostly the policy), apply %s, normalize %s, vote %s\n",
+		r(s.Stages.Localize), r(s.Stages.Repair), r(s.Stages.Apply), r(s.Stages.Normalize), r(s.Stages.Vote)) + fmt.Sprintf("%d instances (%d with a patch, %d failed, %d bad rows), %d malformed localization answers, %d candidates (%d dropped) in %s: %.1f instances/min; policy %s, swerl %s; predictions in %s\n",
 		s.Instances, s.Resolved, s.Failed, s.BadRows, s.MalformedLocalizations, s.Candidates, s.Dropped, s.Wall.Round(time.Millisecond), s.PerMinute,
 		s.PolicyTime.Round(time.Millisecond), s.SwerlTime.Round(time.Millisecond), s.Predictions)
 }
@@ -218,6 +223,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			sum.Resolved++
 		}
 		sum.MalformedLocalizations += r.out.MalformedLocalizations
+		sum.Stages.Localize += r.out.Stages.Localize
+		sum.Stages.Repair += r.out.Stages.Repair
+		sum.Stages.Apply += r.out.Stages.Apply
+		sum.Stages.Normalize += r.out.Stages.Normalize
+		sum.Stages.Vote += r.out.Stages.Vote
 		sum.PolicyTime += r.out.PolicyTime
 		sum.SwerlTime += r.out.Time - r.out.PolicyTime
 		for _, c := range r.out.Candidates {

@@ -151,6 +151,14 @@ type Outcome struct {
 	MalformedLocalizations int
 	PolicyTime             time.Duration // waiting on the policy
 	Time                   time.Duration // all of Solve
+	// Stages is the time of each stage, policy time included: localize,
+	// repair (the request), apply, normalize, vote (tests included).
+	Stages StageTimes
+}
+
+// StageTimes is the wall time of each stage of one instance.
+type StageTimes struct {
+	Localize, Repair, Apply, Normalize, Vote time.Duration
 }
 
 // isTestPath is filter_out_test_files: a path with any component that
@@ -237,6 +245,7 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	}
 
 	// Localize: one request a sample, each with its own presentation.
+	stage := time.Now()
 	var ranked [][]string
 	for s := 0; s < o.LocalizeSamples; s++ {
 		n, indent := 5, 4
@@ -265,6 +274,7 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 		}
 		ranked = append(ranked, found)
 	}
+	out.Stages.Localize = time.Since(stage)
 	// Merge in rank order: every sample's first file, then every second...
 	seen := map[string]bool{}
 	for rank := 0; len(out.Localized) < o.MaxFiles; rank++ {
@@ -311,16 +321,21 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	}
 	prompt := strings.NewReplacer("{problem_statement}", in.Problem, "{content}", strings.Join(parts, "\n\n")).Replace(repairPrompt)
 	t0 := time.Now()
+	stage = t0
 	resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, Prompt: prompt, N: o.RepairSamples,
 		MaxTokens: o.MaxTokens, Temperature: o.Temperature, Seed: o.Seed})
 	out.PolicyTime += time.Since(t0)
 	if err != nil {
 		return out, fmt.Errorf("agentless: %s: repair: %w", in.ID, err)
 	}
+	out.Stages.Repair = time.Since(stage)
 	eng := Memoize(DefaultEngine()) // the samples share the original files
 	var normalized []string
 	for i, c := range resp.Completions {
+		stage = time.Now()
 		r := ApplyAnswer(c.Text, files, eng.Parses)
+		out.Stages.Apply += time.Since(stage)
+		stage = time.Now()
 		cand := Candidate{InstanceID: in.ID, Stage: "repair", Sample: i, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped, Failures: -1}
 		if r.ModelPatch == "" && cand.Dropped == "" {
 			cand.Dropped = DropNoEdit
@@ -335,7 +350,9 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 		}
 		normalized = append(normalized, cand.Normalized)
 		out.Candidates = append(out.Candidates, cand)
+		out.Stages.Normalize += time.Since(stage)
 	}
+	stage = time.Now()
 
 	// Vote.
 	votes := map[string]int{}
@@ -372,6 +389,7 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 		out.Candidates[best].Chosen = true
 		out.Prediction.ModelPatch = out.Candidates[best].ModelPatch
 	}
+	out.Stages.Vote = time.Since(stage)
 	out.Time = time.Since(start)
 	return out, nil
 }
