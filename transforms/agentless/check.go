@@ -151,7 +151,7 @@ func Check(r io.Reader, w io.Writer, eng Engine) error {
 			out.Error = fmt.Sprintf("line %d: %v", n, err)
 		} else {
 			out.ID, out.Kind = l.ID, l.Kind
-			res, err := Eval(l, eng)
+			res, err := safeEval(l, eng)
 			if err != nil {
 				out.Error = fmt.Sprintf("line %d (%s): %v", n, l.ID, err)
 			}
@@ -177,4 +177,14 @@ func Check(r io.Reader, w io.Writer, eng Engine) error {
 		return fmt.Errorf("%d lines without a result, first: %w", failed, firstErr)
 	}
 	return nil
+}
+
+// safeEval is Eval with a panic (a bug) turned into the line's error.
+func safeEval(l CheckLine, eng Engine) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	return Eval(l, eng)
 }

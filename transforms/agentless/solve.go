@@ -333,10 +333,13 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 	var normalized []string
 	for i, c := range resp.Completions {
 		stage = time.Now()
-		r := ApplyAnswer(c.Text, files, eng.Parses)
+		r, perr := safeApply(c.Text, files, eng.Parses)
 		out.Stages.Apply += time.Since(stage)
 		stage = time.Now()
 		cand := Candidate{InstanceID: in.ID, Stage: "repair", Sample: i, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped, Failures: -1}
+		if perr != nil {
+			cand.Dropped = perr.Error()
+		}
 		if r.ModelPatch == "" && cand.Dropped == "" {
 			cand.Dropped = DropNoEdit
 		}
@@ -400,4 +403,15 @@ func hashString(s string) uint32 {
 		h = (h ^ uint32(s[i])) * 16777619
 	}
 	return h
+}
+
+// safeApply is ApplyAnswer with a panic (a bug) turned into an error, so
+// one answer cannot stop a run.
+func safeApply(answer string, files map[string]string, parses SyntaxChecker) (r Repair, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = Repair{}, fmt.Errorf("internal error applying the answer: %v", p)
+		}
+	}()
+	return ApplyAnswer(answer, files, parses), nil
 }
