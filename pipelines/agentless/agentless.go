@@ -116,9 +116,10 @@ func pythonTree(ctx context.Context, repo, commit string) (map[string]string, er
 }
 
 // Run solves every row and writes DIR/predictions.jsonl (instance_id,
-// model_name_or_path, model_patch: the chosen raw patch) and
+// model_name_or_path, model_patch: the chosen raw patch),
 // DIR/candidates.parquet (every repair sample: raw and normalized patch,
-// votes, why dropped). A row that cannot be read or solved is named in
+// votes, test failures, why dropped) and DIR/instances.jsonl (localized
+// files, files the token budget left out, stage times). A row that cannot be read or solved is named in
 // DIR/failed.jsonl and gets an empty prediction, so every row is
 // accounted for.
 func Run(ctx context.Context, cfg Config) (Summary, error) {
@@ -210,6 +211,38 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	var failed []map[string]string
 	for _, b := range bad {
 		failed = append(failed, map[string]string{"where": b[0], "error": b[1]})
+	}
+	// One line per instance on localization: the files shown to repair,
+	// those the token budget left out, and the stage times.
+	lf, err := os.Create(filepath.Join(cfg.Out, "instances.jsonl"))
+	if err != nil {
+		return sum, err
+	}
+	lenc := json.NewEncoder(lf)
+	lenc.SetEscapeHTML(false)
+	for i, r := range results {
+		rec := struct {
+			InstanceID             string               `json:"instance_id"`
+			Localized              []string             `json:"localized_files"`
+			Omitted                []string             `json:"omitted_files"`
+			MalformedLocalizations int                  `json:"malformed_localizations"`
+			Candidates             int                  `json:"candidates"`
+			PolicyNS               time.Duration        `json:"policy_ns"`
+			TotalNS                time.Duration        `json:"total_ns"`
+			Stages                 agentless.StageTimes `json:"stages_ns"`
+			Error                  string               `json:"error,omitempty"`
+		}{InstanceID: rows[i].InstanceID, Localized: r.out.Localized, Omitted: r.out.Omitted, MalformedLocalizations: r.out.MalformedLocalizations,
+			Candidates: len(r.out.Candidates), PolicyNS: r.out.PolicyTime, TotalNS: r.out.Time, Stages: r.out.Stages}
+		if r.err != nil {
+			rec.Error = r.err.Error()
+		}
+		if err := lenc.Encode(rec); err != nil {
+			lf.Close()
+			return sum, err
+		}
+	}
+	if err := lf.Close(); err != nil {
+		return sum, err
 	}
 	for i, r := range results {
 		sum.Instances++

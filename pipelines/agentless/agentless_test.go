@@ -137,6 +137,10 @@ func TestRunEndToEnd(t *testing.T) {
 	if fb, err := os.ReadFile(filepath.Join(out, "failed.jsonl")); err != nil || !strings.Contains(string(fb), "rows.jsonl:9") {
 		t.Errorf("failed.jsonl does not name the bad row: %q %v", fb, err)
 	}
+	ib, err := os.ReadFile(filepath.Join(out, "instances.jsonl"))
+	if err != nil || strings.Count(string(ib), `"localized_files":["pkg/util.py"]`) != n {
+		t.Errorf("instances.jsonl does not list the localized file for every instance: %v\n%s", err, ib)
+	}
 	cands, err := parquetio.ReadFile[agentless.Candidate](filepath.Join(out, "candidates.parquet"))
 	if err != nil {
 		t.Fatal(err)
