@@ -1,6 +1,7 @@
 package xdiff
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -97,6 +98,47 @@ func TestAgainstGit(t *testing.T) {
 		Unified(&sb, at, bt)
 		if sb.String() != want {
 			t.Fatalf("case %d differs\nold:\n%q\nnew:\n%q\ngit:\n%s\nours:\n%s", it, at, bt, want, sb.String())
+		}
+	}
+}
+
+// TestAgainstGitLarge compares whole files of thousands of lines with many
+// scattered edits, so that the edit cost passes xdiff's heuristic
+// thresholds (256) and its cut-offs are taken.
+func TestAgainstGitLarge(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	dir := t.TempDir()
+	r := rand.New(rand.NewSource(7))
+	for it := 0; it < 12; it++ {
+		n := 1500 + r.Intn(1500)
+		distinct := 5 + r.Intn(400)
+		a := make([]string, n)
+		for i := range a {
+			a[i] = fmt.Sprintf("    line_%d = %d", r.Intn(distinct), r.Intn(3))
+		}
+		b := append([]string(nil), a...)
+		for e := 0; e < 200+r.Intn(600); e++ {
+			p := r.Intn(len(b))
+			switch r.Intn(3) {
+			case 0:
+				b = append(b[:p], b[min(len(b), p+1+r.Intn(8)):]...)
+			case 1:
+				b = append(b[:p], append([]string{fmt.Sprintf("new_%d", r.Intn(50)), ""}, b[p:]...)...)
+			default:
+				b[p] = fmt.Sprintf("    line_%d = %d", r.Intn(distinct), 9)
+			}
+			if len(b) == 0 {
+				b = []string{"x"}
+			}
+		}
+		at, bt := strings.Join(a, "\n")+"\n", strings.Join(b, "\n")+"\n"
+		want := gitHunks(t, dir, at, bt)
+		var sb strings.Builder
+		Unified(&sb, at, bt)
+		if sb.String() != want {
+			t.Fatalf("large case %d (%d lines, %d distinct) differs from git", it, n, distinct)
 		}
 	}
 }
