@@ -267,3 +267,10 @@ func gitOutput(ctx context.Context, dir string, env []string, stdin *strings.Rea
 	}
 	return string(out), nil
 }
+
+// ReadSWEBench reads SWE-bench rows from a .jsonl or .parquet file (local
+// or gs:// / s3://); unparseable JSON lines come back in bad as
+// {where, why}, never dropped silently.
+func ReadSWEBench(ctx context.Context, file string) (rows []SWEBenchRow, bad [][2]string, err error) {
+	return readSWEBench(ctx, file)
+}

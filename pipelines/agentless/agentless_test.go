@@ -1,0 +1,195 @@
+package agentless
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"swerl/sinks/parquetio"
+	"swerl/transforms/agentless"
+)
+
+const baseUtil = "import os\n\n\ndef greet(name):\n    return \"Hello, \" + name\n"
+
+const (
+	gold  = "```python\n### pkg/util.py\n<<<<<<< SEARCH\n    return \"Hello, \" + name\n=======\n    return \"Hello, \" + name + \"!\"\n>>>>>>> REPLACE\n```"
+	noise = "```python\n### pkg/util.py\n<<<<<<< SEARCH\nimport os\n=======\nimport sys\n>>>>>>> REPLACE\n```"
+)
+
+// serveLoopback is an OpenAI-compatible peer on 127.0.0.1 that answers
+// localization with the gold file and repair with gold, noise, prose,
+// gold for the n choices asked.
+func serveLoopback(t *testing.T) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+			N        int                        `json:"n"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		texts := []string{"```\npkg/util.py\n```"}
+		if !strings.Contains(req.Messages[len(req.Messages)-1].Content, "### Repository Structure ###") {
+			texts = nil
+			mix := []string{gold, noise, "no idea", gold}
+			for i := 0; i < req.N; i++ {
+				texts = append(texts, mix[i%len(mix)])
+			}
+		}
+		var choices []map[string]any
+		for i, s := range texts {
+			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRunEndToEnd runs rows from a real clone through the loopback server:
+// every good row's prediction is the majority (gold) patch and applies at
+// base_commit; a malformed row is named in failed.jsonl; every candidate
+// is in candidates.parquet.
+func TestRunEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	os.MkdirAll(filepath.Join(repo, "pkg"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "tests"), 0o755)
+	os.WriteFile(filepath.Join(repo, "pkg/util.py"), []byte(baseUtil), 0o644)
+	os.WriteFile(filepath.Join(repo, "tests/test_util.py"), []byte("def test():\n    pass\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "README.md"), []byte("demo\n"), 0o644)
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "base")
+	base := git(t, repo, "rev-parse", "HEAD")
+
+	const n = 8
+	var rows bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&rows, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"greet should exclaim"}`+"\n", i, base)
+	}
+	rows.WriteString("{not json\n")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "rows.jsonl")
+	os.WriteFile(in, rows.Bytes(), 0o644)
+	out := filepath.Join(dir, "out")
+	var progress bytes.Buffer
+	sum, err := Run(context.Background(), Config{Instances: in, Repo: repo, Policy: serveLoopback(t), Out: out, Concurrency: 2,
+		Progress: &progress, Solve: agentless.Options{RepairSamples: 4, Model: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", sum)
+	if sum.Instances != n || sum.Resolved != n || sum.BadRows != 1 {
+		t.Fatalf("summary %+v: want %d instances all with a patch and 1 bad row", sum, n)
+	}
+	if got := strings.Count(progress.String(), "\n"); got != n {
+		t.Errorf("%d progress lines, want %d", got, n)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d predictions, want %d", len(lines), n)
+	}
+	for _, l := range lines {
+		var p agentless.Prediction
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(p.ModelPatch, `+    return "Hello, " + name + "!"`) || strings.Contains(p.ModelPatch, "import sys") {
+			t.Errorf("%s: prediction is not the gold patch:\n%s", p.InstanceID, p.ModelPatch)
+		}
+		pf := filepath.Join(dir, p.InstanceID+".diff")
+		os.WriteFile(pf, []byte(p.ModelPatch), 0o644)
+		git(t, repo, "apply", "--check", pf)
+	}
+	if fb, err := os.ReadFile(filepath.Join(out, "failed.jsonl")); err != nil || !strings.Contains(string(fb), "rows.jsonl:9") {
+		t.Errorf("failed.jsonl does not name the bad row: %q %v", fb, err)
+	}
+	ib, err := os.ReadFile(filepath.Join(out, "instances.jsonl"))
+	if err != nil || strings.Count(string(ib), `"localized_files":["pkg/util.py"]`) != n {
+		t.Errorf("instances.jsonl does not list the localized file for every instance: %v\n%s", err, ib)
+	}
+	cands, err := parquetio.ReadFile[agentless.Candidate](filepath.Join(out, "candidates.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cands) != 4*n {
+		t.Errorf("%d candidates, want %d", len(cands), 4*n)
+	}
+	chosen, dropped := 0, 0
+	for _, c := range cands {
+		if c.Chosen {
+			chosen++
+			if c.Votes != 2 {
+				t.Errorf("%s: chosen with %d votes, want 2", c.InstanceID, c.Votes)
+			}
+		}
+		if c.Dropped != "" {
+			dropped++
+		}
+	}
+	if chosen != n || dropped != n {
+		t.Errorf("%d chosen and %d dropped candidates, want %d each", chosen, dropped, n)
+	}
+}
+
+// TestRunWithTests: a test command only the noise edit passes makes the
+// noise candidate win although the gold one has more votes.
+func TestRunWithTests(t *testing.T) {
+	for _, tool := range []string{"git", "tar", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	os.MkdirAll(filepath.Join(repo, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(repo, "pkg/util.py"), []byte(baseUtil), 0o644)
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "base")
+	base := git(t, repo, "rev-parse", "HEAD")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "rows.jsonl")
+	os.WriteFile(in, []byte(fmt.Sprintf(`{"instance_id":"demo__demo-1","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"p"}`+"\n", base)), 0o644)
+	out := filepath.Join(dir, "out")
+	if _, err := Run(context.Background(), Config{Instances: in, Repo: repo, Policy: serveLoopback(t), Out: out,
+		TestCommand: "grep -q 'import sys' pkg/util.py", Solve: agentless.Options{RepairSamples: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if !strings.Contains(string(b), "+import sys") {
+		t.Errorf("prediction is not the only candidate passing the tests: %s", b)
+	}
+}
