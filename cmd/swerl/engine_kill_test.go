@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/testenv"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/metrics"
@@ -207,9 +208,5 @@ func engineErrors(t *testing.T, engine, reason string) float64 {
 // waitUntil polls cond until it holds, failing the test after a minute.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
+	testenv.Eventually(t, time.Minute, what, cond)
 }

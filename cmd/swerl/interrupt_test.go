@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"swerl/internal/syncbuf"
+	"swerl/internal/testenv"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -79,27 +80,9 @@ func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 	c := startCLI(t, append(args, "--steps", "2")...)
 	// Two steps are published while the engine holds the push of v0
 	// (its timeout is the default 60s, the wait here at most 50s).
-	for deadline := time.Now().Add(50 * time.Second); indexRows(out) < 3 || accepted() < 1; time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-c.done:
-			t.Fatalf("learn exited before the signal: %v\n%s", c.err, c.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d versions published, %d engine connections in 50s: the learner waits for the engine\n%s", indexRows(out), accepted(), c.out.String())
-		}
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("learn still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
-	}
-	took := time.Since(sent)
-	t.Logf("learn exited %s after SIGTERM", took.Round(time.Millisecond))
+	c.waitAlive(t, 50*time.Second, "two versions published while the engine holds the push (else the learner waits for the engine)",
+		func() bool { return indexRows(out) >= 3 && accepted() >= 1 })
+	c.sigterm(t, "learn", "a push in flight")
 	log := c.out.String()
 	if testing.Verbose() {
 		t.Logf("first run:\n%s", log)
@@ -146,26 +129,8 @@ func TestRunStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 		"--batch", fmt.Sprint(batch), "--group-size", fmt.Sprint(group), "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3",
 		"--lora-rank", "4"}
 	c := startCLI(t, append(args, "--policy", engine)...)
-	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-c.done:
-			t.Fatalf("run exited before the signal: %v\n%s", c.err, c.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no push reached the engine in 2 minutes:\n%s", c.out.String())
-		}
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("run still running 10s after SIGTERM with a push in flight:\n%s", c.out.String())
-	}
-	t.Logf("run exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	c.waitAlive(t, 2*time.Minute, "a push reaches the engine", func() bool { return accepted() >= 1 })
+	c.sigterm(t, "run", "a push in flight")
 	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
 		t.Fatalf("run after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
 	}
@@ -204,26 +169,8 @@ func TestTrainStopsOnSIGTERMWithAHangingPolicy(t *testing.T) {
 	set := traintest.New(t, dir, 4, 2, nil)
 	policy, accepted := hangingServer(t)
 	c := startCLI(t, "train", "--instances", set.InstancesPath, "--policy", policy, "--group-size", "2", "--out", filepath.Join(dir, "out"), "--metrics-addr", "")
-	for deadline := time.Now().Add(2 * time.Minute); accepted() < 1; time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-c.done:
-			t.Fatalf("train exited before the signal: %v\n%s", c.err, c.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no rollout request reached the policy in 2 minutes:\n%s", c.out.String())
-		}
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("train still running 10s after SIGTERM with requests in flight:\n%s", c.out.String())
-	}
-	t.Logf("train exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	c.waitAlive(t, 2*time.Minute, "a rollout request reaches the policy", func() bool { return accepted() >= 1 })
+	c.sigterm(t, "train", "requests in flight")
 	if c.err != nil || !strings.Contains(c.out.String(), "interrupted") {
 		t.Fatalf("train after SIGTERM: %v, want a clean exit that says it was interrupted:\n%s", c.err, c.out.String())
 	}
@@ -365,4 +312,34 @@ func TestInterruptGraceAndSecondSignal(t *testing.T) {
 	if c.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(c.out.String(), "after the interrupt; exiting") || took < shutdownGrace {
 		t.Fatalf("exit %d after %s, want 1 after %s:\n%s", c.cmd.ProcessState.ExitCode(), took, shutdownGrace, c.out.String())
 	}
+}
+
+// waitAlive waits until cond holds while the child runs, failing the test
+// when the child exits first or limit passes.
+func (c *cli) waitAlive(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	testenv.Eventually(t, limit, what, func() bool {
+		select {
+		case <-c.done:
+			t.Fatalf("%s exited before the signal, waiting until %s: %v\n%s", c.cmd.Args[1], what, c.err, c.out.String())
+		default:
+		}
+		return cond()
+	})
+}
+
+// sigterm sends SIGTERM to the child, which must exit within 10 s;
+// inFlight says what was in flight, for the failure.
+func (c *cli) sigterm(t *testing.T, name, inFlight string) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still running 10s after SIGTERM with %s:\n%s", name, inFlight, c.out.String())
+	}
+	t.Logf("%s exited %s after SIGTERM", name, time.Since(sent).Round(time.Millisecond))
 }

@@ -13,6 +13,7 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/testenv"
 )
 
 // endlessPolicy serves the tiny model with no stop token, so that every
@@ -40,13 +41,7 @@ func endlessPolicy(t *testing.T) *policy.Policy {
 // waitFor polls cond until it holds, failing the test after limit.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, limit)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, limit, what, cond)
 }
 
 // Generation stops when the client goes away: for a request that would

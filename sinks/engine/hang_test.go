@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/testenv"
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
 )
@@ -121,13 +122,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the engine accepts a connection", cond)
 }
 
 // gatedEngine is a vLLM server whose loads of the versions in stuck wait
