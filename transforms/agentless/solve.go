@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"swerl/internal/difflib"
+	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
 )
 
@@ -49,30 +50,7 @@ Below are some code segments, each from a relevant file. One or more of these fi
 ` + "```" + `
 --- END FILE ---
 
-Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix the issue.
-
-Every *SEARCH/REPLACE* edit must use this format:
-1. The file path
-2. The start of search block: <<<<<<< SEARCH
-3. A contiguous chunk of lines to search for in the existing source code
-4. The dividing line: =======
-5. The lines to replace into the source code
-6. The end of the replace block: >>>>>>> REPLACE
-
-Here is an example:
-
-` + "```python" + `
-### mathweb/flask/app.py
-<<<<<<< SEARCH
-from flask import Flask
-=======
-import math
-from flask import Flask
->>>>>>> REPLACE
-` + "```" + `
-
-Please note that the *SEARCH/REPLACE* edit REQUIRES PROPER INDENTATION. If you would like to add the line '        print(x)', you must fully write that out, with all those spaces before the code!
-Wrap each *SEARCH/REPLACE* edit in a code block as shown in the example above. If you have multiple *SEARCH/REPLACE* edits, use a separate code block for each one.`
+` + prompt.EditInstructions
 
 // Instance is one SWE-bench row with its repository read at base_commit.
 type Instance struct {

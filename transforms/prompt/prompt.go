@@ -43,7 +43,12 @@ const userHead = "We are currently solving the following issue within our reposi
 
 const userMid = "\n--- END ISSUE ---\n\nBelow are some code segments, each from a relevant file. One or more of these files may contain bugs.\n\n--- BEGIN FILE ---\n```\n"
 
-const userTail = "\n```\n--- END FILE ---\n\n" + `Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix the issue.
+const userTail = "\n```\n--- END FILE ---\n\n" + EditInstructions
+
+// EditInstructions closes SWE-RL's repair prompt (AGENTLESS_REPAIR): how to
+// write SEARCH/REPLACE edits, with the example. Agentless Mini's repair
+// prompt ends with the same text.
+const EditInstructions = `Please first localize the bug based on the issue statement, and then generate *SEARCH/REPLACE* edits to fix the issue.
 
 Every *SEARCH/REPLACE* edit must use this format:
 1. The file path
