@@ -431,12 +431,13 @@ func correct(p GRPOParams, old, behav []float64, st *RolloutStats) []float64 {
 	if behav == nil {
 		return c
 	}
-	lw := make([]float64, n)
+	lw, ws := make([]float64, n), make([]float64, n)
 	var sum float64
 	veto := false
 	for t := range old {
 		lw[t] = old[t] - behav[t]
-		w := math.Exp(lw[t])
+		ws[t] = math.Exp(lw[t])
+		w := ws[t]
 		sum += lw[t]
 		st.Tokens++
 		// w − 1 − ln w, with expm1 so that it stays exact near w = 1.
@@ -464,7 +465,7 @@ func correct(p GRPOParams, old, behav []float64, st *RolloutStats) []float64 {
 	switch p.Correction {
 	case TokenTIS, TokenMIS:
 		for t := range c {
-			w := math.Exp(lw[t])
+			w := ws[t]
 			switch {
 			case w > capW && p.Correction == TokenTIS:
 				c[t] = capW
