@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"swerl/pipelines/beamrun"
 	"swerl/schemas"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
@@ -147,10 +148,10 @@ func deadLetter(ctx context.Context, stage, source, key, reason string, value []
 
 // decodeFn parses an input record into an Instance keyed by its source
 // position; a record that does not decode or validate is dead-lettered.
-// Records decode on up to one goroutine a core (see async).
+// Records decode on up to one goroutine a core (see beamrun.Async).
 type decodeFn struct {
 	RunID string
-	work  *async[decoded]
+	work  *beamrun.Async[decoded]
 }
 
 // decoded is the outcome of decoding one record.
@@ -161,12 +162,12 @@ type decoded struct {
 }
 
 func (f *decodeFn) Setup() {
-	f.work = newAsync[decoded](cpuSlots(), nil)
+	f.work = beamrun.NewAsync[decoded](beamrun.CPUSlots(), nil)
 }
 
 func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Record, emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
 	cRecords.Add(ctx, 1)
-	f.work.submit(ts, func() decoded {
+	f.work.Submit(ts, func() decoded {
 		in, err := DecodeRecord(r)
 		if err != nil {
 			d := deadLetter(ctx, "decode", r.Source, r.Key, err.Error(), r.Value)
@@ -177,7 +178,7 @@ func (f *decodeFn) ProcessElement(ctx context.Context, ts beam.EventTime, r Reco
 }
 
 func (f *decodeFn) FinishBundle(emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.wait(f.out(emit, dead))
+	f.work.Wait(f.out(emit, dead))
 }
 
 func (f *decodeFn) out(emit func(beam.EventTime, request, schemas.Instance), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, decoded) {
@@ -228,7 +229,7 @@ type rolloutFn struct {
 	own    bool // this DoFn opened policy (remote worker) and closes it
 	ctx    context.Context
 	cancel context.CancelFunc
-	work   *async[rolled]
+	work   *beamrun.Async[rolled]
 }
 
 // rolled is the outcome of one policy request.
@@ -260,7 +261,7 @@ func (f *rolloutFn) Setup() error {
 	sem := semaphores.m[f.RunID]
 	runsMu.Unlock()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.work = newAsync[rolled](0, sem)
+	f.work = beamrun.NewAsync[rolled](0, sem)
 	return nil
 }
 
@@ -275,12 +276,12 @@ func (f *rolloutFn) Teardown() error {
 }
 
 func (f *rolloutFn) ProcessElement(ctx context.Context, ts beam.EventTime, req request, in schemas.Instance, emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.submit(ts, func() rolled { return f.complete(ctx, req, &in) }, output(emit, dead))
+	f.work.Submit(ts, func() rolled { return f.complete(ctx, req, &in) }, output(emit, dead))
 }
 
 // FinishBundle waits for the bundle's requests still in flight.
 func (f *rolloutFn) FinishBundle(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.wait(output(emit, dead))
+	f.work.Wait(output(emit, dead))
 }
 
 func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, rolled) {
@@ -342,7 +343,7 @@ type rewardFn struct {
 	GroupSize int
 	ctx       context.Context
 	cancel    context.CancelFunc
-	work      *async[scored]
+	work      *beamrun.Async[scored]
 }
 
 // scored is a part whose members have been scored, with the dead-letters
@@ -354,7 +355,7 @@ type scored struct {
 
 func (f *rewardFn) Setup() {
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.work = newAsync[scored](cpuSlots(), nil)
+	f.work = beamrun.NewAsync[scored](beamrun.CPUSlots(), nil)
 }
 
 func (f *rewardFn) Teardown() {
@@ -364,11 +365,11 @@ func (f *rewardFn) Teardown() {
 }
 
 func (f *rewardFn) ProcessElement(ctx context.Context, ts beam.EventTime, p part, whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.submit(ts, func() scored { return f.score(ctx, p) }, f.out(whole, partial, dead))
+	f.work.Submit(ts, func() scored { return f.score(ctx, p) }, f.out(whole, partial, dead))
 }
 
 func (f *rewardFn) FinishBundle(whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) {
-	f.work.wait(f.out(whole, partial, dead))
+	f.work.Wait(f.out(whole, partial, dead))
 }
 
 func (f *rewardFn) out(whole func(beam.EventTime, part), partial func(beam.EventTime, string, part), dead func(beam.EventTime, schemas.DeadLetter)) func(beam.EventTime, scored) {

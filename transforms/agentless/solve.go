@@ -79,6 +79,12 @@ type Options struct {
 	Executor Executor
 }
 
+// WithDefaults is o with its zero fields set to their defaults.
+func (o Options) WithDefaults() Options {
+	o.defaults()
+	return o
+}
+
 func (o *Options) defaults() {
 	if o.LocalizeSamples <= 0 {
 		o.LocalizeSamples = 1
@@ -202,67 +208,76 @@ func stripThinking(s string) string {
 	return s
 }
 
-// Solve runs Agentless Mini on one instance: localize, repair, normalize,
-// vote. The policy's errors end it; malformed answers are counted and
-// dropped.
-func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Outcome, error) {
-	o.defaults()
-	start := time.Now()
-	out := Outcome{Prediction: Prediction{InstanceID: in.ID, Model: o.Model}}
-	rng := rand.New(rand.NewSource(o.Seed ^ int64(len(in.ID))<<32 ^ int64(hashString(in.ID))))
-	var paths []string
-	for p := range in.Files {
+// LocalizablePaths is the files the localization prompt shows: the
+// Python files of paths that are not test files, sorted.
+func LocalizablePaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
 		if strings.HasSuffix(p, ".py") && !isTestPath(p) {
-			paths = append(paths, p)
+			out = append(out, p)
 		}
 	}
-	sort.Strings(paths)
-	exists := map[string]bool{}
-	for _, p := range paths {
-		exists[p] = true
-	}
+	sort.Strings(out)
+	return out
+}
 
-	// Localize: one request a sample, each with its own presentation.
-	stage := time.Now()
-	var ranked [][]string
-	for s := 0; s < o.LocalizeSamples; s++ {
+// LocalizePrompts returns the localization prompt of each of the
+// o.LocalizeSamples samples of instance id, whose tree's localizable files
+// are paths (LocalizablePaths). With more than one sample each prompt has
+// its own presentation of the tree (number of files asked for, indent,
+// order), drawn from one generator seeded by o.Seed and id, so the prompts
+// are the same wherever they are built.
+func LocalizePrompts(id, problem string, paths []string, o Options) []string {
+	o.defaults()
+	rng := rand.New(rand.NewSource(o.Seed ^ int64(len(id))<<32 ^ int64(hashString(id))))
+	prompts := make([]string, o.LocalizeSamples)
+	for s := range prompts {
 		n, indent := 5, 4
 		var r *rand.Rand
 		if o.LocalizeSamples > 1 {
 			n, indent, r = 2+rng.Intn(4), []int{2, 4}[rng.Intn(2)], rng
 		}
-		prompt := strings.NewReplacer("{problem_statement}", in.Problem, "{structure}", structure(paths, indent, r),
+		prompts[s] = strings.NewReplacer("{problem_statement}", problem, "{structure}", structure(paths, indent, r),
 			"{n}", fmt.Sprint(n)).Replace(localizationPrompt)
-		t0 := time.Now()
-		resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, Prompt: prompt, N: 1, MaxTokens: o.MaxTokens, Seed: o.Seed + int64(s)})
-		out.PolicyTime += time.Since(t0)
-		if err != nil {
-			return out, fmt.Errorf("agentless: %s: localize: %w", in.ID, err)
-		}
-		var found []string
-		for _, c := range resp.Completions {
-			for _, l := range strings.Split(strings.TrimSpace(stripThinking(c.Text)), "\n") {
-				if exists[l] {
-					found = append(found, l)
-				}
+	}
+	return prompts
+}
+
+// LocalizeRequest is the policy request of localization sample s.
+func LocalizeRequest(id, prompt string, s int, o Options) rollout.Request {
+	o.defaults()
+	return rollout.Request{InstanceID: id, Prompt: prompt, N: 1, MaxTokens: o.MaxTokens, Seed: o.Seed + int64(s)}
+}
+
+// ParseLocalization returns the lines of a localization sample's answers
+// that name a file of the tree (exists), in order; none means the sample
+// is malformed.
+func ParseLocalization(answers []string, exists map[string]bool) []string {
+	var found []string
+	for _, a := range answers {
+		for _, l := range strings.Split(strings.TrimSpace(stripThinking(a)), "\n") {
+			if exists[l] {
+				found = append(found, l)
 			}
 		}
-		if len(found) == 0 {
-			out.MalformedLocalizations++
-		}
-		ranked = append(ranked, found)
 	}
-	out.Stages.Localize = time.Since(stage)
-	// Merge in rank order: every sample's first file, then every second...
+	return found
+}
+
+// MergeLocalizations merges the samples' files in rank order (every
+// sample's first file, then every second…), without repeats, into at most
+// maxFiles.
+func MergeLocalizations(ranked [][]string, maxFiles int) []string {
+	var out []string
 	seen := map[string]bool{}
-	for rank := 0; len(out.Localized) < o.MaxFiles; rank++ {
+	for rank := 0; len(out) < maxFiles; rank++ {
 		any := false
 		for _, f := range ranked {
 			if rank < len(f) {
 				any = true
-				if !seen[f[rank]] && len(out.Localized) < o.MaxFiles {
+				if !seen[f[rank]] && len(out) < maxFiles {
 					seen[f[rank]] = true
-					out.Localized = append(out.Localized, f[rank])
+					out = append(out, f[rank])
 				}
 			}
 		}
@@ -270,90 +285,108 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 			break
 		}
 	}
-	if len(out.Localized) == 0 {
-		out.Time = time.Since(start)
-		return out, nil
-	}
+	return out
+}
 
-	// Repair: the localized files' contents within the token budget.
-	files := map[string]string{}
+// RepairInput is the repair prompt of an instance and the files it shows.
+type RepairInput struct {
+	Prompt  string
+	Files   map[string]string // shown files, as the prompt shows them
+	Omitted []string          // localized files the token budget left out
+}
+
+// BuildRepair makes the repair prompt from the localized files' contents
+// (read maps each localized path to its text), within o.MaxInputTokens
+// (bytes/4): files that do not fit are left out, except that the first is
+// shown when none fits (as construct_topn_file_context does). localized
+// must not be empty.
+func BuildRepair(problem string, localized []string, read map[string]string, o Options) RepairInput {
+	o.defaults()
+	in := RepairInput{Files: map[string]string{}}
 	var parts []string
 	tokens := 0
-	for _, p := range out.Localized {
-		content := strings.Join(difflib.SplitLines(in.Files[p], false), "\n")
+	for _, p := range localized {
+		content := strings.Join(difflib.SplitLines(read[p], false), "\n")
 		block := "### " + p + "\n" + content
 		if n := len(block) / 4; tokens+n > o.MaxInputTokens {
-			out.Omitted = append(out.Omitted, p)
+			in.Omitted = append(in.Omitted, p)
 			continue
 		} else {
 			tokens += n
 		}
-		files[p] = content
+		in.Files[p] = content
 		parts = append(parts, block)
 	}
-	if len(parts) == 0 { // as construct_topn_file_context: the first file anyway
-		p := out.Localized[0]
-		files[p] = strings.Join(difflib.SplitLines(in.Files[p], false), "\n")
-		parts = append(parts, "### "+p+"\n"+files[p])
-		out.Omitted = out.Omitted[1:]
+	if len(parts) == 0 {
+		p := localized[0]
+		in.Files[p] = strings.Join(difflib.SplitLines(read[p], false), "\n")
+		parts = append(parts, "### "+p+"\n"+in.Files[p])
+		in.Omitted = in.Omitted[1:]
 	}
-	prompt := strings.NewReplacer("{problem_statement}", in.Problem, "{content}", strings.Join(parts, "\n\n")).Replace(repairPrompt)
-	t0 := time.Now()
-	stage = t0
-	resp, err := pol.Complete(ctx, rollout.Request{InstanceID: in.ID, Prompt: prompt, N: o.RepairSamples,
-		MaxTokens: o.MaxTokens, Temperature: o.Temperature, Seed: o.Seed})
-	out.PolicyTime += time.Since(t0)
-	if err != nil {
-		return out, fmt.Errorf("agentless: %s: repair: %w", in.ID, err)
-	}
-	out.Stages.Repair = time.Since(stage)
-	eng := Memoize(DefaultEngine()) // the samples share the original files
-	var normalized []string
-	for i, c := range resp.Completions {
-		stage = time.Now()
-		r, perr := safeApply(c.Text, files, eng.Parses)
-		out.Stages.Apply += time.Since(stage)
-		stage = time.Now()
-		cand := Candidate{InstanceID: in.ID, Stage: "repair", Sample: i, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped, Failures: -1}
-		if perr != nil {
-			cand.Dropped = perr.Error()
-		}
-		if r.ModelPatch == "" && cand.Dropped == "" {
-			cand.Dropped = DropNoEdit
-		}
-		if r.ModelPatch != "" {
-			norm, err := NormalizePatch(r.ModelPatch, r.Originals, r.NewContents, r.EditedFiles, eng)
-			if err != nil {
-				cand.Dropped = "normalize: " + err.Error()
-			} else {
-				cand.Normalized = norm
-			}
-		}
-		normalized = append(normalized, cand.Normalized)
-		out.Candidates = append(out.Candidates, cand)
-		out.Stages.Normalize += time.Since(stage)
-	}
-	stage = time.Now()
+	in.Prompt = strings.NewReplacer("{problem_statement}", problem, "{content}", strings.Join(parts, "\n\n")).Replace(repairPrompt)
+	return in
+}
 
-	// Vote.
+// RepairRequest is the policy request for the n repair samples that
+// start at sample first: one request for all of an instance's samples
+// (first 0) is the request Agentless Mini makes.
+func RepairRequest(id, prompt string, first, n int, o Options) rollout.Request {
+	o.defaults()
+	return rollout.Request{InstanceID: id, Prompt: prompt, N: n, MaxTokens: o.MaxTokens, Temperature: o.Temperature, Seed: o.Seed + int64(first)}
+}
+
+// RepairCandidate applies repair sample s's answer to the shown files and
+// normalizes the patch; the candidate says why it was dropped, if it was.
+// It also returns the time spent applying and normalizing. eng is shared
+// by an instance's samples (Memoize).
+func RepairCandidate(id string, s int, answer string, files map[string]string, eng Engine) (c Candidate, apply, normalize time.Duration) {
+	t0 := time.Now()
+	r, perr := safeApply(answer, files, eng.Parses)
+	apply = time.Since(t0)
+	t0 = time.Now()
+	c = Candidate{InstanceID: id, Stage: "repair", Sample: s, RawPatch: r.RawModelPatch, ModelPatch: r.ModelPatch, Dropped: r.Dropped, Failures: -1}
+	if perr != nil {
+		c.Dropped = perr.Error()
+	}
+	if r.ModelPatch == "" && c.Dropped == "" {
+		c.Dropped = DropNoEdit
+	}
+	if r.ModelPatch != "" {
+		norm, err := NormalizePatch(r.ModelPatch, r.Originals, r.NewContents, r.EditedFiles, eng)
+		if err != nil {
+			c.Dropped = "normalize: " + err.Error()
+		} else {
+			c.Normalized = norm
+		}
+	}
+	return c, apply, time.Since(t0)
+}
+
+// Decide votes over an instance's candidates, in sample order: it sets
+// each one's Votes (and Failures, with an executor, which runs the tests
+// of every candidate with a non-empty normalized patch at commit), marks
+// the chosen one and returns its index, -1 when none has a patch.
+func Decide(ctx context.Context, commit string, cands []Candidate, exec Executor) int {
+	normalized := make([]string, len(cands))
 	votes := map[string]int{}
-	for _, n := range normalized {
-		if k := pyStrip(n); k != "" {
+	for i, c := range cands {
+		normalized[i] = c.Normalized
+		if k := pyStrip(c.Normalized); k != "" {
 			votes[k]++
 		}
 	}
-	for i := range out.Candidates {
-		out.Candidates[i].Votes = votes[pyStrip(out.Candidates[i].Normalized)]
+	for i := range cands {
+		cands[i].Votes = votes[pyStrip(cands[i].Normalized)]
 	}
 	best := -1
-	if o.Executor != nil {
-		failures := make([]int, len(normalized))
-		for i := range out.Candidates {
-			c := &out.Candidates[i]
+	if exec != nil {
+		failures := make([]int, len(cands))
+		for i := range cands {
+			c := &cands[i]
 			if pyStrip(c.Normalized) == "" {
 				continue
 			}
-			n, err := o.Executor.Failures(ctx, in.Commit, c.ModelPatch)
+			n, err := exec.Failures(ctx, commit, c.ModelPatch)
 			if err != nil {
 				// A patch the executor cannot run counts as failing
 				// everything the others might pass.
@@ -367,7 +400,77 @@ func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Out
 		best = MajorityVote(normalized)
 	}
 	if best >= 0 {
-		out.Candidates[best].Chosen = true
+		cands[best].Chosen = true
+	}
+	return best
+}
+
+// Solve runs Agentless Mini on one instance: localize, repair, normalize,
+// vote, one stage after the other (pipelines/agentless runs the same
+// stages as Beam transforms). The policy's errors end it; malformed
+// answers are counted and dropped.
+func Solve(ctx context.Context, pol rollout.Policy, in Instance, o Options) (Outcome, error) {
+	o.defaults()
+	start := time.Now()
+	out := Outcome{Prediction: Prediction{InstanceID: in.ID, Model: o.Model}}
+	all := make([]string, 0, len(in.Files))
+	for p := range in.Files {
+		all = append(all, p)
+	}
+	paths := LocalizablePaths(all)
+	exists := map[string]bool{}
+	for _, p := range paths {
+		exists[p] = true
+	}
+
+	// Localize: one request a sample, each with its own presentation.
+	stage := time.Now()
+	var ranked [][]string
+	for s, prompt := range LocalizePrompts(in.ID, in.Problem, paths, o) {
+		t0 := time.Now()
+		resp, err := pol.Complete(ctx, LocalizeRequest(in.ID, prompt, s, o))
+		out.PolicyTime += time.Since(t0)
+		if err != nil {
+			return out, fmt.Errorf("agentless: %s: localize: %w", in.ID, err)
+		}
+		var answers []string
+		for _, c := range resp.Completions {
+			answers = append(answers, c.Text)
+		}
+		found := ParseLocalization(answers, exists)
+		if len(found) == 0 {
+			out.MalformedLocalizations++
+		}
+		ranked = append(ranked, found)
+	}
+	out.Stages.Localize = time.Since(stage)
+	out.Localized = MergeLocalizations(ranked, o.MaxFiles)
+	if len(out.Localized) == 0 {
+		out.Time = time.Since(start)
+		return out, nil
+	}
+
+	// Repair: the localized files' contents within the token budget.
+	rep := BuildRepair(in.Problem, out.Localized, in.Files, o)
+	out.Omitted = rep.Omitted
+	t0 := time.Now()
+	resp, err := pol.Complete(ctx, RepairRequest(in.ID, rep.Prompt, 0, o.RepairSamples, o))
+	out.PolicyTime += time.Since(t0)
+	if err != nil {
+		return out, fmt.Errorf("agentless: %s: repair: %w", in.ID, err)
+	}
+	out.Stages.Repair = time.Since(t0)
+	eng := Memoize(DefaultEngine()) // the samples share the original files
+	for i, c := range resp.Completions {
+		cand, apply, norm := RepairCandidate(in.ID, i, c.Text, rep.Files, eng)
+		out.Stages.Apply += apply
+		out.Stages.Normalize += norm
+		out.Candidates = append(out.Candidates, cand)
+	}
+
+	// Vote.
+	stage = time.Now()
+	if best := Decide(ctx, in.Commit, out.Candidates, o.Executor); best >= 0 {
 		out.Prediction.ModelPatch = out.Candidates[best].ModelPatch
 	}
 	out.Stages.Vote = time.Since(stage)

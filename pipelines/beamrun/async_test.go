@@ -1,4 +1,4 @@
-package train
+package beamrun
 
 import (
 	"sync/atomic"
@@ -10,10 +10,10 @@ import (
 
 // TestAsyncDeliversEveryResultOnce: every submitted item's result comes
 // out exactly once, with its own event time, and never more than the
-// pool's slots run at once; wait leaves nothing in flight.
+// pool's slots run at once; Wait leaves nothing in flight.
 func TestAsyncDeliversEveryResultOnce(t *testing.T) {
 	const slots, items = 3, 200
-	a := newAsync[int](slots, nil)
+	a := NewAsync[int](slots, nil)
 	var running, peak atomic.Int64
 	got := map[int]beam.EventTime{}
 	out := func(ts beam.EventTime, r int) {
@@ -23,14 +23,14 @@ func TestAsyncDeliversEveryResultOnce(t *testing.T) {
 		got[r] = ts
 	}
 	for i := range items {
-		a.submit(beam.EventTime(1000+i), func() int {
-			enter(&running, &peak)
+		a.Submit(beam.EventTime(1000+i), func() int {
+			notePeak(&running, &peak)
 			time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
 			running.Add(-1)
 			return i
 		}, out)
 	}
-	a.wait(out)
+	a.Wait(out)
 	if a.inflight != 0 || len(got) != items {
 		t.Fatalf("%d in flight, %d of %d results", a.inflight, len(got), items)
 	}
@@ -48,10 +48,10 @@ func TestAsyncDeliversEveryResultOnce(t *testing.T) {
 // than its capacity between them.
 func TestAsyncSharedSlots(t *testing.T) {
 	sem := make(chan struct{}, 2)
-	a, b := newAsync[int](0, sem), newAsync[int](0, sem)
+	a, b := NewAsync[int](0, sem), NewAsync[int](0, sem)
 	var running, peak atomic.Int64
 	work := func() int {
-		enter(&running, &peak)
+		notePeak(&running, &peak)
 		time.Sleep(200 * time.Microsecond)
 		running.Add(-1)
 		return 0
@@ -59,18 +59,18 @@ func TestAsyncSharedSlots(t *testing.T) {
 	n := 0
 	out := func(beam.EventTime, int) { n++ }
 	for range 50 {
-		a.submit(0, work, out)
-		b.submit(0, work, out)
+		a.Submit(0, work, out)
+		b.Submit(0, work, out)
 	}
-	a.wait(out)
-	b.wait(out)
+	a.Wait(out)
+	b.Wait(out)
 	if n != 100 || peak.Load() > 2 {
 		t.Fatalf("%d results, peak %d running (2 slots)", n, peak.Load())
 	}
 }
 
-// enter counts one more item running and raises peak to the count.
-func enter(running, peak *atomic.Int64) {
+// notePeak counts one more item running and raises peak to the count.
+func notePeak(running, peak *atomic.Int64) {
 	n := running.Add(1)
 	for {
 		p := peak.Load()
