@@ -30,10 +30,13 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	temp := fs.Float64("temperature", 0, "repair sampling temperature (0: the policy's default; the paper: 1.0)")
 	maxTokens := fs.Int("max-tokens", 4096, "tokens per answer")
 	maxInput := fs.Int("max-input-tokens", 60000, "budget of the repair prompt's file contents (bytes/4); files past it are left out")
-	conc := fs.Int("concurrency", 4, "instances in flight")
+	conc := fs.Int("concurrency", 4, "policy requests in flight in each process running the pipeline (localize and repair share them)")
+	batch := fs.Int("repair-batch", 0, "most repair samples one request asks for (0: all of an instance's samples in one request; smaller spreads an instance's samples over requests and workers)")
 	seed := fs.Int64("seed", 0, "sampling seed")
 	model := fs.String("model-name", "swerl", "model_name_or_path written in predictions")
 	testCmd := fs.String("test-cmd", "", "optional: shell command run in a checkout of base_commit with each candidate applied (non-zero exit: failing); the candidates failing least vote")
+	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
+	addBeamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,8 +46,14 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *instances == "" || *policy == "" || (*repo == "" && *repos == "") {
 		return usagef("want: swerl agentless --instances ROWS --repo PATH|--repos FILE --policy SPEC --out DIR")
 	}
-	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: *instances, Repo: *repo, Repos: *repos, Policy: *policy, Out: *out,
-		Concurrency: *conc, Progress: stderr, TestCommand: *testCmd, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
+	if *conc < 1 || *batch < 0 {
+		return usagef("--concurrency must be ≥ 1 and --repair-batch ≥ 0")
+	}
+	beamInit()
+	quietRunner(ctx, stderr, *verbose)
+	// Paths travel with the job to workers that may run elsewhere.
+	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: absPath(*instances), Repo: absPath(*repo), Repos: absPath(*repos), Policy: absPolicy(*policy), Out: absPath(*out),
+		Concurrency: *conc, RepairBatch: *batch, Progress: stderr, TestCommand: *testCmd, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
 			Temperature: *temp, MaxTokens: *maxTokens, MaxInputTokens: *maxInput, Seed: *seed, Model: *model}})
 	if err != nil {
 		return err

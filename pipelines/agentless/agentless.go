@@ -137,6 +137,18 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, fmt.Errorf("agentless: %s: want a JSON object {\"owner/name\": \"path\"}: %w", cfg.Repos, err)
 		}
 	}
+	// The workers read the clones at these paths, whatever their
+	// working directory.
+	for name, dir := range repos {
+		if abs, err := filepath.Abs(dir); err == nil {
+			repos[name] = abs
+		}
+	}
+	if cfg.Repo != "" {
+		if abs, err := filepath.Abs(cfg.Repo); err == nil {
+			cfg.Repo = abs
+		}
+	}
 	rows, bad, err := readRows(ctx, cfg.Instances, cfg.Repo, repos)
 	if err != nil {
 		return sum, err

@@ -10,8 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"swerl/sinks/parquetio"
 	"swerl/transforms/agentless"
@@ -191,5 +194,200 @@ func TestRunWithTests(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
 	if !strings.Contains(string(b), "+import sys") {
 		t.Errorf("prediction is not the only candidate passing the tests: %s", b)
+	}
+}
+
+// gitRepo is a clone with pkg/util.py at its one commit, which it returns.
+func gitRepo(t *testing.T) (repo, base string) {
+	repo = t.TempDir()
+	git(t, repo, "init", "-q")
+	os.MkdirAll(filepath.Join(repo, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(repo, "pkg/util.py"), []byte(baseUtil), 0o644)
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-qm", "base")
+	return repo, git(t, repo, "rev-parse", "HEAD")
+}
+
+// writeRows writes n rows demo__demo-1… at base and returns the file.
+func writeRows(t *testing.T, n int, base string) string {
+	var rows bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&rows, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"greet should exclaim"}`+"\n", i, base)
+	}
+	in := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(in, rows.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// chatServer is an OpenAI-compatible server on loopback whose answers
+// answer gives: the texts of the n choices of a request, or an HTTP error
+// status.
+func chatServer(t *testing.T, answer func(prompt string, n int) ([]string, int)) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+			N        int                        `json:"n"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		texts, status := answer(req.Messages[len(req.Messages)-1].Content, req.N)
+		if status != 0 {
+			http.Error(w, "no", status)
+			return
+		}
+		var choices []map[string]any
+		for i, s := range texts {
+			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+func isLocalize(prompt string) bool { return strings.Contains(prompt, "### Repository Structure ###") }
+
+// TestRunConcurrency: policy requests of different instances and samples
+// are in flight together, up to Concurrency and never more. The server
+// holds each request until Concurrency are in flight at once (or a
+// deadline passes, which the peak then shows).
+func TestRunConcurrency(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	const conc = 3
+	repo, base := gitRepo(t)
+	var mu sync.Mutex
+	inflight, peak := 0, 0
+	full := make(chan struct{})
+	url := chatServer(t, func(prompt string, n int) ([]string, int) {
+		mu.Lock()
+		inflight++
+		peak = max(peak, inflight)
+		if inflight == conc {
+			select {
+			case <-full:
+			default:
+				close(full)
+			}
+		}
+		mu.Unlock()
+		select {
+		case <-full:
+		case <-time.After(10 * time.Second):
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		if isLocalize(prompt) {
+			return []string{"pkg/util.py"}, 0
+		}
+		return slices.Repeat([]string{gold}, n), 0
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := Run(context.Background(), Config{Instances: writeRows(t, 4, base), Repo: repo, Policy: url, Out: out, Concurrency: conc,
+		Solve: agentless.Options{LocalizeSamples: 2, RepairSamples: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak != conc {
+		t.Errorf("peak %d policy requests in flight, want %d", peak, conc)
+	}
+	if sum.Resolved != 4 {
+		t.Errorf("%d of 4 instances with a patch", sum.Resolved)
+	}
+}
+
+// TestRunBatchesAndBadAnswers: with RepairBatch 1 each repair sample is
+// its own request (sample indexes and seeds kept); an instance whose
+// policy request fails is named in failed.jsonl with an empty prediction;
+// malformed localization answers and answers that are no edit are
+// counted, by reason, and nothing panics.
+func TestRunBatchesAndBadAnswers(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	repo, base := gitRepo(t)
+	var mu sync.Mutex
+	repairs := 0
+	junk := []string{"", "<<<<<<< SEARCH\n=======\n>>>>>>> REPLACE", "```python\n### pkg/util.py\n<<<<<<< SEARCH\ndef greet(name):\n=======\ndef greet(name:\n>>>>>>> REPLACE\n```", "\x00\xff"}
+	url := chatServer(t, func(prompt string, n int) ([]string, int) {
+		if strings.Contains(prompt, "demo-3 fails") {
+			return nil, http.StatusUnprocessableEntity // not retried
+		}
+		if isLocalize(prompt) {
+			if strings.Contains(prompt, "demo-2 lost") {
+				return []string{"```\nno/such.py\n```"}, 0
+			}
+			return []string{"```\npkg/util.py\n```"}, 0
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		repairs++
+		if n != 1 {
+			return nil, http.StatusBadRequest
+		}
+		return []string{append(junk, gold, gold)[repairs%6]}, 0
+	})
+	var rows bytes.Buffer
+	for i, p := range []string{"greet should exclaim", "demo-2 lost", "demo-3 fails", "greet should exclaim"} {
+		fmt.Fprintf(&rows, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":%q}`+"\n", i+1, base, p)
+	}
+	fmt.Fprintf(&rows, `{"instance_id":"demo__demo-1","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"again"}`+"\n", base)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "rows.jsonl")
+	os.WriteFile(in, rows.Bytes(), 0o644)
+	out := filepath.Join(dir, "out")
+	sum, err := Run(context.Background(), Config{Instances: in, Repo: repo, Policy: url, Out: out, RepairBatch: 1,
+		Solve: agentless.Options{RepairSamples: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", sum)
+	if sum.Instances != 4 || sum.Failed != 1 || sum.BadRows != 1 || sum.MalformedLocalizations != 1 || sum.Candidates != 12 {
+		t.Errorf("summary %+v: want 4 instances, 1 failed, 1 bad row (the repeated id), 1 malformed localization, 12 candidates", sum)
+	}
+	if repairs != 12 {
+		t.Errorf("%d repair requests, want 12 (one a sample)", repairs)
+	}
+	if sum.Dropped == 0 || sum.DroppedBy[agentless.DropNoEdit] == 0 {
+		t.Errorf("dropped candidates not counted by reason: %+v", sum.DroppedBy)
+	}
+	fb, _ := os.ReadFile(filepath.Join(out, "failed.jsonl"))
+	if !strings.Contains(string(fb), "demo__demo-3") || !strings.Contains(string(fb), "repeats an earlier row") {
+		t.Errorf("failed.jsonl does not name the failed instance and the repeated row:\n%s", fb)
+	}
+	pb, _ := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(pb)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d predictions, want 4", len(lines))
+	}
+	for i, l := range lines {
+		var p agentless.Prediction
+		json.Unmarshal([]byte(l), &p)
+		if want := fmt.Sprintf("demo__demo-%d", i+1); p.InstanceID != want {
+			t.Errorf("prediction %d is %s, want %s (input order)", i, p.InstanceID, want)
+		}
+		if gotPatch, want := p.ModelPatch != "", i == 0 || i == 3; gotPatch != want {
+			t.Errorf("%s: patch %q", p.InstanceID, p.ModelPatch)
+		}
+	}
+	cands, err := parquetio.ReadFile[agentless.Candidate](filepath.Join(out, "candidates.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cands {
+		if c.Sample != i%6 {
+			t.Errorf("candidate %d: %s sample %d, want %d", i, c.InstanceID, c.Sample, i%6)
+		}
 	}
 }

@@ -449,8 +449,11 @@ func (f *mergeFn) merge(ctx context.Context, key string, inst *instance, answers
 	var ranked [][]string
 	for _, a := range answers {
 		m.info.PolicyNS += a.PolicyNS
-		if a.Err != "" && m.info.Err == "" {
-			m.info.Err = a.Err
+		if a.Err != "" {
+			if m.info.Err == "" {
+				m.info.Err = a.Err
+			}
+			continue
 		}
 		found := agentless.ParseLocalization(a.Texts, exists)
 		if len(found) == 0 {
