@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
+	"swerl/transforms/agentless"
 )
 
 // TestMineAndTrainThroughJobServer runs `swerl mine` and `swerl train`
@@ -42,23 +45,7 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the prism and boot commands and runs two processes")
 	}
-	tools := t.TempDir()
-	for _, c := range [][2]string{{"prism", "github.com/apache/beam/sdks/v2/go/cmd/prism"}, {"boot", "github.com/apache/beam/sdks/v2/go/container"}} {
-		build := exec.Command("go", "build", "-o", filepath.Join(tools, c[0]), c[1])
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", c[1], err, out)
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobPort, poolPort := freePort(t), freePort(t)
-	startDaemon(t, filepath.Join(tools, "prism"), t.TempDir(), nil, "--job_port="+jobPort, "--serve_http=false")
-	startDaemon(t, self, t.TempDir(), []string{workerPoolEnv + "=" + poolPort + " " + filepath.Join(tools, "boot")})
-	waitPort(t, "localhost:"+jobPort)
-	waitPort(t, "localhost:"+poolPort)
-	remote := []string{"--runner=universal", "--endpoint=localhost:" + jobPort, "--environment_type=EXTERNAL", "--environment_config=localhost:" + poolPort}
+	remote := startJobServer(t)
 
 	repo := os.Getenv("SWERL_RUNNER_REPO")
 	if repo == "" {
@@ -115,6 +102,30 @@ func TestMineAndTrainThroughJobServer(t *testing.T) {
 	if a, b := trainCounts(inLog), trainCounts(jsLog); a == "" || a != b || !strings.Contains(a, "24 samples written") {
 		t.Errorf("train summaries differ:\n%s\n%s", a, b)
 	}
+}
+
+// startJobServer builds the SDK's prism and boot commands, starts a
+// standalone job server and a worker pool whose workers are this test
+// binary, both stopped when the test ends, and returns the flags that send
+// a swerl pipeline there.
+func startJobServer(t *testing.T) []string {
+	tools := t.TempDir()
+	for _, c := range [][2]string{{"prism", "github.com/apache/beam/sdks/v2/go/cmd/prism"}, {"boot", "github.com/apache/beam/sdks/v2/go/container"}} {
+		build := exec.Command("go", "build", "-o", filepath.Join(tools, c[0]), c[1])
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", c[1], err, out)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobPort, poolPort := freePort(t), freePort(t)
+	startDaemon(t, filepath.Join(tools, "prism"), t.TempDir(), nil, "--job_port="+jobPort, "--serve_http=false")
+	startDaemon(t, self, t.TempDir(), []string{workerPoolEnv + "=" + poolPort + " " + filepath.Join(tools, "boot")})
+	waitPort(t, "localhost:"+jobPort)
+	waitPort(t, "localhost:"+poolPort)
+	return []string{"--runner=universal", "--endpoint=localhost:" + jobPort, "--environment_type=EXTERNAL", "--environment_config=localhost:" + poolPort}
 }
 
 // cliOutput runs the test binary as the swerl command and returns its output.
@@ -256,4 +267,86 @@ func runWorkerPool(spec string) int {
 		return 1
 	}
 	return 0
+}
+
+// TestAgentlessThroughJobServer runs `swerl agentless` in process (Prism)
+// and through a standalone job server with an external worker pool (as
+// TestMineAndTrainThroughJobServer), against a loopback chat server that
+// answers localization with the gold file and repair with gold, noise and
+// prose: the predictions and candidates are the same both ways, and every
+// prediction is the gold patch. The remote workers open the policy
+// themselves and write the outputs.
+func TestAgentlessThroughJobServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the prism and boot commands and runs two processes")
+	}
+	remote := startJobServer(t)
+	const gold = "```python\n### pkg/util.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n```"
+	const noise = "```python\n### pkg/util.py\n<<<<<<< SEARCH\ndef f():\n=======\ndef g():\n>>>>>>> REPLACE\n```"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+			N        int                        `json:"n"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		texts := []string{"```\npkg/util.py\n```"}
+		if !strings.Contains(req.Messages[len(req.Messages)-1].Content, "### Repository Structure ###") {
+			texts = nil
+			for i := range req.N {
+				texts = append(texts, []string{gold, noise, "no idea", gold}[i%4])
+			}
+		}
+		var choices []map[string]any
+		for i, s := range texts {
+			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	r := gittest.New(t)
+	r.Commit("base", map[string]string{"pkg/util.py": "def f():\n    return 1\n"})
+	base := strings.TrimSpace(r.Git("rev-parse", "HEAD"))
+	var rows strings.Builder
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&rows, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"f should return 2"}`+"\n", i, base)
+	}
+	in := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(in, []byte(rows.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(extra ...string) (string, []byte, []agentless.Candidate) {
+		out := filepath.Join(t.TempDir(), "out")
+		so := cliOutput(t, append([]string{"agentless", "--instances", in, "--repo", r.Dir, "--policy", "http://" + ln.Addr().String() + "/v1",
+			"--out", out, "--localize-samples", "2", "--repair-samples", "4", "--repair-batch", "2"}, extra...)...)
+		preds, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, so)
+		}
+		cands, err := parquetio.ReadFile[agentless.Candidate](filepath.Join(out, "candidates.parquet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return so, preds, cands
+	}
+	inLog, inPreds, inCands := run()
+	jsLog, jsPreds, jsCands := run(remote...)
+	if !bytes.Equal(inPreds, jsPreds) || !reflect.DeepEqual(inCands, jsCands) {
+		t.Errorf("in process and through the job server differ:\n%s\n%s", inPreds, jsPreds)
+	}
+	if n := strings.Count(string(jsPreds), `+    return 2`); n != 4 || len(jsCands) != 16 {
+		t.Errorf("%d of 4 predictions are the gold patch, %d candidates (want 16):\n%s", n, len(jsCands), jsPreds)
+	}
+	for _, log := range []string{inLog, jsLog} {
+		if !strings.Contains(log, "4 instances (4 with a patch, 0 failed, 0 bad rows)") {
+			t.Errorf("summary does not account for the 4 instances:\n%s", log)
+		}
+	}
 }
