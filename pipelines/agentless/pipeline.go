@@ -234,7 +234,7 @@ var runs = struct {
 	m map[string]*runState
 }{m: map[string]*runState{}}
 
-// register makes st the state of run id until the returned func is called.
+// registerRun makes st the state of run id until the returned func is called.
 func registerRun(id string, st *runState) func() {
 	runs.Lock()
 	defer runs.Unlock()
