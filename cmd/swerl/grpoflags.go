@@ -31,7 +31,7 @@ type grpoDefaults struct {
 var (
 	learnGRPO = grpoDefaults{}
 	runGRPO   = grpoDefaults{clipHigh: 0.28, minTokenProb: 0.05, positiveOnly: true,
-		why: "; swerl run's default is the one that made the built-in model learn (README, docs/experiments.md)"}
+		why: "; swerl run's default is the one that made the built-in model learn (docs/run.md, docs/experiments.md)"}
 )
 
 func addGRPOFlags(fs *flag.FlagSet, d grpoDefaults) *grpoFlags {
