@@ -136,14 +136,20 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
+// newFlagsHook, when set (by tests), sees every FlagSet newFlags makes.
+var newFlagsHook func(*flag.FlagSet)
+
 // newFlags returns a FlagSet for a subcommand that writes its usage to stderr
 // and returns errors instead of exiting.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("swerl "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if newFlagsHook != nil {
+		newFlagsHook(fs)
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: swerl %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: swerl %s %s\n\n", name, synopsis)
+		printFlags(stderr, fs)
 	}
 	return fs
 }

@@ -10,6 +10,8 @@ import (
 // SWE-RL prompts (train, eval) and returns a function reading them after
 // parsing.
 func addPromptFlags(fs *flag.FlagSet) func() prompt.Options {
+	section(fs, "Prompt")
+	defer endSection(fs)
 	maxFiles := fs.Int("max-files", 0, "show at most this many files in a prompt (0: all)")
 	maxFileBytes := fs.Int("max-file-bytes", 0, "skip files larger than this in a prompt (0: no cap)")
 	maxPromptBytes := fs.Int("max-prompt-bytes", 0, "cap a prompt at this many bytes (0: no cap)")

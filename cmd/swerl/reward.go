@@ -37,7 +37,8 @@ func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	out := fs.String("out", "-", "results: JSONL, or Parquet by the .parquet extension (- for stdout, JSONL)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "records scored at once (output order is kept)")
 	timeout := fs.Duration("timeout", time.Minute, "cap on one record's similarity computation; a record over it scores −1 with an error (0: none)")
-	progressEvery := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often (0: none)")
+	progressEvery := new(time.Duration)
+	addProgressFlag(fs, progressEvery)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
