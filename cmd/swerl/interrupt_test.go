@@ -272,11 +272,7 @@ func TestInterruptGraceAndSecondSignal(t *testing.T) {
 	}
 	start := func() *cli {
 		c := startCLI(t, "test-ignore-interrupt")
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the child did not start")
-			}
-		}
+		testenv.Eventually(t, 30*time.Second, "the child's ready line", func() bool { return strings.Contains(c.out.String(), "ready") })
 		return c
 	}
 	// A second signal once the first was handled: the default action.
