@@ -31,7 +31,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	compact := new(bool)
 	addCompactPromptFlag(fs, compact, false, "")
-	promptOpts := addPromptFlags(fs)
+	promptOpts := addPromptFlags(fs, 0, "")
 	rewardTimeout := new(time.Duration)
 	addRewardTimeoutFlag(fs, rewardTimeout)
 	if err := parseFlags(fs, args); err != nil {

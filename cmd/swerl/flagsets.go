@@ -169,3 +169,7 @@ func addTopicFlags(fs *flag.FlagSet, prefix *string, partitions *int) {
 	fs.StringVar(prefix, "topic-prefix", kafkaio.DefaultTopicPrefix, "prefix of swerl's topic names (instances, samples, weights, deadletter)")
 	fs.IntVar(partitions, "partitions", 4, "partitions of the topics swerl creates")
 }
+
+func addDeviceFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "device", "cpu", "compute device: "+deviceNames())
+}

@@ -28,13 +28,50 @@ func init() {
 	}
 }
 
-// trainFlags are the optimizer and learner flags shared by learn and sft.
+// optimizerFlags are the trainer's flags: learn, sft and run take them.
+type optimizerFlags struct {
+	microBatch, maxSeq, warmup, decaySteps int
+	ckpt                                   bool
+	lr, minLR, weightDecay, clip           float64
+}
+
+// addOptimizerFlags defines the trainer's flags under the "Model and
+// trainer" heading, with this command's learning rate and why it differs.
+func addOptimizerFlags(fs *flag.FlagSet, defLR float64, lrWhy string) *optimizerFlags {
+	f := &optimizerFlags{}
+	section(fs, "Model and trainer")
+	defer endSection(fs)
+	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
+	addMaxSeqFlag(fs, &f.maxSeq, 1024, "")
+	fs.BoolVar(&f.ckpt, "checkpoint-activations", false, "keep only each layer's input and recompute the layer in the backward pass: one layer's activations in memory instead of all, for one more forward pass (a 7B LoRA step at 4×2048 fits 80 GB with it)")
+	addLRFlag(fs, &f.lr, defLR, lrWhy)
+	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")
+	fs.IntVar(&f.warmup, "warmup", 0, "linear warm-up steps")
+	fs.IntVar(&f.decaySteps, "decay-steps", 0, "step at which the cosine decay reaches --min-lr (0: constant)")
+	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "AdamW weight decay (matrices only)")
+	fs.Float64Var(&f.clip, "grad-clip", 1, "maximum global gradient norm (negative: no clipping)")
+	return f
+}
+
+// train returns the trainer configuration the flags describe (no
+// objective: the GRPO flags add it).
+func (f *optimizerFlags) train() (gpu.TrainConfig, error) {
+	if f.microBatch < 1 || f.maxSeq < 2 {
+		return gpu.TrainConfig{}, usagef("--micro-batch ≥ 1 and --max-seq ≥ 2, please")
+	}
+	return gpu.TrainConfig{
+		MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
+		WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
+		Checkpoint: f.ckpt,
+	}, nil
+}
+
+// trainFlags are the learner flags shared by learn and sft.
 type trainFlags struct {
+	*optimizerFlags
 	out, model, device, metricsAddr string
-	resume, ckpt                    bool
-	steps, microBatch, maxSeq, keep int
-	warmup, decaySteps              int
-	lr, minLR, weightDecay, clip    float64
+	resume                          bool
+	steps, keep                     int
 	progressEvery                   time.Duration
 }
 
@@ -45,17 +82,10 @@ func addTrainFlags(fs *flag.FlagSet, defLR float64, lrWhy string) *trainFlags {
 	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet (learn: may be gs:// or s3://, each version is copied there from a local temporary store)")
 	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
-	fs.StringVar(&f.device, "device", "cpu", "compute device: "+deviceNames())
+	addDeviceFlag(fs, &f.device)
 	fs.IntVar(&f.steps, "steps", 0, "stop after this many optimizer steps (0: until the input ends)")
-	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
-	addMaxSeqFlag(fs, &f.maxSeq, 1024, "")
-	fs.BoolVar(&f.ckpt, "checkpoint-activations", false, "keep only each layer's input and recompute the layer in the backward pass: one layer's activations in memory instead of all, for one more forward pass (a 7B LoRA step at 4×2048 fits 80 GB with it)")
-	addLRFlag(fs, &f.lr, defLR, lrWhy)
-	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")
-	fs.IntVar(&f.warmup, "warmup", 0, "linear warm-up steps")
-	fs.IntVar(&f.decaySteps, "decay-steps", 0, "step at which the cosine decay reaches --min-lr (0: constant)")
-	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "AdamW weight decay (matrices only)")
-	fs.Float64Var(&f.clip, "grad-clip", 1, "maximum global gradient norm (negative: no clipping)")
+	f.optimizerFlags = addOptimizerFlags(fs, defLR, lrWhy)
+	section(fs, "Model and trainer")
 	addKeepFlag(fs, &f.keep, 0, "")
 	addMetricsFlag(fs, &f.metricsAddr, "127.0.0.1:0", "")
 	addProgressFlag(fs, &f.progressEvery)
@@ -70,8 +100,12 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	if f.model == "" && !f.resume {
 		return learner.Config{}, nil, usagef("want --model DIR (or --resume)")
 	}
-	if f.microBatch < 1 || f.maxSeq < 2 || f.steps < 0 || f.keep < 0 {
-		return learner.Config{}, nil, usagef("--micro-batch ≥ 1, --max-seq ≥ 2, --steps ≥ 0 and --keep-checkpoints ≥ 0, please")
+	if f.steps < 0 || f.keep < 0 {
+		return learner.Config{}, nil, usagef("--steps ≥ 0 and --keep-checkpoints ≥ 0, please")
+	}
+	train, err := f.train()
+	if err != nil {
+		return learner.Config{}, nil, err
 	}
 	srv, err := metrics.Serve(f.metricsAddr)
 	if err != nil {
@@ -84,11 +118,7 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	}
 	return learner.Config{
 		Out: f.out, Model: f.model, Resume: f.resume, Backend: be, KeepCheckpoints: f.keep,
-		Train: gpu.TrainConfig{
-			MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
-			WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
-			Checkpoint: f.ckpt,
-		},
+		Train:    train,
 		Log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		Progress: stderr, ProgressEvery: f.progressEvery,
 	}, stop, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"swerl/gpu/learner"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/internal/atomicfile"
@@ -25,7 +26,6 @@ import (
 
 	"swerl/sinks/metrics"
 	"swerl/transforms/advantage"
-	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
 	"swerl/transforms/window"
@@ -53,27 +53,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
 	engineTimeout := new(time.Duration)
 	addEngineTimeoutFlag(fs, engineTimeout)
-	device := fs.String("device", "cpu", "compute device: "+deviceNames())
+	device := new(string)
+	addDeviceFlag(fs, device)
 	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
 	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
 	keep := new(int)
 	addKeepFlag(fs, keep, 10, "swerl run's default bounds its disk: every warm-start and RL step publishes a version")
 	sftSteps := fs.Int("sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
+	sftBatch := fs.Int("sft-batch", 8, "warm-start examples per optimizer step")
 	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
 	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
-	lr := new(float64)
-	addLRFlag(fs, lr, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank, where 1e-2 collapsed it (docs/experiments.md)")
+	of := addOptimizerFlags(fs, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank, where 1e-2 collapsed it (docs/experiments.md)")
 	group := new(int)
 	addGroupSizeFlag(fs, group)
 	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
 	adv := new(string)
 	addAdvantageFlag(fs, adv)
 	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
-	maxSeq := new(int)
-	addMaxSeqFlag(fs, maxSeq, 1024, "")
 	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
 	gf := addGRPOFlags(fs, runGRPO)
-	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
+	freshOptimizer := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
 	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
 	hunkContext := fs.Int("hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
 	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
@@ -86,6 +85,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	metricsAddr := new(string)
 	addMetricsFlag(fs, metricsAddr, "127.0.0.1:0", "")
 	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
+	promptOpts := addPromptFlags(fs, 2500, "swerl run's default keeps a prompt within the built-in model's 1,024 positions")
 	lf := addLoRAFlags(fs)
 	kf := addKafkaFlags(fs)
 	addBeamFlags(fs)
@@ -96,8 +96,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *sftUntil < 0 || *sftUntil > 1 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
+	if *steps < 0 || *sftSteps < 0 || *sftBatch < 1 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *sftUntil < 0 || *sftUntil > 1 {
+		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-batch ≥ 1, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
 	if *mode != "beam" && *mode != "local" {
 		return usagef("--rollouts %q: want beam or local", *mode)
@@ -105,8 +105,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *engineTimeout <= 0 {
 		return usagef("--engine-timeout %s, want > 0", *engineTimeout)
 	}
-	grpo, err := gf.params(*pol != "")
+	trainCfg, err := of.train()
 	if err != nil {
+		return err
+	}
+	maxSeq := &trainCfg.MaxSeq
+	if trainCfg.GRPO, err = gf.params(*pol != ""); err != nil {
 		return err
 	}
 	method, err := advantage.ParseMethod(*adv)
@@ -168,7 +172,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stderr, "swerl run: %d instances → %d hunk tasks (%d hunks over --hunk-bytes %d dropped)\n", len(all), len(tasks), dropped, *hunkBytes)
 	}
-	popts := prompt.Options{Compact: *compact, MaxPromptBytes: 2500}
+	popts := promptOpts()
+	popts.Compact = *compact
 	if *modelDir == "" {
 		// The built-in model's context is short: keep the tasks whose
 		// prompt and oracle answer fit it with room to spare.
@@ -299,14 +304,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var evalStart eval.Result
 	lastLine := time.Time{}
 	cfg := rl.Config{
-		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
-		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR, SFTUntil: *sftUntil,
+		Config: learner.Config{
+			Out: *out, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
+			Train: trainCfg, LoRA: lora, Temperature: *temperature, MaskTruncated: gf.maskTruncated, FreshOptimizer: *freshOptimizer,
+			Log: log,
+		},
+		Instances: trainSet, SFTSteps: *sftSteps, SFTBatch: *sftBatch, SFTLR: *sftLR, SFTUntil: *sftUntil,
 		AfterSFTCheck: func(step int, p float64) {
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
-		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: gf.maskTruncated, FreshMoments: *freshMoments,
-		Method: method, GRPO: grpo, Temperature: *temperature, LoRA: lora, Prompt: popts, Seed: *seed,
-		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
+		Steps: *steps, BatchInstances: *batch, GroupSize: *group,
+		Method: method, Prompt: popts, Seed: *seed, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
 			evalStart, err = evaluate("start")

@@ -36,7 +36,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	concurrency := fs.Int("concurrency", 8, "policy requests in flight at once")
 	rewardTimeout := new(time.Duration)
 	addRewardTimeoutFlag(fs, rewardTimeout)
-	promptOpts := addPromptFlags(fs)
+	promptOpts := addPromptFlags(fs, 0, "")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true)")
 	metricsAddr := new(string)
