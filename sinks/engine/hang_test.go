@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,44 +16,12 @@ import (
 	"swerl/transforms/rollout"
 )
 
-// hangingEngine is a loopback server that accepts connections and never
-// answers (an engine stuck loading, a half-dead proxy). It returns the
-// server's URL and the number of connections it accepted so far.
-func hangingEngine(t *testing.T) (string, func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // read nothing, write nothing
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
-}
 
 // Every request to an engine that never answers ends after Timeout, the
 // listing of its adapters (GET /v1/models) as well as the load: Push
 // reports the engine after its retries instead of waiting for it.
 func TestHangingEngineTimesOut(t *testing.T) {
-	url, accepted := hangingEngine(t)
+	url, accepted := testenv.HangingServer(t)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
 	start := time.Now()
 	err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, true))
@@ -88,7 +54,7 @@ func TestDefaultTimeout(t *testing.T) {
 // with a long timeout and many retries, and Held answers while a push is
 // stuck (it waited for the push before).
 func TestPushToHangingEngineIsCancelled(t *testing.T) {
-	url, accepted := hangingEngine(t)
+	url, accepted := testenv.HangingServer(t)
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -233,7 +199,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 // Close ends an Async whose engine hangs at once: the push in flight is
 // cancelled, whatever the timeout and retries.
 func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
-	url, accepted := hangingEngine(t)
+	url, accepted := testenv.HangingServer(t)
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
