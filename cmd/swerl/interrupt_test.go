@@ -23,7 +23,6 @@ import (
 	"swerl/sinks/parquetio"
 )
 
-
 // swerl learn --engine against an engine that accepts and never answers
 // (issue 37): the learner trains on while the pushes hang (they run in the
 // background), SIGTERM ends the process within seconds with a clean exit
