@@ -57,7 +57,7 @@ func main() {
 		runBeamWorker(os.Args[1:])
 		return
 	}
-	stopProfile := startCPUProfile(os.Getenv("SWERL_CPUPROFILE"), os.Stderr)
+	stopProfile := startCPUProfile(os.Getenv(cpuProfileEnv), os.Stderr)
 	code := runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace)
 	stopProfile()
 	os.Exit(code)
@@ -114,6 +114,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	applyEnv()
 	err := c.run(ctx, args[1:], stdout, stderr)
 	switch {
 	case err == nil:
