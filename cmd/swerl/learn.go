@@ -239,7 +239,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := learner.NewContext(ctx, cfg)
+		l, err := learner.New(ctx, cfg)
 		if err != nil {
 			done()
 			return nil, nil, err

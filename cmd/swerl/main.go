@@ -18,6 +18,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"swerl/gpu/learner"
 )
 
 // command is one swerl subcommand.
@@ -115,7 +117,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	applyEnv()
-	err := c.run(ctx, args[1:], stdout, stderr)
+	err := flagHint(c.run(ctx, args[1:], stdout, stderr))
 	switch {
 	case err == nil:
 		return 0
@@ -128,6 +130,16 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "swerl %s: %v\n", c.name, err)
 		return 1
 	}
+}
+
+// flagHint adds to a library's error the flags that address its
+// condition: the libraries describe the condition, the CLI knows its
+// flags.
+func flagHint(err error) error {
+	if errors.Is(err, learner.ErrPublished) {
+		return fmt.Errorf("%w (pass --resume to continue, or choose another --out)", err)
+	}
+	return err
 }
 
 // usageError marks a bad flag or argument (exit code 2).

@@ -213,8 +213,8 @@ func (c *Config) defaults() error {
 
 // learner opens the learner of one phase: the warm start (grpo zero: no KL
 // reference to load) or RL (c.GRPO, its KL reference the version ref).
-func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, temp float64, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
-	return learner.New(learner.Config{
+func (c *Config) learner(ctx context.Context, lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, temp float64, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
+	return learner.New(ctx, learner.Config{
 		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints, LoRA: lora,
 		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo}, Temperature: temp,
@@ -298,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 1, 0, gpu.LoRAConfig{})
+		l, err := cfg.learner(ctx, cfg.SFTLR, resume, false, gpu.GRPOParams{}, 1, 0, gpu.LoRAConfig{})
 		if err != nil {
 			return sum, err
 		}
@@ -322,7 +322,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshMoments). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, cfg.Temperature, st.RLStart, cfg.LoRA)
+	l, err := cfg.learner(ctx, cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, cfg.Temperature, st.RLStart, cfg.LoRA)
 	if err != nil {
 		return sum, err
 	}
