@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"swerl/gpu/learner"
+	"swerl/gpu/modeldir"
 )
 
 // A learner's refusal of an output root with versions gets the flags that
@@ -14,6 +15,10 @@ import (
 func TestFlagHint(t *testing.T) {
 	err := flagHint(fmt.Errorf("learner: out: %w", learner.ErrPublished))
 	if !errors.Is(err, learner.ErrPublished) || !strings.Contains(err.Error(), "--resume") || !strings.Contains(err.Error(), "--out") {
+		t.Errorf("hint: %v", err)
+	}
+	err = flagHint(fmt.Errorf("modeldir: a: %w", modeldir.ErrNoLocalBase))
+	if !errors.Is(err, modeldir.ErrNoLocalBase) || !strings.Contains(err.Error(), "swerl model merge --base") {
 		t.Errorf("hint: %v", err)
 	}
 	other := errors.New("x")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"swerl/gpu/learner"
+	"swerl/gpu/modeldir"
 )
 
 // command is one swerl subcommand.
@@ -136,8 +137,11 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // condition: the libraries describe the condition, the CLI knows its
 // flags.
 func flagHint(err error) error {
-	if errors.Is(err, learner.ErrPublished) {
+	switch {
+	case errors.Is(err, learner.ErrPublished):
 		return fmt.Errorf("%w (pass --resume to continue, or choose another --out)", err)
+	case errors.Is(err, modeldir.ErrNoLocalBase):
+		return fmt.Errorf("%w (swerl model merge --base DIR)", err)
 	}
 	return err
 }
