@@ -522,8 +522,9 @@ type Served struct {
 // NewServed returns an empty table.
 func NewServed() *Served { return &Served{m: map[string]engineapi.ServedVersion{}} }
 
-// Set records that the server at base (any URL BaseURL reduces to it) now
-// serves v; HTTP policies of this table name it in their next requests.
+// Set records that the server at base (any URL engineapi.BaseURL reduces
+// to it) now serves v; HTTP policies of this table name it in their next
+// requests.
 func (s *Served) Set(base string, v engineapi.ServedVersion) {
 	base = engineapi.BaseURL(base)
 	s.mu.Lock()
@@ -561,6 +562,3 @@ type options struct {
 // versions its engines serve in s, the table the weight syncer's OnHeld
 // hook sets. A nil s leaves the policy its own table.
 func WithServed(s *Served) Option { return func(o *options) { o.served = s } }
-
-// Served returns the policy's table of served versions.
-func (p *HTTPPolicy) Served() *Served { return p.served }
