@@ -43,7 +43,7 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *instances == "" || *policy == "" || (*repo == "" && *repos == "") {
 		return usagef("want: swerl agentless --instances ROWS --repo PATH|--repos FILE --policy SPEC --out DIR")
 	}
-	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: *instances, Repo: *repo, Repos: *repos, Policy: *policy, Out: *out,
+	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: *instances, Repo: *repo, Repos: *repos, Policy: policyFromEnv(*policy), Out: *out,
 		Concurrency: *conc, Progress: stderr, TestCommand: *testCmd, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
 			Temperature: *temp, MaxTokens: *maxTokens, MaxInputTokens: *maxInput, Seed: *seed, Model: *model}})
 	if err != nil {

@@ -67,7 +67,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(ins) == 0 {
 		return fmt.Errorf("eval: %s holds no instances", *instances)
 	}
-	pol, err := rollout.Open(spec)
+	pol, err := rollout.Open(policyFromEnv(spec))
 	if err != nil {
 		return err
 	}

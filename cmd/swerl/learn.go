@@ -13,6 +13,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
@@ -218,7 +219,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var push *engine.Async
 	var engineSync func(version int64)
 	if *engines != "" {
-		es, err := engine.ParseEngines(*engines, engine.Kind(*engineKind))
+		es, err := engine.ParseEngines(*engines, engineapi.Kind(*engineKind))
 		if err != nil {
 			return usagef("--engine: %v", err)
 		}
@@ -232,7 +233,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if retries == 0 {
 			retries = -1 // engine.Config: 0 is the default, negative none
 		}
-		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engine.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
+		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
 		if err != nil {
 			return usagef("--engine-path-map: %v", err)
 		}
@@ -275,7 +276,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := learner.NewContext(ctx, cfg)
+		l, err := learner.New(ctx, cfg)
 		if err != nil {
 			done()
 			return nil, nil, err

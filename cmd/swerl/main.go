@@ -18,6 +18,9 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"swerl/gpu/learner"
+	"swerl/gpu/modeldir"
 )
 
 // command is one swerl subcommand.
@@ -57,7 +60,7 @@ func main() {
 		runBeamWorker(os.Args[1:])
 		return
 	}
-	stopProfile := startCPUProfile(os.Getenv("SWERL_CPUPROFILE"), os.Stderr)
+	stopProfile := startCPUProfile(os.Getenv(cpuProfileEnv), os.Stderr)
 	code := runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace)
 	stopProfile()
 	os.Exit(code)
@@ -114,7 +117,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	err := c.run(ctx, args[1:], stdout, stderr)
+	applyEnv()
+	err := flagHint(c.run(ctx, args[1:], stdout, stderr))
 	switch {
 	case err == nil:
 		return 0
@@ -127,6 +131,19 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "swerl %s: %v\n", c.name, err)
 		return 1
 	}
+}
+
+// flagHint adds to a library's error the flags that address its
+// condition: the libraries describe the condition, the CLI knows its
+// flags.
+func flagHint(err error) error {
+	switch {
+	case errors.Is(err, learner.ErrPublished):
+		return fmt.Errorf("%w (pass --resume to continue, or choose another --out)", err)
+	case errors.Is(err, modeldir.ErrNoLocalBase):
+		return fmt.Errorf("%w (swerl model merge --base DIR)", err)
+	}
+	return err
 }
 
 // usageError marks a bad flag or argument (exit code 2).

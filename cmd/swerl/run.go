@@ -96,6 +96,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
+	*pol = policyFromEnv(*pol)
 	if *steps < 0 || *sftSteps < 0 || *sftBatch < 1 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *sftUntil < 0 || *sftUntil > 1 {
 		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-batch ≥ 1, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
@@ -207,11 +208,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 
-	// 3. Rollouts: the in-process policy (reloaded after every step) or a server.
+	// 3. Rollouts: the in-process policy (reloaded after every step) or a
+	// server. served is where the engine sync records what each engine
+	// holds and where the rollout policies read which adapter to name.
 	var cur rollout.Policy
+	served := rollout.NewServed()
 	openPolicy := func() (rollout.Policy, error) {
 		if *pol != "" {
-			return rollout.Open(*pol)
+			return rollout.Open(*pol, rollout.WithServed(served))
 		}
 		return policy.Open(*out, policy.Options{Device: *device, MaxSeq: *maxSeq, Poll: -1, MaxTokens: *maxTokens,
 			Temperature: *temperature, Log: log})
@@ -239,7 +243,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// before the round that samples it (sinks/engine).
 	var engineSync func(context.Context, int64) error
 	if strings.HasPrefix(*pol, "http://") || strings.HasPrefix(*pol, "https://") {
-		if engineSync, err = rl.SpecSync(*pol, *out, *engineTimeout, log); err != nil {
+		if engineSync, err = rl.SpecSync(*pol, *out, served, *engineTimeout, log); err != nil {
 			return usagef("--policy: %v", err)
 		}
 	}
@@ -295,7 +299,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if polSpec == "" {
 			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
 		}
-		rollouts = rl.BeamRollouts(kc, *out, train.Config{Policy: polSpec, GroupSize: spec.GroupSize, Method: method, Prompt: spec.Prompt,
+		rollouts = rl.BeamRollouts(kc, *out, train.Config{Policy: polSpec, Served: served, GroupSize: spec.GroupSize, Method: method, Prompt: spec.Prompt,
 			Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed, Concurrency: 1})
 		storeRollouts = true
 	}

@@ -75,7 +75,7 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stop()
-	l, err := learner.New(cfg)
+	l, err := learner.New(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy == "" {
 		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
 	}
-	*instances, *out, *policy = absPath(*instances), absPath(*out), absPolicy(*policy) // workers may run elsewhere
+	*instances, *out, *policy = absPath(*instances), absPath(*out), policyFromEnv(absPolicy(*policy)) // workers may run elsewhere
 	if *follow {
 		// A worker that keeps reading follows the adapters a learner in
 		// another process loads on its engines.

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"swerl/internal/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,9 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
 	"swerl/internal/syncbuf"
+	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio/parquettest"
@@ -353,7 +354,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	addr := listen(t, New(pol, "tiny"))
 	ask := func() (int, string) {
 		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":3}`)
-		return resp.StatusCode, resp.Header.Get(VersionHeader)
+		return resp.StatusCode, resp.Header.Get(engineapi.VersionHeader)
 	}
 	// Alter a file of the served checkpoint: hashing it would fail.
 	f, err := os.OpenFile(filepath.Join(st.Path(0), "config.json"), os.O_APPEND|os.O_WRONLY, 0)

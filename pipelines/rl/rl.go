@@ -192,7 +192,7 @@ func (c *Config) defaults() error {
 // learner opens the learner of one phase: the warm start (sft: full
 // fine-tuning at SFTLR, no objective, so no KL reference to load) or RL
 // (the Config as given, its KL reference the version ref).
-func (c *Config) learner(sft, resume, freshOptimizer bool, ref int64) (*learner.Learner, error) {
+func (c *Config) learner(ctx context.Context, sft, resume, freshOptimizer bool, ref int64) (*learner.Learner, error) {
 	lc := c.Config
 	lc.Resume, lc.FreshOptimizer, lc.Reference = resume, freshOptimizer, ref
 	lc.BatchGroups, lc.MaxStaleness = c.BatchInstances, -1
@@ -201,7 +201,7 @@ func (c *Config) learner(sft, resume, freshOptimizer bool, ref int64) (*learner.
 			GradClip: c.Train.GradClip, Checkpoint: c.Train.Checkpoint}
 		lc.LoRA, lc.Temperature = gpu.LoRAConfig{}, 1
 	}
-	return learner.New(lc)
+	return learner.New(ctx, lc)
 }
 
 func readState(out string) (state, error) {
@@ -280,7 +280,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(true, resume, false, 0)
+		l, err := cfg.learner(ctx, true, resume, false, 0)
 		if err != nil {
 			return sum, err
 		}
@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshOptimizer). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(false, resume, st.RLSteps == 0 && cfg.FreshOptimizer, st.RLStart)
+	l, err := cfg.learner(ctx, false, resume, st.RLSteps == 0 && cfg.FreshOptimizer, st.RLStart)
 	if err != nil {
 		return sum, err
 	}

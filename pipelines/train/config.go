@@ -11,6 +11,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
+	"swerl/transforms/rollout"
 )
 
 // Incomplete says what happens to a group that finishes with fewer than
@@ -51,6 +52,11 @@ type Config struct {
 	// Policy is a transforms/rollout spec: "file:C.jsonl",
 	// "http://host:port/v1", "model:DIR", …
 	Policy string
+	// Served, when set, is the table of the versions an engine weight sync
+	// in this process loaded (rl.SpecSync), read by an http(s) Policy
+	// opened in this process (rollout.WithServed). nil: the policy keeps
+	// its own.
+	Served *rollout.Served
 	// GroupSize is G, the completions per instance (default 4).
 	GroupSize int
 	// Method is the advantage estimator (default GRPO).

@@ -65,7 +65,7 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 			// aside, its first 64 KiB kept, and the rest goes on.
 			dead = append(dead, schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: "feed", Source: src,
 				Reason: fmt.Sprintf("instance %s is %d bytes, over the %d-byte limit of a Kafka message", in.ID, size, limit),
-				Value: value[:min(len(value), 64<<10)], CreatedAt: now()})
+				Value:  value[:min(len(value), 64<<10)], CreatedAt: now()})
 			return nil
 		}
 		msgs = append(msgs, kafka.Message{Topic: topic, Key: key, Value: value})

@@ -11,18 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/engineapi"
 	"swerl/internal/testenv"
 	"swerl/sinks/metrics"
-	"swerl/transforms/rollout"
 )
-
 
 // Every request to an engine that never answers ends after Timeout, the
 // listing of its adapters (GET /v1/models) as well as the load: Push
 // reports the engine after its retries instead of waiting for it.
 func TestHangingEngineTimesOut(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
 	start := time.Now()
 	err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, true))
 	took := time.Since(start)
@@ -44,7 +43,7 @@ func TestHangingEngineTimesOut(t *testing.T) {
 
 // The default timeout bounds a request too (it was 10 minutes).
 func TestDefaultTimeout(t *testing.T) {
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: "http://127.0.0.1:1", Kind: VLLM}}})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: "http://127.0.0.1:1", Kind: engineapi.VLLM}}})
 	if s.cfg.Timeout != DefaultTimeout || DefaultTimeout > time.Minute {
 		t.Fatalf("default timeout %s", s.cfg.Timeout)
 	}
@@ -55,7 +54,7 @@ func TestDefaultTimeout(t *testing.T) {
 // stuck (it waited for the push before).
 func TestPushToHangingEngineIsCancelled(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Push(ctx, 1, versionDir(t, t.TempDir(), 1, true)) }()
@@ -146,10 +145,10 @@ func metricValue(t *testing.T, name string) float64 {
 // 1, then 3.
 func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	root := t.TempDir()
-	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{rollout.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
+	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: VLLM}}, Timeout: time.Minute})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
 	a := s.Async(context.Background())
 	defer a.Close()
 	a.Submit(1, versionDir(t, root, 1, true))
@@ -184,7 +183,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 		t.Fatalf("versions held in turn %v, want [1 3]", seq)
 	}
 	for _, c := range g.calls {
-		if c.Body["lora_name"] == rollout.AdapterName(2) {
+		if c.Body["lora_name"] == engineapi.AdapterName(2) {
 			t.Fatalf("the superseded version 2 was sent: %v", c)
 		}
 	}
@@ -200,7 +199,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 // cancelled, whatever the timeout and retries.
 func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
 	a.Submit(1, versionDir(t, t.TempDir(), 1, true))
