@@ -15,6 +15,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/internal/engineapi"
+	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 )
@@ -163,19 +164,12 @@ func TestServeFollowsVersions(t *testing.T) {
 		t.Fatalf("v0: header %q fingerprint %q", resp.Header.Get(engineapi.VersionHeader), cr.SystemFingerprint)
 	}
 	pub(1)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the server serving v1", func() bool {
 		resp, cr, _ = post(t, srv.URL, req)
-		if cr.SystemFingerprint == "swerl-v1" {
-			if resp.Header.Get(engineapi.VersionHeader) != strconv.Itoa(1) {
-				t.Errorf("header %q with fingerprint v1", resp.Header.Get(engineapi.VersionHeader))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never served v1")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return cr.SystemFingerprint == "swerl-v1"
+	})
+	if resp.Header.Get(engineapi.VersionHeader) != strconv.Itoa(1) {
+		t.Errorf("header %q with fingerprint v1", resp.Header.Get(engineapi.VersionHeader))
 	}
 }
 

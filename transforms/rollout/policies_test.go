@@ -100,7 +100,7 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	time.Sleep(s.delay)
+	time.Sleep(s.delay) // a slow server on purpose
 	k := *req.N
 	if s.maxN > 0 && k > s.maxN {
 		k = s.maxN

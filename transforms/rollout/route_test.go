@@ -45,15 +45,10 @@ func startEngineWith(t *testing.T, addr string, s *engineSrv) *engineSrv {
 	var ln net.Listener
 	var err error
 	// Restarting on the port just closed: the kernel may hold it briefly.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, 10*time.Second, "listening again on "+addr, func() bool {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
 	s.addr = ln.Addr().String()
 	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
