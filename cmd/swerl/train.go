@@ -29,7 +29,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	groupTimeout := fs.Duration("group-timeout", 10*time.Minute, "finish a group still incomplete this long after its instance (event time)")
 	incomplete := fs.String("incomplete", "emit", "incomplete groups: emit (advantages over the members present) or drop")
 	groupPrefix := fs.String("group-prefix", "", "prefix of every group id (e.g. round3/ to train on the same instances file again into the same --out)")
-	out := fs.String("out", "swerl-out", "output root: samples/, deadletter/ (Parquet) and positions/; may be gs:// or s3:// when the instances come from --instances")
+	out := fs.String("out", "swerl-out", "output root: samples/, deadletter/ (Parquet) and positions/ (not with --group); may be gs:// or s3:// when the instances come from --instances or with --group")
 	temperature := fs.Float64("temperature", 1.0, "sampling temperature passed to the policy")
 	maxTokens := fs.Int("max-tokens", 0, "most completion tokens (0: the policy's default)")
 	seed := fs.Int64("seed", 0, "sampling seed passed to the policy (0: none)")
