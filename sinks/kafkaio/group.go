@@ -493,6 +493,13 @@ func (m *GroupMember) commitLoop(ctx context.Context, gen *kafka.Generation) {
 // acknowledged, and drops the partitions.
 func (m *GroupMember) drain(gen *kafka.Generation) {
 	m.mu.Lock()
+	if m.gen != gen.ID {
+		// The generation ended before this goroutine started (kafka-go
+		// then runs it without waiting for it), and the next one may
+		// hold the partitions already.
+		m.mu.Unlock()
+		return
+	}
 	for _, p := range m.parts {
 		if p.started {
 			// What was fetched and not handed out is the next owner's:
@@ -532,7 +539,9 @@ func (m *GroupMember) drain(gen *kafka.Generation) {
 		break
 	}
 	m.mu.Lock()
-	m.gen, m.parts, m.inflight = 0, nil, 0
+	if m.gen == gen.ID {
+		m.gen, m.parts, m.inflight = 0, nil, 0
+	}
 	m.mu.Unlock()
 }
 
