@@ -187,7 +187,7 @@ func (c *Config) defaults() error {
 		case len(c.Kafka.Brokers) == 0:
 			return errors.New("train: a consumer group needs Kafka brokers")
 		case c.GroupSessionTimeout < 0:
-			return errors.New("train: timeouts must be positive")
+			return errors.New("train: the group session timeout must be positive")
 		}
 	}
 	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") && c.Group == "" {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/segmentio/kafka-go"
 
 	"swerl/internal/testenv"
@@ -215,4 +217,66 @@ func mapsEqual(a, b map[int]int64) bool {
 		}
 	}
 	return true
+}
+
+// On Prism: an unbounded Read as a group member writes every record of
+// the topic (records produced before and while it runs) to another topic,
+// AckOriginsGroup acknowledges them once written, and the group's commits
+// reach the end of every partition; cancelling the pipeline and closing
+// the member leaves the group.
+func TestGroupReadOnPrism(t *testing.T) {
+	c := startBroker(t, "in", "out")
+	const group = "prism"
+	produce(t, c, "in", 0, 30)
+	m, err := JoinGroup(GroupConfig{Config: c, Topic: "in", Group: group, SessionTimeout: 6 * time.Second,
+		PollInterval: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, s := beam.NewPipelineWithRoot()
+	msgs := Read(s, ReadConfig{Config: c, Topic: "in", GroupMember: m.Handle(), PollInterval: 20 * time.Millisecond})
+	AckOriginsGroup(s, m.Handle(), WriteAcked(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabelWithOrigin, msgs)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runPipeline(t, ctx, p) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	ends := func() map[int]int64 {
+		out := map[int]int64{}
+		for p := range 3 {
+			conn, err := kafka.DialLeader(context.Background(), "tcp", c.Brokers[0], "in", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, last, err := conn.ReadOffsets()
+			conn.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[p] = last
+		}
+		return out
+	}
+	testenv.Eventually(t, time.Minute, "the group's commits reach the end of the first 30 records", func() bool {
+		return mapsEqual(committed(t, c, group, "in", 0, 1, 2), ends())
+	})
+	produce(t, c, "in", 30, 30)
+	testenv.Eventually(t, time.Minute, "the group's commits reach the end of 30 more, produced while it runs", func() bool {
+		return mapsEqual(committed(t, c, group, "in", 0, 1, 2), ends())
+	})
+	out := consumeAll(t, c, "out", 60, 10*time.Second)
+	seen := map[string]bool{}
+	for _, r := range out {
+		src, _, _ := strings.Cut(string(r.Value), " ")
+		seen[src] = true
+	}
+	if len(seen) != 60 {
+		t.Fatalf("%d distinct records written (%d in all), want 60", len(seen), len(out))
+	}
+	if st := m.Stats(); st.Commits == 0 || st.Lag != 0 {
+		t.Fatalf("member stats %+v", st)
+	}
 }
