@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,21 +25,30 @@ import (
 // TestElasticWorkers: rollout workers come and go in one consumer group.
 // `swerl train --follow --group elastic` runs in two child processes over
 // a broker of the test (6 partitions of swerl.instances); instances
-// arrive in batches, a third worker joins mid-run, and one of the three,
-// chosen at random, is SIGKILLed at a random point of the second batch
-// (its partitions go to the others once its session expires). After the
-// rest have drained the topic: the distinct sample ids on swerl.samples
-// are exactly every instance × G; a sample id produced twice (the dead
-// worker's output not yet committed) carries the same content both
-// times; nothing was dead-lettered; and the workers' Parquet outputs
-// together hold every sample. The survivors then stop on SIGTERM, leaving
-// the group.
+// arrive in batches, a third worker joins mid-run, and then, once per
+// kill cycle (SWERL_KILL_CYCLES, default 3), a batch arrives and a live
+// worker chosen at random is SIGKILLed at a random point of it (its
+// partitions go to the others once its session expires) and a new worker
+// joins in its place, except after the last kill. After the rest have
+// drained the topic: the distinct sample ids on swerl.samples are exactly
+// every instance × G; a sample id produced twice (a dead worker's output
+// not yet committed) carries the same content both times; nothing was
+// dead-lettered; the workers' Parquet outputs together hold every sample,
+// and no more were written twice than the dead workers had in flight.
+// The survivors then stop on SIGTERM, leaving the group.
 func TestElasticWorkers(t *testing.T) {
-	rng, _ := killRNG(t, 5)
+	rng, cycles := killRNG(t, 5)
 	start := time.Now()
-	const batches, perBatch, G, parts = 4, 12, 2, 6
+	const perBatch, G, parts = 12, 2, 6
+	batches := 3 + cycles
 	dir := t.TempDir()
-	set := traintest.New(t, dir, batches*perBatch, G, nil)
+	set := traintest.New(t, dir, batches*perBatch, G, nil) // the instances (its completions file is not used)
+	// The rollouts take 100 ms a request (one at a time per worker), so a
+	// batch keeps the workers busy for a while and a kill lands among
+	// rollouts in flight.
+	t.Setenv("SWERL_API_KEY", "elastic-test-key")
+	srv := httptest.NewServer(slowPolicy(t, "elastic-test-key", 100*time.Millisecond))
+	t.Cleanup(srv.Close)
 	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: parts})
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +60,8 @@ func TestElasticWorkers(t *testing.T) {
 	outs := []string{}
 	startWorker := func() *cli {
 		out := filepath.Join(dir, fmt.Sprintf("worker%d", len(workers)+1))
-		w := startCLI(t, "train", "--brokers", b.Addrs()[0], "--policy", "file:"+set.CompletionsPath, "--follow",
-			"--group", "elastic", "--group-session-timeout", "6s", "--group-size", strconv.Itoa(G), "--concurrency", "2",
+		w := startCLI(t, "train", "--brokers", b.Addrs()[0], "--policy", srv.URL+"/v1?retries=50&follow=false", "--follow",
+			"--group", "elastic", "--group-session-timeout", "6s", "--group-size", strconv.Itoa(G), "--concurrency", "1",
 			"--out", out, "--metrics-addr", "", "--progress-every", "1m")
 		workers, outs = append(workers, w), append(outs, out)
 		return w
@@ -105,17 +116,48 @@ func TestElasticWorkers(t *testing.T) {
 	w3 := startWorker()
 	w3.waitAlive(t, 2*time.Minute, "the third worker holds partitions", func() bool { return holds.MatchString(w3.out.String()) })
 	feed(1)
-	victim := rng.IntN(3)
-	at := perBatch*G + 1 + rng.IntN(perBatch*G)
-	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%d samples before the kill", at), samplesUpTo(at))
-	before := len(onKafka)
-	if exited, err := workers[victim].kill(); exited {
-		t.Fatalf("worker %d exited before its kill: %v", victim+1, err)
+	dead := map[int]bool{}
+	var kills []string
+	for c := range cycles {
+		feed(2 + c)
+		at := (2+c)*perBatch*G + 1 + rng.IntN(perBatch*G)
+		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%d samples before kill %d", at, c+1), samplesUpTo(at))
+		// The victim is a live worker picked at random, among those whose
+		// partitions hold records not yet committed when there are any:
+		// a kill then lands among its rollouts in flight.
+		lag := groupLag(t, kc, "elastic", parts)
+		var live, busy []int
+		for i, w := range workers {
+			if dead[i] {
+				continue
+			}
+			live = append(live, i)
+			for _, p := range heldPartitions(w.out.String()) {
+				if lag[p] > 0 {
+					busy = append(busy, i)
+					break
+				}
+			}
+		}
+		if len(busy) > 0 {
+			live = busy
+		}
+		victim := live[rng.IntN(len(live))]
+		if exited, err := workers[victim].kill(); exited {
+			t.Fatalf("worker %d exited before its kill: %v", victim+1, err)
+		}
+		dead[victim] = true
+		var its int64
+		for _, p := range heldPartitions(workers[victim].out.String()) {
+			its += lag[p]
+		}
+		kills = append(kills, fmt.Sprintf("worker %d at %d samples (its partitions: %d records uncommitted)", victim+1, len(onKafka), its))
+		if c < cycles-1 {
+			startWorker()
+		}
 	}
-	t.Logf("SIGKILLed worker %d with %d distinct samples on swerl.samples", victim+1, before)
-	for k := 2; k < batches; k++ {
-		feed(k)
-	}
+	t.Logf("SIGKILLed %s", strings.Join(kills, ", "))
+	feed(batches - 1)
 	testenv.Eventually(t, 3*time.Minute, "every sample on swerl.samples", samplesUpTo(len(want)))
 
 	dups := 0
@@ -133,9 +175,9 @@ func TestElasticWorkers(t *testing.T) {
 	if len(onKafka) != len(want) {
 		t.Fatalf("%d distinct samples on swerl.samples, want %d", len(onKafka), len(want))
 	}
-	var dead int
+	var deadLetters int
 	if err := kafkaio.Scan(context.Background(), kafkaio.ReadConfig{Config: kc, Topic: kc.Topic(kafkaio.DeadLetter)}, func(kafkaio.Message) error {
-		dead++
+		deadLetters++
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -152,31 +194,31 @@ func TestElasticWorkers(t *testing.T) {
 			inParquet[s.ID]++
 		}
 		dl, _ := parquetio.ReadDir[schemas.DeadLetter](filepath.Join(out, "deadletter"))
-		dead += len(dl)
+		deadLetters += len(dl)
 	}
-	if dead != 0 {
-		t.Errorf("%d dead-letters", dead)
+	if deadLetters != 0 {
+		t.Errorf("%d dead-letters", deadLetters)
 	}
 	for id := range want {
 		if inParquet[id] == 0 {
 			t.Errorf("sample %s is in no worker's Parquet output", id)
 		}
 	}
-	// Work is shared, not repeated: only what the dead worker had read
-	// and not committed (at most its 32 records in flight, the bound
-	// swerl train sets at --concurrency 2) is written a second time.
+	// Work is shared, not repeated: only what the dead workers had read
+	// and not committed (at most 32 records in flight each, the bound
+	// swerl train sets at --concurrency 1) is written a second time.
 	again := 0
 	for _, n := range perWorker {
 		again += n
 	}
 	again -= len(want)
-	if again > 32*G {
-		t.Errorf("%d samples written by more than one worker (rows per worker %v): more than the dead worker's %d in flight", again, perWorker, 32*G)
+	if again > cycles*32*G {
+		t.Errorf("%d samples written by more than one worker (rows per worker %v): more than the dead workers' %d in flight", again, perWorker, cycles*32*G)
 	}
 
 	// The survivors stop cleanly and leave the group.
 	for i, w := range workers {
-		if i == victim {
+		if dead[i] {
 			continue
 		}
 		w.sigterm(t, fmt.Sprintf("worker %d", i+1), "the group drained")
@@ -187,8 +229,8 @@ func TestElasticWorkers(t *testing.T) {
 			t.Errorf("worker %d did not say it left the group", i+1)
 		}
 	}
-	t.Logf("%d instances × G=%d over %d partitions, 3 workers (worker %d killed at %d samples): %d distinct samples, %d produced again, %d written again; Parquet rows per worker %v; %s",
-		len(set.Instances), G, parts, victim+1, before, len(onKafka), dups, again, perWorker, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d instances × G=%d over %d partitions, %d workers, %d killed: %d distinct samples, %d produced again, %d written again; Parquet rows per worker %v; %s",
+		len(set.Instances), G, parts, len(workers), len(dead), len(onKafka), dups, again, perWorker, time.Since(start).Round(time.Millisecond))
 }
 
 // scanSamples reads swerl.samples as it is now, by sample id, each copy
@@ -217,4 +259,53 @@ func sameSample(a, b schemas.Sample) bool {
 	a.CreatedAt, b.CreatedAt = "", ""
 	a.Source, b.Source = "", ""
 	return reflect.DeepEqual(a, b)
+}
+
+// groupLag is, for every partition of the instances topic, the number of
+// records past group's committed offset.
+func groupLag(t *testing.T, kc kafkaio.Config, group string, parts int) map[int]int64 {
+	t.Helper()
+	topic := kc.Topic(kafkaio.Instances)
+	ids := make([]int, parts)
+	for p := range ids {
+		ids[p] = p
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(kc.Brokers...)}
+	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int]int64{}
+	for _, p := range resp.Topics[topic] {
+		committed[p.Partition] = max(p.CommittedOffset, 0)
+	}
+	lag := map[int]int64{}
+	for p := range parts {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", kc.Brokers[0], topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, last, err := conn.ReadOffsets()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lag[p] = last - committed[p]
+	}
+	return lag
+}
+
+// heldPartitions are the partitions a worker's log says it holds now (its
+// last generation line).
+func heldPartitions(log string) []int {
+	ms := regexp.MustCompile(`generation \d+: partitions \[([\d ]*)\]`).FindAllStringSubmatch(log, -1)
+	if len(ms) == 0 {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(ms[len(ms)-1][1]) {
+		p, _ := strconv.Atoi(f)
+		out = append(out, p)
+	}
+	return out
 }
