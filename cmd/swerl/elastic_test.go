@@ -26,10 +26,14 @@ import (
 // `swerl train --follow --group elastic` runs in two child processes over
 // a broker of the test (6 partitions of swerl.instances); instances
 // arrive in batches, a third worker joins mid-run, and then, once per
-// kill cycle (SWERL_KILL_CYCLES, default 3), a batch arrives and a live
-// worker chosen at random is SIGKILLed at a random point of it (its
+// kill cycle (SWERL_KILL_CYCLES, default 3), a batch arrives and, at a
+// random point of it, a live worker chosen at random (among those whose
+// partitions hold records not yet committed, if any) is SIGKILLed (its
 // partitions go to the others once its session expires) and a new worker
-// joins in its place, except after the last kill. After the rest have
+// joins in its place, except after the last kill; a last batch arrives
+// after the last kill, on the dead worker's partitions too. Rollouts come
+// from the slow policy server of the train kill tests (100 ms a request,
+// deterministic answers). After the rest have
 // drained the topic: the distinct sample ids on swerl.samples are exactly
 // every instance × G; a sample id produced twice (a dead worker's output
 // not yet committed) carries the same content both times; nothing was

@@ -42,7 +42,8 @@ type GroupConfig struct {
 	// waits for the records it handed out to be acknowledged (and
 	// commits them) before it lets the group move on; what is still in
 	// flight then is read again by the partition's next owner. Default
-	// half of RebalanceTimeout.
+	// half of RebalanceTimeout; it must be below SessionTimeout and
+	// RebalanceTimeout.
 	DrainTimeout time.Duration
 	// MaxInFlight bounds the records handed out and not yet acknowledged
 	// (default 256): the most a member has to drain when it loses its
@@ -198,6 +199,10 @@ func JoinGroup(gc GroupConfig) (*GroupMember, error) {
 		return nil, errors.New("kafkaio: group read: no group id")
 	case gc.HeartbeatInterval >= gc.SessionTimeout:
 		return nil, fmt.Errorf("kafkaio: group %s: heartbeat interval %s is not below the session timeout %s", gc.Group, gc.HeartbeatInterval, gc.SessionTimeout)
+	case gc.DrainTimeout >= min(gc.SessionTimeout, gc.RebalanceTimeout):
+		// A member sends no heartbeat while it drains: the coordinator
+		// would evict it before it joins again, and its commits would fail.
+		return nil, fmt.Errorf("kafkaio: group %s: drain timeout %s is not below the session and rebalance timeouts (%s, %s)", gc.Group, gc.DrainTimeout, gc.SessionTimeout, gc.RebalanceTimeout)
 	}
 	d, err := gc.Config.Dialer()
 	if err != nil {

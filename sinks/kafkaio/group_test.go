@@ -280,3 +280,20 @@ func TestGroupReadOnPrism(t *testing.T) {
 		t.Fatalf("member stats %+v", st)
 	}
 }
+
+func TestJoinGroupRefusesBadConfig(t *testing.T) {
+	c := Config{Brokers: []string{"127.0.0.1:1"}}
+	for _, gc := range []GroupConfig{
+		{Config: c, Group: "g"},
+		{Config: c, Topic: "t"},
+		{Topic: "t", Group: "g"},
+		{Config: c, Topic: "t", Group: "g", SessionTimeout: 6 * time.Second, HeartbeatInterval: 6 * time.Second},
+		{Config: c, Topic: "t", Group: "g", SessionTimeout: 6 * time.Second, DrainTimeout: 6 * time.Second},
+		{Config: c, Topic: "t", Group: "g", RebalanceTimeout: 2 * time.Second, DrainTimeout: 3 * time.Second},
+	} {
+		if m, err := JoinGroup(gc); err == nil {
+			m.Close()
+			t.Errorf("%+v: joined", gc)
+		}
+	}
+}
