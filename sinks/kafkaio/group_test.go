@@ -189,8 +189,13 @@ func TestGroupCommitsOnlyDurableAndDrainsOnRevoke(t *testing.T) {
 	owner.ack(acks(topic, 1, span(5, n)...))
 	check("the new owner commits the rest", map[int]int64{0: n, 1: n})
 
-	// Leaving: the other member takes over at once and has nothing to read.
+	// Leaving: the member is gone from the group as soon as Close returns
+	// (no wait for its session to expire), and the other takes over with
+	// nothing to read.
 	bm.Close()
+	if n := groupMembers(t, c, group); n != 1 {
+		t.Fatalf("the group has %d members after one of two left, want 1", n)
+	}
 	testenv.Eventually(t, 30*time.Second, "the remaining member holds both partitions, caught up", func() bool {
 		return len(a.Stats().Partitions) == 2 && a.idle()
 	})
@@ -205,6 +210,17 @@ func TestGroupCommitsOnlyDurableAndDrainsOnRevoke(t *testing.T) {
 		}
 	}
 	t.Logf("commits observed: %v; first member %+v", hist, a.Stats())
+}
+
+// groupMembers is the number of members the coordinator lists for group.
+func groupMembers(t testing.TB, c Config, group string) int {
+	t.Helper()
+	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...)}
+	resp, err := cl.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].Error != nil {
+		t.Fatalf("describe group %s: %v %+v", group, err, resp)
+	}
+	return len(resp.Groups[0].Members)
 }
 
 func mapsEqual(a, b map[int]int64) bool {
