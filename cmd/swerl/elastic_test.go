@@ -124,7 +124,9 @@ func TestElasticWorkers(t *testing.T) {
 	var kills []string
 	for c := range cycles {
 		feed(2 + c)
-		at := (2+c)*perBatch*G + 1 + rng.IntN(perBatch*G)
+		// Samples arrive a worker's bundle at a time: a point in the first
+		// half of the batch leaves some workers with rollouts in flight.
+		at := (2+c)*perBatch*G + 1 + rng.IntN(perBatch*G/2)
 		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("%d samples before kill %d", at, c+1), samplesUpTo(at))
 		// The victim is a live worker picked at random, among those whose
 		// partitions hold records not yet committed when there are any:
