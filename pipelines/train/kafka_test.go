@@ -261,3 +261,24 @@ func recordPlaces(t *testing.T, path string) map[string]int {
 	}
 	return out
 }
+
+// A consumer group read is unbounded and reads the topic: a bounded run,
+// an instances file, or no brokers is refused before anything starts.
+func TestGroupConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	set := traintest.New(t, dir, 1, 2, nil)
+	kc := kafkaio.Config{Brokers: []string{"127.0.0.1:1"}}
+	for _, c := range []train.Config{
+		{Group: "g", Kafka: kc, Bounded: true},
+		{Group: "g", Kafka: kc, Instances: set.InstancesPath},
+		{Group: "g", Kafka: kc, Instances: set.InstancesPath, FeedInstances: true},
+		{Group: "g"},
+		{Group: "g", Kafka: kc, GroupSessionTimeout: -time.Second},
+	} {
+		c.Policy, c.Out = "file:"+set.CompletionsPath, filepath.Join(dir, "out")
+		_, err := train.Run(context.Background(), c)
+		if err == nil || !strings.Contains(err.Error(), "group") && !strings.Contains(err.Error(), "brokers") {
+			t.Errorf("group %q, bounded %v, instances %q, brokers %v: %v", c.Group, c.Bounded, c.Instances, c.Kafka.Brokers, err)
+		}
+	}
+}
