@@ -126,7 +126,7 @@ type GRPOParams struct {
 	// answers is mostly a correct answer up to a slip, and pushing all of
 	// it down unlearns the correct part; on the built-in model this half
 	// alone gained more than full GRPO over a frozen control on two of
-	// three seeds, and less on the third (README).
+	// three seeds, and less on the third (docs/experiments.md).
 	PositiveOnly bool
 	// Objective is the surrogate: GRPO's token clip (the default), GSPO or
 	// CISPO.

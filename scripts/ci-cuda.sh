@@ -3,7 +3,8 @@
 # Debian's CUDA 11.8 headers, stubs and nvcc (scripts/cuda-env.sh, cached),
 # vet the cuda-tagged packages, compile the kernels to PTX and check that
 # the committed PTX is what the .cu source gives, then build the cuda test
-# binary (gpu/cuda/cuda.test) and the swerl binary with --device cuda.
+# binary (gpu/cuda/cuda.test) and the swerl binary with --device cuda, and
+# compile the standalone attention variants of bench/gpu/kernels to PTX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -20,4 +21,5 @@ if ! cmp -s "$tmp/kernels.ptx" gpu/cuda/kernels.ptx; then
 fi
 go test -tags cuda -c -o gpu/cuda/cuda.test ./gpu/cuda
 go build -tags cuda -o "$tmp/swerl" ./cmd/swerl
+bash bench/gpu/kernels/build.sh "$tmp/kernels" >/dev/null
 echo "ci-cuda: done in $((SECONDS - start))s" >&2

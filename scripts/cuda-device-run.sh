@@ -10,19 +10,19 @@
 #   gpu.txt            the card, driver and clock
 #   test.log           the suite (REQUIRE_GPU=1: a missing GPU fails)
 #   bench.log          BenchmarkTrainStep (attention: cuBLAS over all heads,
-#                      per head (strided, run 2), flash, tc and mma; side
-#                      by side), BenchmarkSample, BenchmarkSampleBatch
+#                      mma and pipe; side by side), BenchmarkSample,
+#                      BenchmarkSampleBatch
 #   bench-base.log     with base.test beside cuda.test (a build of the
 #                      baseline), the same benchmarks (BASE_PAT narrows
 #                      them) with it, then again with cuda.test
 #                      (bench-again.log; AGAIN=0 skips it)
-#   bench-7b.log       BenchmarkLoRAStep7B with checkpointing, tc attention at
-#                      4x2048 and 8x2048, mma at 4x2048 (LORA7B=0 skips it)
+#   bench-7b.log       BenchmarkLoRAStep7B with checkpointing, mma attention
+#                      at 4x2048 and 8x2048 (LORA7B=0 skips it)
 #   profile.log        SWERL_CUDA_PROFILE=kernels: GPU time per kernel and
 #                      cuBLAS shape (CUDA events, steady state after the
 #                      warm-up) of bf16 steps at 8x512 with the defaults
-#                      (mma attention, bf16 activations, lazy zeroing), with
-#                      pipe and with tc attention, and of batch-64 decoding
+#                      (mma attention, bf16 activations, lazy zeroing) and
+#                      with pipe attention, and of batch-64 decoding
 # TEST_RUN narrows the tests and TEST_SKIP (default Emulated) skips some;
 # BENCH_PAT narrows the benchmarks (-test.bench: anchor the first level as
 # ^BenchmarkX$),
@@ -61,14 +61,14 @@ if [ "${BENCH:-1}" = 1 ]; then
 		[ "${AGAIN:-1}" = 1 ] && b 240 "${BASE_PAT:-$pat}" 2>&1 | tee "$out/bench-again.log"
 	fi
 	export SWERL_CUDA_PROFILE=kernels BENCH_TIME=2x
-	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16(-pipe|-tc)?$/B=8}" >"$out/profile.log" 2>&1
+	b 100 "${PROF_PAT:-TrainStep/cuda/^bf16(-pipe)?$/B=8}" >"$out/profile.log" 2>&1
 	b 60 "${PROF_PAT2:-SampleBatch/cuda/bf16/batch=64}" >>"$out/profile.log" 2>&1
 	unset SWERL_CUDA_PROFILE
 	grep -A14 'GPU time per kernel' "$out/profile.log"
 fi
 if [ "${LORA7B:-1}" = 1 ]; then
 	# The 7B-shaped LoRA step's memory and speed at 4x2048 and 8x2048
-	# (tc attention, checkpointing); the model's host arena takes 30 GB.
-	timeout 200 ./${BIN:-cuda.test} -test.run '^$' -test.bench 'LoRAStep7B/(tc|mma)/B=.,T=2048,ckpt' -test.benchtime 1x 2>&1 | tee "$out/bench-7b.log" | grep Benchmark
+	# (mma attention, checkpointing); the model's host arena takes 30 GB.
+	timeout 200 ./${BIN:-cuda.test} -test.run '^$' -test.bench 'LoRAStep7B/mma/B=.,T=2048,ckpt' -test.benchtime 1x 2>&1 | tee "$out/bench-7b.log" | grep Benchmark
 fi
 exit $rc

@@ -52,7 +52,7 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	beamInit()
 	quietRunner(ctx, stderr, *verbose)
 	// Paths travel with the job to workers that may run elsewhere.
-	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: absPath(*instances), Repo: absPath(*repo), Repos: absPath(*repos), Policy: absPolicy(*policy), Out: absPath(*out),
+	sum, err := agentlessrun.Run(ctx, agentlessrun.Config{Instances: absPath(*instances), Repo: absPath(*repo), Repos: absPath(*repos), Policy: absPolicy(policyFromEnv(*policy)), Out: absPath(*out),
 		Concurrency: *conc, RepairBatch: *batch, Progress: stderr, TestCommand: *testCmd, Solve: agentless.Options{LocalizeSamples: *locN, RepairSamples: *repN, MaxFiles: *maxFiles,
 			Temperature: *temp, MaxTokens: *maxTokens, MaxInputTokens: *maxInput, Seed: *seed, Model: *model}})
 	if err != nil {

@@ -49,7 +49,7 @@ func addBeamFlags(fs *flag.FlagSet) {
 		}
 		name := f.Name
 		set := func(s string) error { return flag.CommandLine.Set(name, s) }
-		usage := "Beam: " + f.Usage
+		usage := beamUsagePrefix + f.Usage
 		if f.DefValue != "" {
 			usage += " (default " + f.DefValue + ")"
 		}

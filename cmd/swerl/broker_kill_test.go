@@ -35,7 +35,9 @@ func TestTrainRidesOutBrokerKill(t *testing.T) {
 	r := newTrainLearnRig(t, 8, opts)
 	opts.Addr = r.broker.Addrs()[0]
 	tr, le := startCLI(t, r.trainArgs...), startCLI(t, r.learnArgs...)
-	time.Sleep(4 * time.Second) // inside train's rollouts (24 of 1 s each)
+	// Both sleeps place the outage on purpose: the broker stops inside
+	// train's rollouts (24 of 1 s each) and stays down for the outage.
+	time.Sleep(4 * time.Second)
 	r.broker.Close()
 	stopped := time.Now()
 	time.Sleep(down)

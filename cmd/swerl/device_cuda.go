@@ -10,7 +10,7 @@ import (
 )
 
 // The cuda build adds --device cuda, configured by the SWERL_CUDA_*
-// environment variables (cuda.EnvNames; README "On a GPU").
+// environment variables (cuda.EnvNames; docs/gpu.md).
 func init() {
 	backends["cuda"] = func() (gpu.Backend, error) {
 		o, err := cuda.FromEnv(os.Getenv)

@@ -22,6 +22,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
+	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/engine"
 	"swerl/sinks/parquetio"
@@ -114,13 +115,13 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	}
 	addr := serveProcess(t, "--model", base, "--max-seq", "256", "--max-tokens", "8")
 	url := "http://" + addr + "/v1"
-	defer rollout.ClearServed(url)
-	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engine.VLLM}}, Keep: 1, Backoff: time.Millisecond,
-		OnHeld: func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }})
+	served := rollout.NewServed()
+	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engineapi.VLLM}}, Keep: 1, Backoff: time.Millisecond,
+		OnHeld: func(e engine.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rollout.Open(url + "?model=base")
+	pol, err := rollout.Open(url+"?model=base", rollout.WithServed(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	other := mp.Model.Config
 	other.IntermediateSize *= 2
 	writeAdapter(t, other, base, bad, 7)
-	s2, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engine.VLLM}}, Retries: 1, Backoff: time.Millisecond})
+	s2, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Backoff: time.Millisecond})
 	if err := s2.Push(context.Background(), 7, bad); err == nil || !strings.Contains(err.Error(), "version 7") {
 		t.Fatalf("mismatched adapter: %v", err)
 	}
@@ -207,7 +208,6 @@ func TestRunClosesTheLoopThroughServe(t *testing.T) {
 			addr := serveProcess(t, "--model", base, "--max-seq", "1024")
 			out := filepath.Join(root, "out")
 			spec := "http://" + addr + "/v1" + tc.query
-			defer rollout.ClearServed(spec)
 			args := append([]string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--policy", spec, "--sft-steps", "0", "--steps", "3",
 				"--batch", "2", "--group-size", "2", "--max-tokens", "40", "--eval", "0", "--metrics-addr", "", "--seed", "3"}, tc.extra...)
 			var stderr bytes.Buffer

@@ -29,9 +29,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	limit := fs.Int("limit", 0, "evaluate at most this many instances (0: all)")
 	maxTokens := fs.Int("max-tokens", 512, "most completion tokens")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
-	compact := fs.Bool("compact-prompt", false, "use the short prompt template (small models); default: the paper's full prompt")
-	promptOpts := addPromptFlags(fs)
-	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one answer")
+	compact := new(bool)
+	addCompactPromptFlag(fs, compact, false, "")
+	promptOpts := addPromptFlags(fs, 0, "")
+	rewardTimeout := new(time.Duration)
+	addRewardTimeoutFlag(fs, rewardTimeout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,7 +67,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(ins) == 0 {
 		return fmt.Errorf("eval: %s holds no instances", *instances)
 	}
-	pol, err := rollout.Open(spec)
+	pol, err := rollout.Open(policyFromEnv(spec))
 	if err != nil {
 		return err
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/engineapi"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
-	"swerl/transforms/rollout"
 )
 
 // Adapter following across processes: two `swerl serve` engines, `swerl
@@ -37,8 +37,8 @@ func TestTrainFollowsAdaptersOfASeparateLearner(t *testing.T) {
 	runCLI(t, []string{"learn", "--model", base, "--samples", file, "--out", filepath.Join(root, "learn"), "--batch-groups", "1",
 		"--max-staleness", "-1", "--max-seq", "128", "--metrics-addr", "", "--lr", "1e-3", "--lora-rank", "2", "--engine", urlA + "," + urlB}, 0, 5*time.Minute)
 	for _, u := range []string{urlA, urlB} {
-		if models := servedModels(t, u); !slices.Contains(models, rollout.AdapterName(3)) {
-			t.Fatalf("%s serves %v after the learner, want %s among them", u, models, rollout.AdapterName(3))
+		if models := servedModels(t, u); !slices.Contains(models, engineapi.AdapterName(3)) {
+			t.Fatalf("%s serves %v after the learner, want %s among them", u, models, engineapi.AdapterName(3))
 		}
 	}
 

@@ -31,11 +31,13 @@ type grpoDefaults struct {
 var (
 	learnGRPO = grpoDefaults{}
 	runGRPO   = grpoDefaults{clipHigh: 0.28, minTokenProb: 0.05, positiveOnly: true,
-		why: "; swerl run's default is the one that made the built-in model learn (README, docs/experiments.md)"}
+		why: "; swerl run's default is the one that made the built-in model learn (docs/run.md, docs/experiments.md)"}
 )
 
 func addGRPOFlags(fs *flag.FlagSet, d grpoDefaults) *grpoFlags {
 	f := &grpoFlags{}
+	section(fs, "GRPO objective and off-policy corrections")
+	defer endSection(fs)
 	fs.Float64Var(&f.clipLow, "clip-eps", 0.2, "ε of the clipped surrogate")
 	fs.Float64Var(&f.clipHigh, "clip-eps-high", d.clipHigh, "ε_high for clip-higher (0: same as --clip-eps)"+d.why)
 	fs.Float64Var(&f.kl, "kl-coef", 0, "weight of the k3 KL to the frozen reference: version 0, or in swerl run the version RL starts from after the warm start (0: off)")

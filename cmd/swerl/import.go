@@ -16,7 +16,8 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("import", "swebench FILE.jsonl|FILE.parquet --repo PATH [--out DIR]", stderr)
 	repo := fs.String("repo", "", "local clone of the rows' repository (holds every base_commit)")
 	out := fs.String("out", "swerl-out", "output directory, local or gs:// / s3://: instances in DIR/instances/swebench.parquet")
-	relFiles := fs.Int("relevant-files", 3, "relevant unmodified files added to the code context (negative: none)")
+	relFiles := new(int)
+	addRelevantFilesFlag(fs, relFiles)
 	relBytes := fs.Int("relevant-bytes", 64<<10, "skip relevant-file candidates larger than this")
 	// Flags may follow the positional arguments: parse the rest again.
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {

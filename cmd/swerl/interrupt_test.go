@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,39 +22,6 @@ import (
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
-
-// hangingServer listens on loopback, accepts every connection and never
-// answers on it (an engine stuck loading, a dead proxy). It returns the
-// server's /v1 URL and the number of connections accepted so far.
-func hangingServer(t *testing.T) (string, func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
-}
 
 // swerl learn --engine against an engine that accepts and never answers
 // (issue 37): the learner trains on while the pushes hang (they run in the
@@ -72,7 +38,7 @@ func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 	dir := t.TempDir()
 	const G, batch, steps = 2, 2, 4
 	want := writeSamples(t, filepath.Join(dir, "samples"), rand.New(rand.NewPCG(37, 3)), batch*steps, G)
-	engine, accepted := hangingServer(t)
+	engine, accepted := testenv.HangingServer(t)
 	out := filepath.Join(dir, "out")
 	args := []string{"learn", "--model", tinyModel(t, dir), "--samples", filepath.Join(dir, "samples"), "--out", out,
 		"--lora-rank", "4", "--batch-groups", fmt.Sprint(batch), "--max-staleness", "-1", "--max-seq", "64", "--lr", "1e-3",
@@ -122,7 +88,7 @@ func TestRunStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 	}
 	root := t.TempDir()
 	base := tinyModelAt(t, filepath.Join(root, "base"))
-	engine, accepted := hangingServer(t)
+	engine, accepted := testenv.HangingServer(t)
 	out := filepath.Join(root, "out")
 	const steps, batch, group = 2, 2, 2
 	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--sft-steps", "0", "--steps", fmt.Sprint(steps),
@@ -167,7 +133,7 @@ func TestTrainStopsOnSIGTERMWithAHangingPolicy(t *testing.T) {
 	}
 	dir := t.TempDir()
 	set := traintest.New(t, dir, 4, 2, nil)
-	policy, accepted := hangingServer(t)
+	policy, accepted := testenv.HangingServer(t)
 	c := startCLI(t, "train", "--instances", set.InstancesPath, "--policy", policy, "--group-size", "2", "--out", filepath.Join(dir, "out"), "--metrics-addr", "")
 	c.waitAlive(t, 2*time.Minute, "a rollout request reaches the policy", func() bool { return accepted() >= 1 })
 	c.sigterm(t, "train", "requests in flight")
@@ -272,11 +238,7 @@ func TestInterruptGraceAndSecondSignal(t *testing.T) {
 	}
 	start := func() *cli {
 		c := startCLI(t, "test-ignore-interrupt")
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the child did not start")
-			}
-		}
+		testenv.Eventually(t, 30*time.Second, "the child's ready line", func() bool { return strings.Contains(c.out.String(), "ready") })
 		return c
 	}
 	// A second signal once the first was handled: the default action.

@@ -24,8 +24,9 @@ type kafkaFlags struct {
 // addKafkaFlags registers the Kafka flags on fs.
 func addKafkaFlags(fs *flag.FlagSet) *kafkaFlags {
 	f := &kafkaFlags{}
+	section(fs, "Kafka")
+	defer endSection(fs)
 	fs.StringVar(&f.brokers, "brokers", "", "Kafka bootstrap brokers host:port,… (none: start an embedded broker on loopback)")
-	fs.StringVar(&f.prefix, "topic-prefix", kafkaio.DefaultTopicPrefix, "prefix of swerl's topic names (instances, samples, weights, deadletter)")
 	fs.BoolVar(&f.tls, "kafka-tls", false, "connect to the brokers with TLS (system roots unless --kafka-ca)")
 	fs.StringVar(&f.ca, "kafka-ca", "", "PEM file of the CA that signed the brokers' certificates (implies --kafka-tls)")
 	fs.StringVar(&f.cert, "kafka-cert", "", "PEM client certificate for TLS (with --kafka-key)")
@@ -33,7 +34,7 @@ func addKafkaFlags(fs *flag.FlagSet) *kafkaFlags {
 	fs.StringVar(&f.saslMechanism, "sasl-mechanism", "", "SASL authentication: plain, scram-sha-256 or scram-sha-512 (none by default)")
 	fs.StringVar(&f.saslUser, "sasl-user", "", "SASL user name")
 	fs.StringVar(&f.pwdEnv, "sasl-password-env", "", "name of the environment variable holding the SASL password")
-	fs.IntVar(&f.partitions, "partitions", 4, "partitions of topics swerl creates")
+	addTopicFlags(fs, &f.prefix, &f.partitions)
 	return f
 }
 

@@ -13,6 +13,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
@@ -28,35 +29,67 @@ func init() {
 	}
 }
 
-// trainFlags are the optimizer and learner flags shared by learn and sft.
-type trainFlags struct {
-	out, model, device, metricsAddr string
-	resume, ckpt                    bool
-	steps, microBatch, maxSeq, keep int
-	warmup, decaySteps              int
-	lr, minLR, weightDecay, clip    float64
-	progressEvery                   time.Duration
+// optimizerFlags are the trainer's flags: learn, sft and run take them.
+type optimizerFlags struct {
+	microBatch, maxSeq, warmup, decaySteps int
+	ckpt                                   bool
+	lr, minLR, weightDecay, clip           float64
 }
 
-func addTrainFlags(fs *flag.FlagSet, defLR float64) *trainFlags {
-	f := &trainFlags{}
-	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet (learn: may be gs:// or s3://, each version is copied there from a local temporary store)")
-	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
-	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
-	fs.StringVar(&f.device, "device", "cpu", "compute device: "+deviceNames())
-	fs.IntVar(&f.steps, "steps", 0, "stop after this many optimizer steps (0: until the input ends)")
+// addOptimizerFlags defines the trainer's flags under the "Model and
+// trainer" heading, with this command's learning rate and why it differs.
+func addOptimizerFlags(fs *flag.FlagSet, defLR float64, lrWhy string) *optimizerFlags {
+	f := &optimizerFlags{}
+	section(fs, "Model and trainer")
+	defer endSection(fs)
 	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
-	fs.IntVar(&f.maxSeq, "max-seq", 1024, "longest prompt+completion in tokens; longer samples are skipped and counted")
+	addMaxSeqFlag(fs, &f.maxSeq, 1024, "")
 	fs.BoolVar(&f.ckpt, "checkpoint-activations", false, "keep only each layer's input and recompute the layer in the backward pass: one layer's activations in memory instead of all, for one more forward pass (a 7B LoRA step at 4×2048 fits 80 GB with it)")
-	fs.Float64Var(&f.lr, "lr", defLR, "peak learning rate")
+	addLRFlag(fs, &f.lr, defLR, lrWhy)
 	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")
 	fs.IntVar(&f.warmup, "warmup", 0, "linear warm-up steps")
 	fs.IntVar(&f.decaySteps, "decay-steps", 0, "step at which the cosine decay reaches --min-lr (0: constant)")
 	fs.Float64Var(&f.weightDecay, "weight-decay", 0, "AdamW weight decay (matrices only)")
 	fs.Float64Var(&f.clip, "grad-clip", 1, "maximum global gradient norm (negative: no clipping)")
-	fs.IntVar(&f.keep, "keep-checkpoints", 0, "keep the files of only the newest N versions and version 0; older ones are deleted, their index rows stay (0: keep all)")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
-	fs.DurationVar(&f.progressEvery, "progress-every", 2*time.Second, "at most one progress line this often")
+	return f
+}
+
+// train returns the trainer configuration the flags describe (no
+// objective: the GRPO flags add it).
+func (f *optimizerFlags) train() (gpu.TrainConfig, error) {
+	if f.microBatch < 1 || f.maxSeq < 2 {
+		return gpu.TrainConfig{}, usagef("--micro-batch ≥ 1 and --max-seq ≥ 2, please")
+	}
+	return gpu.TrainConfig{
+		MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
+		WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
+		Checkpoint: f.ckpt,
+	}, nil
+}
+
+// trainFlags are the learner flags shared by learn and sft.
+type trainFlags struct {
+	*optimizerFlags
+	out, model, device, metricsAddr string
+	resume                          bool
+	steps, keep                     int
+	progressEvery                   time.Duration
+}
+
+func addTrainFlags(fs *flag.FlagSet, defLR float64, lrWhy string) *trainFlags {
+	f := &trainFlags{}
+	section(fs, "Model and trainer")
+	defer endSection(fs)
+	fs.StringVar(&f.out, "out", "swerl-out", "output root: checkpoints/ and index.parquet (learn: may be gs:// or s3://, each version is copied there from a local temporary store)")
+	fs.StringVar(&f.model, "model", "", "model directory to start from (swerl model init writes one); published as version 0")
+	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in --out whose hashes verify")
+	addDeviceFlag(fs, &f.device)
+	fs.IntVar(&f.steps, "steps", 0, "stop after this many optimizer steps (0: until the input ends)")
+	f.optimizerFlags = addOptimizerFlags(fs, defLR, lrWhy)
+	section(fs, "Model and trainer")
+	addKeepFlag(fs, &f.keep, 0, "")
+	addMetricsFlag(fs, &f.metricsAddr, "127.0.0.1:0", "")
+	addProgressFlag(fs, &f.progressEvery)
 	return f
 }
 
@@ -68,8 +101,12 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	if f.model == "" && !f.resume {
 		return learner.Config{}, nil, usagef("want --model DIR (or --resume)")
 	}
-	if f.microBatch < 1 || f.maxSeq < 2 || f.steps < 0 || f.keep < 0 {
-		return learner.Config{}, nil, usagef("--micro-batch ≥ 1, --max-seq ≥ 2, --steps ≥ 0 and --keep-checkpoints ≥ 0, please")
+	if f.steps < 0 || f.keep < 0 {
+		return learner.Config{}, nil, usagef("--steps ≥ 0 and --keep-checkpoints ≥ 0, please")
+	}
+	train, err := f.train()
+	if err != nil {
+		return learner.Config{}, nil, err
 	}
 	srv, err := metrics.Serve(f.metricsAddr)
 	if err != nil {
@@ -82,11 +119,7 @@ func (f *trainFlags) config(stderr io.Writer) (learner.Config, func(), error) {
 	}
 	return learner.Config{
 		Out: f.out, Model: f.model, Resume: f.resume, Backend: be, KeepCheckpoints: f.keep,
-		Train: gpu.TrainConfig{
-			MaxBatch: f.microBatch, MaxSeq: f.maxSeq, LR: f.lr, MinLR: f.minLR,
-			WarmupSteps: f.warmup, DecaySteps: f.decaySteps, WeightDecay: f.weightDecay, GradClip: f.clip,
-			Checkpoint: f.ckpt,
-		},
+		Train:    train,
 		Log:      slog.New(slog.NewTextHandler(stderr, nil)),
 		Progress: stderr, ProgressEvery: f.progressEvery,
 	}, stop, nil
@@ -101,6 +134,8 @@ type loraFlags struct {
 
 func addLoRAFlags(fs *flag.FlagSet) *loraFlags {
 	f := &loraFlags{}
+	section(fs, "LoRA")
+	defer endSection(fs)
 	fs.IntVar(&f.rank, "lora-rank", 0, "train LoRA adapters of this rank on the frozen model and publish PEFT adapter versions (0: full fine-tuning)")
 	fs.Float64Var(&f.alpha, "lora-alpha", 32, "LoRA alpha: the adapters are scaled by alpha/rank")
 	fs.StringVar(&f.targets, "lora-targets", "q,k,v,o,gate,up,down", "modules that get adapters (q, k, v, o, gate, up, down)")
@@ -128,7 +163,7 @@ func (f *loraFlags) config(seed uint64) (gpu.LoRAConfig, error) {
 
 func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
-	tf := addTrainFlags(fs, 1e-6)
+	tf := addTrainFlags(fs, 1e-6, "")
 	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory, or a JSONL file (*.jsonl: the schema's JSON form, as swerl cat prints it) (offline)")
 	// The Kafka flags of every subcommand; here --brokers is required for
 	// the online mode (no embedded broker: nothing would feed it samples).
@@ -139,11 +174,14 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gf := addGRPOFlags(fs, learnGRPO)
 	temp := fs.Float64("temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
 	lf := addLoRAFlags(fs)
+	section(fs, "Engines (weight sync)")
 	engines := fs.String("engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
 	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
 	enginePath := fs.String("engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
 	engineRetries := fs.Int("engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
-	engineTimeout := fs.Duration("engine-timeout", engine.DefaultTimeout, "longest wait for one engine request, its answer included; then it counts as failed and is retried (raise it for full weights of a large model)")
+	engineTimeout := new(time.Duration)
+	addEngineTimeoutFlag(fs, engineTimeout)
+	endSection(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -181,7 +219,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var push *engine.Async
 	var engineSync func(version int64)
 	if *engines != "" {
-		es, err := engine.ParseEngines(*engines, engine.Kind(*engineKind))
+		es, err := engine.ParseEngines(*engines, engineapi.Kind(*engineKind))
 		if err != nil {
 			return usagef("--engine: %v", err)
 		}
@@ -195,7 +233,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if retries == 0 {
 			retries = -1 // engine.Config: 0 is the default, negative none
 		}
-		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engine.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
+		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
 		if err != nil {
 			return usagef("--engine-path-map: %v", err)
 		}
@@ -238,7 +276,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := learner.NewContext(ctx, cfg)
+		l, err := learner.New(ctx, cfg)
 		if err != nil {
 			done()
 			return nil, nil, err

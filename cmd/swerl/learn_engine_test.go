@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/internal/engineapi"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/rollout"
 )
@@ -54,8 +55,8 @@ func TestLearnPushesToEngines(t *testing.T) {
 			}
 			if len(tc.extra) > 2 && tc.extra[0] == "--lora-rank" {
 				models := servedModels(t, url)
-				if len(models) < 2 || models[len(models)-1] != rollout.AdapterName(3) {
-					t.Fatalf("served models %v, want the base and %s last", models, rollout.AdapterName(3))
+				if len(models) < 2 || models[len(models)-1] != engineapi.AdapterName(3) {
+					t.Fatalf("served models %v, want the base and %s last", models, engineapi.AdapterName(3))
 				}
 				// A resumed learner (nothing new to train) pushes the
 				// version it starts from; the engine, which holds it from
@@ -69,7 +70,7 @@ func TestLearnPushesToEngines(t *testing.T) {
 				if strings.Contains(stderr.String(), "did not load") {
 					t.Errorf("the resumed learner's push failed:\n%s", stderr.String())
 				}
-				if models := servedModels(t, url); models[len(models)-1] != rollout.AdapterName(3) {
+				if models := servedModels(t, url); models[len(models)-1] != engineapi.AdapterName(3) {
 					t.Fatalf("after the resumed learner: served models %v", models)
 				}
 				return
@@ -79,7 +80,6 @@ func TestLearnPushesToEngines(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pol.Close()
-			defer rollout.ClearServed(url)
 			resp, err := pol.Complete(context.Background(), rollout.Request{InstanceID: "learn", Prompt: "fix the bug", N: 1, MaxTokens: 4, Seed: 1})
 			if err != nil || resp.PolicyVersion != 3 {
 				t.Fatalf("after learn: served version %d, %v", resp.PolicyVersion, err)

@@ -174,6 +174,7 @@ func TestTrainAndLearnSurviveKill(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { // train's kills
 		for i := 0; i < cycles; i++ {
+			// A random kill point, on purpose: not a wait for a state.
 			time.Sleep(time.Duration(1000+trainRNG.IntN(4000)) * time.Millisecond)
 			exited, err := tr.kill()
 			r.logf("train kill %d (exited %v):\n%s", i, exited, tr.out)
@@ -246,6 +247,7 @@ func killLearner(rng *rand.Rand, cycles int, out string, all int, le *cli, logf 
 		if err := waitRows(out, max(versions, 1)+1, all); err != nil {
 			return le, err
 		}
+		// A random kill point after the version, on purpose.
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		exited, err := le.kill()
 		logf("learn kill %d (exited %v):\n%s", i, exited, le.out)
@@ -295,7 +297,7 @@ func TestLearnKafkaSurvivesKill(t *testing.T) {
 				produced <- err
 				return
 			}
-			time.Sleep(pace)
+			time.Sleep(pace) // paces the producer on purpose, so kills land mid-stream
 		}
 		produced <- nil
 	}()
@@ -313,7 +315,9 @@ func TestLearnKafkaSurvivesKill(t *testing.T) {
 	if err := waitRows(out, 1+steps, 1+steps); err != nil {
 		t.Fatalf("%v:\n%s", err, le.out)
 	}
-	time.Sleep(2 * time.Second) // a version past the last would be a group trained twice
+	// Waits for something not to happen, which no condition can: a version
+	// past the last within 2 s would be a group trained twice.
+	time.Sleep(2 * time.Second)
 	if exited, err := le.kill(); exited {
 		t.Fatalf("swerl learn exited (%v):\n%s", err, le.out)
 	}
@@ -398,6 +402,7 @@ func (r *trainLearnRig) finish(tr *cli, trainDone bool, le *cli) {
 		le.kill()
 		t.Fatal(err)
 	}
+	// Waits for something not to happen: no version past the last.
 	time.Sleep(2 * time.Second)
 	if exited, err := le.kill(); exited {
 		t.Fatalf("swerl learn exited (%v)", err)
@@ -437,7 +442,7 @@ func slowPolicy(t *testing.T, key string, delay time.Duration) http.Handler {
 			http.Error(w, fmt.Sprintf("bad request (n %d): %v", req.N, err), http.StatusBadRequest)
 			return
 		}
-		time.Sleep(delay)
+		time.Sleep(delay) // a slow engine on purpose
 		type msg struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`

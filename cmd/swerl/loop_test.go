@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"swerl/gpu/learner"
+	"swerl/internal/engineapi"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
-	"swerl/transforms/rollout"
 )
 
 // loopRig is the distributed loop in four kinds of process on loopback: a
@@ -108,7 +108,7 @@ func (r *loopRig) published(v int) {
 // the worker names it on that engine (its swerl_engine_policy_version).
 func (r *loopRig) holds(v int, which ...int) {
 	r.t.Helper()
-	name := rollout.AdapterName(int64(v))
+	name := engineapi.AdapterName(int64(v))
 	waitUntil(r.t, fmt.Sprintf("engines %v hold %s and the worker names it", which, name), func() bool {
 		for _, i := range which {
 			if !slices.Contains(listedModels(r.url(i)), name) || r.series("swerl_engine_policy_version", i) != v {

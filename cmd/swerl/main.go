@@ -18,6 +18,9 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"swerl/gpu/learner"
+	"swerl/gpu/modeldir"
 )
 
 // command is one swerl subcommand.
@@ -57,7 +60,7 @@ func main() {
 		runBeamWorker(os.Args[1:])
 		return
 	}
-	stopProfile := startCPUProfile(os.Getenv("SWERL_CPUPROFILE"), os.Stderr)
+	stopProfile := startCPUProfile(os.Getenv(cpuProfileEnv), os.Stderr)
 	code := runInterruptible(os.Args[1:], os.Stdout, os.Stderr, shutdownGrace)
 	stopProfile()
 	os.Exit(code)
@@ -114,7 +117,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	err := c.run(ctx, args[1:], stdout, stderr)
+	applyEnv()
+	err := flagHint(c.run(ctx, args[1:], stdout, stderr))
 	switch {
 	case err == nil:
 		return 0
@@ -129,6 +133,19 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// flagHint adds to a library's error the flags that address its
+// condition: the libraries describe the condition, the CLI knows its
+// flags.
+func flagHint(err error) error {
+	switch {
+	case errors.Is(err, learner.ErrPublished):
+		return fmt.Errorf("%w (pass --resume to continue, or choose another --out)", err)
+	case errors.Is(err, modeldir.ErrNoLocalBase):
+		return fmt.Errorf("%w (swerl model merge --base DIR)", err)
+	}
+	return err
+}
+
 // usageError marks a bad flag or argument (exit code 2).
 type usageError struct{ msg string }
 
@@ -136,14 +153,20 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
+// newFlagsHook, when set (by tests), sees every FlagSet newFlags makes.
+var newFlagsHook func(*flag.FlagSet)
+
 // newFlags returns a FlagSet for a subcommand that writes its usage to stderr
 // and returns errors instead of exiting.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("swerl "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if newFlagsHook != nil {
+		newFlagsHook(fs)
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: swerl %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: swerl %s %s\n\n", name, synopsis)
+		printFlags(stderr, fs)
 	}
 	return fs
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"swerl/internal/gcpace"
 	"swerl/pipelines/mine"
@@ -40,14 +41,15 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var repos, events, refs listFlag
 	fs.Var(&repos, "repo", "git repository to mine: a local path (bare or not) or a URL (https://, ssh://, file://, git@host:owner/repo), cloned into DIR/.clones for the run (repeatable; default: the current directory)")
 	reposFile := fs.String("repos", "", "file of repositories to mine, one path or URL a line (blank lines and lines starting with # skipped; the file may be gs:// or s3://); a URL that cannot be cloned is a dead letter; with several repositories, stderr gets a line as each finishes: PRs, instances (before deduplication), dead letters, seconds")
-	fs.Var(&events, "events", "GH Archive hourly .json/.json.gz file or folder of them, local or gs:// / s3:// (repeatable)")
+	addEventsFlag(fs, &events)
 	fs.Var(&refs, "refs", "also mine what these refs reach besides HEAD: a branch, tag or commit, or a pattern such as 'refs/heads/*' (repeatable); every merged PR reachable is found, whichever branch it was merged into")
 	out := fs.String("out", "swerl-out", "output directory, local or gs://bucket/… / s3://bucket/…: instances in DIR/instances/*.parquet, dead letters in DIR/deadletter/")
 	commits := fs.Bool("commits", false, "also mine every non-merge commit on the first-parent line of HEAD (and --refs) that is not a PR (id owner/repo@<sha12>, problem statement = message)")
 	maxFiles := fs.Int("max-files", 50, "drop changes touching more files (negative: no cap)")
 	maxLines := fs.Int("max-lines", 5000, "drop changes with more added+deleted lines (negative: no cap)")
 	maxBytes := fs.Int("max-bytes", 2<<20, "drop changes whose files before+after exceed this many bytes (negative: no cap)")
-	relFiles := fs.Int("relevant-files", 3, "relevant unmodified files added to the code context (imports either way, files named in the issue, same-package siblings; negative: none)")
+	relFiles := new(int)
+	addRelevantFilesFlag(fs, relFiles)
 	relBytes := fs.Int("relevant-bytes", 64<<10, "skip relevant-file candidates larger than this")
 	exclude := fs.String("exclude", "", "decontamination file: one owner/repo, owner/repo#N or owner/repo@sha12 a line")
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
@@ -56,8 +58,10 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	workers := fs.Int("build-workers", envDefault("SWERL_MINE_WORKERS"), "goroutines of each worker that read the candidates' files, sharing git cat-file processes (0: 4 a core; default from SWERL_MINE_WORKERS)")
 	kf := addKafkaFlags(fs)
 	fs.Lookup("brokers").Usage = "also publish the instances to the Kafka topic <prefix>instances on these brokers host:port,… (none: no Kafka)"
-	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
-	every := fs.Duration("progress-every", 0, "progress line interval (0: 1s)")
+	metricsAddr := new(string)
+	addMetricsFlag(fs, metricsAddr, "127.0.0.1:0", "")
+	every := new(time.Duration)
+	addProgressFlag(fs, every)
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	addBeamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {

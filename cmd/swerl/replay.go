@@ -33,10 +33,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	toOffset := fs.Int64("to-offset", 0, "stop every partition before this offset (0: at its end when the replay starts)")
 	toTime := fs.String("to-time", "", "stop every partition before its first record at or after this RFC 3339 time")
 	out := fs.String("out", "", "output root: DIR/samples/, DIR/instances/, DIR/weights/, DIR/raw/ and DIR/deadletter/ (undecodable records)")
-	rescore := fs.Bool("rescore", false, "re-score samples with the current reward and recompute their group advantages (needs --instances)")
+	rescore := fs.Bool("rescore", false, "re-score samples with the current reward (--reward-timeout) and recompute their group advantages (--advantage; needs --instances)")
 	instances := fs.String("instances", "", "instances for --rescore (code_context, oracle): a JSONL or Parquet file, or a directory of Parquet files")
-	adv := fs.String("advantage", "grpo", "advantage estimator for --rescore: grpo, drgrpo or rloo")
-	timeout := fs.Duration("reward-timeout", 30*time.Second, "longest time to score one sample (then reward −1)")
+	adv := new(string)
+	addAdvantageFlag(fs, adv)
+	timeout := new(time.Duration)
+	addRewardTimeoutFlag(fs, timeout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -32,48 +32,140 @@ type rewardJob struct {
 }
 
 func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("reward", "--in FILE|- --out FILE|- [flags]", stderr)
-	in := fs.String("in", "-", "records to score: JSONL, or Parquet by the .parquet extension (- for stdin, JSONL)")
-	out := fs.String("out", "-", "results: JSONL, or Parquet by the .parquet extension (- for stdout, JSONL)")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "records scored at once (output order is kept)")
-	timeout := fs.Duration("timeout", time.Minute, "cap on one record's similarity computation; a record over it scores −1 with an error (0: none)")
-	progressEvery := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often (0: none)")
-	if err := parseFlags(fs, args); err != nil {
+	o, err := parseRewardFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+	sink, err := openScoredSink(o.out, stdout)
+	if err != nil {
+		return err
 	}
-	if *workers < 1 {
-		return usagef("--workers %d, want ≥ 1", *workers)
+	defer sink.close()
+	jobs, wait := scoreInOrder(ctx, o.in, o.workers, o.timeout)
+	t, writeErr := writeScored(ctx, jobs, sink, o.progressEvery, stderr)
+	if err := wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
 	}
-	if *timeout < 0 {
-		return usagef("--timeout %v, want ≥ 0", *timeout)
+	if err := ctx.Err(); err != nil {
+		sink.flush()
+		return err
 	}
-	parquetOut := strings.HasSuffix(*out, ".parquet")
-	var w *bufio.Writer
-	if !parquetOut {
-		dst := stdout
-		if *out != "-" {
-			f, err := os.Create(*out)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			dst = f
-		}
-		w = bufio.NewWriterSize(dst, 1<<16)
+	if writeErr != nil {
+		return writeErr
 	}
+	if err := sink.finish(); err != nil {
+		return err
+	}
+	t.report(stderr)
+	return nil
+}
 
-	work := make(chan *rewardJob, 4**workers)
-	order := make(chan *rewardJob, 64**workers)
+// rewardOptions are swerl reward's flags.
+type rewardOptions struct {
+	in, out       string
+	workers       int
+	timeout       time.Duration
+	progressEvery time.Duration
+}
+
+func parseRewardFlags(args []string, stderr io.Writer) (rewardOptions, error) {
+	var o rewardOptions
+	fs := newFlags("reward", "--in FILE|- --out FILE|- [flags]", stderr)
+	fs.StringVar(&o.in, "in", "-", "records to score: JSONL, or Parquet by the .parquet extension (- for stdin, JSONL)")
+	fs.StringVar(&o.out, "out", "-", "results: JSONL, or Parquet by the .parquet extension (- for stdout, JSONL)")
+	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "records scored at once (output order is kept)")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "cap on one record's similarity computation; a record over it scores −1 with an error (0: none)")
+	addProgressFlag(fs, &o.progressEvery)
+	if err := parseFlags(fs, args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, usagef("unexpected arguments %q", fs.Args())
+	}
+	if o.workers < 1 {
+		return o, usagef("--workers %d, want ≥ 1", o.workers)
+	}
+	if o.timeout < 0 {
+		return o, usagef("--timeout %v, want ≥ 0", o.timeout)
+	}
+	return o, nil
+}
+
+// scoredSink writes scored records: JSONL as they come (a file or stdout),
+// or Parquet (.parquet) at the end.
+type scoredSink struct {
+	parquet string // the Parquet file; "" for JSONL
+	rows    []reward.Scored
+	w       *bufio.Writer
+	enc     *json.Encoder
+	file    *os.File
+}
+
+func openScoredSink(out string, stdout io.Writer) (*scoredSink, error) {
+	if strings.HasSuffix(out, ".parquet") {
+		return &scoredSink{parquet: out}, nil
+	}
+	s := &scoredSink{}
+	dst := stdout
+	if out != "-" {
+		f, err := os.Create(out)
+		if err != nil {
+			return nil, err
+		}
+		s.file, dst = f, f
+	}
+	s.w = bufio.NewWriterSize(dst, 1<<16)
+	s.enc = json.NewEncoder(s.w)
+	s.enc.SetEscapeHTML(false)
+	return s, nil
+}
+
+func (s *scoredSink) write(r *reward.Scored) error {
+	if s.parquet != "" {
+		s.rows = append(s.rows, *r)
+		return nil
+	}
+	return s.enc.Encode(r)
+}
+
+// flush writes out what JSONL is buffered (an interrupted run keeps the
+// lines it scored).
+func (s *scoredSink) flush() {
+	if s.w != nil {
+		s.w.Flush()
+	}
+}
+
+// finish completes the output: the Parquet file, or the JSONL's last
+// buffered lines.
+func (s *scoredSink) finish() error {
+	if s.parquet != "" {
+		return parquetio.WriteFile(s.parquet, s.rows)
+	}
+	return s.w.Flush()
+}
+
+func (s *scoredSink) close() {
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// scoreInOrder reads the records of path and scores them on workers
+// goroutines. It returns the jobs in input order (each done when scored;
+// a line that did not decode is done at once, as its error record) and a
+// function that waits for the reader and the workers and returns the
+// reader's error.
+func scoreInOrder(ctx context.Context, path string, workers int, timeout time.Duration) (<-chan *rewardJob, func() error) {
+	work := make(chan *rewardJob, 4*workers)
+	order := make(chan *rewardJob, 64*workers)
 	var wg sync.WaitGroup
-	for range *workers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				res := reward.Score(ctx, &j.rec, *timeout)
+				res := reward.Score(ctx, &j.rec, timeout)
 				j.out.ID, j.out.Mode = j.rec.ID, j.rec.Mode()
 				j.out.Reward, j.out.Error, j.out.Similarities = res.Reward, res.Error, res.Similarities
 				close(j.done)
@@ -84,7 +176,7 @@ func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	go func() {
 		defer close(order)
 		defer close(work)
-		readErr <- readRewardRecords(ctx, *in, func(line int64, rec reward.Record, err error) error {
+		readErr <- readRewardRecords(ctx, path, func(line int64, rec reward.Record, err error) error {
 			j := &rewardJob{rec: rec, out: reward.Scored{Line: line}, done: make(chan struct{})}
 			if err != nil {
 				j.bad = true
@@ -106,20 +198,30 @@ func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return nil
 		})
 	}()
-
-	var (
-		n, bad, formatErrs int64
-		sum                float64
-		rows               []reward.Scored
-		enc                = json.NewEncoder(w)
-		start              = time.Now()
-		lastProgress       = start
-		writeErr           error
-	)
-	if w != nil {
-		enc.SetEscapeHTML(false)
+	return order, func() error {
+		// Drain so the reader and workers finish.
+		for range order {
+		}
+		wg.Wait()
+		return <-readErr
 	}
-	for j := range order {
+}
+
+// rewardTally counts what swerl reward scored.
+type rewardTally struct {
+	n, bad, formatErrs int64
+	sum                float64
+	start              time.Time
+}
+
+// writeScored writes each job's result as it is done, in input order,
+// with a progress line every progressEvery, until the jobs end or ctx is
+// done. After a write error it counts on without writing.
+func writeScored(ctx context.Context, jobs <-chan *rewardJob, sink *scoredSink, progressEvery time.Duration, stderr io.Writer) (rewardTally, error) {
+	t := rewardTally{start: time.Now()}
+	lastProgress := t.start
+	var writeErr error
+	for j := range jobs {
 		select {
 		case <-j.done:
 		case <-ctx.Done():
@@ -127,66 +229,37 @@ func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if ctx.Err() != nil {
 			break
 		}
-		n++
+		t.n++
 		switch {
 		case j.bad:
-			bad++
+			t.bad++
 		case j.out.Error != "":
-			formatErrs++
+			t.formatErrs++
 		}
 		if !j.bad {
-			sum += j.out.Reward
+			t.sum += j.out.Reward
 		}
 		if writeErr == nil {
-			if parquetOut {
-				rows = append(rows, j.out)
-			} else {
-				writeErr = enc.Encode(&j.out)
-			}
+			writeErr = sink.write(&j.out)
 		}
-		if *progressEvery > 0 && time.Since(lastProgress) >= *progressEvery {
+		if progressEvery > 0 && time.Since(lastProgress) >= progressEvery {
 			lastProgress = time.Now()
-			fmt.Fprintf(stderr, "swerl reward: %d records, %.0f/s\n", n, float64(n)/time.Since(start).Seconds())
+			fmt.Fprintf(stderr, "swerl reward: %d records, %.0f/s\n", t.n, float64(t.n)/time.Since(t.start).Seconds())
 		}
 	}
-	// Drain so the reader and workers finish before returning.
-	for j := range order {
-		_ = j
-	}
-	wg.Wait()
-	if err := <-readErr; err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		if w != nil {
-			w.Flush()
-		}
-		return err
-	}
-	if writeErr != nil {
-		return writeErr
-	}
-	if parquetOut {
-		if err := parquetio.WriteFile(*out, rows); err != nil {
-			return err
-		}
-	} else if err := w.Flush(); err != nil {
-		return err
-	}
-	mean := 0.0
-	if scored := n - bad; scored > 0 {
-		mean = sum / float64(scored)
-	}
-	el := time.Since(start)
-	fmt.Fprintf(stderr, "swerl reward: %d records in %v (%.0f/s): mean reward %.4f, %d scored −1 with an error, %d malformed input lines\n",
-		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), mean, formatErrs, bad)
-	return nil
+	return t, writeErr
 }
 
-// readRewardRecords calls fn for every record of path (JSONL, or Parquet by
-// extension; "-" is stdin) in order, with its 1-based line or row number.
-// A line that does not decode is passed with an error naming the line, and
-// reading goes on.
+func (t rewardTally) report(stderr io.Writer) {
+	mean := 0.0
+	if scored := t.n - t.bad; scored > 0 {
+		mean = t.sum / float64(scored)
+	}
+	el := time.Since(t.start)
+	fmt.Fprintf(stderr, "swerl reward: %d records in %v (%.0f/s): mean reward %.4f, %d scored −1 with an error, %d malformed input lines\n",
+		t.n, el.Round(time.Millisecond), float64(t.n)/el.Seconds(), mean, t.formatErrs, t.bad)
+}
+
 func readRewardRecords(ctx context.Context, path string, fn func(line int64, rec reward.Record, err error) error) error {
 	if strings.HasSuffix(path, ".parquet") {
 		var line int64

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"swerl/gpu"
+	"swerl/gpu/learner"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/internal/atomicfile"
@@ -22,7 +24,8 @@ import (
 	"swerl/pipelines/rl"
 	"swerl/pipelines/train"
 	"swerl/schemas"
-	"swerl/sinks/engine"
+	"swerl/sinks/kafkaio"
+
 	"swerl/sinks/metrics"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
@@ -42,266 +45,399 @@ var (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	env, err := o.setup(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	start := time.Now()
+	trainSet, held, err := o.tasks(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	if err := o.initModel(stderr); err != nil {
+		return err
+	}
+	loop, err := newRunLoop(o, env, held, stderr)
+	if err != nil {
+		return err
+	}
+	defer loop.close()
+	cfg := o.rlConfig(env, loop, trainSet, stderr)
+	sum, err := rl.Run(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "swerl run: interrupted after RL step %d; everything published is kept, continue with --resume\n", sum.RLSteps)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return loop.finish(ctx, sum, len(held) > 0, time.Since(start))
+}
+
+// runOptions are swerl run's flags, parsed and checked.
+type runOptions struct {
+	repos, events                  []string
+	instances, out, model, builtin string
+	policy, device, mode           string
+	engineTimeout                  time.Duration
+	resume, hunks, compact         bool
+	freshOptimizer, verbose        bool
+	steps, keep, group, batch      int
+	sftSteps, sftBatch             int
+	maxTokens, maxTasks, evalN     int
+	hunkContext, hunkBytes         int
+	issueBytes                     int
+	sftLR, sftUntil, temperature   float64
+	seed                           uint64
+	metricsAddr                    string
+	train                          gpu.TrainConfig
+	maskTruncated                  bool
+	method                         advantage.Method
+	lora                           gpu.LoRAConfig
+	prompt                         prompt.Options
+	kafka                          *kafkaFlags
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
+	o := &runOptions{}
 	fs := newFlags("run", "[--repo PATH]… [--steps N] [--out DIR] [flags]", stderr)
 	var repos, events listFlag
 	fs.Var(&repos, "repo", "git repository to mine (repeatable; default: the current directory)")
-	fs.Var(&events, "events", "GH Archive .json/.json.gz file or folder (repeatable)")
-	instances := fs.String("instances", "", "use these instances (JSONL, Parquet, or a directory of Parquet) instead of mining")
-	out := fs.String("out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
-	modelDir := fs.String("model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
-	builtin := fs.String("builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
-	pol := fs.String("policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
-	engineTimeout := fs.Duration("engine-timeout", engine.DefaultTimeout, "longest wait for one request of the weight push to the --policy server, its answer included; then it is retried, and the round samples the version the server holds")
-	device := fs.String("device", "cpu", "compute device: "+deviceNames())
-	resume := fs.Bool("resume", false, "continue the run in --out (its checkpoints and run.json)")
-	steps := fs.Int("steps", 30, "RL steps (one optimizer step and one published version each)")
-	keep := fs.Int("keep-checkpoints", 10, "keep the files of only the newest N versions and version 0 (every warm-start and RL step publishes one); older ones are deleted, their index rows stay (0: keep all)")
-	sftSteps := fs.Int("sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
-	sftLR := fs.Float64("sft-lr", 3e-3, "warm-start learning rate")
-	sftUntil := fs.Float64("sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
-	lr := fs.Float64("lr", 1e-3, "RL learning rate (also with --lora-rank on the built-in model, where 1e-2 collapsed it: docs/experiments.md)")
-	group := fs.Int("group-size", 4, "completions per instance (GRPO group)")
-	batch := fs.Int("batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
-	adv := fs.String("advantage", "grpo", "advantage: grpo, drgrpo or rloo")
-	maxTokens := fs.Int("max-tokens", 512, "longest completion in tokens")
-	maxSeq := fs.Int("max-seq", 1024, "longest prompt+completion in tokens")
-	temperature := fs.Float64("temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
+	addEventsFlag(fs, &events)
+	fs.StringVar(&o.instances, "instances", "", "use these instances (JSONL, Parquet, or a directory of Parquet) instead of mining")
+	fs.StringVar(&o.out, "out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
+	fs.StringVar(&o.model, "model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
+	fs.StringVar(&o.builtin, "builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
+	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
+	addEngineTimeoutFlag(fs, &o.engineTimeout)
+	addDeviceFlag(fs, &o.device)
+	fs.BoolVar(&o.resume, "resume", false, "continue the run in --out (its checkpoints and run.json)")
+	fs.IntVar(&o.steps, "steps", 30, "RL steps (one optimizer step and one published version each)")
+	addKeepFlag(fs, &o.keep, 10, "swerl run's default bounds its disk: every warm-start and RL step publishes a version")
+	fs.IntVar(&o.sftSteps, "sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
+	fs.IntVar(&o.sftBatch, "sft-batch", 8, "warm-start examples per optimizer step")
+	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "warm-start learning rate")
+	fs.Float64Var(&o.sftUntil, "sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
+	of := addOptimizerFlags(fs, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank, where 1e-2 collapsed it (docs/experiments.md)")
+	addGroupSizeFlag(fs, &o.group)
+	fs.IntVar(&o.batch, "batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
+	var adv string
+	addAdvantageFlag(fs, &adv)
+	fs.IntVar(&o.maxTokens, "max-tokens", 512, "longest completion in tokens")
+	fs.Float64Var(&o.temperature, "temperature", 1, "sampling temperature of the rollouts; the RL learner's log-probs are at it (of the distribution sampled from)")
 	gf := addGRPOFlags(fs, runGRPO)
-	freshMoments := fs.Bool("fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
-	hunks := fs.Bool("hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
-	hunkContext := fs.Int("hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
-	hunkBytes := fs.Int("hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
-	issueBytes := fs.Int("issue-bytes", 160, "with --hunks, cut the problem statement to this many bytes")
-	compact := fs.Bool("compact-prompt", true, "use the short prompt template (small models); false: the paper's full prompt")
-	maxTasks := fs.Int("max-tasks", 12, "with the built-in model, train on at most this many tasks, those with the shortest oracle answers (0: all)")
-	evalN := fs.Int("eval", 4, "held-out instances evaluated before RL and at the end (0: none)")
-	seed := fs.Uint64("seed", 1, "seed of the built-in model, the data split and the sampling")
-	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
-	mode := fs.String("rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
+	fs.BoolVar(&o.freshOptimizer, "fresh-moments", false, "start RL with zeroed AdamW moments instead of the warm start's")
+	fs.BoolVar(&o.hunks, "hunks", true, "cut instances into one task per change hunk (for small models; see transforms/window)")
+	fs.IntVar(&o.hunkContext, "hunk-context", 1, "with --hunks, unchanged lines kept on each side of a change")
+	fs.IntVar(&o.hunkBytes, "hunk-bytes", 600, "with --hunks, drop hunks whose before or after window is longer")
+	fs.IntVar(&o.issueBytes, "issue-bytes", 160, "with --hunks, cut the problem statement to this many bytes")
+	addCompactPromptFlag(fs, &o.compact, true, "swerl run's default is the built-in model's, which cannot read the full prompt (docs/run.md)")
+	fs.IntVar(&o.maxTasks, "max-tasks", 12, "with the built-in model, train on at most this many tasks, those with the shortest oracle answers (0: all)")
+	fs.IntVar(&o.evalN, "eval", 4, "held-out instances evaluated before RL and at the end (0: none)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the built-in model, the data split and the sampling")
+	addMetricsFlag(fs, &o.metricsAddr, "127.0.0.1:0", "")
+	fs.StringVar(&o.mode, "rollouts", "beam", "how rollouts run: beam (the train pipeline on Prism through Kafka, as swerl train) or local (the same transforms in this goroutine)")
+	promptOpts := addPromptFlags(fs, 2500, "swerl run's default keeps a prompt within the built-in model's 1,024 positions")
 	lf := addLoRAFlags(fs)
-	kf := addKafkaFlags(fs)
+	o.kafka = addKafkaFlags(fs)
 	addBeamFlags(fs)
-	verbose := fs.Bool("v", false, "log the Beam runner and the learner in full")
+	fs.BoolVar(&o.verbose, "v", false, "log the Beam runner and the learner in full")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+		return nil, usagef("unexpected arguments %q", fs.Args())
 	}
-	if *steps < 0 || *sftSteps < 0 || *group < 2 || *batch < 1 || *maxTokens < 1 || *evalN < 0 || *keep < 0 || *sftUntil < 0 || *sftUntil > 1 {
-		return usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
+	o.repos, o.events = repos, events
+	o.policy = policyFromEnv(o.policy)
+	if o.steps < 0 || o.sftSteps < 0 || o.sftBatch < 1 || o.group < 2 || o.batch < 1 || o.maxTokens < 1 || o.evalN < 0 || o.keep < 0 || o.sftUntil < 0 || o.sftUntil > 1 {
+		return nil, usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-batch ≥ 1, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
-	if *mode != "beam" && *mode != "local" {
-		return usagef("--rollouts %q: want beam or local", *mode)
+	if o.mode != "beam" && o.mode != "local" {
+		return nil, usagef("--rollouts %q: want beam or local", o.mode)
 	}
-	if *engineTimeout <= 0 {
-		return usagef("--engine-timeout %s, want > 0", *engineTimeout)
+	if o.engineTimeout <= 0 {
+		return nil, usagef("--engine-timeout %s, want > 0", o.engineTimeout)
 	}
-	grpo, err := gf.params(*pol != "")
-	if err != nil {
-		return err
+	var err error
+	if o.train, err = of.train(); err != nil {
+		return nil, err
 	}
-	method, err := advantage.ParseMethod(*adv)
-	if err != nil {
-		return usagef("%v", err)
+	if o.train.GRPO, err = gf.params(o.policy != ""); err != nil {
+		return nil, err
+	}
+	o.maskTruncated = gf.maskTruncated
+	if o.method, err = advantage.ParseMethod(adv); err != nil {
+		return nil, usagef("%v", err)
 	}
 	// LoRA applies to the RL steps; the warm start stays full fine-tuning:
 	// the built-in model starts from random weights, whose frozen
 	// embeddings and norms LoRA could not move.
-	lora, err := lf.config(*seed)
-	if err != nil {
-		return err
+	if o.lora, err = lf.config(o.seed); err != nil {
+		return nil, err
 	}
+	o.prompt = promptOpts()
+	o.prompt.Compact = o.compact
+	return o, nil
+}
+
+// runEnv is what a run holds open: its log, the training backend, the
+// metrics server and Kafka (an embedded broker without --brokers).
+type runEnv struct {
+	log   *slog.Logger
+	be    gpu.Backend
+	kafka kafkaio.Config
+	close func()
+}
+
+func (o *runOptions) setup(ctx context.Context, stderr io.Writer) (*runEnv, error) {
 	level := slog.LevelWarn
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	env := &runEnv{log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))}
 	beamInit()
-	quietRunner(ctx, stderr, *verbose)
-	be, err := openBackend(*device)
-	if err != nil {
-		return usagef("%v", err)
+	quietRunner(ctx, stderr, o.verbose)
+	var err error
+	if env.be, err = openBackend(o.device); err != nil {
+		return nil, usagef("%v", err)
 	}
-	srv, err := metrics.Serve(*metricsAddr)
+	srv, err := metrics.Serve(o.metricsAddr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if srv != nil {
-		defer srv.Close()
 		fmt.Fprintf(stderr, "metrics on http://%s/metrics\n", srv.Addr)
 	}
-	kc, stopKafka, err := kf.connect(ctx, stderr)
+	kc, stopKafka, err := o.kafka.connect(ctx, stderr)
 	if err != nil {
-		return err
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, err
 	}
-	defer stopKafka()
-	if kf.brokers == "" {
-		// A new embedded broker starts with empty topics: positions a
-		// previous run saved against its own broker mean nothing here.
-		if err := os.RemoveAll(filepath.Join(*out, "positions")); err != nil {
-			return err
+	env.kafka = kc
+	env.close = func() {
+		stopKafka()
+		if srv != nil {
+			srv.Close()
 		}
 	}
-	start := time.Now()
+	if o.kafka.brokers == "" {
+		// A new embedded broker starts with empty topics: positions a
+		// previous run saved against its own broker mean nothing here.
+		if err := os.RemoveAll(filepath.Join(o.out, "positions")); err != nil {
+			env.close()
+			return nil, err
+		}
+	}
+	return env, nil
+}
 
-	// 1. Data.
-	all, err := runData(ctx, *instances, repos, events, *out, *resume, stderr)
+// tasks mines (or loads) the instances, cuts them into hunk tasks with
+// --hunks, keeps those that fit the built-in model, and splits off the
+// held-out tasks, which it writes to eval/heldout.jsonl.
+func (o *runOptions) tasks(ctx context.Context, stderr io.Writer) (trainSet, held []schemas.Instance, err error) {
+	all, err := runData(ctx, o.instances, o.repos, o.events, o.out, o.resume, stderr)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	tasks := all
-	if *hunks {
+	if o.hunks {
 		tasks = nil
 		dropped := 0
 		for i := range all {
-			hs, d := window.Hunks(&all[i], window.Options{Context: *hunkContext, MaxBytes: *hunkBytes, MaxIssueBytes: *issueBytes})
+			hs, d := window.Hunks(&all[i], window.Options{Context: o.hunkContext, MaxBytes: o.hunkBytes, MaxIssueBytes: o.issueBytes})
 			tasks, dropped = append(tasks, hs...), dropped+d
 		}
-		fmt.Fprintf(stderr, "swerl run: %d instances → %d hunk tasks (%d hunks over --hunk-bytes %d dropped)\n", len(all), len(tasks), dropped, *hunkBytes)
+		fmt.Fprintf(stderr, "swerl run: %d instances → %d hunk tasks (%d hunks over --hunk-bytes %d dropped)\n", len(all), len(tasks), dropped, o.hunkBytes)
 	}
-	popts := prompt.Options{Compact: *compact, MaxPromptBytes: 2500}
-	if *modelDir == "" {
+	if o.model == "" {
 		// The built-in model's context is short: keep the tasks whose
 		// prompt and oracle answer fit it with room to spare.
-		kept := rl.Fitting(tasks, popts, *maxTokens, *maxSeq)
-		if *maxTasks > 0 && len(kept) > *maxTasks+*evalN {
-			kept = kept[:*maxTasks+*evalN]
+		kept := rl.Fitting(tasks, o.prompt, o.maxTokens, o.train.MaxSeq)
+		if o.maxTasks > 0 && len(kept) > o.maxTasks+o.evalN {
+			kept = kept[:o.maxTasks+o.evalN]
 		}
-		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), *maxTokens, *maxSeq)
+		fmt.Fprintf(stderr, "swerl run: %d of %d tasks fit the built-in model (answer ≤ %d tokens, prompt+answer ≤ %d)\n", len(kept), len(tasks), o.maxTokens, o.train.MaxSeq)
 		tasks = kept
 	}
-	trainSet, held := rl.Split(tasks, *evalN, *seed)
+	trainSet, held = rl.Split(tasks, o.evalN, o.seed)
 	if len(trainSet) == 0 {
-		return fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
+		return nil, nil, fmt.Errorf("no training tasks: mined %d instances (try --repo with a repository that has more history, --instances, or --hunk-bytes)", len(all))
 	}
 	fmt.Fprintf(stderr, "swerl run: %d training tasks, %d held out for evaluation\n", len(trainSet), len(held))
 	if len(held) > 0 {
 		// The held-out tasks, for swerl eval on any checkpoint later.
-		if err := rl.WriteInstances(filepath.Join(*out, "eval", "heldout.jsonl"), held); err != nil {
-			return err
+		if err := rl.WriteInstances(filepath.Join(o.out, "eval", "heldout.jsonl"), held); err != nil {
+			return nil, nil, err
 		}
 	}
+	return trainSet, held, nil
+}
 
-	// 2. Model.
-	if *modelDir == "" && !*resume {
-		*modelDir = filepath.Join(*out, "model")
-		if _, err := os.Stat(filepath.Join(*modelDir, "config.json")); err != nil {
-			if _, err := modeldir.Init(*modelDir, *builtin, *seed); err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "swerl run: built-in %s model written to %s\n", *builtin, *modelDir)
-		}
+// initModel writes the built-in model under DIR/model when no --model is
+// given (and a resumed run has none to continue from).
+func (o *runOptions) initModel(stderr io.Writer) error {
+	if o.model != "" || o.resume {
+		return nil
 	}
-
-	// 3. Rollouts: the in-process policy (reloaded after every step) or a server.
-	var cur rollout.Policy
-	openPolicy := func() (rollout.Policy, error) {
-		if *pol != "" {
-			return rollout.Open(*pol)
-		}
-		return policy.Open(*out, policy.Options{Device: *device, MaxSeq: *maxSeq, Poll: -1, MaxTokens: *maxTokens,
-			Temperature: *temperature, Log: log})
+	o.model = filepath.Join(o.out, "model")
+	if _, err := os.Stat(filepath.Join(o.model, "config.json")); err == nil {
+		return nil
 	}
-	current := func() (rollout.Policy, error) {
-		if cur == nil {
-			p, err := openPolicy()
-			if err != nil {
-				return nil, err
-			}
-			cur = p
-		} else if p, ok := cur.(*policy.Policy); ok {
-			if _, err := p.Reload(); err != nil {
-				return nil, err
-			}
-		}
-		return cur, nil
-	}
-	defer func() {
-		if cur != nil {
-			cur.Close()
-		}
-	}()
-	// With a server as the policy, each published version is pushed to it
-	// before the round that samples it (sinks/engine).
-	var engineSync func(context.Context, int64) error
-	if strings.HasPrefix(*pol, "http://") || strings.HasPrefix(*pol, "https://") {
-		if engineSync, err = rl.SpecSync(*pol, *out, *engineTimeout, log); err != nil {
-			return usagef("--policy: %v", err)
-		}
-	}
-	pub, err := rl.NewPublisher(kc)
-	if err != nil {
+	if _, err := modeldir.Init(o.model, o.builtin, o.seed); err != nil {
 		return err
 	}
-	defer pub.Close()
-	spec := scoring.Spec{Prompt: popts, GroupSize: *group, MaxTokens: *maxTokens, Temperature: *temperature, Seed: int64(*seed)}
-	rollouts := func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
-		p, err := current()
-		if err != nil {
-			return nil, err
-		}
-		s, err := rl.Local(p, spec, method, 30*time.Second, log)(ctx, round, ins)
-		if err != nil {
-			return nil, err
-		}
-		return s, pub.Publish(ctx, s)
-	}
-	evaluate := func(tag string) (eval.Result, error) {
-		if len(held) == 0 {
-			return eval.Result{}, nil
-		}
-		p, err := current()
-		if err != nil {
-			return eval.Result{}, err
-		}
-		dir := filepath.Join(*out, "eval")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return eval.Result{}, err
-		}
-		path := filepath.Join(dir, "predictions-"+tag+".jsonl")
-		f, err := os.Create(path)
-		if err != nil {
-			return eval.Result{}, err
-		}
-		defer f.Close()
-		res, _, err := eval.Evaluate(ctx, p, held, eval.Options{Prompt: popts, MaxTokens: *maxTokens, Model: "swerl-" + tag}, f)
-		if err != nil {
-			return res, err
-		}
-		fmt.Fprintf(stderr, "swerl run: eval %s: %s → %s\n", tag, res, path)
-		// The result, for the summary of a resumed run (which does not
-		// evaluate the start again).
-		b, _ := json.Marshal(res)
-		return res, atomicfile.WriteFile(filepath.Join(dir, "result-"+tag+".json"), b)
-	}
+	fmt.Fprintf(stderr, "swerl run: built-in %s model written to %s\n", o.builtin, o.model)
+	return nil
+}
 
-	storeRollouts := false
-	if *mode == "beam" {
-		polSpec := *pol
+// runLoop is the sampling side of a run: the policy that evaluates (the
+// in-process model, reloaded after every step, or a server), the rounds'
+// rollouts (the Beam train pipeline or local), and the push of each
+// version to a server policy before the round that samples it.
+type runLoop struct {
+	o          *runOptions
+	log        *slog.Logger
+	held       []schemas.Instance
+	stderr     io.Writer
+	cur        rollout.Policy
+	served     *rollout.Served
+	engineSync func(context.Context, int64) error
+	pub        *rl.Publisher
+	rollouts   rl.RolloutFunc
+	stored     bool // the rollouts store their samples (Beam)
+	evalStart  eval.Result
+}
+
+func newRunLoop(o *runOptions, env *runEnv, held []schemas.Instance, stderr io.Writer) (*runLoop, error) {
+	// served is where the engine sync records what each engine holds and
+	// where the rollout policies read which adapter to name.
+	l := &runLoop{o: o, log: env.log, held: held, stderr: stderr, served: rollout.NewServed()}
+	if strings.HasPrefix(o.policy, "http://") || strings.HasPrefix(o.policy, "https://") {
+		var err error
+		if l.engineSync, err = rl.SpecSync(o.policy, o.out, l.served, o.engineTimeout, env.log); err != nil {
+			return nil, usagef("--policy: %v", err)
+		}
+	}
+	pub, err := rl.NewPublisher(env.kafka)
+	if err != nil {
+		return nil, err
+	}
+	l.pub = pub
+	spec := scoring.Spec{Prompt: o.prompt, GroupSize: o.group, MaxTokens: o.maxTokens, Temperature: o.temperature, Seed: int64(o.seed)}
+	if o.mode == "beam" {
+		polSpec := o.policy
 		if polSpec == "" {
-			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", *out, *maxTokens, *temperature, *maxSeq, *device)
+			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", o.out, o.maxTokens, o.temperature, o.train.MaxSeq, o.device)
 		}
-		rollouts = rl.BeamRollouts(kc, *out, train.Config{Policy: polSpec, GroupSize: spec.GroupSize, Method: method, Prompt: spec.Prompt,
+		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Served: l.served, GroupSize: spec.GroupSize, Method: o.method, Prompt: spec.Prompt,
 			Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed, Concurrency: 1})
-		storeRollouts = true
+		l.stored = true
+		return l, nil
 	}
+	l.rollouts = func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
+		p, err := l.current()
+		if err != nil {
+			return nil, err
+		}
+		s, err := rl.Local(p, spec, o.method, 30*time.Second, l.log)(ctx, round, ins)
+		if err != nil {
+			return nil, err
+		}
+		return s, l.pub.Publish(ctx, s)
+	}
+	return l, nil
+}
 
-	// 4. Warm start and RL.
-	var evalStart eval.Result
+// current returns the policy that samples the newest version: opened on
+// first use, the in-process model reloaded since.
+func (l *runLoop) current() (rollout.Policy, error) {
+	if l.cur == nil {
+		var p rollout.Policy
+		var err error
+		if l.o.policy != "" {
+			p, err = rollout.Open(l.o.policy, rollout.WithServed(l.served))
+		} else {
+			p, err = policy.Open(l.o.out, policy.Options{Device: l.o.device, MaxSeq: l.o.train.MaxSeq, Poll: -1, MaxTokens: l.o.maxTokens,
+				Temperature: l.o.temperature, Log: l.log})
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.cur = p
+	} else if p, ok := l.cur.(*policy.Policy); ok {
+		if _, err := p.Reload(); err != nil {
+			return nil, err
+		}
+	}
+	return l.cur, nil
+}
+
+// evaluate runs the held-out tasks on the current policy and writes the
+// predictions and the result under eval/ (tagged start or end).
+func (l *runLoop) evaluate(ctx context.Context, tag string) (eval.Result, error) {
+	if len(l.held) == 0 {
+		return eval.Result{}, nil
+	}
+	p, err := l.current()
+	if err != nil {
+		return eval.Result{}, err
+	}
+	dir := filepath.Join(l.o.out, "eval")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return eval.Result{}, err
+	}
+	path := filepath.Join(dir, "predictions-"+tag+".jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		return eval.Result{}, err
+	}
+	defer f.Close()
+	res, _, err := eval.Evaluate(ctx, p, l.held, eval.Options{Prompt: l.o.prompt, MaxTokens: l.o.maxTokens, Model: "swerl-" + tag}, f)
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(l.stderr, "swerl run: eval %s: %s → %s\n", tag, res, path)
+	// The result, for the summary of a resumed run (which does not
+	// evaluate the start again).
+	b, _ := json.Marshal(res)
+	return res, atomicfile.WriteFile(filepath.Join(dir, "result-"+tag+".json"), b)
+}
+
+func (l *runLoop) close() {
+	if l.cur != nil {
+		l.cur.Close()
+	}
+	l.pub.Close()
+}
+
+// rlConfig is the warm start and RL of the run: the learner both phases
+// run, the rounds' rollouts, the evaluation before RL, and a step line
+// after each step.
+func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Instance, stderr io.Writer) rl.Config {
 	lastLine := time.Time{}
 	cfg := rl.Config{
-		Out: *out, Train: trainSet, Model: *modelDir, Resume: *resume, Backend: be, KeepCheckpoints: *keep,
-		SFTSteps: *sftSteps, SFTBatch: 8, SFTLR: *sftLR, SFTUntil: *sftUntil,
+		Config: learner.Config{
+			Out: o.out, Model: o.model, Resume: o.resume, Backend: env.be, KeepCheckpoints: o.keep,
+			Train: o.train, LoRA: o.lora, Temperature: o.temperature, MaskTruncated: o.maskTruncated, FreshOptimizer: o.freshOptimizer,
+			Log: env.log,
+		},
+		Instances: trainSet, SFTSteps: o.sftSteps, SFTBatch: o.sftBatch, SFTLR: o.sftLR, SFTUntil: o.sftUntil,
 		AfterSFTCheck: func(step int, p float64) {
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},
-		Steps: *steps, BatchInstances: *batch, GroupSize: *group, LR: *lr, MaxSeq: *maxSeq, MaskTruncated: gf.maskTruncated, FreshMoments: *freshMoments,
-		Method: method, GRPO: grpo, Temperature: *temperature, LoRA: lora, Prompt: popts, Seed: *seed,
-		Log: log, Rollouts: rollouts, RolloutsStore: storeRollouts, ShortThought: *compact,
+		Steps: o.steps, BatchInstances: o.batch, GroupSize: o.group,
+		Method: o.method, Prompt: o.prompt, Seed: o.seed, Rollouts: loop.rollouts, RolloutsStore: loop.stored, ShortThought: o.compact,
 		BeforeRL: func(ctx context.Context) error {
 			var err error
-			evalStart, err = evaluate("start")
+			loop.evalStart, err = loop.evaluate(ctx, "start")
 			return err
 		},
 		AfterStep: func(ctx context.Context, st rl.StepStats) error {
@@ -316,44 +452,42 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			return nil
 		},
+		Sync: loop.engineSync,
 	}
-	if *verbose {
+	if o.verbose {
 		cfg.Progress = stderr
 	}
-	cfg.Sync = engineSync
 	until := ""
-	if *sftUntil > 0 {
-		until = fmt.Sprintf(", until the oracle answers are sampled with probability %g", *sftUntil)
+	if o.sftUntil > 0 {
+		until = fmt.Sprintf(", until the oracle answers are sampled with probability %g", o.sftUntil)
 	}
-	fmt.Fprintf(stderr, "swerl run: warm start of at most %d steps%s, then %d RL steps of %d instances × %d completions\n", *sftSteps, until, *steps, *batch, *group)
-	sum, err := rl.Run(ctx, cfg)
-	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "swerl run: interrupted after RL step %d; everything published is kept, continue with --resume\n", sum.RLSteps)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if b, err := os.ReadFile(filepath.Join(*out, "eval", "result-start.json")); err == nil && len(held) > 0 {
+	fmt.Fprintf(stderr, "swerl run: warm start of at most %d steps%s, then %d RL steps of %d instances × %d completions\n", o.sftSteps, until, o.steps, o.batch, o.group)
+	return cfg
+}
+
+// finish pushes the last version to a server policy, evaluates the end
+// and prints the run's summary.
+func (l *runLoop) finish(ctx context.Context, sum rl.Summary, evaluated bool, took time.Duration) error {
+	startPath := filepath.Join(l.o.out, "eval", "result-start.json")
+	if b, err := os.ReadFile(startPath); err == nil && evaluated {
 		// A resumed run evaluated the start in an earlier process.
-		if err := json.Unmarshal(b, &evalStart); err != nil {
-			return fmt.Errorf("%s: %w", filepath.Join(*out, "eval", "result-start.json"), err)
+		if err := json.Unmarshal(b, &l.evalStart); err != nil {
+			return fmt.Errorf("%s: %w", startPath, err)
 		}
 	}
-	if engineSync != nil {
-		if err := engineSync(ctx, sum.Version); err != nil {
+	if l.engineSync != nil {
+		if err := l.engineSync(ctx, sum.Version); err != nil {
 			return err
 		}
 	}
-	evalEnd, err := evaluate("end")
+	evalEnd, err := l.evaluate(ctx, "end")
 	if err != nil {
 		return err
 	}
-	runSummary(stderr, *out, sum, evalStart, evalEnd, len(held) > 0, time.Since(start))
+	runSummary(l.stderr, l.o.out, sum, l.evalStart, evalEnd, evaluated, took)
 	return nil
 }
 
-// runData mines (or loads) the instances of a run.
 func runData(ctx context.Context, instances string, repos, events []string, out string, resume bool, stderr io.Writer) ([]schemas.Instance, error) {
 	if instances != "" {
 		ins, err := rl.LoadInstances(instances)

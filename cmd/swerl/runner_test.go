@@ -22,6 +22,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/container/pool"
 
 	"swerl/internal/gitio/gittest"
+	"swerl/internal/testenv"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -211,14 +212,14 @@ func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) {
 }
 
 func waitPort(t *testing.T, addr string) {
-	for range 300 {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	t.Helper()
+	testenv.Eventually(t, 15*time.Second, "a listener on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", addr)
+		return err == nil
+	})
 }
 
 // runnerRepo is a small repository with merge commits, a squash merge and

@@ -40,15 +40,12 @@ func startServe(t *testing.T, model string, flags ...string) (addr string, stder
 		done <- runMain(ctx, append([]string{"serve", "--model", model, "--addr", "127.0.0.1:0"}, flags...), &bytes.Buffer{}, se)
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	for deadline := time.Now().Add(20 * time.Second); addr == ""; {
+	testenv.Eventually(t, 20*time.Second, "serve's address line", func() bool {
 		if m := re.FindStringSubmatch(se.String()); m != nil {
 			addr = m[1]
-		} else if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no address announced: %s", se.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return addr != ""
+	})
 	return addr, se, func() {
 		t.Helper()
 		cancel()

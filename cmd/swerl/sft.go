@@ -54,7 +54,7 @@ func loadPairs(path string) ([]learner.Example, error) {
 
 func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sft", "--model DIR --pairs FILE.jsonl --out DIR --steps N [flags]", stderr)
-	tf := addTrainFlags(fs, 1e-5)
+	tf := addTrainFlags(fs, 1e-5, "swerl sft's default is a supervised warm start's, larger than an RL step's")
 	pairs := fs.String("pairs", "", `JSONL of {"id","system","prompt","answer"} examples`)
 	batch := fs.Int("batch", 8, "examples per optimizer step")
 	if err := parseFlags(fs, args); err != nil {
@@ -75,7 +75,7 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer stop()
-	l, err := learner.New(cfg)
+	l, err := learner.New(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -21,23 +21,30 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("train", "--policy SPEC [--instances FILE] [--out DIR] [flags]", stderr)
 	instances := fs.String("instances", "", "read instances from this JSONL or Parquet file, local or gs:// / s3:// (default: the instances topic); with no --brokers the file is fed through the embedded broker")
 	policy := fs.String("policy", "", "policy: file:COMPLETIONS.jsonl, http://host:port/v1 (OpenAI-compatible; several engines: http://a/v1,http://b/v1), or model:DIR (required)")
-	groupSize := fs.Int("group-size", 4, "completions per instance (G)")
-	adv := fs.String("advantage", "grpo", "advantage estimator: grpo, drgrpo or rloo")
+	groupSize := new(int)
+	addGroupSizeFlag(fs, groupSize)
+	adv := new(string)
+	addAdvantageFlag(fs, adv)
 	dropZero := fs.Bool("drop-zero-variance", false, "drop groups whose rewards are all equal (they are counted either way)")
 	groupTimeout := fs.Duration("group-timeout", 10*time.Minute, "finish a group still incomplete this long after its instance (event time)")
 	incomplete := fs.String("incomplete", "emit", "incomplete groups: emit (advantages over the members present) or drop")
 	groupPrefix := fs.String("group-prefix", "", "prefix of every group id (e.g. round3/ to train on the same instances file again into the same --out)")
-	out := fs.String("out", "swerl-out", "output root: samples/, deadletter/ (Parquet) and positions/; may be gs:// or s3:// when the instances come from --instances")
+	out := fs.String("out", "swerl-out", "output root: samples/, deadletter/ (Parquet) and positions/ (not with --group); may be gs:// or s3:// when the instances come from --instances or with --group")
 	temperature := fs.Float64("temperature", 1.0, "sampling temperature passed to the policy")
 	maxTokens := fs.Int("max-tokens", 0, "most completion tokens (0: the policy's default)")
 	seed := fs.Int64("seed", 0, "sampling seed passed to the policy (0: none)")
 	concurrency := fs.Int("concurrency", 8, "policy requests in flight at once")
-	rewardTimeout := fs.Duration("reward-timeout", 30*time.Second, "longest scoring of one completion; slower ones are dead-lettered")
-	promptOpts := addPromptFlags(fs)
+	rewardTimeout := new(time.Duration)
+	addRewardTimeoutFlag(fs, rewardTimeout)
+	promptOpts := addPromptFlags(fs, 0, "")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true)")
-	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "serve Prometheus /metrics here (\"\": off)")
-	every := fs.Duration("progress-every", 2*time.Second, "at most one progress line this often")
+	group := fs.String("group", "", "Kafka consumer group; swerl train's default \"\" reads every partition of the instances topic itself, keeping its positions under --out, while a NAME (with --follow) joins the rollout workers' group NAME on that topic, so workers can be added and removed while they run: this one reads only the partitions the group assigns it, each from the group's committed offset, and commits an offset once the samples of every record below it are written; a worker that leaves or dies hands its partitions to the others, which read again only what it had in flight (the same sample ids: readers de-duplicate)")
+	groupSession := fs.Duration("group-session-timeout", 10*time.Second, "with --group: how long the group waits for a silent worker (killed, hung) before giving its partitions to the others (brokers refuse less than their group.min.session.timeout.ms, 6s by default)")
+	metricsAddr := new(string)
+	addMetricsFlag(fs, metricsAddr, "127.0.0.1:0", "")
+	every := new(time.Duration)
+	addProgressFlag(fs, every)
 	kf := addKafkaFlags(fs)
 	addBeamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -49,7 +56,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy == "" {
 		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
 	}
-	*instances, *out, *policy = absPath(*instances), absPath(*out), absPolicy(*policy) // workers may run elsewhere
+	*instances, *out, *policy = absPath(*instances), absPath(*out), policyFromEnv(absPolicy(*policy)) // workers may run elsewhere
 	if *follow {
 		// A worker that keeps reading follows the adapters a learner in
 		// another process loads on its engines.
@@ -69,6 +76,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *follow && *instances != "" {
 		return usagef("--follow reads the instances topic; it does not go with --instances")
 	}
+	if *group != "" && !*follow {
+		return usagef("--group joins a consumer group that reads the instances topic as workers come and go: it goes with --follow")
+	}
+	if *groupSession < 0 {
+		return usagef("--group-session-timeout must be positive")
+	}
 	embedded := kf.brokers == ""
 	kc, stop, err := kf.connect(ctx, stderr)
 	if err != nil {
@@ -86,6 +99,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Prompt:      promptOpts(),
 		Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
+		Group: *group, GroupSessionTimeout: *groupSession,
 		Progress: stderr, ProgressEvery: *every,
 	}
 	_, err = train.Run(ctx, cfg)

@@ -110,6 +110,7 @@ func TestTrainUsage(t *testing.T) {
 		{[]string{"train", "--policy", "file:x", "--advantage", "ppo"}, "ppo"},
 		{[]string{"train", "--policy", "file:x", "--incomplete", "keep"}, "keep"},
 		{[]string{"train", "--policy", "file:x", "--instances", "x", "--follow"}, "--follow"},
+		{[]string{"train", "--policy", "file:x", "--group", "workers"}, "--follow"},
 	} {
 		var so, se bytes.Buffer
 		if code := runMain(context.Background(), tc.args, &so, &se); code != 2 || !strings.Contains(se.String(), tc.want) {
@@ -121,7 +122,7 @@ func TestTrainUsage(t *testing.T) {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, f := range []string{"-instances", "-policy", "-group-size", "-advantage", "-drop-zero-variance", "-group-timeout",
-		"-incomplete", "-out", "-temperature", "-max-tokens", "-concurrency", "-follow", "-metrics-addr", "-brokers", "-runner"} {
+		"-incomplete", "-out", "-temperature", "-max-tokens", "-concurrency", "-follow", "-group", "-group-session-timeout", "-metrics-addr", "-brokers", "-runner"} {
 		if !strings.Contains(se.String(), f) {
 			t.Errorf("--help lacks %s", f)
 		}

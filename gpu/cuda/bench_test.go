@@ -81,11 +81,8 @@ func BenchmarkTrainStep(b *testing.B) {
 		// Double-buffered attention tiles and dq's early zero take (opt-in).
 		{"cuda", "bf16", "pipe", 8, 512}, {"cuda", "bf16", "pipe", 4, 2048},
 		{"cuda", "bf16", "cublas", 8, 512}, {"cuda", "bf16", "cublas", 4, 2048},
-		{"cuda", "bf16", "tc", 8, 512}, {"cuda", "bf16", "tc", 4, 2048},
 		{"cuda", "bf16", "mma+act32+eager", 8, 512}, {"cuda", "bf16", "mma+act32+eager", 4, 2048},
 		{"cuda", "bf16", "mma+nofuse", 8, 512}, {"cuda", "bf16", "mma+nofuse", 4, 2048},
-		{"cuda", "bf16", "strided", 8, 512},
-		{"cuda", "bf16", "flash", 8, 512}, {"cuda", "bf16", "flash", 4, 2048},
 		{"cuda", "tf32", "", 8, 512}, {"cuda", "f32", "", 8, 512}, {"cpu", "f32", "", 1, 64},
 	}
 	for _, r := range runs {

@@ -22,9 +22,6 @@ static void* swerl_blas_lib;
 static swerl_create_fn swerl_blas_create;
 static swerl_mathmode_fn swerl_blas_mathmode;
 static swerl_gemmex_fn swerl_blas_gemmex;
-typedef int (*swerl_gemmbatch_fn)(void*, int, int, int, int, int, const void*, const void*, int, int, long long,
-	const void*, int, int, long long, const void*, void*, int, int, long long, int, int, int);
-static swerl_gemmbatch_fn swerl_blas_gemmbatch;
 typedef int (*swerl_gemmptrs_fn)(void*, int, int, int, int, int, const void*, const void* const*, int, int,
 	const void* const*, int, int, const void*, void* const*, int, int, int, int, int);
 static swerl_gemmptrs_fn swerl_blas_gemmptrs;
@@ -36,10 +33,9 @@ static const char* swerl_blas_open(void) {
 	swerl_blas_create = (swerl_create_fn)dlsym(swerl_blas_lib, "cublasCreate_v2");
 	swerl_blas_mathmode = (swerl_mathmode_fn)dlsym(swerl_blas_lib, "cublasSetMathMode");
 	swerl_blas_gemmex = (swerl_gemmex_fn)dlsym(swerl_blas_lib, "cublasGemmEx");
-	swerl_blas_gemmbatch = (swerl_gemmbatch_fn)dlsym(swerl_blas_lib, "cublasGemmStridedBatchedEx");
 	swerl_blas_gemmptrs = (swerl_gemmptrs_fn)dlsym(swerl_blas_lib, "cublasGemmBatchedEx");
-	if (!swerl_blas_create || !swerl_blas_mathmode || !swerl_blas_gemmex || !swerl_blas_gemmbatch || !swerl_blas_gemmptrs)
-		return "libcublas lacks cublasCreate_v2, cublasSetMathMode, cublasGemmEx, cublasGemmStridedBatchedEx or cublasGemmBatchedEx";
+	if (!swerl_blas_create || !swerl_blas_mathmode || !swerl_blas_gemmex || !swerl_blas_gemmptrs)
+		return "libcublas lacks cublasCreate_v2, cublasSetMathMode, cublasGemmEx or cublasGemmBatchedEx";
 	return NULL;
 }
 
@@ -61,14 +57,6 @@ static int swerl_gemm(void* h, int ta, int tb, int m, int n, int k, float alpha,
 	const int R32F = 0, GEMM_DEFAULT = -1;
 	return swerl_blas_gemmex(h, ta, tb, m, n, k, &alpha, (const void*)(uintptr_t)A, R32F, lda,
 		(const void*)(uintptr_t)B, R32F, ldb, &beta, (void*)(uintptr_t)C, R32F, ldc, compute, GEMM_DEFAULT);
-}
-
-// swerl_gemm_batched: batch products with fixed strides between them.
-static int swerl_gemm_batched(void* h, int ta, int tb, int m, int n, int k, float alpha, uint64_t A, int lda, long long sA,
-	uint64_t B, int ldb, long long sB, float beta, uint64_t C, int ldc, long long sC, int batch, int compute) {
-	const int R32F = 0, GEMM_DEFAULT = -1;
-	return swerl_blas_gemmbatch(h, ta, tb, m, n, k, &alpha, (const void*)(uintptr_t)A, R32F, lda, sA,
-		(const void*)(uintptr_t)B, R32F, ldb, sB, &beta, (void*)(uintptr_t)C, R32F, ldc, sC, batch, compute, GEMM_DEFAULT);
 }
 
 // swerl_gemm_ptrs: batch products whose operands are listed in device
@@ -140,17 +128,6 @@ func (b *blas) gemm16(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda in
 		C.uint64_t(A), C.int(lda), C.uint64_t(B), C.int(ldb), C.float(beta), C.uint64_t(Cp), C.int(ldc), c)
 	if st != 0 {
 		return fmt.Errorf("cublasGemmEx (bf16) m=%d n=%d k=%d: status %d", m, n, k, int(st))
-	}
-	return nil
-}
-
-// gemmBatched runs batch column-major products, operand i at base + i*stride.
-func (b *blas) gemmBatched(ta, tb, m, n, k int, alpha float32, A cu.DevicePtr, lda, sA int, B cu.DevicePtr, ldb, sB int, beta float32, Cp cu.DevicePtr, ldc, sC, batch int) error {
-	st := C.swerl_gemm_batched(b.h, C.int(ta), C.int(tb), C.int(m), C.int(n), C.int(k), C.float(alpha),
-		C.uint64_t(A), C.int(lda), C.longlong(sA), C.uint64_t(B), C.int(ldb), C.longlong(sB), C.float(beta),
-		C.uint64_t(Cp), C.int(ldc), C.longlong(sC), C.int(batch), C.int(b.compute))
-	if st != 0 {
-		return fmt.Errorf("cublasGemmStridedBatchedEx m=%d n=%d k=%d batch=%d: status %d", m, n, k, batch, int(st))
 	}
 	return nil
 }

@@ -80,30 +80,24 @@ type Backend struct {
 	acc    *buf // 2 words: the float64 accumulator of SumSquares
 	blocks int  // grid size cap for grid-stride kernels
 	// attn is the training attention: "cublas" (the default in the f32
-	// and tf32 matmul modes: cuBLAS batched products, one call per
+	// and tf32 matmul modes, and the exact float32 reference the tests
+	// compare the others against: cuBLAS batched products, one call per
 	// product over every (b, head), and a softmax kernel over the
-	// [B,NH,T,T] matrix),
-	// "strided" (the same products, one strided-batched call per head),
-	// "flash" (the tiled kernels of
-	// gpu.FlashAttention: no T×T matrix, so far less memory at long T,
-	// but SIMT float32 and slower), "tc" (the same tiling with the tile
-	// products on bf16 tensor cores), "mma" (the default in bf16: the
-	// same blocks on mma.sync with the softmax in registers,
-	// flash_mma.cuh), "pipe" (mma with the forward's and dq's K and V
-	// tiles double-buffered by cp.async for bf16 heads up to 64, and dq's
-	// pending zero taken before dk's and dv's settle; opt-in until it has
-	// run on a card) or "naive" (one
-	// block per row); SWERL_CUDA_ATTN picks it.
+	// [B,NH,T,T] matrix), "mma" (the default in bf16: gpu.FlashAttention
+	// on mma.sync with the softmax in registers, flash_mma.cuh) or "pipe"
+	// (mma with the forward's and dq's K and V tiles double-buffered by
+	// cp.async for bf16 heads up to 64, and dq's pending zero taken before
+	// dk's and dv's settle; opt-in until it has run on a card);
+	// SWERL_CUDA_ATTN picks it. In every mode AttentionForward and
+	// AttentionBackward over up to perRowTq query rows (decoding) run the
+	// one-block-per-row kernels.
 	attn string
 	// attnSet: SetAttention chose attn; otherwise SetMatmul does.
-	attnSet bool
-	// naiveAttn selects the one-block-per-row attention kernels instead of
-	// cuBLAS batched products (SWERL_CUDA_ATTN=naive).
-	naiveAttn bool
-	flashTmp  *buf     // scratch of a flash backward asked for only one of dk, dv
-	gqaTmp    *buf     // per-query-head dK or dV of the cuBLAS attention backward
-	pickBuf   *buf     // PickGreedy's tokens and log-probs
-	half16    [2]alloc // bf16 operand scratch of the bf16 matmul mode
+	attnSet  bool
+	flashTmp *buf     // scratch of a flash backward asked for only one of dk, dv
+	gqaTmp   *buf     // per-query-head dK or dV of the cuBLAS attention backward
+	pickBuf  *buf     // PickGreedy's tokens and log-probs
+	half16   [2]alloc // bf16 operand scratch of the bf16 matmul mode
 	// ops counts the ops run on the driver thread; halfOf records what
 	// each bf16 scratch slot holds and mm the last matrix product op's
 	// outputs, so that consecutive products of one input (q, k and v of
@@ -332,17 +326,15 @@ func (be *Backend) SetMatmul(mode string) error {
 	return nil
 }
 
-// SetAttention selects the training attention: "cublas", "strided",
-// "flash", "tc", "mma", "pipe" or "naive"; see the attn field. SWERL_CUDA_ATTN
-// sets it at New. Until it is set, the matmul mode picks: mma in bf16
-// (flash_mma.cuh rounds its operands to bf16), cublas in f32 and tf32.
+// SetAttention selects the training attention: "cublas", "mma" or
+// "pipe"; see the attn field. SWERL_CUDA_ATTN sets it at New. Until it is
+// set, the matmul mode picks: mma in bf16 (flash_mma.cuh rounds its
+// operands to bf16), cublas in f32 and tf32.
 func (be *Backend) SetAttention(mode string) error {
-	switch mode {
-	case "flash", "tc", "mma", "pipe", "cublas", "strided", "naive":
-	default:
-		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma, pipe or naive", mode)
+	if want := attentionWant(mode); want != "" {
+		return fmt.Errorf("cuda: attention %q: %s", mode, want)
 	}
-	be.do(func() { be.attn, be.naiveAttn, be.attnSet = mode, mode == "naive", true })
+	be.do(func() { be.attn, be.attnSet = mode, true })
 	return nil
 }
 

@@ -44,20 +44,6 @@ func TestBackend(t *testing.T) {
 	gputest.TestBackend(t, be)
 }
 
-// TestBackendNaiveAttention runs the suite with the one-block-per-row
-// attention kernels instead of the cuBLAS path.
-func TestBackendNaiveAttention(t *testing.T) {
-	t.Setenv("SWERL_CUDA_ATTN", "naive")
-	gputest.TestBackend(t, open(t))
-}
-
-// TestBackendFlashAttention runs the suite with the flash kernels on (its
-// Flash section checks them; the default backend skips it).
-func TestBackendFlashAttention(t *testing.T) {
-	t.Setenv("SWERL_CUDA_ATTN", "flash")
-	gputest.TestBackend(t, open(t))
-}
-
 // TestBackendEagerZero runs the suite with SWERL_CUDA_ZERO=now: Zero
 // clears its range at once (the default, lazy, leaves it to the next op
 // that touches it, and TestBackend runs that).
@@ -121,13 +107,6 @@ func TestTrainerLazyZero(t *testing.T) {
 	}
 }
 
-// TestBackendStridedAttention runs the suite with one strided-batched
-// product per head (run 2's attention) instead of one call over all heads.
-func TestBackendStridedAttention(t *testing.T) {
-	t.Setenv("SWERL_CUDA_ATTN", "strided")
-	gputest.TestBackend(t, open(t))
-}
-
 func tinyBatch() []gpu.Sequence {
 	return []gpu.Sequence{
 		{Prompt: []int32{1, 2, 3, 4}, Completion: []int32{5, 6, 7, 8, 9, 10}, Advantage: 1},
@@ -138,16 +117,9 @@ func tinyBatch() []gpu.Sequence {
 
 // TestTrainerMatchesCPU trains the tiny model for a few GRPO and SFT steps
 // on the CPU and on the GPU from the same start and compares losses,
-// gradient norms and the final weights; "flash" is a 64-channel-head
-// variant (the flash kernels take multiples of 32) with SWERL_CUDA_ATTN=flash.
+// gradient norms and the final weights.
 func TestTrainerMatchesCPU(t *testing.T) {
 	t.Run("tiny", func(t *testing.T) { trainerMatchesCPU(t, gpu.TinyConfig()) })
-	t.Run("flash", func(t *testing.T) {
-		t.Setenv("SWERL_CUDA_ATTN", "flash")
-		cfg := gpu.TinyConfig()
-		cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads = 128, 2, 1
-		trainerMatchesCPU(t, cfg)
-	})
 }
 
 func trainerMatchesCPU(t *testing.T, cfg gpu.Config) {
@@ -564,10 +536,12 @@ func sameLogProbs(t *testing.T, trc, trg *gpu.Trainer, batch []gpu.Sequence, tol
 	}
 }
 
-// TestFlashTC checks the tensor-core flash attentions (SWERL_CUDA_ATTN=tc,
-// WMMA, and =mma, mma.sync with the softmax in registers) against a float64 forward (out and lse) and the float32 cuBLAS backward
-// (dq, dk, dv), within bf16's precision: partial tiles, GQA, every
-// supported head size class, and dv alone (dk to scratch).
+// TestFlashTC checks the tensor-core flash attentions (SWERL_CUDA_ATTN=mma
+// and =pipe: mma.sync with the softmax in registers, and for heads over 64
+// channels flash_tc_dkv's WMMA dk/dv) against a float64 forward (out and
+// lse) and the float32 cuBLAS backward (dq, dk, dv), within bf16's
+// precision: partial tiles, GQA, every supported head size class, and dv
+// alone (dk to scratch).
 func TestFlashTC(t *testing.T) {
 	be := open(t)
 	r := rand.New(rand.NewPCG(9, 10))
@@ -633,7 +607,7 @@ func TestFlashTC(t *testing.T) {
 			widen := func(b gpu.Buf, n int) []float64 { return widen(down(b, n)) }
 			wdq, wdk, wdv := widen(dq, nq), widen(dk, nkv), widen(dv, nkv)
 
-			for _, mode := range []string{"tc", "mma", "pipe"} {
+			for _, mode := range []string{"mma", "pipe"} {
 				t.Run(mode, func(t *testing.T) {
 					if err := be.SetAttention(mode); err != nil {
 						t.Fatal(err)
@@ -669,7 +643,7 @@ func TestFlashTC(t *testing.T) {
 			}
 		})
 	}
-	for _, mode := range []string{"tc", "mma", "pipe"} {
+	for _, mode := range []string{"mma", "pipe"} {
 		if err := be.SetAttention(mode); err != nil {
 			t.Fatal(err)
 		}
@@ -681,10 +655,10 @@ func TestFlashTC(t *testing.T) {
 
 // TestTrainerBF16 trains the tiny model on bf16 tensor cores (weights read
 // from the bf16 copy AdamW keeps), with the cuBLAS and the tensor-core
-// flash attention, beside the CPU's float32: losses, log-probs and weights
-// agree within bf16's precision after four steps.
+// flash attentions, beside the CPU's float32: losses, log-probs and
+// weights agree within bf16's precision after four steps.
 func TestTrainerBF16(t *testing.T) {
-	for _, attn := range []string{"cublas", "tc", "mma", "pipe"} {
+	for _, attn := range []string{"cublas", "mma", "pipe"} {
 		t.Run(attn, func(t *testing.T) {
 			t.Setenv("SWERL_CUDA_ATTN", attn)
 			t.Setenv("SWERL_CUDA_MATMUL", "bf16")

@@ -72,20 +72,20 @@
 // on mma.sync: scores, probabilities, dP and dS stay in registers in the
 // PTX ISA's fragment layouts, so the softmax needs no shared memory, and
 // a log-sum-exp per row replaces the [B,NH,T,T] matrices (forward, dq,
-// and dk/dv for heads up to 64 channels; larger heads take tc's dk/dv).
-// testdata/mmaemu runs those kernels on a CPU emulator of the fragment
-// layouts in the ordinary go test. =pipe (opt-in, not yet timed on a
-// card) double-buffers the forward's and dq's K and V tiles with
-// cp.async, so the next tile's copies run during this one's products,
-// and lets dq take its pending zero before dk's and dv's are settled.
-// In f32 and tf32 the default is
-// =cublas: batched products over every (batch, head) in one call each
-// and a softmax kernel over the [B,NH,T,T] probabilities. =tc is the
-// earlier WMMA flash kernel, =flash the same tiling in SIMT float32
-// (exact, slower); =strided and =naive are earlier paths, for
-// comparison. Decoding many sequences uses gpu.RaggedAttention (RoPE,
-// the KV cache write and attention for every row of a step in one launch
-// each; attention with one block per row and kv head for GQA heads,
+// and dk/dv for heads up to 64 channels; larger heads take the WMMA
+// kernel flash_tc_dkv for dk/dv). testdata/mmaemu runs those kernels on
+// a CPU emulator of the fragment layouts in the ordinary go test. =pipe
+// (opt-in, not yet timed on a card) double-buffers the forward's and
+// dq's K and V tiles with cp.async, so the next tile's copies run during
+// this one's products, and lets dq take its pending zero before dk's and
+// dv's are settled. In f32 and tf32 the default is =cublas, the exact
+// float32 path the tests compare the others against: batched products
+// over every (batch, head) in one call each and a softmax kernel over
+// the [B,NH,T,T] probabilities. Other attention variants (SIMT and WMMA
+// flash kernels, per-head strided products) are standalone files in
+// bench/gpu/kernels with what they measured. Decoding many sequences
+// uses gpu.RaggedAttention (RoPE, the KV cache write and attention for
+// every row of a step in one launch each; attention with one block per row and kv head for GQA heads,
 // attn_rows.cuh, so a group's query heads read its keys and values
 // once), and greedy steps pick on the device (gpu.GreedyPicker: two
 // numbers a row leave the GPU instead of the vocabulary's logits).

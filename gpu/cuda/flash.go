@@ -12,26 +12,15 @@ import (
 
 var _ gpu.FlashAttention = (*Backend)(nil)
 
-// flashTile is the kernels' tile (FT in kernels.cu): rows or keys a block owns.
-const flashTile = 32
-
-// FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=flash,
-// head sizes that are a multiple of 32, up to 128 (a lane keeps at most
-// four channels); with SWERL_CUDA_ATTN=tc, multiples of 16 (the tensor
-// cores' tile) up to 128, and so with SWERL_CUDA_ATTN=mma and pipe.
+// FlashSupported implements gpu.FlashAttention: with SWERL_CUDA_ATTN=mma
+// or pipe (mma is the default in the bf16 matmul mode), head sizes that
+// are a multiple of 16 (the tensor cores' tile) up to 128.
 func (be *Backend) FlashSupported(NH, NKV, HS int) bool {
-	step := 0
-	switch be.attn {
-	case "flash":
-		step = 32
-	case "tc", "mma", "pipe":
-		step = 16
-	}
-	return step > 0 && HS > 0 && HS%step == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
+	return be.mma() && HS > 0 && HS%16 == 0 && HS <= 128 && NKV > 0 && NH%NKV == 0
 }
 
-// tcThreads is a tensor-core flash block (TCW warps in kernels.cu); each
-// block owns 64 rows or keys.
+// tcThreads is a block of the mma kernels and of flash_tc_dkv (TCW warps
+// in kernels.cu); each block owns 64 rows or keys.
 const tcThreads = 128
 
 func (be *Backend) flashShapes(op string, B, T, NH, NKV, HS int) bool {
@@ -51,19 +40,11 @@ func (be *Backend) AttentionForwardLSE(out, lse, q, k, v gpu.Buf, B, T, NH, NKV,
 		!be.need(op, B*NH*T, "lse", l) || B*T == 0 {
 		return
 	}
-	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
-	if be.attn == "tc" || be.mma() {
-		kernel := "flash_tc_fwd"
-		if be.mma() {
-			kernel = mmaKernel("flash_mma_fwd", HS, qkv16, be.attn == "pipe") // the same blocks: 4 warps, 64 rows
-		}
-		be.post(func() {
-			be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16), B, T, NH, NKV, HS, scale)
-		})
-		return
-	}
-	be.post(func() { be.launch("flash_fwd", B*NH*tiles, o, l, qd, kd, vd, B, T, NH, NKV, HS, scale) })
+	kernel := mmaKernel("flash_mma_fwd", HS, qkv16, be.attn == "pipe") // 4 warps, 64 rows a block
+	be.post(func() {
+		be.launchDims(kernel, B*NH*((T+63)/64), 1, tcThreads, o, l, qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16), B, T, NH, NKV, HS, scale)
+	})
 }
 
 // AttentionBackwardLSE implements gpu.FlashAttention.
@@ -101,37 +82,21 @@ func (be *Backend) AttentionBackwardLSE(dq, dk, dv, delta, dout, out, q, k, v, l
 	if zq == 0 {
 		be.settle(dqd)
 	}
-	tiles := (T + flashTile - 1) / flashTile
 	scale := float32(1 / math.Sqrt(float64(HS)))
 	be.post(func() {
 		be.launch("flash_delta", be.gridFor(B*T*NH*32), dl, do, o, B, T, NH, HS)
-		if be.attn == "tc" || be.mma() {
-			tiles := B * NH * ((T + 63) / 64)
-			dqk, dkvk := "flash_tc_dq", "flash_tc_dkv"
-			if be.mma() {
-				dqk = mmaKernel("flash_mma_dq", HS, qkv16, be.attn == "pipe")
-				if HS <= 64 {
-					dkvk = mmaKernel("flash_mma_dkv", HS, qkv16, false) // larger heads: flash_tc_dkv (see flash_mma.cuh)
-				}
-			}
-			qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
-			if dq != nil && be.mma() {
-				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale, zq)
-			} else if dq != nil {
-				be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
-			}
-			if dk != nil || dv != nil {
-				dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
-				be.launchDims(dkvk, tiles, 1, tcThreads, dkp, dvp, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
-			}
-			return
+		tiles := B * NH * ((T + 63) / 64)
+		dqk, dkvk := mmaKernel("flash_mma_dq", HS, qkv16, be.attn == "pipe"), "flash_tc_dkv"
+		if HS <= 64 {
+			dkvk = mmaKernel("flash_mma_dkv", HS, qkv16, false) // larger heads: flash_tc_dkv (see flash_mma.cuh)
 		}
+		qp, kp, vp := qkvPtr(qd, qkv16), qkvPtr(kd, qkv16), qkvPtr(vd, qkv16)
 		if dq != nil {
-			be.launch("flash_bwd_dq", B*NH*tiles, dqd, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+			be.launchDims(dqk, tiles, 1, tcThreads, dqd, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale, zq)
 		}
 		if dk != nil || dv != nil {
 			dkp, dvp := be.flashOutputs(op, dkd, dvd, B*T*NKV*HS)
-			be.launch("flash_bwd_dkv", B*NH*tiles, dkp, dvp, do, qd, kd, vd, l, dl, B, T, NH, NKV, HS, scale)
+			be.launchDims(dkvk, tiles, 1, tcThreads, dkp, dvp, do, qp, kp, vp, l, dl, B, T, NH, NKV, HS, scale)
 		}
 	})
 }

@@ -279,7 +279,7 @@ struct MmaTiles {
 };
 
 // mmaFwd (flash_mma_fwd*): out[B,T,NH,HS] and lse[B,NH,T] of causal GQA
-// attention, as flash_tc_fwd computes them (scores scaled by scale, the
+// attention, as gpu.FlashAttention defines them (scores scaled by scale, the
 // log-sum-exp in the same units); one block per (b, h, MQ query rows), the
 // blocks of the longest rows first. HS is a multiple of 16, at most 16*NF.
 // The running maximum is kept in base-2 units (scores times
@@ -410,7 +410,7 @@ __device__ __forceinline__ void mmaFwd(float* out, float* lse, const S* q, const
 // mmaDq (flash_mma_dq*): dq[B,T,NH,HS] += scale · dS·K with P = exp(S -
 // lse), dS = P ∘ (dO·Vᵀ - delta) (delta = rowsum(dO ∘ out), flash_delta);
 // one block per (b, h, MQ query rows) walking the key tiles up to the
-// diagonal, as flash_tc_dq. dP is made one 8-key tile at a time, beside
+// diagonal. dP is made one 8-key tile at a time, beside
 // P, so only S, Q, dO and dq stay in registers. Each element of dq is
 // stored once, so with zero it is written instead of added to (a dq that
 // takes a pending zero, SWERL_CUDA_ZERO=lazy). PIPE as mmaFwd's.

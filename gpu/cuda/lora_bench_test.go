@@ -21,10 +21,10 @@ func config7B() gpu.Config {
 // BenchmarkLoRAStep7B times one LoRA GRPO step (rank 16, every linear
 // module) of a Qwen2.5-7B-shaped model (zero weights: the time and the
 // memory do not depend on the values), with and without activation
-// checkpointing (ckpt), with the tensor-core (tc, mma) or the float32
-// (flash) flash kernels, and reports tokens/s and the
-// device memory in use after the step (the trainer allocates its buffers
-// up front, so this is its peak, cuBLAS workspace aside) in GB.
+// checkpointing (ckpt), with the mma flash attention, and reports
+// tokens/s and the device memory in use after the step (the trainer
+// allocates its buffers up front, so this is its peak, cuBLAS workspace
+// aside) in GB.
 func BenchmarkLoRAStep7B(b *testing.B) {
 	cfg := config7B()
 	m, err := gpu.NewZeroModel(cfg)
@@ -35,7 +35,7 @@ func BenchmarkLoRAStep7B(b *testing.B) {
 		B, T int
 		ckpt bool
 		attn string
-	}{{4, 2048, true, "tc"}, {4, 2048, true, "mma"}, {4, 2048, true, "flash"}, {8, 2048, true, "tc"}, {1, 2048, false, "tc"}, {4, 2048, false, "tc"}} {
+	}{{4, 2048, true, "mma"}, {8, 2048, true, "mma"}, {1, 2048, false, "mma"}, {4, 2048, false, "mma"}} {
 		name := fmt.Sprintf("%s/B=%d,T=%d", sh.attn, sh.B, sh.T)
 		if sh.ckpt {
 			name += ",ckpt"

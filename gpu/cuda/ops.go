@@ -396,7 +396,7 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 	if B*Tq == 0 {
 		return
 	}
-	if be.naiveAttn || Tq <= naiveTq {
+	if Tq <= perRowTq {
 		be.post(func() { be.launch("attn_fwd", B*NH*Tq, o, a, qd, kd, vd, B, Tq, Tk, NH, NKV, HS) })
 		return
 	}
@@ -412,9 +412,9 @@ func (be *Backend) AttentionForward(out, att, q, k, v gpu.Buf, B, Tq, Tk, NH, NK
 	})
 }
 
-// naiveTq is the longest query block that takes the one-block-per-row
+// perRowTq is the longest query block that takes the one-block-per-row
 // kernels: for decoding (Tq = 1) one launch beats 2·NH cuBLAS calls.
-const naiveTq = 4
+const perRowTq = 4
 
 // attnLayout describes one head's matrices in the [B,T,heads,HS] and
 // [B,NH,Tq,Tk] layouts as strided batches over b.
@@ -465,18 +465,6 @@ func (l attnLayout) heads(n, step, first int) []int {
 func (be *Backend) headProducts(op string, ta, tb, m, n, k int, alpha float32, A func(int) cu.DevicePtr, lda, sA int,
 	Bp func(int) cu.DevicePtr, ldb, sB int, beta float32, C func(int) cu.DevicePtr, ldc, sC int, B int, hs []int) {
 	if be.error() != nil {
-		return
-	}
-	if be.attn == "strided" {
-		// The products of run 2: one strided batch over b per head.
-		for _, h := range hs {
-			t := be.begin()
-			if err := be.blas.gemmBatched(ta, tb, m, n, k, alpha, A(h), lda, sA, Bp(h), ldb, sB, beta, C(h), ldc, sC, B); err != nil {
-				be.fail(op, "%v", err)
-				return
-			}
-			be.endGemm(t, "gemm strided-batched", ta, tb, m, n, k, B)
-		}
 		return
 	}
 	cnt := B * len(hs)
@@ -544,7 +532,7 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 	if B*Tq == 0 {
 		return
 	}
-	if be.naiveAttn || Tq <= naiveTq {
+	if Tq <= perRowTq {
 		be.post(func() {
 			be.launch("attn_bwd_scores", B*NH*Tq, da, dvd, do, vd, a, B, Tq, Tk, NH, NKV, HS)
 			be.launch("attn_bwd_qk", B*NH*Tq, dqd, dkd, da, qd, kd, B, Tq, Tk, NH, NKV, HS)
@@ -558,10 +546,9 @@ func (be *Backend) AttentionBackward(dq, dk, dv, datt, dout, q, k, v, att gpu.Bu
 		be.headProducts(op, opT, opN, Tk, Tq, HS, 1, s.kvOf(vd), s.ldkv, s.skv, s.qOf(do), s.ldq, s.sq, 0, s.attOf(da), Tk, s.satt, B, all)
 		// dX^T(HS×Tk) += A^T(HS×Tq) · M(Tq×Tk) into the kv heads: dV from
 		// dO and P, dK from Q and dS. Every query head at once into
-		// scratch, then each group's heads summed; without scratch (or
-		// in the strided mode) one group member at a time (heads r,
-		// r+rep, ... have distinct kv heads), since the query heads of a
-		// group add into the same rows.
+		// scratch, then each group's heads summed; without scratch one
+		// group member at a time (heads r, r+rep, ... have distinct kv
+		// heads), since the query heads of a group add into the same rows.
 		kvGrad := func(dst, A, M *buf) {
 			if dst == nil {
 				return
@@ -830,11 +817,11 @@ func (be *Backend) AdamWGroups(p, g, m, v gpu.Buf, groups []gpu.AdamWGroup, h gp
 }
 
 // groupTmp returns scratch of n floats for GQA's per-query-head dK and dV
-// products (driver thread): nil without grouping (rep 1), in the strided
-// mode (run 2's products, kept as they were), or when it cannot be
-// allocated, and then the products add one group member at a time.
+// products (driver thread): nil without grouping (rep 1) or when it
+// cannot be allocated, and then the products add one group member at a
+// time.
 func (be *Backend) groupTmp(op string, rep, n int) *buf {
-	if rep == 1 || be.attn == "strided" {
+	if rep == 1 {
 		return nil
 	}
 	if be.gqaTmp == nil || be.gqaTmp.n < n {

@@ -13,9 +13,10 @@ type Options struct {
 	// Matmul is the matrix products' precision: "f32" (the default),
 	// "tf32" or "bf16" (SWERL_CUDA_MATMUL).
 	Matmul string
-	// Attention is the attention path: "" picks cuBLAS over all heads, or
-	// the mma kernels in the bf16 mode; or one of "cublas", "strided",
-	// "flash", "tc", "mma", "pipe", "naive" (SWERL_CUDA_ATTN).
+	// Attention is the training attention: "" picks cuBLAS over all heads
+	// ("cublas", the exact float32 path), or the mma kernels ("mma") in the
+	// bf16 mode; "pipe" is mma with double-buffered tiles, opt-in
+	// (SWERL_CUDA_ATTN).
 	Attention string
 	// EagerZero zeroes a buffer when asked instead of when it is next
 	// touched (SWERL_CUDA_ZERO=now).
@@ -37,8 +38,23 @@ var EnvNames = []string{"SWERL_CUDA_MATMUL", "SWERL_CUDA_ATTN", "SWERL_CUDA_ZERO
 
 var (
 	matmulModes    = []string{"f32", "tf32", "bf16"}
-	attentionModes = []string{"cublas", "strided", "flash", "tc", "mma", "pipe", "naive"}
+	attentionModes = []string{"cublas", "mma", "pipe"}
+	// benchAttention are attention paths kept as standalone kernels in
+	// bench/gpu/kernels, not in the backend.
+	benchAttention = []string{"strided", "flash", "tc", "naive"}
 )
+
+// attentionWant is "" for an attention mode the backend has, and otherwise
+// what to ask for instead.
+func attentionWant(mode string) string {
+	switch {
+	case slices.Contains(attentionModes, mode):
+		return ""
+	case slices.Contains(benchAttention, mode):
+		return "not in the backend (its kernels are in bench/gpu/kernels); want cublas, mma or pipe"
+	}
+	return "want cublas, mma or pipe"
+}
 
 // Set sets the option that environment variable name stands for from its
 // value, as Options documents; an empty value leaves the default.
@@ -54,8 +70,8 @@ func (o *Options) Set(name, value string) error {
 		}
 		o.Matmul = value
 	case "SWERL_CUDA_ATTN":
-		if !slices.Contains(attentionModes, value) {
-			return bad("cublas, strided, flash, tc, mma, pipe or naive")
+		if want := attentionWant(value); want != "" {
+			return fmt.Errorf("cuda: %s=%q: %s", name, value, want)
 		}
 		o.Attention = value
 	case "SWERL_CUDA_ZERO":
@@ -111,8 +127,8 @@ func (o Options) validate() error {
 	switch {
 	case o.Matmul != "" && !slices.Contains(matmulModes, o.Matmul):
 		return fmt.Errorf("cuda: matmul precision %q: want f32, tf32 or bf16", o.Matmul)
-	case o.Attention != "" && !slices.Contains(attentionModes, o.Attention):
-		return fmt.Errorf("cuda: attention %q: want cublas, strided, flash, tc, mma, pipe or naive", o.Attention)
+	case o.Attention != "" && attentionWant(o.Attention) != "":
+		return fmt.Errorf("cuda: attention %q: %s", o.Attention, attentionWant(o.Attention))
 	case o.Profile != "" && o.Profile != "ops" && o.Profile != "kernels":
 		return fmt.Errorf("cuda: profile %q: want ops or kernels", o.Profile)
 	}

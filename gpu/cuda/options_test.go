@@ -36,6 +36,22 @@ func TestOptionsFromEnv(t *testing.T) {
 			t.Errorf("%s=%s: err = %v, want one naming the variable", name, bad, err)
 		}
 	}
+	// Attention paths kept only in bench/gpu/kernels are refused, naming
+	// the ones the backend has.
+	for _, mode := range []string{"strided", "flash", "tc", "naive"} {
+		_, err := FromEnv(func(k string) string {
+			if k == "SWERL_CUDA_ATTN" {
+				return mode
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), "SWERL_CUDA_ATTN") || !strings.Contains(err.Error(), "cublas, mma or pipe") {
+			t.Errorf("SWERL_CUDA_ATTN=%s: err = %v, want one naming the variable and cublas, mma or pipe", mode, err)
+		}
+		if err := (Options{Attention: mode}).validate(); err == nil || !strings.Contains(err.Error(), "cublas, mma or pipe") {
+			t.Errorf("Attention %q: validate = %v, want one naming cublas, mma or pipe", mode, err)
+		}
+	}
 	for _, o := range []Options{{Matmul: "fp8"}, {Attention: "fast"}, {Profile: "1"}} {
 		if err := o.validate(); err == nil {
 			t.Errorf("%+v validated", o)

@@ -1,6 +1,6 @@
 // Greedy picks on the device (gpu.GreedyPicker) in two kernels. One block
-// a row left 64 of a card's 132 SMs idle at batch 64 and walked 152k
-// logits a thread block in double-precision exp (run 11: 372 us a step);
+// a row would leave 64 of a card's 132 SMs idle at batch 64 and walk 152k
+// logits a thread block in double-precision exp;
 // here PP blocks share a row: pick_part scans a slice (its first largest
 // logit, and the sum of exp(x - that max) in double), and pick_merge
 // combines a row's PP parts in one warp: the max over parts (ties to the

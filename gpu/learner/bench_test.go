@@ -42,7 +42,7 @@ func BenchmarkLearnerStep(b *testing.B) {
 	}
 	be := cpu.New()
 	defer be.Close()
-	l, err := New(Config{Out: b.TempDir(), Model: model, BatchGroups: 4, MaxStaleness: -1, Backend: be,
+	l, err := New(context.Background(), Config{Out: b.TempDir(), Model: model, BatchGroups: 4, MaxStaleness: -1, Backend: be,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 512, LR: 1e-5}})
 	if err != nil {
 		b.Fatal(err)

@@ -126,3 +126,102 @@ func groupOffsets(t *testing.T, ctx context.Context, brokers []string, group str
 	t.Logf("committed offsets: %v", out)
 	return out
 }
+
+// Two rollout workers of one consumer group can produce the same group to
+// swerl.samples: a worker that died after producing a group but before
+// committing its record leaves it to another, which produces the same
+// sample ids again (train's ids follow the record, not the worker). The
+// copies come before the original, interleaved with it sample by sample,
+// and after the group was trained; every sample is trained once, and the
+// copies are counted as duplicates. A last group produced after all the
+// copies is trained in the step right after the others: no copy made a
+// step of its own.
+func TestKafkaLearnerTrainsCopiesFromTwoWorkersOnce(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.SeedTopics(1, "swerl.samples", "swerl.weights"), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, "127.0.0.1:0")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const groups, G = 6, 2
+	all := syntheticSamples(groups+1, G, -1, "")
+	s := func(g, i int) schemas.Sample { x := all[g*G+i]; x.Source = ""; return x }
+	// What worker A (which lived) and worker B (which died) produced, in
+	// the order the partition holds it.
+	stream := []schemas.Sample{
+		s(0, 0), s(0, 1), s(1, 0), // B, before it died; g1 only in part
+		s(0, 0), s(2, 0), s(0, 1), s(1, 0), s(1, 1), // A, and B's g2 interleaved
+		s(2, 0), s(2, 1), s(2, 1), s(3, 0), s(3, 1), s(4, 0), s(4, 1),
+		s(3, 0), s(3, 1), // B again, after g3 was trained
+		s(5, 0), s(5, 1), s(0, 0), s(0, 1),
+		s(6, 0), s(6, 1), // the last group, after every copy
+	}
+	kcfg := kafkaio.Config{Brokers: cluster.ListenAddrs()}
+	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kcfg, Topic: kcfg.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[string]bool{}
+	var msgs []kafka.Message
+	for _, x := range stream {
+		b, err := schemas.Encode(&x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(x.GroupID), Value: b})
+		distinct[x.ID] = true
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if len(distinct) != (groups+1)*G {
+		t.Fatalf("the stream holds %d distinct samples, want %d", len(distinct), (groups+1)*G)
+	}
+
+	out := t.TempDir()
+	kc := KafkaConfig{Kafka: kcfg, Log: quiet()}
+	ann, err := NewAnnouncer(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ann.Close()
+	l := newLearner(t, Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1, Announce: ann.Announce,
+		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64}})
+	src, err := NewKafkaSource(kc, l.Offsets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	st, err := l.Run(ctx, src, groups+1)
+	if err != nil || st.Steps != groups+1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	trained := map[string]int64{}
+	for v := int64(1); v <= groups+1; v++ {
+		rec, err := ReadRecord(out, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range rec.Samples {
+			if u, dup := trained[id]; dup {
+				t.Fatalf("sample %s trained in v%d and again in v%d", id, u, v)
+			}
+			trained[id] = v
+		}
+	}
+	for id := range distinct {
+		if _, ok := trained[id]; !ok {
+			t.Errorf("sample %s never trained (trained: %v)", id, trained)
+		}
+	}
+	if v := trained[s(6, 0).ID]; v != groups+1 {
+		t.Errorf("the last group was trained in v%d, want v%d", v, groups+1)
+	}
+	if want := len(stream) - len(distinct); st.Duplicates != want {
+		t.Errorf("%d duplicates counted, want %d (the copies)", st.Duplicates, want)
+	}
+}

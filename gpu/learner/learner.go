@@ -177,15 +177,15 @@ type Learner struct {
 	prog         progress
 }
 
-// New opens the store, loads the model (fresh or resumed) and, on a fresh
-// run, publishes it as version 0. It is NewContext with a context that is
-// never cancelled.
-func New(cfg Config) (*Learner, error) { return NewContext(context.Background(), cfg) }
+// ErrPublished is the error of a learner started fresh (Config.Resume
+// false) on an output root that already holds published versions.
+var ErrPublished = errors.New("the output root already holds published versions; resume from them or start in another root")
 
-// NewContext is New whose publish of version 0 (Config.Announce
-// included) ends when ctx does, so an interrupt stops a learner that is
-// still opening.
-func NewContext(ctx context.Context, cfg Config) (*Learner, error) {
+// New opens the store, loads the model (fresh or resumed) and, on a fresh
+// run, publishes it as version 0. The publish (Config.Announce included)
+// ends when ctx does, so an interrupt stops a learner that is still
+// opening.
+func New(ctx context.Context, cfg Config) (*Learner, error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("learner: no backend")
 	}
@@ -230,7 +230,7 @@ func NewContext(ctx context.Context, cfg Config) (*Learner, error) {
 	case cfg.Resume && len(rows) > 0:
 		v, err := l.store.LatestGood()
 		if err != nil {
-			return nil, fmt.Errorf("learner: --resume: %w", err)
+			return nil, fmt.Errorf("learner: resuming: %w", err)
 		}
 		l.src = l.store.Path(v.Version)
 		l.version, l.step = v.Version, v.Step
@@ -240,10 +240,10 @@ func NewContext(ctx context.Context, cfg Config) (*Learner, error) {
 		optState = filepath.Join(l.src, modeldir.TrainerStateDir, "optimizer.safetensors")
 		l.log.Info("learner: resuming", "version", v.Version, "step", v.Step, "dir", l.src)
 	case len(rows) > 0:
-		return nil, fmt.Errorf("learner: %s already has %d published versions (latest v%d); pass --resume to continue or choose another --out", l.store.Dir(), len(rows), rows[len(rows)-1].Version)
+		return nil, fmt.Errorf("learner: %s has %d published versions (latest v%d): %w", l.store.Dir(), len(rows), rows[len(rows)-1].Version, ErrPublished)
 	default:
 		if cfg.Model == "" {
-			return nil, errors.New("learner: no --model to start from (and nothing to resume)")
+			return nil, errors.New("learner: no model to start from (Config.Model is empty) and nothing to resume")
 		}
 		dir, _, _, err := modeldir.Resolve(cfg.Model, l.log)
 		if err != nil {
@@ -328,7 +328,7 @@ func (l *Learner) openLoRA(optState string) (string, error) {
 		want := l.lora.Config()
 		targets := slices.Sorted(slices.Values(a.Config.TargetModules))
 		if a.Config.R != want.Rank || a.Config.LoraAlpha != want.Alpha || !slices.Equal(targets, slices.Sorted(slices.Values(want.Targets))) {
-			return "", fmt.Errorf("learner: --resume: %s has rank %d, alpha %g, targets %v; this run asks for rank %d, alpha %g, targets %v",
+			return "", fmt.Errorf("learner: resuming: %s has rank %d, alpha %g, targets %v; this run asks for rank %d, alpha %g, targets %v",
 				l.src, a.Config.R, a.Config.LoraAlpha, a.Config.TargetModules, want.Rank, want.Alpha, want.Targets)
 		}
 		if err := l.lora.SetTensors(a.Tensors); err != nil {
@@ -746,7 +746,7 @@ func (l *Learner) sequence(s *schemas.Sample) (gpu.Sequence, string) {
 	case len(seq.Prompt) == 0 || len(seq.Completion) == 0:
 		return seq, "empty prompt or completion"
 	case len(seq.Prompt)+len(seq.Completion)-1 > l.trainer.Config().MaxSeq:
-		return seq, fmt.Sprintf("%d prompt + %d completion tokens exceed --max-seq %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
+		return seq, fmt.Sprintf("%d prompt + %d completion tokens exceed the maximum sequence length %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
 	}
 	V := int32(l.model.Config.VocabSize)
 	for _, t := range append(seq.Prompt[:len(seq.Prompt):len(seq.Prompt)], seq.Completion...) {

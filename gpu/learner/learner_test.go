@@ -3,6 +3,7 @@ package learner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,7 +47,7 @@ func newLearner(t *testing.T, cfg Config) *Learner {
 		cfg.Train.MaxSeq = 64
 		cfg.Train.MaxBatch = 8
 	}
-	l, err := New(cfg)
+	l, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +242,9 @@ func TestResumeContinuesExactly(t *testing.T) {
 	if !slices.Equal(a.Offsets(), b2.Offsets()) || len(a.Offsets()) != 2 {
 		t.Errorf("offsets %v vs %v", a.Offsets(), b2.Offsets())
 	}
-	// Without --resume an existing output root is refused.
-	if _, err := New(Config{Out: outB, Model: model, Backend: cpu.New(), Log: quiet()}); err == nil || !strings.Contains(err.Error(), "--resume") {
-		t.Errorf("err = %v, want a hint to pass --resume", err)
+	// Without Resume an existing output root is refused.
+	if _, err := New(context.Background(), Config{Out: outB, Model: model, Backend: cpu.New(), Log: quiet()}); !errors.Is(err, ErrPublished) {
+		t.Errorf("err = %v, want ErrPublished", err)
 	}
 }
 

@@ -117,7 +117,7 @@ func TestLoRAResumeContinuesExactly(t *testing.T) {
 	bad := cfg(outB, true)
 	bad.LoRA.Rank = 8
 	bad.Backend, bad.Log = cpu.New(), quiet()
-	if _, err := New(bad); err == nil {
+	if _, err := New(context.Background(), bad); err == nil {
 		t.Error("resuming a rank-4 run with rank 8 was accepted")
 	}
 }

@@ -94,7 +94,7 @@ func (l *Learner) sftSequence(ex Example) (gpu.Sequence, string) {
 		seq.Completion = append(seq.Completion, l.stop[0])
 	}
 	if n := len(seq.Prompt) + len(seq.Completion) - 1; n > l.trainer.Config().MaxSeq {
-		return seq, fmt.Sprintf("%d prompt + %d answer tokens exceed --max-seq %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
+		return seq, fmt.Sprintf("%d prompt + %d answer tokens exceed the maximum sequence length %d", len(seq.Prompt), len(seq.Completion), l.trainer.Config().MaxSeq)
 	}
 	return seq, ""
 }

@@ -34,6 +34,11 @@ import (
 )
 
 // Builtin configurations accepted by Init (--config).
+// ErrNoLocalBase is the error of an adapter whose base model is not a
+// local model directory (a hub id, or a folder gone): it cannot be loaded
+// as a model until it is merged into a copy of its base.
+var ErrNoLocalBase = errors.New("not a model directory with config.json; merge the adapter into a local copy of its base first")
+
 var builtins = map[string]func() gpu.Config{
 	// tiny: gpu.TinyConfig with a 4096-token context, so that real SWE-RL
 	// prompts fit; about 0.1M parameters.
@@ -295,7 +300,7 @@ func AdapterBase(dir string) (string, error) {
 		base = filepath.Join(dir, base)
 	}
 	if _, err := os.Stat(filepath.Join(base, hf.ConfigFile)); err != nil {
-		return "", fmt.Errorf("modeldir: %s: base_model_name_or_path %q is not a model directory with config.json (merge it with swerl model merge --base DIR)", filepath.Join(dir, peft.ConfigFile), c.BaseModelNameOrPath)
+		return "", fmt.Errorf("modeldir: %s: base_model_name_or_path %q: %w", filepath.Join(dir, peft.ConfigFile), c.BaseModelNameOrPath, ErrNoLocalBase)
 	}
 	return base, nil
 }

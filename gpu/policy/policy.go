@@ -238,6 +238,7 @@ type Policy struct {
 	closed atomic.Bool
 
 	sampled atomic.Int64 // tokens sampled, every version (TokensSampled)
+	polls   atomic.Int64 // checks of the output root's index done (Polls)
 
 	afterCompletion func(i int) // test hook, called after completion i of a request
 }
@@ -362,9 +363,14 @@ func (p *Policy) watch() {
 			if _, err := p.Reload(); err != nil {
 				p.opts.Log.Warn("policy: reload failed; still serving the previous version", "err", err.Error())
 			}
+			p.polls.Add(1)
 		}
 	}
 }
+
+// Polls is how many times the output root's index has been checked for
+// a newer version (every Options.Poll), failed checks included.
+func (p *Policy) Polls() int64 { return p.polls.Load() }
 
 // Version is the weight version new requests are served by (-1 for a
 // plain model directory).

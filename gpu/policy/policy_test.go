@@ -15,6 +15,7 @@ import (
 	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
+	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/transforms/rollout"
@@ -163,13 +164,7 @@ func TestReloadNewVersion(t *testing.T) {
 		t.Fatalf("version %d, err %v; want 0", r0.PolicyVersion, err)
 	}
 	publish(1)
-	deadline := time.Now().Add(10 * time.Second)
-	for pol.Version() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the policy did not pick up version 1")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the policy picking up version 1", func() bool { return pol.Version() == 1 })
 	r1, err := pol.Complete(context.Background(), req)
 	if err != nil || r1.PolicyVersion != 1 {
 		t.Fatalf("version %d, err %v; want 1", r1.PolicyVersion, err)
@@ -267,17 +262,12 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, "12 completions queued", func() bool {
 		st.mu.Lock()
+		defer st.mu.Unlock()
 		most = st.sampler.Pending()
-		st.mu.Unlock()
-		if most == 12 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d completions queued, want 12", most)
-		}
-	}
+		return most == 12
+	})
 	pol.run.Unlock()
 	for range reqs {
 		if err := <-errs; err != nil {

@@ -17,7 +17,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
-	"swerl/transforms/rollout"
+	"swerl/internal/engineapi"
 )
 
 // adapter is a loaded LoRA adapter: its name and folder.
@@ -89,7 +89,7 @@ func (s *Server) target(model string) (target, error) {
 		return target{}, err
 	}
 	fixed := int64(-1)
-	if v, ok := rollout.ParseAdapter(a.name); ok {
+	if v, ok := engineapi.ParseAdapter(a.name); ok {
 		fixed = v
 	}
 	return target{pol: m.pol, tok: m.pol.Tokenizer(), name: model, fixed: fixed}, nil
@@ -125,7 +125,7 @@ func (s *Server) merge(base *policy.Policy, a adapter) (*merged, error) {
 		return nil, badRequest("lora_path", "adapter %s from %s: %v", a.name, a.path, err)
 	}
 	v := lb.Version
-	if av, ok := rollout.ParseAdapter(a.name); ok {
+	if av, ok := engineapi.ParseAdapter(a.name); ok {
 		v = av
 	}
 	pol, err := policy.FromLoaded(&modeldir.Policy{Dir: a.path, Model: w, Tokenizer: lb.Tokenizer, Stop: lb.Stop, Version: v}, s.PolicyOptions)
@@ -213,14 +213,6 @@ func (s *Server) unloadAdapter(name string) *apiError {
 	return nil
 }
 
-// adapterRequest is the body of the load and unload endpoints of both
-// engines (SGLang adds pinned and lora_id, vLLM load_inplace and
-// lora_int_id; swerl serve accepts and ignores them).
-type adapterRequest struct {
-	LoraName string `json:"lora_name"`
-	LoraPath string `json:"lora_path"`
-}
-
 // admin decodes the body of a weight endpoint: POST, JSON, at most MaxBody.
 func (s *Server) admin(w http.ResponseWriter, r *http.Request, v any) *apiError {
 	if r.Method != http.MethodPost {
@@ -230,17 +222,19 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, v any) *apiError 
 }
 
 // adapterOp is what a load or unload endpoint does with its request.
-type adapterOp func(s *Server, req adapterRequest) *apiError
+type adapterOp func(s *Server, req engineapi.AdapterRequest) *apiError
 
-func loadOp(s *Server, req adapterRequest) *apiError {
+func loadOp(s *Server, req engineapi.AdapterRequest) *apiError {
 	return s.loadAdapter(req.LoraName, req.LoraPath)
 }
 
-func unloadOp(s *Server, req adapterRequest) *apiError { return s.unloadAdapter(req.LoraName) }
+func unloadOp(s *Server, req engineapi.AdapterRequest) *apiError {
+	return s.unloadAdapter(req.LoraName)
+}
 
 // applyAdapterOp decodes the request of an adapter endpoint and applies op.
-func (s *Server) applyAdapterOp(w http.ResponseWriter, r *http.Request, op adapterOp) (adapterRequest, *apiError) {
-	var req adapterRequest
+func (s *Server) applyAdapterOp(w http.ResponseWriter, r *http.Request, op adapterOp) (engineapi.AdapterRequest, *apiError) {
+	var req engineapi.AdapterRequest
 	if e := s.admin(w, r, &req); e != nil {
 		return req, e
 	}
@@ -271,10 +265,10 @@ func (s *Server) sglangAnswer(w http.ResponseWriter, e *apiError) {
 		loaded[a.name] = a.path
 	}
 	s.mu.Unlock()
-	body := map[string]any{"success": e == nil, "error_message": nil, "loaded_adapters": loaded}
+	body := engineapi.SGLangAdapterAnswer{Success: e == nil, LoadedAdapters: loaded}
 	status := http.StatusOK
 	if e != nil {
-		body["error_message"], status = e.msg, http.StatusBadRequest
+		body.ErrorMessage, status = &e.msg, http.StatusBadRequest
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -298,14 +292,11 @@ func (s *Server) sglangAdapter(op adapterOp) http.HandlerFunc {
 // prompt does (Policy.Probe), are refused with 400 naming the tensor, and
 // the old weights keep serving.
 func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ModelPath     string `json:"model_path"`
-		WeightVersion string `json:"weight_version"`
-	}
+	var req engineapi.UpdateWeightsRequest
 	answer := func(status int, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(map[string]any{"success": status == http.StatusOK, "message": msg, "num_paused_requests": 0})
+		json.NewEncoder(w).Encode(engineapi.UpdateWeightsAnswer{Success: status == http.StatusOK, Message: msg})
 	}
 	if e := s.admin(w, r, &req); e != nil {
 		answer(e.status, e.msg)
@@ -320,7 +311,7 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusBadRequest, fmt.Sprintf("Failed to load the weights in %s: %v", req.ModelPath, err))
 		return
 	}
-	if v, ok := rollout.ParseAdapter(req.WeightVersion); ok {
+	if v, ok := engineapi.ParseAdapter(req.WeightVersion); ok {
 		mp.Version = v
 	}
 	pol, err := policy.FromLoaded(mp, s.PolicyOptions)
@@ -360,19 +351,19 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	lb := base.Loaded()
 	v := lb.Version
-	data := []any{map[string]any{"id": s.Name, "object": "model", "created": 0, "owned_by": "swerl", "root": lb.Dir, "parent": nil,
-		"max_model_len": lb.Model.Config.MaxPositionEmbeddings, "swerl_version": v}}
+	list := engineapi.ModelList{Object: "list", Data: []engineapi.Model{{ID: s.Name, Object: "model", OwnedBy: "swerl", Root: lb.Dir,
+		MaxModelLen: lb.Model.Config.MaxPositionEmbeddings, SwerlVersion: v}}}
 	for _, a := range adapters {
 		av := v
-		if n, ok := rollout.ParseAdapter(a.name); ok {
+		if n, ok := engineapi.ParseAdapter(a.name); ok {
 			av = n
 		}
-		data = append(data, map[string]any{"id": a.name, "object": "model", "created": 0, "owned_by": "swerl", "root": a.path, "parent": s.Name,
-			"swerl_version": av})
+		list.Data = append(list.Data, engineapi.Model{ID: a.name, Object: "model", OwnedBy: "swerl", Root: a.path, Parent: &s.Name,
+			SwerlVersion: av})
 	}
-	w.Header().Set(VersionHeader, strconv.FormatInt(v, 10))
+	w.Header().Set(engineapi.VersionHeader, strconv.FormatInt(v, 10))
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+	json.NewEncoder(w).Encode(list)
 }
 
 // CopyModel returns a copy of m's weights, for a LoadAdapter that merges

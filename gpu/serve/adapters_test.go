@@ -19,6 +19,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
 	"swerl/sinks/engine"
 	"swerl/transforms/rollout"
 )
@@ -95,7 +96,7 @@ func postRaw(t *testing.T, url, body string) (*http.Response, []byte) {
 // answer is what the tests read from a chat or completions answer.
 type answer struct {
 	Choices []answerChoice
-	Usage   Usage
+	Usage   engineapi.Usage
 }
 
 type answerChoice struct {
@@ -120,7 +121,7 @@ func postWhole(t *testing.T, url string, body any) answer {
 	return a
 }
 
-func logprobsOf(cr ChatResponse) []float64 {
+func logprobsOf(cr engineapi.ChatResponse) []float64 {
 	var out []float64
 	for _, lp := range cr.Choices[0].Logprobs.Content {
 		out = append(out, lp.Logprob)
@@ -142,8 +143,8 @@ func TestVLLMAdapterAPI(t *testing.T) {
 	}
 	req["model"] = "swerl-v000123"
 	resp, ad, _ := post(t, srv.URL, req)
-	if resp.StatusCode != 200 || ad.Model != "swerl-v000123" || ad.SystemFingerprint != "swerl-v123" || resp.Header.Get(VersionHeader) != "123" {
-		t.Fatalf("adapter answer: %d model %q fingerprint %q header %q", resp.StatusCode, ad.Model, ad.SystemFingerprint, resp.Header.Get(VersionHeader))
+	if resp.StatusCode != 200 || ad.Model != "swerl-v000123" || ad.SystemFingerprint != "swerl-v123" || resp.Header.Get(engineapi.VersionHeader) != "123" {
+		t.Fatalf("adapter answer: %d model %q fingerprint %q header %q", resp.StatusCode, ad.Model, ad.SystemFingerprint, resp.Header.Get(engineapi.VersionHeader))
 	}
 	if slices.Equal(logprobsOf(ad), logprobsOf(base)) {
 		t.Fatal("the adapter's answer has the base model's log-probabilities: not merged")
@@ -208,9 +209,9 @@ func TestVLLMAdapterAPI(t *testing.T) {
 // answer as the HTTP rollout policy does.
 func decodeChatForTest(t *testing.T, url, model string) ([]rollout.Completion, int64, string, error) {
 	t.Helper()
-	rollout.SetServed(url, rollout.ServedVersion{Version: 0, Adapter: model})
-	defer rollout.ClearServed(url)
-	p, err := rollout.Open(url + "/v1?model=tiny")
+	served := rollout.NewServed()
+	served.Set(url, engineapi.ServedVersion{Version: 0, Adapter: model})
+	p, err := rollout.Open(url+"/v1?model=tiny", rollout.WithServed(served))
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -256,7 +257,7 @@ func TestSGLangAPI(t *testing.T) {
 		t.Fatalf("update: %d %s", code, body)
 	}
 	resp, after, _ := post(t, srv.URL, req)
-	if after.SystemFingerprint != "swerl-v42" || resp.Header.Get(VersionHeader) != "42" || slices.Equal(logprobsOf(after), logprobsOf(before)) {
+	if after.SystemFingerprint != "swerl-v42" || resp.Header.Get(engineapi.VersionHeader) != "42" || slices.Equal(logprobsOf(after), logprobsOf(before)) {
 		t.Fatalf("after update: fingerprint %q", after.SystemFingerprint)
 	}
 	code, body = postJSON(t, srv.URL+"/update_weights_from_disk", map[string]any{"model_path": t.TempDir()})
@@ -268,11 +269,11 @@ func TestSGLangAPI(t *testing.T) {
 // The syncer and swerl serve agree on both engines' APIs: versions pushed
 // by sinks/engine are served, merged, under their adapter names.
 func TestSyncerAgainstServe(t *testing.T) {
-	for _, kind := range []engine.Kind{engine.VLLM, engine.SGLang} {
+	for _, kind := range []engineapi.Kind{engineapi.VLLM, engineapi.SGLang} {
 		srv, sv, _ := startAdapters(t)
 		var held []int64
 		s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: srv.URL + "/v1", Kind: kind}}, Keep: 2, Backoff: 1,
-			OnHeld: func(_ engine.Engine, v rollout.ServedVersion) { held = append(held, v.Version) }})
+			OnHeld: func(_ engine.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +345,7 @@ func TestStreaming(t *testing.T) {
 		text := make([]string, 2)
 		ids := make([][]int32, 2)
 		finished := 0
-		var usage *Usage
+		var usage *engineapi.Usage
 		for n, ev := range events[:len(events)-1] {
 			var c struct {
 				Object  string
@@ -355,7 +356,7 @@ func TestStreaming(t *testing.T) {
 					FinishReason *string `json:"finish_reason"`
 					TokenIDs     []int32 `json:"token_ids"`
 				}
-				Usage *Usage
+				Usage *engineapi.Usage
 			}
 			if err := json.Unmarshal([]byte(ev), &c); err != nil {
 				t.Fatalf("%s: event %q: %v", api, ev, err)
@@ -478,7 +479,7 @@ func TestWeightEndpointsNeedTheKey(t *testing.T) {
 			t.Errorf("%s without the key: %d %s", path, code, body)
 		}
 	}
-	s, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engine.VLLM}}, APIKey: "k", Backoff: 1})
+	s, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, APIKey: "k", Backoff: 1})
 	if err := s.Push(context.Background(), 1, a); err != nil {
 		t.Fatalf("the syncer sends the key: %v", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"swerl/internal/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,9 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
 	"swerl/internal/syncbuf"
+	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio/parquettest"
@@ -154,17 +155,10 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, "a 200 after the held requests closed", func() bool {
 		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
-		if resp.StatusCode == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %d after the held requests closed", resp.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return resp.StatusCode == 200
+	})
 	// A body over MaxBody is a 413.
 	s2 := New(hostilePolicy(t), "tiny")
 	s2.MaxBody = 1 << 10
@@ -353,7 +347,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	addr := listen(t, New(pol, "tiny"))
 	ask := func() (int, string) {
 		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":3}`)
-		return resp.StatusCode, resp.Header.Get(VersionHeader)
+		return resp.StatusCode, resp.Header.Get(engineapi.VersionHeader)
 	}
 	// Alter a file of the served checkpoint: hashing it would fail.
 	f, err := os.OpenFile(filepath.Join(st.Path(0), "config.json"), os.O_APPEND|os.O_WRONLY, 0)
@@ -362,7 +356,8 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	}
 	f.WriteString(" ")
 	f.Close()
-	time.Sleep(300 * time.Millisecond) // about 30 polls
+	polls := pol.Polls()
+	testenv.Eventually(t, 10*time.Second, "30 polls of the index", func() bool { return pol.Polls() >= polls+30 })
 	if strings.Contains(logs.String(), "corrupt") || strings.Contains(logs.String(), "reload failed") {
 		t.Fatalf("polls with an unchanged index verified the checkpoint:\n%s", logs.String())
 	}
@@ -382,7 +377,8 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	if err := os.WriteFile(index, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // about 10 polls
+	polls = pol.Polls()
+	testenv.Eventually(t, 10*time.Second, "10 polls of the damaged index", func() bool { return pol.Polls() >= polls+10 })
 	if code, v := ask(); code != 200 || v != "0" {
 		t.Fatalf("with a panicking index: status %d version %q", code, v)
 	}
@@ -391,13 +387,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	if err := os.WriteFile(index, good[:len(good)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "reload failed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload failure logged for the damaged index:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "a reload failure logged for the damaged index", func() bool { return strings.Contains(logs.String(), "reload failed") })
 	if !strings.Contains(logs.String(), checkpoint.IndexFile) {
 		t.Errorf("the reload failure does not name the index:\n%s", logs.String())
 	}

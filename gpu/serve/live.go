@@ -11,6 +11,7 @@ import (
 
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
+	"swerl/internal/engineapi"
 	"swerl/transforms/rollout"
 )
 
@@ -63,7 +64,7 @@ func (l *live) snapshot() ([]int32, int64) {
 type liveAnswer struct {
 	raw   rollout.Completion
 	stops []string
-	usage Usage
+	usage engineapi.Usage
 	err   error
 }
 
@@ -107,7 +108,7 @@ func safeText(tok *tokenizer.Tokenizer, toks []int32, stops []string) string {
 // and [DONE]. An
 // error before the first token is an ordinary error answer; one after it
 // ends the stream with an error event.
-func streamLive[C any](w http.ResponseWriter, t target, stops []string, h head, o *StreamOptions, open *C, part func(text string, finish *string) C,
+func streamLive[C any](w http.ResponseWriter, t target, stops []string, h engineapi.Head, o *engineapi.StreamOptions, open *C, part func(text string, finish *string) C,
 	generate func(onToken func(policy.Token)) liveAnswer) {
 	l := newLive()
 	done := make(chan liveAnswer, 1)
@@ -125,7 +126,7 @@ func streamLive[C any](w http.ResponseWriter, t target, stops []string, h head, 
 	// The policy reports every completion's tokens before it returns, so
 	// the version is known here.
 	_, version := l.snapshot()
-	h.SystemFingerprint = Fingerprint(t.version(version))
+	h.SystemFingerprint = engineapi.Fingerprint(t.version(version))
 	k := startChunks[C](w, h)
 	emit := k.emit
 	ok := open == nil || emit(*open)
@@ -168,7 +169,7 @@ func streamLive[C any](w http.ResponseWriter, t target, stops []string, h head, 
 }
 
 // streamChatLive streams a chat answer of one choice token by token.
-func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t target, req ChatRequest) {
+func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t target, req engineapi.ChatRequest) {
 	stops, _ := parseStop(req.Stop) // a bad stop is the error generate returns
 	h := s.newHead(t, "chatcmpl", "chat.completion.chunk", -1)
 	open := chunkChoice{Delta: map[string]any{"role": "assistant", "content": ""}}
@@ -186,7 +187,7 @@ func (s *Server) streamChatLive(ctx context.Context, w http.ResponseWriter, t ta
 
 // streamTextLive streams a completions answer of one choice token by
 // token.
-func (s *Server) streamTextLive(ctx context.Context, w http.ResponseWriter, t target, req CompletionRequest) {
+func (s *Server) streamTextLive(ctx context.Context, w http.ResponseWriter, t target, req engineapi.CompletionRequest) {
 	stops, _ := parseStop(req.Stop)
 	h := s.newHead(t, "cmpl", "text_completion", -1)
 	part := func(text string, finish *string) textChunkChoice {
@@ -199,7 +200,7 @@ func (s *Server) streamTextLive(ctx context.Context, w http.ResponseWriter, t ta
 }
 
 // answerOf is the liveAnswer of a one-choice answer.
-func answerOf(u Usage, raw []rollout.Completion, stops []string, err error) liveAnswer {
+func answerOf(u engineapi.Usage, raw []rollout.Completion, stops []string, err error) liveAnswer {
 	a := liveAnswer{stops: stops, usage: u, err: err}
 	if err == nil {
 		a.raw = raw[0]

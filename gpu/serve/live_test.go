@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"swerl/gpu/modeldir"
+	"swerl/internal/engineapi"
 )
 
 // liveEvent is one streamed event and when it arrived.
@@ -62,11 +63,11 @@ func TestStreamTokenByToken(t *testing.T) {
 		} else {
 			path, req["prompt"] = "/v1/completions", "func main() {"
 		}
-		whole := func() (string, string, Usage) {
+		whole := func() (string, string, engineapi.Usage) {
 			r := postWhole(t, srv.URL+path, req)
 			return r.Choices[0].content(), r.Choices[0].FinishReason, r.Usage
 		}
-		streamed := func(onPiece func()) (text, finish string, usage Usage, chunks int) {
+		streamed := func(onPiece func()) (text, finish string, usage engineapi.Usage, chunks int) {
 			sreq := map[string]any{"stream": true, "stream_options": map[string]bool{"include_usage": true}}
 			for k, v := range req {
 				sreq[k] = v
@@ -103,7 +104,7 @@ func TestStreamTokenByToken(t *testing.T) {
 		// The random model often samples its eos early: take the first
 		// seed whose answer is long.
 		var want, wantFinish string
-		var wantUsage Usage
+		var wantUsage engineapi.Usage
 		for seed := range 100 {
 			req["seed"] = seed
 			if want, wantFinish, wantUsage = whole(); wantUsage.CompletionTokens >= 100 {
@@ -204,7 +205,7 @@ func TestLiveStreamClientGone(t *testing.T) {
 // (completions) or content (chat), its finish reason, and the usage.
 type liveChunk struct {
 	piece, finish string
-	usage         *Usage
+	usage         *engineapi.Usage
 }
 
 func parseChunk(data string) (liveChunk, error) {
@@ -214,7 +215,7 @@ func parseChunk(data string) (liveChunk, error) {
 			Delta        struct{ Content string }
 			FinishReason *string `json:"finish_reason"`
 		}
-		Usage *Usage
+		Usage *engineapi.Usage
 	}
 	if err := json.Unmarshal([]byte(data), &c); err != nil {
 		return liveChunk{}, err

@@ -80,14 +80,9 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
+	"swerl/internal/engineapi"
 	"swerl/transforms/rollout"
 )
-
-// VersionHeader carries the weight version of a response.
-const VersionHeader = "X-Swerl-Policy-Version"
-
-// Fingerprint returns the system_fingerprint of a weight version.
-func Fingerprint(version int64) string { return "swerl-v" + strconv.FormatInt(version, 10) }
 
 // Server serves one policy. Set its fields before calling Handler or
 // HTTPServer.
@@ -171,16 +166,16 @@ func (s *Server) HTTPServer() *http.Server {
 func (s *Server) Handler() http.Handler {
 	s.init()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.auth(s.chat))
-	mux.HandleFunc("/v1/completions", s.auth(s.completions))
-	mux.HandleFunc("/v1/models", s.auth(s.models))
-	mux.HandleFunc("/v1/load_lora_adapter", s.auth(s.vllmAdapter(loadOp, "added")))
-	mux.HandleFunc("/v1/unload_lora_adapter", s.auth(s.vllmAdapter(unloadOp, "removed")))
-	mux.HandleFunc("/load_lora_adapter", s.auth(s.sglangAdapter(loadOp)))
-	mux.HandleFunc("/unload_lora_adapter", s.auth(s.sglangAdapter(unloadOp)))
-	mux.HandleFunc("/update_weights_from_disk", s.auth(s.updateWeights))
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(VersionHeader, strconv.FormatInt(s.base().Version(), 10))
+	mux.HandleFunc(engineapi.ChatCompletionsPath, s.auth(s.chat))
+	mux.HandleFunc(engineapi.CompletionsPath, s.auth(s.completions))
+	mux.HandleFunc(engineapi.ModelsPath, s.auth(s.models))
+	mux.HandleFunc(engineapi.LoadAdapterPath(engineapi.VLLM), s.auth(s.vllmAdapter(loadOp, "added")))
+	mux.HandleFunc(engineapi.UnloadAdapterPath(engineapi.VLLM), s.auth(s.vllmAdapter(unloadOp, "removed")))
+	mux.HandleFunc(engineapi.LoadAdapterPath(engineapi.SGLang), s.auth(s.sglangAdapter(loadOp)))
+	mux.HandleFunc(engineapi.UnloadAdapterPath(engineapi.SGLang), s.auth(s.sglangAdapter(unloadOp)))
+	mux.HandleFunc(engineapi.UpdateWeightsPath, s.auth(s.updateWeights))
+	mux.HandleFunc(engineapi.HealthPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(engineapi.VersionHeader, strconv.FormatInt(s.base().Version(), 10))
 		io.WriteString(w, "ok\n")
 	})
 	return mux
@@ -192,7 +187,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	if s.APIKey == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.APIKey)
+	want := []byte(engineapi.Bearer(s.APIKey))
 	return func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="swerl"`)
@@ -203,77 +198,16 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// ChatRequest is the accepted subset of an OpenAI chat-completions request.
-type ChatRequest struct {
-	Model    string              `json:"model"`
-	Messages []tokenizer.Message `json:"messages"`
-	sampling
-	Logprobs       bool           `json:"logprobs"`
-	ReturnTokenIDs bool           `json:"return_token_ids"`
-	Stream         bool           `json:"stream"`
-	StreamOptions  *StreamOptions `json:"stream_options"`
-}
-
-// StreamOptions is OpenAI's stream_options.
-type StreamOptions struct {
-	// IncludeUsage adds a last chunk with the usage and no choices.
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// TokenLogprob is one entry of choices[].logprobs.content.
-type TokenLogprob struct {
-	Token       string  `json:"token"`
-	Logprob     float64 `json:"logprob"`
-	Bytes       []int   `json:"bytes"`
-	TopLogprobs []any   `json:"top_logprobs"`
-}
-
-// Choice is one completion of a ChatResponse.
-type Choice struct {
-	Index   int `json:"index"`
-	Message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"message"`
-	FinishReason string `json:"finish_reason"`
-	Logprobs     *struct {
-		Content []TokenLogprob `json:"content"`
-	} `json:"logprobs"`
-	TokenIDs []int32 `json:"token_ids,omitempty"`
-}
-
-// Usage counts tokens.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-// head is what an answer object and each of its streamed chunks begin
-// with.
-type head struct {
-	ID                string `json:"id"`
-	Object            string `json:"object"`
-	Created           int64  `json:"created"`
-	Model             string `json:"model"`
-	SystemFingerprint string `json:"system_fingerprint"`
-}
+// chatAPI is a chat-completions request, answered by the server.
+type chatAPI struct{ engineapi.ChatRequest }
 
 // newHead starts an answer of type object from target t, its id
 // "<prefix>-swerl-<unix nanoseconds>-<sequence number>"; version is the
 // weight version that sampled it (-1 for none), for the fingerprint.
-func (s *Server) newHead(t target, prefix, object string, version int64) head {
+func (s *Server) newHead(t target, prefix, object string, version int64) engineapi.Head {
 	now := time.Now()
-	return head{ID: fmt.Sprintf("%s-swerl-%d-%d", prefix, now.UnixNano(), s.seq.Add(1)), Object: object,
-		Created: now.Unix(), Model: t.name, SystemFingerprint: Fingerprint(t.version(version))}
-}
-
-// ChatResponse is an OpenAI chat.completion object.
-type ChatResponse struct {
-	head
-	Choices        []Choice `json:"choices"`
-	Usage          Usage    `json:"usage"`
-	PromptTokenIDs []int32  `json:"prompt_token_ids,omitempty"`
+	return engineapi.Head{ID: fmt.Sprintf("%s-swerl-%d-%d", prefix, now.UnixNano(), s.seq.Add(1)), Object: object,
+		Created: now.Unix(), Model: t.name, SystemFingerprint: engineapi.Fingerprint(t.version(version))}
 }
 
 type apiError struct {
@@ -299,20 +233,20 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	s.serveAPI(w, r, &ChatRequest{}, "a chat-completions")
+	s.serveAPI(w, r, &chatAPI{}, "a chat-completions")
 }
 
-func (req *ChatRequest) modelName() string { return req.Model }
+func (req *chatAPI) modelName() string { return req.Model }
 
-func (req *ChatRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+func (req *chatAPI) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
 	if req.Stream && (req.N == nil || *req.N == 1) && !req.Logprobs && !req.ReturnTokenIDs {
-		return nil, "", func(w http.ResponseWriter) { s.streamChatLive(ctx, w, t, *req) }, nil
+		return nil, "", func(w http.ResponseWriter) { s.streamChatLive(ctx, w, t, req.ChatRequest) }, nil
 	}
-	resp, raw, stops, err := s.complete(ctx, t, *req, nil)
+	resp, raw, stops, err := s.complete(ctx, t, req.ChatRequest, nil)
 	if err != nil || !req.Stream {
 		return resp, resp.SystemFingerprint, nil, err
 	}
-	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamChat(w, t.tok, resp, raw, stops, *req) }, nil
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamChat(w, t.tok, resp, raw, stops, req.ChatRequest) }, nil
 }
 
 // completionAPI is the request of one completion API (chat or text).
@@ -425,36 +359,24 @@ func (s *Server) writeJSON(w http.ResponseWriter, resp any, fingerprint string) 
 			msg: fmt.Sprintf("the completion of weight version %s cannot be encoded as JSON: %v", strings.TrimPrefix(fingerprint, "swerl-v"), err)})
 		return
 	}
-	w.Header().Set(VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
+	w.Header().Set(engineapi.VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(body, '\n'))
 }
 
 // Complete answers one request (the handler without HTTP).
-func (s *Server) Complete(ctx context.Context, req ChatRequest) (ChatResponse, error) {
+func (s *Server) Complete(ctx context.Context, req engineapi.ChatRequest) (engineapi.ChatResponse, error) {
 	s.init()
 	t, err := s.target(req.Model)
 	if err != nil {
-		return ChatResponse{}, err
+		return engineapi.ChatResponse{}, err
 	}
 	resp, _, _, err := s.complete(ctx, t, req, nil)
 	return resp, err
 }
 
-// sampling are the parameters the chat and completions APIs share.
-type sampling struct {
-	N                   *int            `json:"n"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                *int            `json:"top_k"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-}
-
 // request checks the sampling parameters and turns them into the policy's.
-func (s *Server) request(p sampling) (rollout.Request, policy.Params, []string, error) {
+func (s *Server) request(p engineapi.Sampling) (rollout.Request, policy.Params, []string, error) {
 	var extra policy.Params
 	rr := rollout.Request{InstanceID: "chat", N: 1}
 	if p.N != nil {
@@ -502,7 +424,7 @@ func (s *Server) request(p sampling) (rollout.Request, policy.Params, []string, 
 
 // complete answers a chat request with the target's policy; it also
 // returns the completions and stop strings the answer was made of.
-func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToken func(policy.Token)) (out ChatResponse, raw []rollout.Completion, stops []string, err error) {
+func (s *Server) complete(ctx context.Context, t target, req engineapi.ChatRequest, onToken func(policy.Token)) (out engineapi.ChatResponse, raw []rollout.Completion, stops []string, err error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
@@ -516,14 +438,14 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToke
 			return out, nil, nil, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
 		}
 	}
-	resp, stops, usage, err := s.sample(req.sampling, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+	resp, stops, usage, err := s.sample(req.Sampling, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
 		extra.OnToken = onToken
-		return t.pol.CompleteMessages(ctx, req.Messages, rr, extra)
+		return t.pol.CompleteMessages(ctx, messages(req.Messages), rr, extra)
 	})
 	if err != nil {
 		return out, nil, nil, err
 	}
-	out = ChatResponse{head: s.newHead(t, "chatcmpl", "chat.completion", resp.PolicyVersion), Usage: usage}
+	out = engineapi.ChatResponse{Head: s.newHead(t, "chatcmpl", "chat.completion", resp.PolicyVersion), Usage: usage}
 	if req.ReturnTokenIDs {
 		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
@@ -536,8 +458,8 @@ func (s *Server) complete(ctx context.Context, t target, req ChatRequest, onToke
 // sample checks a request's sampling parameters and runs generate with
 // them: a prompt too long for the context is a 400 naming param. It
 // returns the completions, the stop strings and the usage.
-func (s *Server) sample(p sampling, param string, generate func(rollout.Request, policy.Params) (rollout.Response, error)) (rollout.Response, []string, Usage, error) {
-	var u Usage
+func (s *Server) sample(p engineapi.Sampling, param string, generate func(rollout.Request, policy.Params) (rollout.Response, error)) (rollout.Response, []string, engineapi.Usage, error) {
+	var u engineapi.Usage
 	rr, extra, stops, err := s.request(p)
 	if err != nil {
 		return rollout.Response{}, nil, u, err
@@ -627,7 +549,7 @@ func cutAtStop(tok *tokenizer.Tokenizer, c rollout.Completion, stops []string) c
 }
 
 // tokenLogprob is the logprobs entry of token i of c.
-func tokenLogprob(tok *tokenizer.Tokenizer, c rollout.Completion, text string, i int) TokenLogprob {
+func tokenLogprob(tok *tokenizer.Tokenizer, c rollout.Completion, text string, i int) engineapi.TokenLogprob {
 	b := []byte(text)
 	if text == "" && tok.IsSpecial(c.Tokens[i]) {
 		sb, _ := tok.DecodeBytes(nil, c.Tokens[i:i+1], true)
@@ -637,24 +559,22 @@ func tokenLogprob(tok *tokenizer.Tokenizer, c rollout.Completion, text string, i
 	for j, x := range b {
 		bs[j] = int(x)
 	}
-	return TokenLogprob{Token: strings.ToValidUTF8(string(b), "\uFFFD"), Logprob: float64(c.LogProbs[i]), Bytes: bs, TopLogprobs: []any{}}
+	return engineapi.TokenLogprob{Token: strings.ToValidUTF8(string(b), "\uFFFD"), Logprob: float64(c.LogProbs[i]), Bytes: bs, TopLogprobs: []any{}}
 }
 
 // choiceOf builds one choice, cutting the completion at the first stop
 // string: the content ends before it, and only tokens that end before it
 // are reported.
-func choiceOf(tok *tokenizer.Tokenizer, i int, c rollout.Completion, stops []string, logprobs, ids bool) Choice {
+func choiceOf(tok *tokenizer.Tokenizer, i int, c rollout.Completion, stops []string, logprobs, ids bool) engineapi.Choice {
 	k := cutAtStop(tok, c, stops)
-	ch := Choice{Index: i, FinishReason: k.finish}
+	ch := engineapi.Choice{Index: i, FinishReason: k.finish}
 	ch.Message.Role = "assistant"
 	ch.Message.Content = k.content
 	if ids {
 		ch.TokenIDs = c.Tokens[:k.keep]
 	}
 	if logprobs {
-		ch.Logprobs = &struct {
-			Content []TokenLogprob `json:"content"`
-		}{Content: []TokenLogprob{}}
+		ch.Logprobs = &engineapi.ChoiceLogprobs{Content: []engineapi.TokenLogprob{}}
 		for j := 0; j < k.keep && j < len(c.LogProbs); j++ {
 			ch.Logprobs.Content = append(ch.Logprobs.Content, tokenLogprob(tok, c, k.texts[j], j))
 		}
@@ -670,4 +590,13 @@ func firstStop(s string, stops []string) int {
 		}
 	}
 	return best
+}
+
+// messages are a request's chat messages as the chat template takes them.
+func messages(ms []engineapi.Message) []tokenizer.Message {
+	out := make([]tokenizer.Message, len(ms))
+	for i, m := range ms {
+		out[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
 }

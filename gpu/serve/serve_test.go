@@ -14,6 +14,8 @@ import (
 
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
+	"swerl/internal/engineapi"
+	"swerl/internal/testenv"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 )
@@ -31,11 +33,11 @@ func start(t *testing.T, path string, poll time.Duration) *httptest.Server {
 	return srv
 }
 
-func post(t *testing.T, url string, body any) (*http.Response, ChatResponse, map[string]any) {
+func post(t *testing.T, url string, body any) (*http.Response, engineapi.ChatResponse, map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	resp, raw := postRaw(t, url+"/v1/chat/completions", string(b))
-	var cr ChatResponse
+	var cr engineapi.ChatResponse
 	var m map[string]any
 	json.Unmarshal(raw, &cr)
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -59,8 +61,8 @@ func TestChatCompletions(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if resp.Header.Get(VersionHeader) != "-1" || cr.SystemFingerprint != "swerl-v-1" || cr.Object != "chat.completion" {
-		t.Errorf("version header %q fingerprint %q object %q", resp.Header.Get(VersionHeader), cr.SystemFingerprint, cr.Object)
+	if resp.Header.Get(engineapi.VersionHeader) != "-1" || cr.SystemFingerprint != "swerl-v-1" || cr.Object != "chat.completion" {
+		t.Errorf("version header %q fingerprint %q object %q", resp.Header.Get(engineapi.VersionHeader), cr.SystemFingerprint, cr.Object)
 	}
 	if len(cr.Choices) != 2 || len(cr.PromptTokenIDs) == 0 || cr.Usage.PromptTokens != len(cr.PromptTokenIDs) {
 		t.Fatalf("response %+v", cr)
@@ -158,23 +160,16 @@ func TestServeFollowsVersions(t *testing.T) {
 	srv := start(t, root, 10*time.Millisecond)
 	req := map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}, "max_tokens": 2}
 	resp, cr, _ := post(t, srv.URL, req)
-	if resp.Header.Get(VersionHeader) != "0" || cr.SystemFingerprint != "swerl-v0" {
-		t.Fatalf("v0: header %q fingerprint %q", resp.Header.Get(VersionHeader), cr.SystemFingerprint)
+	if resp.Header.Get(engineapi.VersionHeader) != "0" || cr.SystemFingerprint != "swerl-v0" {
+		t.Fatalf("v0: header %q fingerprint %q", resp.Header.Get(engineapi.VersionHeader), cr.SystemFingerprint)
 	}
 	pub(1)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the server serving v1", func() bool {
 		resp, cr, _ = post(t, srv.URL, req)
-		if cr.SystemFingerprint == "swerl-v1" {
-			if resp.Header.Get(VersionHeader) != strconv.Itoa(1) {
-				t.Errorf("header %q with fingerprint v1", resp.Header.Get(VersionHeader))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never served v1")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return cr.SystemFingerprint == "swerl-v1"
+	})
+	if resp.Header.Get(engineapi.VersionHeader) != strconv.Itoa(1) {
+		t.Errorf("header %q with fingerprint v1", resp.Header.Get(engineapi.VersionHeader))
 	}
 }
 

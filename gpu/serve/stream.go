@@ -10,68 +10,32 @@ import (
 
 	"swerl/gpu/policy"
 	"swerl/gpu/tokenizer"
+	"swerl/internal/engineapi"
 	"swerl/transforms/rollout"
 )
 
-// CompletionRequest is the accepted subset of an OpenAI (legacy)
-// completions request: a prompt continued as is, no chat template.
-type CompletionRequest struct {
-	Model  string          `json:"model"`
-	Prompt json.RawMessage `json:"prompt"`
-	sampling
-	// Logprobs, when set (0…5), reports each token's log-probability
-	// (tokens and token_logprobs; top_logprobs stays null).
-	Logprobs       *int           `json:"logprobs"`
-	Echo           bool           `json:"echo"`
-	ReturnTokenIDs bool           `json:"return_token_ids"`
-	Stream         bool           `json:"stream"`
-	StreamOptions  *StreamOptions `json:"stream_options"`
-}
-
-// CompletionLogprobs is a completions choice's logprobs.
-type CompletionLogprobs struct {
-	Tokens        []string  `json:"tokens"`
-	TokenLogprobs []float64 `json:"token_logprobs"`
-	TopLogprobs   []any     `json:"top_logprobs"`
-	TextOffset    []int     `json:"text_offset"`
-}
-
-// CompletionChoice is one choice of a text_completion.
-type CompletionChoice struct {
-	Index        int                 `json:"index"`
-	Text         string              `json:"text"`
-	Logprobs     *CompletionLogprobs `json:"logprobs"`
-	FinishReason string              `json:"finish_reason"`
-	TokenIDs     []int32             `json:"token_ids,omitempty"`
-}
-
-// CompletionResponse is an OpenAI text_completion object.
-type CompletionResponse struct {
-	head
-	Choices        []CompletionChoice `json:"choices"`
-	Usage          Usage              `json:"usage"`
-	PromptTokenIDs []int32            `json:"prompt_token_ids,omitempty"`
-}
+// textAPI is a (legacy) completions request, answered by the server.
+type textAPI struct{ engineapi.CompletionRequest }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	s.serveAPI(w, r, &CompletionRequest{}, "a completions")
+	s.serveAPI(w, r, &textAPI{}, "a completions")
 }
 
-func (req *CompletionRequest) modelName() string { return req.Model }
+func (req *textAPI) modelName() string { return req.Model }
 
-func (req *CompletionRequest) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
+func (req *textAPI) answer(ctx context.Context, s *Server, t target) (any, string, func(http.ResponseWriter), error) {
 	if req.Stream && (req.N == nil || *req.N == 1) && req.Logprobs == nil && !req.ReturnTokenIDs {
-		return nil, "", func(w http.ResponseWriter) { s.streamTextLive(ctx, w, t, *req) }, nil
+		return nil, "", func(w http.ResponseWriter) { s.streamTextLive(ctx, w, t, req.CompletionRequest) }, nil
 	}
-	resp, raw, stops, err := s.completeText(ctx, t, *req, nil)
+	resp, raw, stops, err := s.completeText(ctx, t, req.CompletionRequest, nil)
 	if err != nil || !req.Stream {
 		return resp, resp.SystemFingerprint, nil, err
 	}
-	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamCompletion(w, t.tok, resp, raw, stops, *req) }, nil
+	return resp, resp.SystemFingerprint, func(w http.ResponseWriter) { streamCompletion(w, t.tok, resp, raw, stops, req.CompletionRequest) }, nil
 }
 
 // completeText answers a completions request.
-func (s *Server) completeText(ctx context.Context, t target, req CompletionRequest, onToken func(policy.Token)) (out CompletionResponse, raw []rollout.Completion, stops []string, err error) {
+func (s *Server) completeText(ctx context.Context, t target, req engineapi.CompletionRequest, onToken func(policy.Token)) (out engineapi.CompletionResponse, raw []rollout.Completion, stops []string, err error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
@@ -92,20 +56,20 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 	if req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5) {
 		return out, nil, nil, badRequest("logprobs", "logprobs %d outside 0..5", *req.Logprobs)
 	}
-	resp, stops, usage, err := s.sample(req.sampling, "prompt", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
+	resp, stops, usage, err := s.sample(req.Sampling, "prompt", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
 		extra.OnToken = onToken
 		return t.pol.CompleteTokens(ctx, rr, t.tok.Encode(prompt), extra)
 	})
 	if err != nil {
 		return out, nil, nil, err
 	}
-	out = CompletionResponse{head: s.newHead(t, "cmpl", "text_completion", resp.PolicyVersion), Usage: usage}
+	out = engineapi.CompletionResponse{Head: s.newHead(t, "cmpl", "text_completion", resp.PolicyVersion), Usage: usage}
 	if req.ReturnTokenIDs {
 		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
 	for i, c := range resp.Completions {
 		k := cutAtStop(t.tok, c, stops)
-		ch := CompletionChoice{Index: i, Text: k.content, FinishReason: k.finish}
+		ch := engineapi.CompletionChoice{Index: i, Text: k.content, FinishReason: k.finish}
 		if req.ReturnTokenIDs {
 			ch.TokenIDs = c.Tokens[:k.keep]
 		}
@@ -118,8 +82,8 @@ func (s *Server) completeText(ctx context.Context, t target, req CompletionReque
 }
 
 // textLogprobs is the completions API's logprobs of tokens [from, to).
-func textLogprobs(tok *tokenizer.Tokenizer, c rollout.Completion, k cut, from, to int) *CompletionLogprobs {
-	lp := &CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TextOffset: []int{}}
+func textLogprobs(tok *tokenizer.Tokenizer, c rollout.Completion, k cut, from, to int) *engineapi.CompletionLogprobs {
+	lp := &engineapi.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TextOffset: []int{}}
 	off := 0
 	for j := 0; j < from; j++ {
 		off += len(k.texts[j])
@@ -176,7 +140,7 @@ func newSSE(w http.ResponseWriter, fingerprint string) *sse {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set(VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
+	h.Set(engineapi.VersionHeader, strings.TrimPrefix(fingerprint, "swerl-v"))
 	w.WriteHeader(http.StatusOK)
 	return &sse{w: w, rc: http.NewResponseController(w)}
 }
@@ -213,32 +177,32 @@ func (e *sse) done() {
 // one choice's part (C: the chat or completions chunk choice), or no
 // choice and the usage.
 type chunk[C any] struct {
-	head
-	Choices []C    `json:"choices"`
-	Usage   *Usage `json:"usage,omitempty"`
+	engineapi.Head
+	Choices []C              `json:"choices"`
+	Usage   *engineapi.Usage `json:"usage,omitempty"`
 }
 
 // chunks writes the events of one streamed answer, each starting with h.
 type chunks[C any] struct {
 	e *sse
-	h head
+	h engineapi.Head
 }
 
 // startChunks sends the event stream's response header.
-func startChunks[C any](w http.ResponseWriter, h head) chunks[C] {
+func startChunks[C any](w http.ResponseWriter, h engineapi.Head) chunks[C] {
 	return chunks[C]{e: newSSE(w, h.SystemFingerprint), h: h}
 }
 
 // emit sends a chunk of choice part c; false when the stream ended in an
 // error event instead.
 func (k chunks[C]) emit(c C) bool {
-	return k.e.event(chunk[C]{head: k.h, Choices: []C{c}})
+	return k.e.event(chunk[C]{Head: k.h, Choices: []C{c}})
 }
 
 // end sends a chunk with the usage and no choices when usage is not nil,
 // then [DONE].
-func (k chunks[C]) end(usage *Usage) {
-	if usage != nil && !k.e.event(chunk[C]{head: k.h, Choices: []C{}, Usage: usage}) {
+func (k chunks[C]) end(usage *engineapi.Usage) {
+	if usage != nil && !k.e.event(chunk[C]{Head: k.h, Choices: []C{}, Usage: usage}) {
 		return
 	}
 	k.e.done()
@@ -247,7 +211,7 @@ func (k chunks[C]) end(usage *Usage) {
 // stream writes an answer as server-sent events headed h: the choice
 // parts parts emits (emit returns false once the stream ended in an error
 // event), then the usage when it is not nil, then [DONE].
-func stream[C any](w http.ResponseWriter, h head, usage *Usage, parts func(emit func(C) bool) bool) {
+func stream[C any](w http.ResponseWriter, h engineapi.Head, usage *engineapi.Usage, parts func(emit func(C) bool) bool) {
 	k := startChunks[C](w, h)
 	if parts(k.emit) {
 		k.end(usage)
@@ -255,7 +219,7 @@ func stream[C any](w http.ResponseWriter, h head, usage *Usage, parts func(emit 
 }
 
 // usageIf is the usage when the stream options ask for it, else nil.
-func usageIf(o *StreamOptions, u Usage) *Usage {
+func usageIf(o *engineapi.StreamOptions, u engineapi.Usage) *engineapi.Usage {
 	if o == nil || !o.IncludeUsage {
 		return nil
 	}
@@ -274,8 +238,8 @@ type chunkChoice struct {
 // choice its role, its content in pieces (with their logprobs and token
 // ids when asked), its finish reason; then the usage when asked; then
 // [DONE].
-func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatResponse, raw []rollout.Completion, stops []string, req ChatRequest) {
-	h := resp.head
+func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp engineapi.ChatResponse, raw []rollout.Completion, stops []string, req engineapi.ChatRequest) {
+	h := resp.Head
 	h.Object = "chat.completion.chunk"
 	stream(w, h, usageIf(req.StreamOptions, resp.Usage), func(emit func(chunkChoice) bool) bool {
 		for i, c := range raw {
@@ -286,7 +250,7 @@ func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatRespon
 			for _, p := range pieces(k) {
 				ch := chunkChoice{Index: i, Delta: map[string]any{"content": p.text}}
 				if req.Logprobs {
-					lp := []TokenLogprob{}
+					lp := []engineapi.TokenLogprob{}
 					for j := p.from; j < p.to && j < len(c.LogProbs); j++ {
 						lp = append(lp, tokenLogprob(tok, c, k.texts[j], j))
 					}
@@ -309,18 +273,18 @@ func streamChat(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp ChatRespon
 }
 
 type textChunkChoice struct {
-	Index        int                 `json:"index"`
-	Text         string              `json:"text"`
-	Logprobs     *CompletionLogprobs `json:"logprobs"`
-	FinishReason *string             `json:"finish_reason"`
-	TokenIDs     []int32             `json:"token_ids,omitempty"`
+	Index        int                           `json:"index"`
+	Text         string                        `json:"text"`
+	Logprobs     *engineapi.CompletionLogprobs `json:"logprobs"`
+	FinishReason *string                       `json:"finish_reason"`
+	TokenIDs     []int32                       `json:"token_ids,omitempty"`
 }
 
 // streamCompletion sends a completions answer as text_completion events of
 // text pieces, the last of each choice carrying its finish reason; then
 // the usage when asked; then [DONE].
-func streamCompletion(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp CompletionResponse, raw []rollout.Completion, stops []string, req CompletionRequest) {
-	stream(w, resp.head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
+func streamCompletion(w http.ResponseWriter, tok *tokenizer.Tokenizer, resp engineapi.CompletionResponse, raw []rollout.Completion, stops []string, req engineapi.CompletionRequest) {
+	stream(w, resp.Head, usageIf(req.StreamOptions, resp.Usage), func(emit func(textChunkChoice) bool) bool {
 		for i, c := range raw {
 			k := cutAtStop(tok, c, stops)
 			ps := pieces(k)

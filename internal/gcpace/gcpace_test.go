@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"swerl/internal/testenv"
 )
 
 func TestLimitFor(t *testing.T) {
@@ -38,14 +40,12 @@ func TestEnvironmentWins(t *testing.T) {
 // waitLimit collects until the pacer's limit satisfies ok.
 func waitLimit(t *testing.T, p *Pace, ok func(int64) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok(p.Limit()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("limit %d MiB: never %s", p.Limit()>>20, what)
-		}
+	// Each check collects: the pacer follows the heap from a finalizer,
+	// which runs on its own goroutine after a collection.
+	testenv.Eventually(t, 10*time.Second, "the limit: "+what, func() bool {
 		runtime.GC()
-		time.Sleep(5 * time.Millisecond) // finalizers run on their own goroutine
-	}
+		return ok(p.Limit())
+	})
 }
 
 func TestLimitFollowsTheLiveHeap(t *testing.T) {

@@ -9,9 +9,11 @@ package testenv
 import (
 	"compress/gzip"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -138,4 +140,38 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(wait)
 	}
+}
+
+// HangingServer listens on loopback, accepts every connection and never
+// answers on it (an engine stuck loading, a half-dead proxy). It returns
+// the server's /v1 URL and the number of connections accepted so far;
+// the test's cleanup closes them.
+func HangingServer(t testing.TB) (string, func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // read nothing, write nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
 }

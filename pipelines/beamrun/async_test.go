@@ -25,7 +25,7 @@ func TestAsyncDeliversEveryResultOnce(t *testing.T) {
 	for i := range items {
 		a.Submit(beam.EventTime(1000+i), func() int {
 			notePeak(&running, &peak)
-			time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
+			time.Sleep(time.Duration(i%3) * 100 * time.Microsecond) // work of uneven length, on purpose
 			running.Add(-1)
 			return i
 		}, out)
@@ -52,7 +52,7 @@ func TestAsyncSharedSlots(t *testing.T) {
 	var running, peak atomic.Int64
 	work := func() int {
 		notePeak(&running, &peak)
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // work that overlaps, on purpose
 		running.Add(-1)
 		return 0
 	}

@@ -7,8 +7,8 @@
 //
 // Beam's in-process Prism job service listens on every interface and runs
 // any job sent to it; Run starts it itself, confined to the loopback
-// interface, unless SWERL_PRISM_ALL_INTERFACES=1 (see AllInterfacesEnv) or
-// --endpoint names another job service.
+// interface, unless SetAllInterfaces (swerl: SWERL_PRISM_ALL_INTERFACES=1,
+// see AllInterfacesEnv) or --endpoint names another job service.
 package beamrun
 
 import (

@@ -49,6 +49,8 @@ func TestRunRemovesLoopbackPlaceholder(t *testing.T) {
 		foreign := filepath.Join(tmp, fmt.Sprintf("beamloopbackworker-foreign%d", i))
 		made := make(chan error, 1)
 		go func() {
+			// Paces the touch into the job's run on purpose; a touch that
+			// lands after it still must survive, it only checks less.
 			time.Sleep(20 * time.Millisecond)
 			made <- exec.Command("touch", foreign).Run()
 		}()

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
@@ -16,8 +16,17 @@ import (
 
 // AllInterfacesEnv names the environment variable that, set to 1, leaves
 // the embedded Prism job service listening on every interface, as Beam
-// starts it. Otherwise Run restricts it to the loopback interface.
+// starts it. cmd/swerl reads it and calls SetAllInterfaces; otherwise Run
+// restricts the service to the loopback interface.
 const AllInterfacesEnv = "SWERL_PRISM_ALL_INTERFACES"
+
+// allInterfaces is SetAllInterfaces's setting.
+var allInterfaces atomic.Bool
+
+// SetAllInterfaces, with on true, makes Run leave the embedded Prism job
+// service on every interface, as Beam starts it, instead of confining it
+// to loopback. It is a process setting, as Beam's runner flags are.
+func SetAllInterfaces(on bool) { allInterfaces.Store(on) }
 
 var (
 	prismOnce     sync.Once
@@ -104,10 +113,10 @@ func freePort() (int, error) {
 }
 
 // preparePrism is called by Run before a job: it starts the loopback-only
-// Prism when the job would use the embedded one, unless AllInterfacesEnv
-// asks for Beam's default.
+// Prism when the job would use the embedded one, unless SetAllInterfaces
+// asked for Beam's default.
 func preparePrism(runner string) error {
-	if !usesEmbeddedPrism(runner) || os.Getenv(AllInterfacesEnv) == "1" {
+	if !usesEmbeddedPrism(runner) || allInterfaces.Load() {
 		return nil
 	}
 	ep, err := startLoopbackPrism()

@@ -150,78 +150,28 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Out == "" {
 		cfg.Out = "swerl-out"
 	}
-	ex := &mining.Exclude{}
-	if cfg.Exclude != "" {
-		f, err := os.Open(cfg.Exclude)
-		if err != nil {
-			return sum, fmt.Errorf("mine: exclude: %w", err)
-		}
-		ex, err = mining.ParseExclude(f, cfg.Exclude)
-		f.Close()
-		if err != nil {
-			return sum, err
-		}
+	ex, err := loadExclude(cfg)
+	if err != nil {
+		return sum, err
 	}
-	if cfg.ExcludeSWEBench {
-		ex.AddRepos(mining.SWEBenchRepos...)
+	tasks, excluded, err := repoTasks(ctx, cfg.Repos, ex)
+	if err != nil {
+		return sum, err
 	}
-	var tasks []RepoTask
-	for _, dir := range cfg.Repos {
-		if gitio.IsURL(dir) {
-			name := gitio.NameFromURL(dir)
-			if name == "" {
-				name = dir
-			}
-			if ex.Repo(name) {
-				sum.ExcludedRepos = append(sum.ExcludedRepos, name)
-				continue
-			}
-			tasks = append(tasks, RepoTask{Dir: dir, Name: name})
-			continue
-		}
-		r, err := gitio.Open(ctx, dir)
-		if err != nil {
-			return sum, fmt.Errorf("mine: %w", err)
-		}
-		if ex.Repo(r.Name) {
-			sum.ExcludedRepos = append(sum.ExcludedRepos, r.Name)
-			continue
-		}
-		tasks = append(tasks, RepoTask{Dir: r.Dir, Name: r.Name})
-	}
+	sum.ExcludedRepos = excluded
 	events, err := eventFiles(ctx, cfg.Events)
 	if err != nil {
 		return sum, fmt.Errorf("mine: events: %w", err)
 	}
 	instDir := files.Join(cfg.Out, "instances")
-	if !files.IsRemote(instDir) {
-		if err := os.MkdirAll(instDir, 0o755); err != nil {
-			return sum, fmt.Errorf("mine: %w", err)
-		}
-	}
-	old, err := files.List(ctx, files.Join(instDir, "part-*.parquet"))
-	if err != nil {
-		return sum, fmt.Errorf("mine: %w", err)
-	}
-	for _, f := range old {
-		if err := files.Remove(ctx, f); err != nil {
-			return sum, fmt.Errorf("mine: remove earlier output: %w", err)
-		}
-	}
 	deadPath := files.Join(cfg.Out, "deadletter", "mine.parquet")
-	if err := files.Remove(ctx, deadPath); err != nil {
-		return sum, fmt.Errorf("mine: remove earlier output: %w", err)
+	if err := clearOutput(ctx, instDir, deadPath); err != nil {
+		return sum, err
 	}
-	if err := files.RemoveAll(ctx, files.Join(instDir, stagingDir)); err != nil {
-		return sum, fmt.Errorf("mine: %w", err)
+	clones, err := cloneFolder(cfg.Out)
+	if err != nil {
+		return sum, err
 	}
-	clones := filepath.Join(cfg.Out, cloneDir)
-	if files.IsRemote(cfg.Out) {
-		if clones, err = os.MkdirTemp("", "swerl-clones-*"); err != nil {
-			return sum, fmt.Errorf("mine: %w", err)
-		}
-	}
-	os.RemoveAll(clones)
 	defer os.RemoveAll(clones)
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
@@ -250,13 +200,120 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Publish != nil {
 		cfg.Publish(s, kept)
 	}
+	stopProgress := reportProgress(cfg, tr, since, len(tasks), start)
+	res, err := beamrun.Run(ctx, cfg.Runner, p)
+	stopProgress()
+	if err != nil {
+		return sum, fmt.Errorf("mine: pipeline: %w", err)
+	}
+	if err := summarize(ctx, cfg, res, since, instDir, deadPath, &sum); err != nil {
+		return sum, err
+	}
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
 
-	stop := make(chan struct{})
+// loadExclude reads cfg.Exclude (and adds SWE-bench's repositories with
+// cfg.ExcludeSWEBench).
+func loadExclude(cfg Config) (*mining.Exclude, error) {
+	ex := &mining.Exclude{}
+	if cfg.Exclude != "" {
+		f, err := os.Open(cfg.Exclude)
+		if err != nil {
+			return nil, fmt.Errorf("mine: exclude: %w", err)
+		}
+		ex, err = mining.ParseExclude(f, cfg.Exclude)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ExcludeSWEBench {
+		ex.AddRepos(mining.SWEBenchRepos...)
+	}
+	return ex, nil
+}
+
+// repoTasks names each repository to mine (a URL by its owner/name, a
+// local clone by its remote), leaving out the excluded ones, which it
+// returns apart.
+func repoTasks(ctx context.Context, repos []string, ex *mining.Exclude) (tasks []RepoTask, excluded []string, err error) {
+	for _, dir := range repos {
+		if gitio.IsURL(dir) {
+			name := gitio.NameFromURL(dir)
+			if name == "" {
+				name = dir
+			}
+			if ex.Repo(name) {
+				excluded = append(excluded, name)
+				continue
+			}
+			tasks = append(tasks, RepoTask{Dir: dir, Name: name})
+			continue
+		}
+		r, err := gitio.Open(ctx, dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mine: %w", err)
+		}
+		if ex.Repo(r.Name) {
+			excluded = append(excluded, r.Name)
+			continue
+		}
+		tasks = append(tasks, RepoTask{Dir: r.Dir, Name: r.Name})
+	}
+	return tasks, excluded, nil
+}
+
+// clearOutput removes an earlier run's instance files, dead letters and
+// staging folder, so that the output is this run's alone.
+func clearOutput(ctx context.Context, instDir, deadPath string) error {
+	if !files.IsRemote(instDir) {
+		if err := os.MkdirAll(instDir, 0o755); err != nil {
+			return fmt.Errorf("mine: %w", err)
+		}
+	}
+	old, err := files.List(ctx, files.Join(instDir, "part-*.parquet"))
+	if err != nil {
+		return fmt.Errorf("mine: %w", err)
+	}
+	for _, f := range old {
+		if err := files.Remove(ctx, f); err != nil {
+			return fmt.Errorf("mine: remove earlier output: %w", err)
+		}
+	}
+	if err := files.Remove(ctx, deadPath); err != nil {
+		return fmt.Errorf("mine: remove earlier output: %w", err)
+	}
+	if err := files.RemoveAll(ctx, files.Join(instDir, stagingDir)); err != nil {
+		return fmt.Errorf("mine: %w", err)
+	}
+	return nil
+}
+
+// cloneFolder is the empty folder the run clones URLs into: under out, or
+// a temporary one when out is object storage.
+func cloneFolder(out string) (string, error) {
+	clones := filepath.Join(out, cloneDir)
+	if files.IsRemote(out) {
+		var err error
+		if clones, err = os.MkdirTemp("", "swerl-clones-*"); err != nil {
+			return "", fmt.Errorf("mine: %w", err)
+		}
+	}
+	os.RemoveAll(clones)
+	return clones, nil
+}
+
+// reportProgress prints a progress line every cfg.ProgressEvery and each
+// repository's line as it finishes (tr), until the returned stop is
+// called; stop prints the repository lines still pending.
+func reportProgress(cfg Config, tr *repoTracker, since metrics.Baseline, repos int, start time.Time) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if cfg.Progress == nil {
-			<-stop
+			<-quit
 			return
 		}
 		every := cfg.ProgressEvery
@@ -271,39 +328,43 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-finished:
 				for _, r := range tr.take() {
 					fmt.Fprintln(cfg.Progress, r)
 				}
 			case <-t.C:
-				fmt.Fprintln(cfg.Progress, progressLine(since, len(tasks), time.Since(start)))
+				fmt.Fprintln(cfg.Progress, progressLine(since, repos, time.Since(start)))
 			}
 		}
 	}()
-	res, err := beamrun.Run(ctx, cfg.Runner, p)
-	close(stop)
-	<-done
-	for _, r := range tr.take() {
-		fmt.Fprintln(cfg.Progress, r)
+	return func() {
+		close(quit)
+		<-done
+		for _, r := range tr.take() {
+			fmt.Fprintln(cfg.Progress, r)
+		}
 	}
-	if err != nil {
-		return sum, fmt.Errorf("mine: pipeline: %w", err)
-	}
-	if ok, err := readCounts(ctx, countsPath(cfg.Out), &sum); err != nil {
-		return sum, err
+}
+
+// summarize fills sum from the pipeline's counts and output files, and
+// writes the JSONL copy when cfg asks for one.
+func summarize(ctx context.Context, cfg Config, res beam.PipelineResult, since metrics.Baseline, instDir, deadPath string, sum *Summary) error {
+	if ok, err := readCounts(ctx, countsPath(cfg.Out), sum); err != nil {
+		return err
 	} else if !ok {
-		fillSummary(&sum, res, since)
+		fillSummary(sum, res, since)
 	}
 	if err := files.RemoveAll(ctx, files.Join(instDir, stagingDir)); err != nil {
-		return sum, fmt.Errorf("mine: %w", err)
+		return fmt.Errorf("mine: %w", err)
 	}
+	var err error
 	if sum.Files, err = files.List(ctx, files.Join(instDir, "part-*.parquet")); err != nil {
-		return sum, err
+		return err
 	}
 	if ok, err := files.Exists(ctx, deadPath); err != nil {
-		return sum, err
+		return err
 	} else if ok {
 		sum.DeadLetters = deadPath
 	}
@@ -313,12 +374,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			path = files.Join(cfg.Out, "instances.jsonl")
 		}
 		if err := writeJSONL(ctx, path, sum.Files); err != nil {
-			return sum, err
+			return err
 		}
 		sum.JSONL = path
 	}
-	sum.Elapsed = time.Since(start)
-	return sum, nil
+	return nil
 }
 
 // runSeq numbers the runs of this process, for their progress keys.

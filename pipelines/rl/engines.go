@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"swerl/internal/engineapi"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/engine"
 	"swerl/transforms/rollout"
@@ -24,11 +25,12 @@ func (c *Config) sync(ctx context.Context, version int64) error {
 }
 
 // SpecSync returns the Config.Sync of a run whose rollouts come from the
-// HTTP policy spec (sinks/engine.ConfigFromSpec of each of its engines, the
-// hook pointing the rollout policies at each version an engine holds), or
-// nil when the spec turns the sync off. timeout bounds each engine request
-// (engine.Config's Timeout; 0: its default).
-func SpecSync(spec, out string, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
+// HTTP policy spec (sinks/engine.ConfigFromSpec of each of its engines), or
+// nil when the spec turns the sync off. Each version an engine holds is
+// recorded in served, the table the run's rollout policies were opened
+// with (rollout.WithServed), so their next requests name it. timeout
+// bounds each engine request (engine.Config's Timeout; 0: its default).
+func SpecSync(spec, out string, served *rollout.Served, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
 	specs, err := rollout.EngineSpecs(spec)
 	if err != nil {
 		return nil, err
@@ -46,7 +48,7 @@ func SpecSync(spec, out string, timeout time.Duration, log *slog.Logger) (func(c
 		cfg.Engines = append(cfg.Engines, c.Engines...)
 	}
 	cfg.Log, cfg.Timeout = log, timeout
-	cfg.OnHeld = func(e engine.Engine, v rollout.ServedVersion) { rollout.SetServed(e.URL, v) }
+	cfg.OnHeld = func(e engine.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }
 	s, err := engine.New(cfg)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/engine"
 	"swerl/transforms/rollout"
@@ -45,8 +46,8 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	cfg, _ := testRun(t, 3)
 	cfg.SFTSteps = 2
 	var held []int64
-	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engine.SGLang}}, Retries: -1,
-		OnHeld: func(_ engine.Engine, v rollout.ServedVersion) { held = append(held, v.Version) }})
+	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
+		OnHeld: func(_ engine.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,10 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 	a, b := srv("a"), srv("b")
 	defer a.Close()
 	defer b.Close()
-	defer rollout.ClearServed(a.URL)
-	defer rollout.ClearServed(b.URL)
+	served := rollout.NewServed()
 	cfg, _ := testRun(t, 1)
 	cfg.SFTSteps = 1
-	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, 0, cfg.Log)
+	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, served, 0, cfg.Log)
 	if err != nil || push == nil {
 		t.Fatalf("SpecSync: %v", err)
 	}
@@ -119,14 +119,14 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 		t.Fatalf("engine a loaded %v, engine b %v: want the same versions on both", loads["a"], loads["b"])
 	}
 	for _, u := range []string{a.URL, b.URL} {
-		if sv, ok := rollout.Served(u); !ok || rollout.AdapterName(sv.Version) != "swerl-"+loads["a"][len(loads["a"])-1] {
+		if sv, ok := served.Get(u); !ok || engineapi.AdapterName(sv.Version) != "swerl-"+loads["a"][len(loads["a"])-1] {
 			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loads["a"])
 		}
 	}
-	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, 0, cfg.Log); err != nil || s != nil {
+	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, served, 0, cfg.Log); err != nil || s != nil {
 		t.Fatalf("sync=false: %v %v", s != nil, err)
 	}
-	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, 0, cfg.Log); err == nil {
+	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, served, 0, cfg.Log); err == nil {
 		t.Fatal("options before the last URL must fail")
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -43,21 +42,23 @@ type RolloutFunc func(ctx context.Context, round int, instances []schemas.Instan
 
 // Config configures Run.
 type Config struct {
-	// Out is the output root (samples/, checkpoints/, index.parquet,
-	// run.json).
-	Out string
-	// Train holds the training instances; Run cycles through them in a
+	// Config is the learner both phases run. Out is the output root
+	// (samples/, checkpoints/, index.parquet, run.json); Resume continues
+	// a run in Out (its checkpoints and run.json); Model, Backend
+	// (required), KeepCheckpoints, Log and Progress serve both phases.
+	// Train (the optimizer, MaxSeq and the GRPO objective, whose KL
+	// reference is the version RL starts from), LoRA, Temperature (the
+	// rollouts' sampling temperature), MaskTruncated and
+	// FreshOptimizer (zeroed AdamW moments instead of the warm start's:
+	// the first updates are then sign steps of size LR on every weight,
+	// docs/experiments.md) are the RL phase's. The warm start trains full
+	// fine-tuning at SFTLR with Train's micro-batch, MaxSeq, clip and
+	// activation checkpointing, and no objective. Run sets Reference,
+	// BatchGroups and MaxStaleness itself.
+	learner.Config
+	// Instances are the training instances; Run cycles through them in a
 	// seeded random order.
-	Train []schemas.Instance
-	// KeepCheckpoints, when positive, keeps the files of only the newest
-	// this many versions and version 0 (learner.Config.KeepCheckpoints).
-	KeepCheckpoints int
-	// Model is the model directory a fresh run starts from.
-	Model string
-	// Resume continues a run in Out (its checkpoints and run.json).
-	Resume bool
-	// Backend trains the model. Required.
-	Backend gpu.Backend
+	Instances []schemas.Instance
 	// SFTSteps of supervised warm start on the oracle answers (batch
 	// SFTBatch, learning rate SFTLR) before RL. 0 skips it.
 	SFTSteps, SFTBatch int
@@ -75,29 +76,8 @@ type Config struct {
 	// Steps is the number of RL steps; each samples BatchInstances
 	// instances GroupSize times and takes one optimizer step.
 	Steps, BatchInstances, GroupSize int
-	// LR is the RL learning rate; MaxSeq bounds prompt + completion tokens.
-	LR     float64
-	MaxSeq int
 	// Method turns a group's rewards into advantages. Default GRPO.
 	Method advantage.Method
-	// FreshMoments starts RL with zeroed AdamW moments instead of the warm
-	// start's. Fresh moments make the first updates sign steps of size LR
-	// on every weight, whatever its gradient (docs/experiments.md).
-	FreshMoments bool
-	// MaskTruncated leaves completions cut at the token limit out of the
-	// loss (learner.Config.MaskTruncated).
-	MaskTruncated bool
-	// Temperature is the rollouts' sampling temperature: the RL phase's
-	// trainer computes its log-probs at it (gpu.TrainConfig.Temperature).
-	// 0 means 1.
-	Temperature float64
-	// GRPO configures the clipped surrogate; with GRPO.KLCoef > 0 the KL
-	// reference is the version RL starts from (the warm start's last).
-	GRPO gpu.GRPOParams
-	// LoRA, with a positive Rank, makes the RL phase train LoRA adapters
-	// on the version it starts from (learner.Config.LoRA); the warm start
-	// stays full fine-tuning.
-	LoRA gpu.LoRAConfig
 	// Prompt caps and template.
 	Prompt prompt.Options
 	// ShortThought replaces the oracle answers' thought with "Edit PATHS."
@@ -123,11 +103,6 @@ type Config struct {
 	AfterStep func(ctx context.Context, st StepStats) error
 	// Seed orders the instances.
 	Seed uint64
-	// Log receives warnings; Progress the learner's lines. Defaults: slog
-	// default, none.
-	Log           *slog.Logger
-	Progress      io.Writer
-	ProgressEvery time.Duration
 }
 
 // StepStats describe one RL step.
@@ -181,7 +156,7 @@ func (c *Config) defaults() error {
 	if c.Rollouts == nil {
 		return errors.New("rl: no rollout function")
 	}
-	if len(c.Train) == 0 {
+	if len(c.Instances) == 0 {
 		return errors.New("rl: no training instances")
 	}
 	if c.SFTUntil < 0 || c.SFTUntil > 1 {
@@ -199,8 +174,11 @@ func (c *Config) defaults() error {
 	if c.GroupSize <= 0 {
 		c.GroupSize = 4
 	}
-	if c.MaxSeq <= 0 {
-		c.MaxSeq = 1024
+	if c.Train.MaxSeq <= 0 {
+		c.Train.MaxSeq = 1024
+	}
+	if c.Train.MaxBatch <= 0 {
+		c.Train.MaxBatch = 8
 	}
 	if c.Method == "" {
 		c.Method = advantage.GRPO
@@ -211,15 +189,19 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// learner opens the learner of one phase: the warm start (grpo zero: no KL
-// reference to load) or RL (c.GRPO, its KL reference the version ref).
-func (c *Config) learner(lr float64, resume, freshOptimizer bool, grpo gpu.GRPOParams, temp float64, ref int64, lora gpu.LoRAConfig) (*learner.Learner, error) {
-	return learner.New(learner.Config{
-		Out: c.Out, Model: c.Model, Resume: resume, FreshOptimizer: freshOptimizer, Backend: c.Backend, KeepCheckpoints: c.KeepCheckpoints, LoRA: lora,
-		Reference: ref, BatchGroups: c.BatchInstances, MaxStaleness: -1, MaskTruncated: c.MaskTruncated,
-		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: c.MaxSeq, LR: lr, GradClip: 1, GRPO: grpo}, Temperature: temp,
-		Log: c.Log, Progress: c.Progress, ProgressEvery: c.ProgressEvery,
-	})
+// learner opens the learner of one phase: the warm start (sft: full
+// fine-tuning at SFTLR, no objective, so no KL reference to load) or RL
+// (the Config as given, its KL reference the version ref).
+func (c *Config) learner(ctx context.Context, sft, resume, freshOptimizer bool, ref int64) (*learner.Learner, error) {
+	lc := c.Config
+	lc.Resume, lc.FreshOptimizer, lc.Reference = resume, freshOptimizer, ref
+	lc.BatchGroups, lc.MaxStaleness = c.BatchInstances, -1
+	if sft {
+		lc.Train = gpu.TrainConfig{MaxBatch: c.Train.MaxBatch, MaxSeq: c.Train.MaxSeq, LR: c.SFTLR,
+			GradClip: c.Train.GradClip, Checkpoint: c.Train.Checkpoint}
+		lc.LoRA, lc.Temperature = gpu.LoRAConfig{}, 1
+	}
+	return learner.New(ctx, lc)
 }
 
 func readState(out string) (state, error) {
@@ -298,11 +280,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	resume := cfg.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
-		l, err := cfg.learner(cfg.SFTLR, resume, false, gpu.GRPOParams{}, 1, 0, gpu.LoRAConfig{})
+		l, err := cfg.learner(ctx, true, resume, false, 0)
 		if err != nil {
 			return sum, err
 		}
-		ex := SFTExamples(cfg.Train, cfg.Prompt, cfg.ShortThought, cfg.Log)
+		ex := SFTExamples(cfg.Instances, cfg.Prompt, cfg.ShortThought, cfg.Log)
 		if len(ex) == 0 {
 			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
 		}
@@ -318,11 +300,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := writeState(cfg.Out, st); err != nil {
 		return sum, err
 	}
-	// RL keeps the warm start's AdamW moments unless FreshMoments: fresh
+	// RL keeps the warm start's AdamW moments unless FreshOptimizer: fresh
 	// ones make the first updates sign steps of size LR on every weight,
-	// whatever its gradient (see FreshMoments). A resumed RL phase keeps
+	// whatever its gradient (see FreshOptimizer). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(cfg.LR, resume, st.RLSteps == 0 && cfg.FreshMoments, cfg.GRPO, cfg.Temperature, st.RLStart, cfg.LoRA)
+	l, err := cfg.learner(ctx, false, resume, st.RLSteps == 0 && cfg.FreshOptimizer, st.RLStart)
 	if err != nil {
 		return sum, err
 	}
@@ -350,7 +332,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 	}
-	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Train))
+	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Instances))
 	next := st.RLSteps * cfg.BatchInstances
 	for step := st.RLSteps + 1; step <= cfg.Steps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -358,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 		batch := make([]schemas.Instance, cfg.BatchInstances)
 		for i := range batch {
-			batch[i] = cfg.Train[order[next%len(order)]]
+			batch[i] = cfg.Instances[order[next%len(order)]]
 			next++
 		}
 		// What a killed attempt at this step staged was never trained on.

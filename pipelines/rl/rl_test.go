@@ -13,7 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"swerl/gpu"
 	"swerl/gpu/cpu"
+	"swerl/gpu/learner"
 	"swerl/gpu/modeldir"
 	"swerl/pipelines/eval"
 	"swerl/schemas"
@@ -71,8 +73,9 @@ func testRun(t *testing.T, n int) (Config, string) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	spec := scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}
-	return Config{Out: filepath.Join(dir, "out"), Train: ins, Model: model, Backend: cpu.New(), SFTBatch: 2, SFTLR: 1e-3,
-		Steps: 2, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: spec.Prompt, Seed: 7, Log: log,
+	return Config{Config: learner.Config{Out: filepath.Join(dir, "out"), Model: model, Backend: cpu.New(),
+		Train: gpu.TrainConfig{LR: 1e-4, MaxSeq: 512}, Log: log},
+		Instances: ins, SFTBatch: 2, SFTLR: 1e-3, Steps: 2, BatchInstances: 2, GroupSize: 2, Prompt: spec.Prompt, Seed: 7,
 		Rollouts: Local(pol, spec, advantage.GRPO, 0, log)}, dir
 }
 
@@ -171,10 +174,11 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	beforeRL := 0
 	ctx, stop := context.WithCancel(context.Background())
-	cfg := Config{Out: out, Train: ins, Model: model, Backend: cpu.New(), SFTSteps: 6, SFTBatch: 2, SFTLR: 1e-3,
-		SFTUntil: 0.999, SFTCheck: 2, Steps: 1, BatchInstances: 2, GroupSize: 2, LR: 1e-4, MaxSeq: 512, Prompt: prompt.Options{Compact: true},
+	cfg := Config{Config: learner.Config{Out: out, Model: model, Backend: cpu.New(), Train: gpu.TrainConfig{LR: 1e-4, MaxSeq: 512}, Log: log},
+		Instances: ins, SFTSteps: 6, SFTBatch: 2, SFTLR: 1e-3,
+		SFTUntil: 0.999, SFTCheck: 2, Steps: 1, BatchInstances: 2, GroupSize: 2, Prompt: prompt.Options{Compact: true},
 		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log),
-		Seed:     7, Log: log,
+		Seed:     7,
 		AfterSFTCheck: func(step int, _ float64) {
 			if step == 4 {
 				stop() // a stop after 4 of the 6 warm-start steps

@@ -11,6 +11,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
+	"swerl/transforms/rollout"
 )
 
 // Incomplete says what happens to a group that finishes with fewer than
@@ -51,6 +52,11 @@ type Config struct {
 	// Policy is a transforms/rollout spec: "file:C.jsonl",
 	// "http://host:port/v1", "model:DIR", …
 	Policy string
+	// Served, when set, is the table of the versions an engine weight sync
+	// in this process loaded (rl.SpecSync), read by an http(s) Policy
+	// opened in this process (rollout.WithServed). nil: the policy keeps
+	// its own.
+	Served *rollout.Served
 	// GroupSize is G, the completions per instance (default 4).
 	GroupSize int
 	// Method is the advantage estimator (default GRPO).
@@ -88,6 +94,19 @@ type Config struct {
 	// RewardTimeout bounds the scoring of one completion (default 30 s);
 	// a completion that runs out of time is dead-lettered.
 	RewardTimeout time.Duration
+	// Group, when set, reads the instances topic as a member of this Kafka
+	// consumer group (kafkaio.JoinGroup): only the partitions the group
+	// assigns this process, following rebalances as workers join and
+	// leave, each partition from the group's committed offset; offsets are
+	// committed to the group once the outputs of the records below them
+	// are durable, in place of Out/positions. Unbounded reads only.
+	Group string
+	// GroupSessionTimeout is how long the group waits for a silent member
+	// (a worker that died) before its partitions go to the others
+	// (default 10s; brokers refuse less than 6s by default).
+	GroupSessionTimeout time.Duration
+	// member is the handle of this run's group member (set by Run).
+	member string
 	// Bounded stops when the input is drained: a Kafka read stops at the
 	// end offsets seen when it starts (files are always bounded). Unbounded
 	// runs keep reading until ctx is cancelled.
@@ -159,7 +178,19 @@ func (c *Config) defaults() error {
 			return fmt.Errorf("train: instances: %w", err)
 		}
 	}
-	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") {
+	if c.Group != "" {
+		switch {
+		case c.Instances != "" || c.FeedInstances:
+			return errors.New("train: a consumer group reads the instances topic, not an instances file")
+		case c.Bounded:
+			return errors.New("train: a consumer group read is unbounded (its partitions come and go), not Bounded")
+		case len(c.Kafka.Brokers) == 0:
+			return errors.New("train: a consumer group needs Kafka brokers")
+		case c.GroupSessionTimeout < 0:
+			return errors.New("train: the group session timeout must be positive")
+		}
+	}
+	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") && c.Group == "" {
 		// kafkaio keeps the acknowledged positions in local files under
 		// Out/positions, which an object store cannot hold.
 		return fmt.Errorf("train: out %s is object storage, but reading the instances topic keeps its positions in local files under out: give a local out, or read the instances file without the topic", c.Out)

@@ -71,6 +71,16 @@
 // theirs directly. Kafka may see a sample twice after a crash; readers
 // de-duplicate by sample id.
 //
+// Several workers (processes) can share the instances topic as a Kafka
+// consumer group (Config.Group, swerl train --follow --group NAME): each
+// reads the partitions the group assigns it, and the acknowledgements
+// above commit offsets to the group (kafkaio.AckOriginsGroup) instead of
+// positions files. Workers can join and leave a running group; a record
+// whose worker died before committing it is read again by another, and
+// because group ids and seeds follow the record, not the worker, it
+// produces the same sample ids and completions: the copies on
+// swerl.samples are removed by the learner, which trains a group id once.
+//
 // Feed copies a JSONL or Parquet file into the instances topic (bad lines
 // become dead-letters naming FILE:LINE); with Config.FeedInstances a run
 // does so and then reads the topic, which is how swerl train runs a file

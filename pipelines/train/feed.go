@@ -16,16 +16,17 @@ import (
 // FeedSummary counts what Feed did.
 type FeedSummary struct {
 	Produced    int64 // instances produced to the topic
-	DeadLetters int64 // lines that are not valid instances
+	DeadLetters int64 // lines that are not valid instances, or too large for a Kafka message
 }
 
 // Feed produces the instances of a JSONL or Parquet file to the instances
 // topic of c (key: RequestKey of the instance id and the record's place in
 // the file, so that the train pipeline gives it the group id a direct read
 // of the file does; value: the instance's JSON). A line that is
-// not a valid instance is not produced: it becomes a dead-letter (stage
-// "decode", source "FILE:LINE") written to deadDir as Parquet and to the
-// dead-letter topic. Records are produced in file order by one writer, so
+// not a valid instance (stage "decode"), or whose instance is larger than
+// a Kafka message may be (stage "feed", WriteConfig.MessageLimit), is not
+// produced: it becomes a dead-letter (source "FILE:LINE") written to
+// deadDir as Parquet and to the dead-letter topic. Records are produced in file order by one writer, so
 // feeding the same file into a fresh topic gives every record the same
 // offset each time.
 func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSummary, error) {
@@ -37,6 +38,7 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 	defer w.Close()
 	var msgs []kafka.Message
 	var dead []schemas.DeadLetter
+	limit := kafkaio.WriteConfig{Config: c}.MessageLimit()
 	flush := func() error {
 		if len(msgs) == 0 {
 			return nil
@@ -56,7 +58,17 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 				Reason: err.Error(), Value: value, CreatedAt: now()})
 			return nil
 		}
-		msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte(RequestKey(in.ID, n)), Value: value})
+		key := []byte(RequestKey(in.ID, n))
+		if size := len(key) + len(value); size > limit {
+			// One instance over the broker's message limit (a commit that
+			// adds megabytes of logs) would fail the whole feed; it is set
+			// aside, its first 64 KiB kept, and the rest goes on.
+			dead = append(dead, schemas.DeadLetter{SchemaVersion: schemas.Version, Stage: "feed", Source: src,
+				Reason: fmt.Sprintf("instance %s is %d bytes, over the %d-byte limit of a Kafka message", in.ID, size, limit),
+				Value:  value[:min(len(value), 64<<10)], CreatedAt: now()})
+			return nil
+		}
+		msgs = append(msgs, kafka.Message{Topic: topic, Key: key, Value: value})
 		if len(msgs) >= 1000 {
 			return flush()
 		}
@@ -87,7 +99,9 @@ func Feed(ctx context.Context, c kafkaio.Config, path, deadDir string) (FeedSumm
 		sum.DeadLetters = int64(len(dead))
 		// Outside the pipeline: Prometheus and the progress line see these,
 		// Beam's counts do not (Run adds them to its summary).
-		cDeadLetters.With("decode").Add(ctx, sum.DeadLetters)
+		for _, d := range dead {
+			cDeadLetters.With(d.Stage).Add(ctx, 1)
+		}
 	}
 	return sum, nil
 }

@@ -147,7 +147,7 @@ func (p *slowPolicy) Complete(ctx context.Context, req rollout.Request) (rollout
 	p.most = max(p.most, p.now)
 	*p.concurrency = p.most
 	p.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a slow policy on purpose: requests overlap
 	p.mu.Lock()
 	p.now--
 	p.mu.Unlock()

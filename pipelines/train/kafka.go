@@ -37,13 +37,53 @@ func positionsDir(cfg Config) string { return filepath.Join(cfg.Out, "positions"
 
 // kafkaSource reads the instances topic, resuming after the positions
 // acknowledged under Out/positions; bounded reads stop at the end offsets
-// seen when the read starts.
+// seen when the read starts. With a consumer group it reads what the
+// group assigns this run's member.
 func kafkaSource(cfg Config) source {
 	return func(s beam.Scope) beam.PCollection {
-		msgs := kafkaio.Read(s, kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances),
-			Bounded: cfg.Bounded, PositionsDir: positionsDir(cfg)})
+		rc := kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances),
+			Bounded: cfg.Bounded, PositionsDir: positionsDir(cfg)}
+		if cfg.member != "" {
+			rc = kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), GroupMember: cfg.member}
+		}
+		msgs := kafkaio.Read(s, rc)
 		return beam.ParDo(s.Scope("ToRecord"), messageRecord, msgs)
 	}
+}
+
+// ackOrigins acknowledges the origins of written (WriteAcked's output):
+// to the consumer group member, or in the positions files.
+func ackOrigins(s beam.Scope, cfg Config, written beam.PCollection) {
+	if cfg.member != "" {
+		kafkaio.AckOriginsGroup(s, cfg.member, written)
+		return
+	}
+	kafkaio.AckOrigins(s, positionsDir(cfg), written)
+}
+
+// ackPositions acknowledges positions (a PCollection of kafkaio.Position) as
+// ackOrigins does.
+func ackPositions(s beam.Scope, cfg Config, positions beam.PCollection) {
+	if cfg.member != "" {
+		kafkaio.AckGroup(s, cfg.member, positions)
+		return
+	}
+	kafkaio.Ack(s, positionsDir(cfg), positions)
+}
+
+// joinGroup makes this run a member of cfg.Group; its lines go to
+// cfg.Progress.
+func joinGroup(cfg Config) (*kafkaio.GroupMember, error) {
+	m, err := kafkaio.JoinGroup(kafkaio.GroupConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), Group: cfg.Group,
+		SessionTimeout: cfg.GroupSessionTimeout,
+		// Enough records in flight to keep the rollout slots busy, few
+		// enough that a worker losing its partitions drains them quickly.
+		MaxInFlight: max(4*cfg.Concurrency, 32),
+		Logf:        func(format string, args ...any) { fmt.Fprintf(cfg.Progress, "train: "+format+"\n", args...) }})
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	return m, nil
 }
 
 // lag is the number of records of topic past the acknowledged positions

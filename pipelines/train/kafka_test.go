@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"swerl/internal/testenv"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
@@ -168,7 +169,7 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // paces the input on purpose: the stop lands while it comes
 		}
 	}
 	out := filepath.Join(dir, "out")
@@ -186,21 +187,14 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 	go func() { produce(0, n); close(produced) }()
 	// Stop as soon as some input is acknowledged (its samples durable),
 	// while input is still coming.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, "an acknowledged input record", func() bool {
 		pos, _ := kafkaio.LoadPositions(filepath.Join(out, "positions"), c.Topic(kafkaio.Instances))
 		acked := int64(0)
 		for _, next := range pos {
 			acked += next
 		}
-		if acked > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no samples within 60s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return acked > 0
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -260,4 +254,25 @@ func recordPlaces(t *testing.T, path string) map[string]int {
 		n++
 	}
 	return out
+}
+
+// A consumer group read is unbounded and reads the topic: a bounded run,
+// an instances file, or no brokers is refused before anything starts.
+func TestGroupConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	set := traintest.New(t, dir, 1, 2, nil)
+	kc := kafkaio.Config{Brokers: []string{"127.0.0.1:1"}}
+	for _, c := range []train.Config{
+		{Group: "g", Kafka: kc, Bounded: true},
+		{Group: "g", Kafka: kc, Instances: set.InstancesPath},
+		{Group: "g", Kafka: kc, Instances: set.InstancesPath, FeedInstances: true},
+		{Group: "g"},
+		{Group: "g", Kafka: kc, GroupSessionTimeout: -time.Second},
+	} {
+		c.Policy, c.Out = "file:"+set.CompletionsPath, filepath.Join(dir, "out")
+		_, err := train.Run(context.Background(), c)
+		if err == nil || !strings.Contains(err.Error(), "group") && !strings.Contains(err.Error(), "brokers") {
+			t.Errorf("group %q, bounded %v, instances %q, brokers %v: %v", c.Group, c.Bounded, c.Instances, c.Kafka.Brokers, err)
+		}
+	}
 }

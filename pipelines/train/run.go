@@ -27,7 +27,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	pol, err := rollout.Open(cfg.Policy)
+	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served))
 	if err != nil {
 		return Summary{}, fmt.Errorf("train: %w", err)
 	}
@@ -54,6 +54,21 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		runsMu.Unlock()
 	}()
 
+	var member *kafkaio.GroupMember
+	if cfg.Group != "" {
+		if member, err = joinGroup(cfg); err != nil {
+			return Summary{}, err
+		}
+		defer func() {
+			// Leaving hands the partitions to the other workers at once.
+			member.Close()
+			gs := member.Stats()
+			fmt.Fprintf(cfg.Progress, "train: left group %s: %d generations, %d commits, %d records acknowledged while draining, %d left in flight\n",
+				cfg.Group, gs.Generations, gs.Commits, gs.Drained, gs.Abandoned)
+		}()
+		// Before the source is made: it reads as the member.
+		cfg.member = member.Handle()
+	}
 	var src source
 	var fed FeedSummary
 	useKafka := len(cfg.Kafka.Brokers) > 0
@@ -79,7 +94,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	done := make(chan struct{})
 	var lagFn func() (int64, error)
-	if cfg.FeedInstances || cfg.Instances == "" {
+	switch {
+	case member != nil:
+		lagFn = func() (int64, error) { return member.Stats().Lag, nil }
+	case cfg.FeedInstances || cfg.Instances == "":
 		lagFn = func() (int64, error) {
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
@@ -154,7 +172,7 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 		if useKafka {
 			acked := kafkaio.WriteAcked(sd, kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.DeadLetter)}, out)
 			if ack && i < 2 {
-				kafkaio.AckOrigins(sd, positionsDir(cfg), acked)
+				ackOrigins(sd, cfg, acked)
 			}
 		}
 	}
@@ -176,8 +194,8 @@ func sinkSamples(s beam.Scope, id string, cfg Config, useKafka, ack bool, sample
 	}
 	acked := kafkaio.WriteAcked(s.Scope("SamplesToKafka"), kafkaio.WriteConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Samples)}, written)
 	if ack {
-		kafkaio.AckOrigins(s, positionsDir(cfg), acked)
-		kafkaio.Ack(s.Scope("AckDropped"), positionsDir(cfg), beam.ParDo(s, originPosition, dropped))
+		ackOrigins(s, cfg, acked)
+		ackPositions(s.Scope("AckDropped"), cfg, beam.ParDo(s, originPosition, dropped))
 	}
 }
 

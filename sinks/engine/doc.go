@@ -6,7 +6,7 @@
 //
 // A version folder that holds a PEFT adapter (adapter_config.json, at its
 // root or in adapter/) is loaded as a LoRA adapter named
-// rollout.AdapterName(version), "swerl-v000123":
+// engineapi.AdapterName(version), "swerl-v000123":
 //
 //   - vLLM: POST /v1/load_lora_adapter {"lora_name", "lora_path"} (the
 //     server runs with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True);
@@ -52,7 +52,7 @@
 // counts as done. When the retries run out, Push returns an error naming the engine, the version and the
 // engine's message, and the engine keeps the newest version it did load:
 // Held reports it and the OnHeld hook is not called, so rollouts keep
-// naming that adapter (rollout.SetServed) and their samples keep its exact
+// naming that adapter (the rollout policy's Served table) and their samples keep its exact
 // version, which the learner's staleness bound then judges. Held never
 // waits for a push in flight.
 //

@@ -20,16 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"swerl/transforms/rollout"
-)
-
-// Kind says which API an engine speaks.
-type Kind string
-
-// The engines a Syncer speaks to. swerl serve answers both APIs.
-const (
-	VLLM   Kind = rollout.EngineVLLM
-	SGLang Kind = rollout.EngineSGLang
+	"swerl/internal/engineapi"
 )
 
 // Engine is one inference server.
@@ -37,7 +28,7 @@ type Engine struct {
 	// URL is the server's root or its OpenAI base ("http://h:8000" or
 	// "http://h:8000/v1"; a query is ignored).
 	URL  string
-	Kind Kind
+	Kind engineapi.Kind
 }
 
 // FromSpec returns the engine an HTTP policy spec names
@@ -48,12 +39,12 @@ func FromSpec(spec string) (Engine, error) {
 	if !ok {
 		return Engine{}, fmt.Errorf("engine: %q is not an http(s) policy URL", spec)
 	}
-	e := Engine{URL: rollout.BaseURL(spec), Kind: VLLM}
+	e := Engine{URL: engineapi.BaseURL(spec), Kind: engineapi.VLLM}
 	if k := u.Query().Get("engine"); k != "" {
-		e.Kind = Kind(k)
+		e.Kind = engineapi.Kind(k)
 	}
-	if e.Kind != VLLM && e.Kind != SGLang {
-		return Engine{}, fmt.Errorf("engine: %q: engine=%s, want vllm or sglang", spec, e.Kind)
+	if !e.Kind.Valid() {
+		return Engine{}, fmt.Errorf("engine: %q: engine=%s, want %s or %s", spec, e.Kind, engineapi.VLLM, engineapi.SGLang)
 	}
 	return e, nil
 }
@@ -61,8 +52,8 @@ func FromSpec(spec string) (Engine, error) {
 // ConfigFromSpec returns the sync configuration of an HTTP policy spec:
 // its engine (FromSpec) and the spec's options sync (false: no sync),
 // keep_adapters (Keep) and engine_path (PathMap); the API key is the HTTP
-// policy's ($SWERL_API_KEY, else $OPENAI_API_KEY). ok is false when the
-// spec turns the sync off.
+// policy's (engineapi.APIKey: $SWERL_API_KEY, else $OPENAI_API_KEY). ok is
+// false when the spec turns the sync off.
 func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
 	e, err := FromSpec(spec)
 	if err != nil {
@@ -70,7 +61,7 @@ func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
 	}
 	u, _ := url.Parse(spec)
 	q := u.Query()
-	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: APIKey()}
+	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: engineapi.APIKey()}
 	if v := q.Get("keep_adapters"); v != "" {
 		if cfg.Keep, err = strconv.Atoi(v); err != nil || cfg.Keep < 1 {
 			return cfg, false, fmt.Errorf("engine: %q: keep_adapters=%q, want an integer ≥ 1", spec, v)
@@ -112,8 +103,8 @@ type Config struct {
 	APIKey string
 	// OnHeld is called when an engine holds a newer version than before
 	// (after a successful push): swerl run points the rollout policy at it
-	// there (rollout.SetServed).
-	OnHeld func(e Engine, v rollout.ServedVersion)
+	// there (the Set of the policy's rollout.Served table).
+	OnHeld func(e Engine, v engineapi.ServedVersion)
 	// Client sends the requests. Default: a new http.Client.
 	Client *http.Client
 	Log    *slog.Logger
@@ -135,7 +126,7 @@ type Syncer struct {
 // state is what one engine holds.
 type state struct {
 	Engine
-	held    rollout.ServedVersion
+	held    engineapi.ServedVersion
 	has     bool
 	loaded  []int64 // adapter versions loaded there, oldest first
 	adopted bool    // the engine's adapters from before were read (adopt)
@@ -175,26 +166,26 @@ func New(cfg Config) (*Syncer, error) {
 		s.from, s.to = filepath.Clean(from), strings.TrimSuffix(to, "/")
 	}
 	for _, e := range cfg.Engines {
-		if e.Kind != VLLM && e.Kind != SGLang {
-			return nil, fmt.Errorf("engine: %s: kind %q, want vllm or sglang", e.URL, e.Kind)
+		if !e.Kind.Valid() {
+			return nil, fmt.Errorf("engine: %s: %w", e.URL, engineapi.KindError(e.Kind))
 		}
-		s.states = append(s.states, &state{Engine: Engine{URL: rollout.BaseURL(e.URL), Kind: e.Kind}})
+		s.states = append(s.states, &state{Engine: Engine{URL: engineapi.BaseURL(e.URL), Kind: e.Kind}})
 	}
 	return s, nil
 }
 
 // Held returns the newest version the engine at url (any URL of it) holds,
 // and false before one was pushed.
-func (s *Syncer) Held(url string) (rollout.ServedVersion, bool) {
+func (s *Syncer) Held(url string) (engineapi.ServedVersion, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	base := rollout.BaseURL(url)
+	base := engineapi.BaseURL(url)
 	for _, st := range s.states {
 		if st.URL == base {
 			return st.held, st.has
 		}
 	}
-	return rollout.ServedVersion{}, false
+	return engineapi.ServedVersion{}, false
 }
 
 // Adapter returns the PEFT adapter folder of a version folder (the folder
@@ -251,29 +242,29 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 
 func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path string) error {
 	s.adopt(ctx, st)
-	name := rollout.AdapterName(version)
-	load := map[string]any{"lora_name": name, "lora_path": path}
-	err := s.call(ctx, st, loadPath(st.Kind), load, nil)
+	name := engineapi.AdapterName(version)
+	load := engineapi.AdapterRequest{LoraName: name, LoraPath: path}
+	err := s.call(ctx, st, engineapi.LoadAdapterPath(st.Kind), load, nil)
 	var ref *refused
 	if errors.As(err, &ref) && ref.already() {
 		// The name is taken: by this very load whose answer was lost, or
 		// by an earlier run's adapter of the same version number from
 		// another folder. Either way, unload it and load this folder.
-		err = s.call(ctx, st, unloadPath(st.Kind), map[string]any{"lora_name": name}, okIfUnknown)
+		err = s.call(ctx, st, engineapi.UnloadAdapterPath(st.Kind), engineapi.AdapterRequest{LoraName: name}, okIfUnknown)
 		if err == nil {
-			err = s.call(ctx, st, loadPath(st.Kind), load, nil)
+			err = s.call(ctx, st, engineapi.LoadAdapterPath(st.Kind), load, nil)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("engine: %s (%s) did not load version %d (%s from %s): %w; rollouts keep %s", st.URL, st.Kind, version, name, path, err, heldName(st))
 	}
 	st.loaded = append(slices.DeleteFunc(st.loaded, func(v int64) bool { return v == version }), version)
-	s.hold(st, rollout.ServedVersion{Version: version, Adapter: name})
+	s.hold(st, engineapi.ServedVersion{Version: version, Adapter: name})
 	// Unload what falls out of the window; a failure costs an adapter slot,
 	// not correctness, so it is logged, not returned.
 	for len(st.loaded) > s.cfg.Keep {
-		old := rollout.AdapterName(st.loaded[0])
-		if err := s.call(ctx, st, unloadPath(st.Kind), map[string]any{"lora_name": old}, okIfUnknown); err != nil {
+		old := engineapi.AdapterName(st.loaded[0])
+		if err := s.call(ctx, st, engineapi.UnloadAdapterPath(st.Kind), engineapi.AdapterRequest{LoraName: old}, okIfUnknown); err != nil {
 			s.cfg.Log.Warn("engine: unloading an old adapter failed; it stays loaded", "engine", st.URL, "adapter", old, "err", err.Error())
 			break
 		}
@@ -294,12 +285,12 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 	st.adopted = true
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+engineapi.ModelsPath, nil)
 	if err != nil {
 		return
 	}
 	if s.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+		req.Header.Set("Authorization", engineapi.Bearer(s.cfg.APIKey))
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
@@ -309,16 +300,12 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 		return
 	}
 	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var list engineapi.ModelList
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list) != nil {
 		return
 	}
 	for _, m := range list.Data {
-		if v, ok := rollout.ParseAdapter(m.ID); ok && m.ID == rollout.AdapterName(v) && !slices.Contains(st.loaded, v) {
+		if v, ok := engineapi.ParseAdapter(m.ID); ok && m.ID == engineapi.AdapterName(v) && !slices.Contains(st.loaded, v) {
 			st.loaded = append(st.loaded, v)
 		}
 	}
@@ -326,22 +313,22 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 }
 
 func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path string) error {
-	if st.Kind == VLLM {
+	if st.Kind == engineapi.VLLM {
 		if !s.warned {
 			s.warned = true
 			s.cfg.Log.Warn("engine: vLLM cannot load full weights at run time; its rollouts keep the weights it started with (train a LoRA adapter, or use SGLang)", "engine", st.URL)
 		}
 		return nil
 	}
-	body := map[string]any{"model_path": path, "weight_version": rollout.AdapterName(version)}
-	if err := s.call(ctx, st, "/update_weights_from_disk", body, nil); err != nil {
+	body := engineapi.UpdateWeightsRequest{ModelPath: path, WeightVersion: engineapi.AdapterName(version)}
+	if err := s.call(ctx, st, engineapi.UpdateWeightsPath, body, nil); err != nil {
 		return fmt.Errorf("engine: %s (%s) did not load the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, heldName(st))
 	}
-	s.hold(st, rollout.ServedVersion{Version: version})
+	s.hold(st, engineapi.ServedVersion{Version: version})
 	return nil
 }
 
-func (s *Syncer) hold(st *state, v rollout.ServedVersion) {
+func (s *Syncer) hold(st *state, v engineapi.ServedVersion) {
 	s.mu.Lock()
 	st.held, st.has = v, true
 	s.mu.Unlock()
@@ -359,20 +346,6 @@ func heldName(st *state) string {
 		return st.held.Adapter
 	}
 	return "version " + strconv.FormatInt(st.held.Version, 10)
-}
-
-func loadPath(k Kind) string {
-	if k == VLLM {
-		return "/v1/load_lora_adapter"
-	}
-	return "/load_lora_adapter"
-}
-
-func unloadPath(k Kind) string {
-	if k == VLLM {
-		return "/v1/unload_lora_adapter"
-	}
-	return "/unload_lora_adapter"
 }
 
 // mapPath rewrites the learner's prefix to the engines' (PathMap).
@@ -484,7 +457,7 @@ func (s *Syncer) post(ctx context.Context, url string, body []byte) (int, string
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if s.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
+		req.Header.Set("Authorization", engineapi.Bearer(s.cfg.APIKey))
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
@@ -553,9 +526,9 @@ func clip(s string) string {
 // ParseEngines returns the engines of a comma-separated list of server
 // URLs ("http://a:8000/v1,http://b:8000"), all speaking kind's API, as
 // swerl learn --engine names them. Each must be an http(s) URL with a host.
-func ParseEngines(list string, kind Kind) ([]Engine, error) {
-	if kind != VLLM && kind != SGLang {
-		return nil, fmt.Errorf("engine: kind %q, want vllm or sglang", kind)
+func ParseEngines(list string, kind engineapi.Kind) ([]Engine, error) {
+	if !kind.Valid() {
+		return nil, fmt.Errorf("engine: %w", engineapi.KindError(kind))
 	}
 	var es []Engine
 	for _, s := range strings.Split(list, ",") {
@@ -578,13 +551,4 @@ func ParseEngines(list string, kind Kind) ([]Engine, error) {
 func httpURL(s string) (*url.URL, bool) {
 	u, err := url.Parse(s)
 	return u, err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
-// APIKey is the key the engines are called with: $SWERL_API_KEY, else
-// $OPENAI_API_KEY, as for the HTTP rollout policy.
-func APIKey() string {
-	if k := os.Getenv("SWERL_API_KEY"); k != "" {
-		return k
-	}
-	return os.Getenv("OPENAI_API_KEY")
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"swerl/internal/engineapi"
 	"swerl/transforms/rollout"
 )
 
@@ -242,13 +243,13 @@ func versionDir(t *testing.T, root string, v int64, adapter bool) string {
 
 type held struct {
 	url string
-	v   rollout.ServedVersion
+	v   engineapi.ServedVersion
 }
 
 func newSyncer(t *testing.T, cfg Config) (*Syncer, *[]held) {
 	t.Helper()
 	var got []held
-	cfg.OnHeld = func(e Engine, v rollout.ServedVersion) { got = append(got, held{e.URL, v}) }
+	cfg.OnHeld = func(e Engine, v engineapi.ServedVersion) { got = append(got, held{e.URL, v}) }
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 1
 	}
@@ -266,7 +267,7 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 		root := t.TempDir()
 		srv := &vllmServer{newShape: newShape}
 		ts := httptest.NewServer(srv)
-		s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: VLLM}}})
+		s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}})
 		for v := int64(1); v <= 4; v++ {
 			if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
 				t.Fatal(err)
@@ -296,7 +297,7 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 		if len(srv.calls[0].Body) != 2 || len(srv.calls[3].Body) != 1 {
 			t.Fatalf("bodies: load %v unload %v", srv.calls[0].Body, srv.calls[3].Body)
 		}
-		if len(*got) != 4 || (*got)[3] != (held{ts.URL, rollout.ServedVersion{Version: 4, Adapter: "swerl-v000004"}}) {
+		if len(*got) != 4 || (*got)[3] != (held{ts.URL, engineapi.ServedVersion{Version: 4, Adapter: "swerl-v000004"}}) {
 			t.Fatalf("hook: %+v", *got)
 		}
 		if h, ok := s.Held(ts.URL + "/v1/chat/completions"); !ok || h.Version != 4 {
@@ -313,7 +314,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	srv := &vllmServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Retries: 3})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: 3})
 	srv.fail = func(n int, c call) (int, string) {
 		if n <= 2 {
 			return 503, "engine overloaded"
@@ -342,7 +343,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	// A folder the engine cannot find (a volume not shared) is reported too.
 	srv.fail = nil
 	dir := versionDir(t, root, 7, true)
-	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
 	if err := s2.Push(context.Background(), 7, dir); err == nil || !strings.Contains(err.Error(), "No adapter found for /mnt/elsewhere/checkpoints/v000007") ||
 		!strings.Contains(err.Error(), "the weights the engine started with") {
 		t.Fatalf("unmapped volume: %v", err)
@@ -359,7 +360,7 @@ func TestTakenNameIsReloaded(t *testing.T) {
 	tv, tg := httptest.NewServer(v), httptest.NewServer(g)
 	defer tv.Close()
 	defer tg.Close()
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: tv.URL, Kind: VLLM}, {URL: tg.URL, Kind: SGLang}}})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: tv.URL, Kind: engineapi.VLLM}, {URL: tg.URL, Kind: engineapi.SGLang}}})
 	if err := s.Push(context.Background(), 3, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestSGLang(t *testing.T) {
 	g := &sglangServer{}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: SGLang}}, Keep: 1})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Keep: 1})
 	for v := int64(1); v <= 2; v++ {
 		if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
 			t.Fatal(err)
@@ -399,7 +400,7 @@ func TestSGLang(t *testing.T) {
 	if last.Path != "/update_weights_from_disk" || last.Body["model_path"] != full || last.Body["weight_version"] != "swerl-v000003" || g.model != full {
 		t.Fatalf("full weights: %+v", last)
 	}
-	if (*got)[len(*got)-1].v != (rollout.ServedVersion{Version: 3}) {
+	if (*got)[len(*got)-1].v != (engineapi.ServedVersion{Version: 3}) {
 		t.Fatalf("hook %+v", *got)
 	}
 	g.fail = func(int, call) (int, map[string]any) {
@@ -418,7 +419,7 @@ func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
 	srv := &vllmServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
 	if err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, false)); err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +435,7 @@ func TestPushChecksTheFolder(t *testing.T) {
 	srv := &vllmServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
 	dir := versionDir(t, root, 1, true)
 	os.Chmod(filepath.Join(dir, "adapter_model.safetensors"), 0o600)
 	if err := s.Push(context.Background(), 1, dir); err == nil || !strings.Contains(err.Error(), "adapter_model.safetensors has mode 0600") {
@@ -461,7 +462,7 @@ func TestPushChecksTheFolder(t *testing.T) {
 }
 
 func TestPathMap(t *testing.T) {
-	s, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: VLLM}}, PathMap: "/data/out=s3://bucket/run1/"})
+	s, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: engineapi.VLLM}}, PathMap: "/data/out=s3://bucket/run1/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +473,7 @@ func TestPathMap(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"nomap", "=x", "x="} {
-		if _, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: VLLM}}, PathMap: bad}); err == nil {
+		if _, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: engineapi.VLLM}}, PathMap: bad}); err == nil {
 			t.Errorf("path map %q accepted", bad)
 		}
 	}
@@ -480,8 +481,8 @@ func TestPathMap(t *testing.T) {
 
 func TestFromSpec(t *testing.T) {
 	for spec, want := range map[string]Engine{
-		"http://h:8000/v1": {URL: "http://h:8000", Kind: VLLM},
-		"https://h/v1/chat/completions?engine=sglang": {URL: "https://h", Kind: SGLang},
+		"http://h:8000/v1": {URL: "http://h:8000", Kind: engineapi.VLLM},
+		"https://h/v1/chat/completions?engine=sglang": {URL: "https://h", Kind: engineapi.SGLang},
 	} {
 		if got, err := FromSpec(spec); err != nil || got != want {
 			t.Errorf("FromSpec(%q) = %+v, %v", spec, got, err)
@@ -522,7 +523,7 @@ func TestMessage(t *testing.T) {
 func TestConfigFromSpec(t *testing.T) {
 	t.Setenv("SWERL_API_KEY", "k1")
 	cfg, ok, err := ConfigFromSpec("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b")
-	if err != nil || !ok || cfg.Keep != 3 || cfg.PathMap != "/a=/b" || cfg.APIKey != "k1" || cfg.Engines[0] != (Engine{"http://h:1", SGLang}) {
+	if err != nil || !ok || cfg.Keep != 3 || cfg.PathMap != "/a=/b" || cfg.APIKey != "k1" || cfg.Engines[0] != (Engine{"http://h:1", engineapi.SGLang}) {
 		t.Fatalf("%+v %v %v", cfg, ok, err)
 	}
 	if _, ok, err := ConfigFromSpec("http://h:1/v1?sync=false"); ok || err != nil {
@@ -547,7 +548,7 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 	srv := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Keep: 2})
 	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +561,7 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 		t.Fatalf("loaded %v", names)
 	}
 	// The version it holds already (resume): loaded again from its folder.
-	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: VLLM}}, Keep: 2})
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Keep: 2})
 	if err := s2.Push(context.Background(), 5, filepath.Join(root, "checkpoints", "v000005")); err != nil {
 		t.Fatal(err)
 	}
@@ -570,19 +571,19 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 }
 
 func TestParseEngines(t *testing.T) {
-	es, err := ParseEngines(" http://a:8000/v1, https://b:9000 ,", SGLang)
-	if err != nil || len(es) != 2 || es[0].URL != "http://a:8000/v1" || es[1].URL != "https://b:9000" || es[1].Kind != SGLang {
+	es, err := ParseEngines(" http://a:8000/v1, https://b:9000 ,", engineapi.SGLang)
+	if err != nil || len(es) != 2 || es[0].URL != "http://a:8000/v1" || es[1].URL != "https://b:9000" || es[1].Kind != engineapi.SGLang {
 		t.Fatalf("%+v, %v", es, err)
 	}
 	for _, tc := range []struct {
 		list string
-		kind Kind
+		kind engineapi.Kind
 		want string
 	}{
 		{"http://a:8000", "tgi", `kind "tgi"`},
-		{"a:8000", VLLM, `"a:8000" is not`},
-		{"http://a:8000,ftp://b", VLLM, `"ftp://b" is not`},
-		{" , ", VLLM, "no server URL"},
+		{"a:8000", engineapi.VLLM, `"a:8000" is not`},
+		{"http://a:8000,ftp://b", engineapi.VLLM, `"ftp://b" is not`},
+		{" , ", engineapi.VLLM, "no server URL"},
 	} {
 		if _, err := ParseEngines(tc.list, tc.kind); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q %q: %v, want %q", tc.list, tc.kind, err, tc.want)

@@ -5,58 +5,23 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"swerl/internal/engineapi"
 	"swerl/internal/testenv"
 	"swerl/sinks/metrics"
-	"swerl/transforms/rollout"
 )
-
-// hangingEngine is a loopback server that accepts connections and never
-// answers (an engine stuck loading, a half-dead proxy). It returns the
-// server's URL and the number of connections it accepted so far.
-func hangingEngine(t *testing.T) (string, func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // read nothing, write nothing
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
-}
 
 // Every request to an engine that never answers ends after Timeout, the
 // listing of its adapters (GET /v1/models) as well as the load: Push
 // reports the engine after its retries instead of waiting for it.
 func TestHangingEngineTimesOut(t *testing.T) {
-	url, accepted := hangingEngine(t)
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
+	url, accepted := testenv.HangingServer(t)
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
 	start := time.Now()
 	err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, true))
 	took := time.Since(start)
@@ -78,7 +43,7 @@ func TestHangingEngineTimesOut(t *testing.T) {
 
 // The default timeout bounds a request too (it was 10 minutes).
 func TestDefaultTimeout(t *testing.T) {
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: "http://127.0.0.1:1", Kind: VLLM}}})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: "http://127.0.0.1:1", Kind: engineapi.VLLM}}})
 	if s.cfg.Timeout != DefaultTimeout || DefaultTimeout > time.Minute {
 		t.Fatalf("default timeout %s", s.cfg.Timeout)
 	}
@@ -88,8 +53,8 @@ func TestDefaultTimeout(t *testing.T) {
 // with a long timeout and many retries, and Held answers while a push is
 // stuck (it waited for the push before).
 func TestPushToHangingEngineIsCancelled(t *testing.T) {
-	url, accepted := hangingEngine(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
+	url, accepted := testenv.HangingServer(t)
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Push(ctx, 1, versionDir(t, t.TempDir(), 1, true)) }()
@@ -180,10 +145,10 @@ func metricValue(t *testing.T, name string) float64 {
 // 1, then 3.
 func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	root := t.TempDir()
-	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{rollout.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
+	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: VLLM}}, Timeout: time.Minute})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
 	a := s.Async(context.Background())
 	defer a.Close()
 	a.Submit(1, versionDir(t, root, 1, true))
@@ -218,7 +183,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 		t.Fatalf("versions held in turn %v, want [1 3]", seq)
 	}
 	for _, c := range g.calls {
-		if c.Body["lora_name"] == rollout.AdapterName(2) {
+		if c.Body["lora_name"] == engineapi.AdapterName(2) {
 			t.Fatalf("the superseded version 2 was sent: %v", c)
 		}
 	}
@@ -233,8 +198,8 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 // Close ends an Async whose engine hangs at once: the push in flight is
 // cancelled, whatever the timeout and retries.
 func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
-	url, accepted := hangingEngine(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: VLLM}}, Retries: 10, Timeout: time.Hour})
+	url, accepted := testenv.HangingServer(t)
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
 	a.Submit(1, versionDir(t, t.TempDir(), 1, true))

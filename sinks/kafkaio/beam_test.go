@@ -109,7 +109,7 @@ func consumeAll(t testing.TB, c Config, topic string, want int, wait time.Durati
 		if len(out) >= want || ctx.Err() != nil {
 			return out
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // between polls of the topic, until ctx's deadline
 	}
 }
 

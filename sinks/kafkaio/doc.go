@@ -88,4 +88,26 @@
 // filesystem: runners that run bundles on many machines need PositionsDir
 // on a shared filesystem, and two pipelines must not share one
 // PositionsDir for the same topic.
+//
+// # Consumer groups
+//
+// Processes that share a topic's records and come and go while they run
+// (rollout workers) read it as members of a Kafka consumer group instead:
+// JoinGroup starts a member (kafka-go's ConsumerGroup: JoinGroup,
+// SyncGroup, Heartbeat, OffsetFetch, OffsetCommit, LeaveGroup, all served
+// by the embedded broker too), Read with ReadConfig.GroupMember emits the
+// records of the partitions the group assigns it, and AckGroup /
+// AckOriginsGroup acknowledge them. Each partition starts at the group's
+// committed offset; a partition's offset is committed only up to its first
+// record handed out and not yet acknowledged, so a commit never passes a
+// record whose output is not durable. In a rebalance a member stops
+// handing out records of the partitions it loses, waits (DrainTimeout)
+// for those in flight to be acknowledged, commits them, and only then
+// joins again, so the next owner starts after them. A member that dies
+// (SIGKILL) loses its partitions when its session expires, and their next
+// owners read again what it had not committed: at-least-once, with the
+// copies removed downstream by record id, as after a restart. The member
+// lives in the process that joined: the read and the acknowledgements
+// must run there (Prism's loopback workers do). Close commits what is
+// acknowledged and leaves the group, handing its partitions over at once.
 package kafkaio

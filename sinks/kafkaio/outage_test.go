@@ -64,7 +64,7 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 		mu.Unlock()
 		stopped = time.Now()
 		go func() {
-			time.Sleep(down)
+			time.Sleep(down) // the outage, on purpose
 			nb, err := StartBroker(opts)
 			if err == nil {
 				mu.Lock()

@@ -97,8 +97,28 @@ func Ack(s beam.Scope, dir string, col beam.PCollection) {
 	Drain(s, beam.ParDo(s, &ackFn{Dir: dir}, col))
 }
 
+// AckOriginsGroup is AckOrigins for a read as a consumer group member
+// (ReadConfig.GroupMember): the acknowledgements go to the member, which
+// commits them to the group.
+func AckOriginsGroup(s beam.Scope, member string, written beam.PCollection) {
+	s = s.Scope("kafkaio.AckOriginsGroup")
+	AckGroup(s, member, beam.ParDo(s, originPosition, written))
+}
+
+// AckGroup is Ack for a read as a consumer group member: the positions of
+// col are acknowledged to the GroupMember of this process with Handle
+// member, which commits each partition's offset up to its first record
+// not yet acknowledged.
+func AckGroup(s beam.Scope, member string, col beam.PCollection) {
+	s = s.Scope("kafkaio.AckGroup")
+	Drain(s, beam.ParDo(s, &ackFn{Member: member}, col))
+}
+
+// ackFn acknowledges positions in the positions files under Dir, or to
+// the group member Member.
 type ackFn struct {
-	Dir string
+	Dir    string
+	Member string
 
 	acked map[string]map[int][]int64
 }
@@ -115,6 +135,26 @@ func (fn *ackFn) ProcessElement(_ context.Context, p Position, _ func(int)) {
 
 func (fn *ackFn) FinishBundle(_ context.Context, emit func(int)) error {
 	n := 0
+	if fn.Member != "" {
+		m, err := memberOf(fn.Member)
+		if err != nil {
+			return err
+		}
+		var ps []Position
+		for topic, parts := range fn.acked {
+			for p, offs := range parts {
+				for _, o := range offs {
+					ps = append(ps, Position{Topic: topic, Partition: p, Offset: o})
+				}
+			}
+		}
+		m.ack(ps)
+		clear(fn.acked)
+		if len(ps) > 0 {
+			emit(len(ps))
+		}
+		return nil
+	}
 	for topic, parts := range fn.acked {
 		if err := updatePositions(fn.Dir, topic, posUpdate{Acked: parts}); err != nil {
 			return err

@@ -24,6 +24,7 @@ func init() {
 	register.Emitter1[partitionSpec]()
 	register.DoFn4x1[context.Context, *sdf.LockRTracker, partitionSpec, func(beam.EventTime, Message), error](&boundedReadFn{})
 	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, partitionSpec, func(beam.EventTime, Message), sdf.ProcessContinuation, error](&unboundedReadFn{})
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, []byte, func(beam.EventTime, Message), sdf.ProcessContinuation, error](&groupReadFn{})
 	register.Emitter2[beam.EventTime, Message]()
 }
 
@@ -63,6 +64,13 @@ type ReadConfig struct {
 	PollInterval time.Duration
 	// MaxWait bounds one fetch from the broker; default 250ms.
 	MaxWait time.Duration
+	// GroupMember, when set, is the Handle of a GroupMember of this
+	// process: the read is unbounded and emits the records of the
+	// partitions the consumer group assigns that member, from the group's
+	// committed offsets, following rebalances; Topic, Partitions, the
+	// From and To fields and PositionsDir are not used. Acknowledge with
+	// AckGroup or AckOriginsGroup.
+	GroupMember string
 }
 
 func (rc ReadConfig) bounded() bool { return rc.Bounded || rc.ToOffset > 0 || !rc.ToTime.IsZero() }
@@ -73,6 +81,9 @@ func (rc ReadConfig) bounded() bool { return rc.Bounded || rc.ToOffset > 0 || !r
 func Read(s beam.Scope, rc ReadConfig) beam.PCollection {
 	s = s.Scope("kafkaio.Read")
 	imp := beam.Impulse(s)
+	if rc.GroupMember != "" {
+		return beam.ParDo(s, &groupReadFn{RC: rc}, imp)
+	}
 	parts := beam.ParDo(s, &partitionsFn{RC: rc}, imp)
 	if rc.bounded() {
 		return beam.ParDo(s, &boundedReadFn{readFn{RC: rc}}, parts)

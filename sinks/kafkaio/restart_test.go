@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"swerl/internal/testenv"
 )
 
 func init() {
@@ -60,19 +62,12 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 			}
 			produce(t, c, "in", i, 20)
 			produced.Store(int64(i + 20))
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // paces the producer on purpose: input keeps coming
 		}
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatal("the unbounded read produced no output within 60s")
-		}
-		if n := len(consumeAll(t, c, "out", 0, 5*time.Second)); n >= 200 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 60*time.Second, "200 records out of the unbounded read", func() bool {
+		return len(consumeAll(t, c, "out", 0, 5*time.Second)) >= 200
+	})
 	close(stopProducing)
 	<-prodDone
 	cancel()

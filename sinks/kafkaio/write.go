@@ -305,3 +305,7 @@ func (fn *writeAckedFn) FinishBundle(ctx context.Context, emit func(Message)) er
 }
 
 func (fn *writeAckedFn) Teardown() { fn.teardown() }
+
+// MessageLimit is the largest key+value Write produces as is:
+// MaxMessageBytes or its default.
+func (wc WriteConfig) MessageLimit() int { return wc.maxMessageBytes() }

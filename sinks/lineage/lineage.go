@@ -167,7 +167,7 @@ func Sample(ctx context.Context, p Paths, id string) (*Step, error) {
 func Records(out string) ([]int64, error) {
 	ents, err := os.ReadDir(filepath.Join(out, "trained"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("lineage: %s holds no step records (trained/): is it a learner's --out?", out)
+		return nil, fmt.Errorf("lineage: %s holds no step records (trained/): is it a learner's output root?", out)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lineage: %w", err)

@@ -11,23 +11,29 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"swerl/internal/engineapi"
 )
 
 func init() {
-	RegisterScheme("http", OpenHTTP)
-	RegisterScheme("https", OpenHTTP)
+	open := func(spec string) (Policy, error) { return openHTTP(spec) }
+	RegisterScheme("http", open)
+	RegisterScheme("https", open)
 }
 
-// VersionHeader is the response header an inference server sets to the
-// weight version it serves. Without it, a system_fingerprint of the form
-// "swerl-v<N>" is read instead; otherwise the version is -1 (unknown).
-const VersionHeader = "X-Swerl-Policy-Version"
+// openHTTP is OpenHTTP as a Policy: nil, not a nil *HTTPPolicy, on error.
+func openHTTP(spec string, opts ...Option) (Policy, error) {
+	p, err := OpenHTTP(spec, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
 // HTTPPolicy calls one or more OpenAI-compatible chat-completions servers
 // (vLLM, SGLang, llama.cpp server, swerl serve, hosted APIs).
@@ -36,8 +42,8 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // is appended unless present), or several separated by commas
 // ("http://a:8000/v1,http://b:8000/v1", engines serving the same model),
 // with optional query parameters after the last URL that configure the
-// client and are not sent: model (default $SWERL_OPENAI_MODEL, else
-// "default"), concurrency (requests in flight per engine, default 8),
+// client and are not sent: model (default "default"; swerl's commands
+// fill it from $SWERL_OPENAI_MODEL), concurrency (requests in flight per engine, default 8),
 // retries (default 5), timeout (per request, default 120s), backoff (first
 // retry delay, default 500ms, doubled each retry up to 20s, with jitter; a
 // Retry-After header is honoured), token_ids (true: ask for vLLM's
@@ -53,7 +59,8 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // sinks/engine.ConfigFromSpec for each engine).
 // 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
-// $OPENAI_API_KEY, and sent as a bearer token.
+// $OPENAI_API_KEY (internal/engineapi.APIKey), on the machine that sends
+// the requests, and sent as a bearer token.
 //
 // Each request asks for n completions and token logprobs; when a server
 // returns fewer choices than asked (some ignore n), the rest are requested
@@ -81,7 +88,8 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // # Engine weight sync
 //
 // When the weight sync (sinks/engine) has loaded a version on the server
-// (SetServed, keyed by BaseURL), requests name that version's adapter:
+// (Served.Set on the table the policy was opened WithServed, keyed by
+// BaseURL), requests name that version's adapter:
 // "model": "swerl-v000123" for vLLM (and swerl serve), "model":
 // "BASE:swerl-v000123" for SGLang (BASE the spec's model). The policy
 // version of the answer is then read from the response's model field,
@@ -96,9 +104,10 @@ const VersionHeader = "X-Swerl-Policy-Version"
 // and the newest swerl-vNNNNNN becomes what requests to that engine name.
 type HTTPPolicy struct {
 	eps          []*endpoint
+	served       *Served
 	route        string
 	follow       bool
-	engine       string
+	engine       engineapi.Kind
 	model        string
 	key          string
 	retries      int
@@ -120,15 +129,19 @@ type HTTPPolicy struct {
 }
 
 // OpenHTTP opens an "http://…" or "https://…" spec.
-func OpenHTTP(spec string) (Policy, error) {
+func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 	urls, q, err := SplitSpec(spec)
 	if err != nil {
 		return nil, err
 	}
-	p := &HTTPPolicy{model: os.Getenv("SWERL_OPENAI_MODEL"), retries: 5, timeout: 120 * time.Second,
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	p := &HTTPPolicy{model: "default", retries: 5, timeout: 120 * time.Second, served: o.served,
 		backoff: 500 * time.Millisecond, client: &http.Client{}, route: RouteLeastLoaded, log: slog.Default()}
-	if p.model == "" {
-		p.model = "default"
+	if p.served == nil {
+		p.served = NewServed()
 	}
 	concurrency, health := 8, 5*time.Second
 	for k, vs := range q {
@@ -162,9 +175,9 @@ func OpenHTTP(spec string) (Policy, error) {
 				err = errors.New("want raw or processed")
 			}
 		case "engine":
-			p.engine = v
-			if v != EngineVLLM && v != EngineSGLang {
-				err = fmt.Errorf("want %s or %s", EngineVLLM, EngineSGLang)
+			p.engine = engineapi.Kind(v)
+			if !p.engine.Valid() {
+				err = fmt.Errorf("want %s or %s", engineapi.VLLM, engineapi.SGLang)
 			}
 		case "route":
 			p.route = v
@@ -194,7 +207,7 @@ func OpenHTTP(spec string) (Policy, error) {
 	seen := map[string]bool{}
 	for _, raw := range urls {
 		u, _ := url.Parse(raw)
-		e := &endpoint{base: BaseURL(raw), m: m}
+		e := &endpoint{base: engineapi.BaseURL(raw), m: m}
 		if seen[e.base] {
 			return nil, fmt.Errorf("rollout: policy %q: engine %s listed twice", spec, e.base)
 		}
@@ -204,7 +217,7 @@ func OpenHTTP(spec string) (Policy, error) {
 		}
 		e.url = u.String()
 		m.up.WithLabelValues(e.base).Set(1)
-		if sv, ok := Served(e.base); ok {
+		if sv, ok := p.served.Get(e.base); ok {
 			m.served.WithLabelValues(e.base).Set(float64(sv.Version))
 		} else {
 			m.served.WithLabelValues(e.base).Set(-1)
@@ -215,10 +228,7 @@ func OpenHTTP(spec string) (Policy, error) {
 	// A probe waits at most the probe interval (at least 1s, at most 10s
 	// and the request timeout): an engine that stalls leaves routing soon.
 	p.probeTimeout = min(p.timeout, 10*time.Second, max(health, time.Second))
-	p.key = os.Getenv("SWERL_API_KEY")
-	if p.key == "" {
-		p.key = os.Getenv("OPENAI_API_KEY")
-	}
+	p.key = engineapi.APIKey()
 	p.version.Store(-1)
 	p.stop = make(chan struct{})
 	if p.follow {
@@ -229,41 +239,6 @@ func OpenHTTP(spec string) (Policy, error) {
 		go p.watch(health, p.stop)
 	}
 	return p, nil
-}
-
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type chatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []chatMessage `json:"messages"`
-	N           int           `json:"n"`
-	MaxTokens   int           `json:"max_tokens,omitempty"`
-	Temperature *float64      `json:"temperature,omitempty"`
-	TopP        *float64      `json:"top_p,omitempty"`
-	Seed        *int64        `json:"seed,omitempty"`
-	LogProbs    bool          `json:"logprobs"`
-	// ReturnTokenIDs is vLLM's extension (also served by swerl serve).
-	ReturnTokenIDs bool `json:"return_token_ids,omitempty"`
-}
-
-type chatResponse struct {
-	Model             string  `json:"model"`
-	SystemFingerprint string  `json:"system_fingerprint"`
-	PromptTokenIDs    []int32 `json:"prompt_token_ids"`
-	Choices           []struct {
-		Message      chatMessage `json:"message"`
-		FinishReason string      `json:"finish_reason"`
-		TokenIDs     []int32     `json:"token_ids"`
-		LogProbs     *struct {
-			Content []struct {
-				Token   string  `json:"token"`
-				LogProb float64 `json:"logprob"`
-			} `json:"content"`
-		} `json:"logprobs"`
-	} `json:"choices"`
 }
 
 // Complete asks the server for req.N completions.
@@ -306,7 +281,7 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 			e = p.pick(tried)
 		}
 		tried[e] = true
-		sv, synced := Served(e.base)
+		sv, synced := p.served.Get(e.base)
 		b, err := p.body(req, n, sv, synced)
 		if err != nil {
 			e.release()
@@ -352,18 +327,18 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 // body is the request for n completions of req to an engine that holds sv
 // (synced: the weight sync or adapter following set it). Only the model
 // field depends on the engine; the seed is the request's wherever it goes.
-func (p *HTTPPolicy) body(req Request, n int, sv ServedVersion, synced bool) ([]byte, error) {
-	body := chatRequest{Model: p.model, N: n, MaxTokens: req.MaxTokens, LogProbs: true, ReturnTokenIDs: p.tokenIDs}
+func (p *HTTPPolicy) body(req Request, n int, sv engineapi.ServedVersion, synced bool) ([]byte, error) {
+	body := engineapi.ChatRequest{Model: p.model, Sampling: engineapi.Sampling{N: &n}, Logprobs: true, ReturnTokenIDs: p.tokenIDs}
+	if req.MaxTokens != 0 {
+		body.MaxTokens = &req.MaxTokens
+	}
 	if synced && sv.Adapter != "" {
-		body.Model = sv.Adapter
-		if p.engine == EngineSGLang {
-			body.Model = p.model + ":" + sv.Adapter
-		}
+		body.Model = engineapi.AdapterModel(p.engine, p.model, sv.Adapter)
 	}
 	if req.System != "" {
-		body.Messages = append(body.Messages, chatMessage{"system", req.System})
+		body.Messages = append(body.Messages, engineapi.Message{Role: "system", Content: req.System})
 	}
-	body.Messages = append(body.Messages, chatMessage{"user", req.Prompt})
+	body.Messages = append(body.Messages, engineapi.Message{Role: "user", Content: req.Prompt})
 	if req.Temperature != 0 {
 		body.Temperature = &req.Temperature
 	}
@@ -429,7 +404,7 @@ func (p *HTTPPolicy) post(ctx context.Context, e *endpoint, body []byte) (_ http
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	if p.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+p.key)
+		hr.Header.Set("Authorization", engineapi.Bearer(p.key))
 	}
 	resp, err := p.client.Do(hr)
 	if err != nil {
@@ -450,7 +425,7 @@ func (p *HTTPPolicy) post(ctx context.Context, e *endpoint, body []byte) (_ http
 	if resp.StatusCode != http.StatusOK {
 		return httpResult{}, 0, resp.StatusCode, permanent{fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(data))}
 	}
-	return httpResult{data, resp.Header.Get(VersionHeader)}, 0, 0, nil
+	return httpResult{data, resp.Header.Get(engineapi.VersionHeader)}, 0, 0, nil
 }
 
 func snippet(b []byte) string {
@@ -465,7 +440,7 @@ func snippet(b []byte) string {
 // A request that named a synced adapter takes its version from the
 // response's model field alone; a full-weight sync's version is the one
 // the sync loaded unless the server reports its own.
-func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv ServedVersion, synced bool) ([]Completion, int64, error) {
+func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv engineapi.ServedVersion, synced bool) ([]Completion, int64, error) {
 	cs, v, model, err := decodeChat(r.body, r.version)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollout: %s: %w", e.url, err)
@@ -475,7 +450,7 @@ func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv ServedVersion, synced 
 	}
 	switch {
 	case synced && sv.Adapter != "":
-		av, ok := ParseAdapter(model)
+		av, ok := engineapi.ParseAdapter(model)
 		if !ok {
 			return nil, 0, fmt.Errorf("rollout: %s: asked for adapter %s, the response's model is %q, which names no swerl version", e.url, sv.Adapter, model)
 		}
@@ -490,42 +465,29 @@ func (p *HTTPPolicy) decode(e *endpoint, r httpResult, sv ServedVersion, synced 
 }
 
 // decodeChat parses a chat-completions response body; header is the value of
-// VersionHeader (may be empty).
+// engineapi.VersionHeader (may be empty). Without it, a system_fingerprint
+// of the form "swerl-v<N>" is read instead; otherwise the version is -1
+// (unknown).
 func decodeChat(body []byte, header string) ([]Completion, int64, string, error) {
-	var cr chatResponse
+	var cr engineapi.ChatResponse
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, 0, "", fmt.Errorf("bad chat-completions response: %v: %s", err, snippet(body))
 	}
-	v := ParseVersion(header, cr.SystemFingerprint)
+	v := engineapi.ParseVersion(header, cr.SystemFingerprint)
 	var out []Completion
 	for _, ch := range cr.Choices {
 		c := Completion{Text: ch.Message.Content, FinishReason: ch.FinishReason}
 		if len(ch.TokenIDs) > 0 && len(cr.PromptTokenIDs) > 0 {
 			c.Tokens, c.PromptTokens = ch.TokenIDs, cr.PromptTokenIDs
 		}
-		if ch.LogProbs != nil {
-			for _, t := range ch.LogProbs.Content {
-				c.LogProbs = append(c.LogProbs, float32(t.LogProb))
+		if ch.Logprobs != nil {
+			for _, t := range ch.Logprobs.Content {
+				c.LogProbs = append(c.LogProbs, float32(t.Logprob))
 			}
 		}
 		out = append(out, c)
 	}
 	return out, v, cr.Model, nil
-}
-
-// ParseVersion reads a weight version from the VersionHeader value or, when
-// that is absent, from a system_fingerprint "swerl-v<N>"; -1 when neither
-// holds one.
-func ParseVersion(header, fingerprint string) int64 {
-	if v, err := strconv.ParseInt(strings.TrimSpace(header), 10, 64); err == nil && v >= 0 {
-		return v
-	}
-	if s, ok := strings.CutPrefix(fingerprint, "swerl-v"); ok {
-		if v, err := strconv.ParseInt(s, 10, 64); err == nil && v >= 0 {
-			return v
-		}
-	}
-	return -1
 }
 
 // Version is the last version a server reported, or -1.
@@ -547,79 +509,56 @@ func (p *HTTPPolicy) Close() error {
 	return nil
 }
 
-// Engine kinds of a spec's engine parameter.
-const (
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
-)
-
-// AdapterPrefix starts the name of every weight version's LoRA adapter on an
-// inference engine: "swerl-v" and the version as in its checkpoint folder
-// (v%06d).
-const AdapterPrefix = "swerl-v"
-
-// AdapterName is the adapter name of a weight version: "swerl-v000123".
-func AdapterName(version int64) string { return fmt.Sprintf("%s%06d", AdapterPrefix, version) }
-
-// ParseAdapter reads the version of an adapter name: "swerl-v000123", or
-// SGLang's "BASE:swerl-v000123". It reports false for anything else.
-func ParseAdapter(model string) (int64, bool) {
-	if i := strings.LastIndexByte(model, ':'); i >= 0 {
-		model = model[i+1:]
-	}
-	s, ok := strings.CutPrefix(model, AdapterPrefix)
-	if !ok || s == "" {
-		return 0, false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v, err == nil
+// Served records, per engine (keyed by engineapi.BaseURL), the version
+// requests to it name: what the weight sync loaded there (sinks/engine's
+// OnHeld hook calls Set) or what adapter following found. The syncer and
+// the policy share one when the policy is opened WithServed; a policy
+// opened without one keeps its own. Safe for concurrent use.
+type Served struct {
+	mu sync.Mutex
+	m  map[string]engineapi.ServedVersion
 }
 
-// BaseURL is the server root of an HTTP policy spec or engine URL: the
-// query and a trailing /chat/completions and /v1 removed
-// ("http://h:8000/v1?model=m" → "http://h:8000"). It keys SetServed.
-func BaseURL(spec string) string {
-	s, _, _ := strings.Cut(spec, "?")
-	s = strings.TrimSuffix(s, "/")
-	s = strings.TrimSuffix(s, "/chat/completions")
-	s = strings.TrimSuffix(s, "/v1")
-	return strings.TrimSuffix(s, "/")
+// NewServed returns an empty table.
+func NewServed() *Served { return &Served{m: map[string]engineapi.ServedVersion{}} }
+
+// Set records that the server at base (any URL engineapi.BaseURL reduces
+// to it) now serves v; HTTP policies of this table name it in their next
+// requests.
+func (s *Served) Set(base string, v engineapi.ServedVersion) {
+	base = engineapi.BaseURL(base)
+	s.mu.Lock()
+	s.m[base] = v
+	s.mu.Unlock()
+	engineSeries().served.WithLabelValues(base).Set(float64(v.Version))
 }
 
-// ServedVersion is what the weight sync last loaded on a server: a LoRA
-// adapter (Adapter names it), or full weights (Adapter empty).
-type ServedVersion struct {
-	Version int64
-	Adapter string
+// Get returns what Set recorded for the server at base.
+func (s *Served) Get(base string) (engineapi.ServedVersion, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[engineapi.BaseURL(base)]
+	return v, ok
 }
 
-var served sync.Map // BaseURL → ServedVersion
-
-// SetServed records that the server at base (any URL BaseURL reduces to
-// it) now serves v; HTTP policies of that server name it in their next
-// requests. sinks/engine's syncer calls it through its OnHeld hook.
-func SetServed(base string, v ServedVersion) {
-	served.Store(BaseURL(base), v)
-	engineSeries().served.WithLabelValues(BaseURL(base)).Set(float64(v.Version))
+// Clear forgets a server's synced version.
+func (s *Served) Clear(base string) {
+	base = engineapi.BaseURL(base)
+	s.mu.Lock()
+	delete(s.m, base)
+	s.mu.Unlock()
+	engineSeries().served.WithLabelValues(base).Set(-1)
 }
 
-// Served returns what SetServed recorded for the server at base.
-func Served(base string) (ServedVersion, bool) {
-	v, ok := served.Load(BaseURL(base))
-	if !ok {
-		return ServedVersion{}, false
-	}
-	return v.(ServedVersion), true
+// Option configures an HTTP policy beyond its spec: what a process holds
+// (a table shared with the weight syncer) rather than what a spec can say.
+type Option func(*options)
+
+type options struct {
+	served *Served
 }
 
-// ClearServed forgets a server's synced version (tests, and a run that
-// ends).
-func ClearServed(base string) {
-	served.Delete(BaseURL(base))
-	engineSeries().served.WithLabelValues(BaseURL(base)).Set(-1)
-}
+// WithServed makes the policy read (and, with follow=true, write) the
+// versions its engines serve in s, the table the weight syncer's OnHeld
+// hook sets. A nil s leaves the policy its own table.
+func WithServed(s *Served) Option { return func(o *options) { o.served = s } }

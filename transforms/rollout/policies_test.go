@@ -8,13 +8,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"swerl/internal/jsonscan/jsonscantest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"swerl/internal/engineapi"
+	"swerl/internal/jsonscan/jsonscantest"
 )
 
 func TestFilePolicy(t *testing.T) {
@@ -53,7 +54,7 @@ func TestFilePolicy(t *testing.T) {
 // openAI is a loopback server speaking the OpenAI chat-completions wire format.
 type openAI struct {
 	mu       sync.Mutex
-	requests []chatRequest
+	requests []engineapi.ChatRequest
 	auth     []string
 	fail     func(n int) int // status to fail the n-th request with (0: serve)
 	maxN     int             // choices per response at most (0: n)
@@ -76,7 +77,7 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", 404)
 		return
 	}
-	var req chatRequest
+	var req engineapi.ChatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
@@ -99,8 +100,8 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	time.Sleep(s.delay)
-	k := req.N
+	time.Sleep(s.delay) // a slow server on purpose
+	k := *req.N
 	if s.maxN > 0 && k > s.maxN {
 		k = s.maxN
 	}
@@ -114,7 +115,7 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"message":  map[string]string{"role": "assistant", "content": fmt.Sprintf("answer %d to %s", i, req.Messages[len(req.Messages)-1].Content)},
 			"logprobs": map[string]any{"content": []lp{{"answer", -0.25}, {" ", -1.5}}}})
 	}
-	w.Header().Set(VersionHeader, "12")
+	w.Header().Set(engineapi.VersionHeader, "12")
 	model := req.Model
 	if s.model != "" {
 		model = s.model
@@ -145,7 +146,7 @@ func TestHTTPPolicy(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	q := srv.requests[0]
-	if q.Model != "m1" || q.N != 3 || q.MaxTokens != 64 || *q.Temperature != 0.7 || !q.LogProbs || len(q.Messages) != 2 ||
+	if q.Model != "m1" || *q.N != 3 || *q.MaxTokens != 64 || *q.Temperature != 0.7 || !q.Logprobs || len(q.Messages) != 2 ||
 		q.Messages[0].Role != "system" || srv.auth[0] != "Bearer sekret" {
 		t.Fatalf("request %+v auth %q", q, srv.auth[0])
 	}
@@ -220,14 +221,14 @@ func TestHTTPPolicyNamesSyncedAdapter(t *testing.T) {
 	srv := &openAI{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	defer ClearServed(ts.URL)
-	vllm, _ := Open(ts.URL + "/v1?model=base")
-	sgl, _ := Open(ts.URL + "/v1?model=base&engine=sglang")
+	served := NewServed()
+	vllm, _ := Open(ts.URL+"/v1?model=base", WithServed(served))
+	sgl, _ := Open(ts.URL+"/v1?model=base&engine=sglang", WithServed(served))
 	r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1})
 	if err != nil || r.PolicyVersion != 12 || srv.requests[0].Model != "base" {
 		t.Fatalf("unsynced: %+v %v (model %q)", r, err, srv.requests[0].Model)
 	}
-	SetServed(ts.URL+"/v1/", ServedVersion{Version: 123, Adapter: AdapterName(123)})
+	served.Set(ts.URL+"/v1/", engineapi.ServedVersion{Version: 123, Adapter: engineapi.AdapterName(123)})
 	r, err = vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 2})
 	if err != nil || r.PolicyVersion != 123 || vllm.Version() != 123 || srv.requests[1].Model != "swerl-v000123" {
 		t.Fatalf("vllm: %+v %v (model %q)", r, err, srv.requests[1].Model)
@@ -249,59 +250,12 @@ func TestHTTPPolicyNamesSyncedAdapter(t *testing.T) {
 	// A full-weight sync: the model stays, the version is the synced one
 	// unless the server reports its own.
 	srv.model = ""
-	SetServed(ts.URL, ServedVersion{Version: 9})
+	served.Set(ts.URL, engineapi.ServedVersion{Version: 9})
 	if r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1}); err != nil || r.PolicyVersion != 12 || srv.requests[len(srv.requests)-1].Model != "base" {
 		t.Fatalf("full sync with a version header: %+v %v", r, err)
 	}
 	if _, err := Open(ts.URL + "?engine=tgi"); err == nil {
 		t.Fatal("unknown engine must fail")
-	}
-}
-
-func TestAdapterNames(t *testing.T) {
-	if AdapterName(123) != "swerl-v000123" || AdapterName(1234567) != "swerl-v1234567" {
-		t.Fatal(AdapterName(123), AdapterName(1234567))
-	}
-	for s, want := range map[string]int64{"swerl-v000123": 123, "Qwen/Qwen2.5:swerl-v000007": 7, "swerl-v": -1, "swerl-v12a": -1,
-		"swerl-v-1": -1, "base": -1, "swerl-v+1": -1, "swerl-v99999999999999999999": -1} {
-		v, ok := ParseAdapter(s)
-		if (want >= 0) != ok || (ok && v != want) {
-			t.Errorf("ParseAdapter(%q) = %d, %v; want %d", s, v, ok, want)
-		}
-	}
-	for in, want := range map[string]string{"http://h:1/v1": "http://h:1", "http://h:1/v1/chat/completions?model=x": "http://h:1",
-		"http://h:1/": "http://h:1", "https://h/api/v1/": "https://h/api"} {
-		if got := BaseURL(in); got != want {
-			t.Errorf("BaseURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func FuzzParseAdapter(f *testing.F) {
-	for _, s := range []string{"swerl-v000123", "b:swerl-v1", "swerl-v", ":", "swerl-v٣"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, ok := ParseAdapter(s)
-		if ok && (v < 0 || !strings.HasSuffix(s, strconv.FormatInt(v, 10)) && !strings.Contains(s, AdapterPrefix+"0")) {
-			t.Fatalf("ParseAdapter(%q) = %d", s, v)
-		}
-		if ok {
-			if w, ok2 := ParseAdapter(AdapterName(v)); !ok2 || w != v {
-				t.Fatalf("round trip of %d: %d %v", v, w, ok2)
-			}
-		}
-	})
-}
-
-func TestParseVersion(t *testing.T) {
-	for _, tc := range []struct {
-		h, fp string
-		want  int64
-	}{{"3", "swerl-v9", 3}, {"", "swerl-v9", 9}, {"", "fp_x", -1}, {"x", "swerl-vx", -1}, {"-2", "", -1}} {
-		if got := ParseVersion(tc.h, tc.fp); got != tc.want {
-			t.Errorf("ParseVersion(%q,%q) = %d, want %d", tc.h, tc.fp, got, tc.want)
-		}
 	}
 }
 

@@ -92,7 +92,8 @@ func Schemes() []string {
 }
 
 // Open returns the Policy a spec names; the error lists the schemes known.
-func Open(spec string) (Policy, error) {
+// opts configure an http(s) policy (OpenHTTP); other schemes take none.
+func Open(spec string, opts ...Option) (Policy, error) {
 	scheme, _, ok := strings.Cut(spec, ":")
 	if !ok {
 		return nil, fmt.Errorf("rollout: policy %q has no scheme (want one of %s)", spec, strings.Join(Schemes(), ", "))
@@ -102,6 +103,9 @@ func Open(spec string) (Policy, error) {
 	mu.RUnlock()
 	if open == nil {
 		return nil, fmt.Errorf("rollout: policy %q: unknown scheme %q (want one of %s)", spec, scheme, strings.Join(Schemes(), ", "))
+	}
+	if len(opts) > 0 && (scheme == "http" || scheme == "https") {
+		return openHTTP(spec, opts...)
 	}
 	return open(spec)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"swerl/internal/engineapi"
 	"swerl/sinks/metrics"
 )
 
@@ -88,7 +89,7 @@ func WithDefault(spec, key, value string) string {
 
 // endpoint is one engine of an HTTPPolicy.
 type endpoint struct {
-	base     string // server root (BaseURL): keys Served, labels metrics
+	base     string // server root (engineapi.BaseURL): keys Served, labels metrics
 	url      string // its chat-completions URL
 	inFlight atomic.Int64
 	down     atomic.Bool // a request or health probe failed; not routed to until a probe succeeds
@@ -137,7 +138,7 @@ type EngineStats struct {
 	Errors   int64 // attempts that failed (no answer, timeout, 5xx, 429, or a bad answer)
 	Tokens   int64 // completion tokens it returned
 	// Served is what the weight sync (or adapter following) says it holds.
-	Served    ServedVersion
+	Served    engineapi.ServedVersion
 	HasServed bool
 }
 
@@ -145,7 +146,7 @@ type EngineStats struct {
 func (p *HTTPPolicy) Engines() []EngineStats {
 	out := make([]EngineStats, len(p.eps))
 	for i, e := range p.eps {
-		sv, ok := Served(e.base)
+		sv, ok := p.served.Get(e.base)
 		out[i] = EngineStats{URL: e.base, Up: !e.down.Load(), InFlight: e.inFlight.Load(), Requests: e.requests.Load(),
 			Errors: e.errors.Load(), Tokens: e.tokens.Load(), Served: sv, HasServed: ok}
 	}
@@ -192,7 +193,7 @@ func (p *HTTPPolicy) candidate(tried map[*endpoint]bool) *endpoint {
 	}
 	newest, synced := int64(-1), false
 	for _, e := range p.eps {
-		if sv, ok := Served(e.base); ok {
+		if sv, ok := p.served.Get(e.base); ok {
 			synced = true
 			newest = max(newest, sv.Version)
 		}
@@ -201,7 +202,7 @@ func (p *HTTPPolicy) candidate(tried map[*endpoint]bool) *endpoint {
 		if !synced {
 			return true
 		}
-		sv, ok := Served(e.base)
+		sv, ok := p.served.Get(e.base)
 		return ok && sv.Version == newest
 	}
 	for _, ok := range []func(*endpoint) bool{
@@ -259,12 +260,12 @@ func (p *HTTPPolicy) fail(e *endpoint, reason string, err error) {
 func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
 	ctx, cancel := context.WithTimeout(ctx, p.probeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+engineapi.ModelsPath, nil)
 	if err != nil {
 		return err
 	}
 	if p.key != "" {
-		req.Header.Set("Authorization", "Bearer "+p.key)
+		req.Header.Set("Authorization", engineapi.Bearer(p.key))
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -275,11 +276,7 @@ func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET /v1/models: HTTP %d: %s", resp.StatusCode, snippet(body))
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var list engineapi.ModelList
 	if err := json.Unmarshal(body, &list); err != nil {
 		return fmt.Errorf("GET /v1/models: %v: %s", err, snippet(body))
 	}
@@ -295,23 +292,21 @@ func (p *HTTPPolicy) probe(ctx context.Context, e *endpoint) error {
 // before: an engine restarted without its adapters, or a learner that
 // started over, is followed back, never asked for an adapter it dropped.
 // An engine that lists no swerl adapter is asked for the base model.
-func (p *HTTPPolicy) followListed(e *endpoint, models []struct {
-	ID string `json:"id"`
-}) {
+func (p *HTTPPolicy) followListed(e *endpoint, models []engineapi.Model) {
 	newest := int64(-1)
 	for _, m := range models {
-		if v, ok := ParseAdapter(m.ID); ok && m.ID == AdapterName(v) {
+		if v, ok := engineapi.ParseAdapter(m.ID); ok && m.ID == engineapi.AdapterName(v) {
 			newest = max(newest, v)
 		}
 	}
-	sv, ok := Served(e.base)
+	sv, ok := p.served.Get(e.base)
 	switch {
 	case newest < 0 && ok && sv.Adapter != "":
-		ClearServed(e.base)
+		p.served.Clear(e.base)
 		p.log.Warn("rollout: engine lists no swerl adapter any more; requests name the base model", "engine", e.base, "was", sv.Adapter)
-	case newest >= 0 && (!ok || sv.Version != newest || sv.Adapter != AdapterName(newest)):
-		SetServed(e.base, ServedVersion{Version: newest, Adapter: AdapterName(newest)})
-		p.log.Info("rollout: engine holds a new adapter; requests name it", "engine", e.base, "adapter", AdapterName(newest))
+	case newest >= 0 && (!ok || sv.Version != newest || sv.Adapter != engineapi.AdapterName(newest)):
+		p.served.Set(e.base, engineapi.ServedVersion{Version: newest, Adapter: engineapi.AdapterName(newest)})
+		p.log.Info("rollout: engine holds a new adapter; requests name it", "engine", e.base, "adapter", engineapi.AdapterName(newest))
 	}
 }
 

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"net"
 	"net/http"
@@ -11,9 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"swerl/internal/testenv"
 	"time"
+
+	"swerl/internal/engineapi"
+	"swerl/internal/testenv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -45,15 +45,10 @@ func startEngineWith(t *testing.T, addr string, s *engineSrv) *engineSrv {
 	var ln net.Listener
 	var err error
 	// Restarting on the port just closed: the kernel may hold it briefly.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, 10*time.Second, "listening again on "+addr, func() bool {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
 	s.addr = ln.Addr().String()
 	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
@@ -91,7 +86,7 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.hits.Add(1)
-	var req chatRequest
+	var req engineapi.ChatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
@@ -109,7 +104,7 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		seed = *req.Seed
 	}
 	var choices []map[string]any
-	for i := range req.N {
+	for i := range *req.N {
 		choices = append(choices, map[string]any{"index": i, "finish_reason": "stop",
 			"message":  map[string]string{"role": "assistant", "content": answerOf(req.Messages[len(req.Messages)-1].Content, seed, i)},
 			"logprobs": map[string]any{"content": []map[string]any{{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -0.5}, {"token": "c", "logprob": -0.5}}}})
@@ -143,7 +138,7 @@ func TestHTTPPolicyEngineDiesAndRejoins(t *testing.T) {
 	defer pol.Close()
 	p := pol.(*HTTPPolicy)
 	m := engineSeries()
-	errsBefore := counterValue(m.errors.WithLabelValues(BaseURL(b.url()), "connect"))
+	errsBefore := counterValue(m.errors.WithLabelValues(engineapi.BaseURL(b.url()), "connect"))
 
 	const groups = 16
 	results := make([]Response, groups)
@@ -174,7 +169,7 @@ func TestHTTPPolicyEngineDiesAndRejoins(t *testing.T) {
 	if st[1].Up || st[1].Errors == 0 || st[0].Errors != 0 || !st[0].Up {
 		t.Fatalf("after the kill: %+v", st)
 	}
-	if got := counterValue(m.errors.WithLabelValues(BaseURL(b.url()), "connect")) - errsBefore; got < 1 {
+	if got := counterValue(m.errors.WithLabelValues(engineapi.BaseURL(b.url()), "connect")) - errsBefore; got < 1 {
 		t.Fatalf("swerl_engine_errors_total{reason=connect} of the dead engine grew by %v", got)
 	}
 	// Dead: nothing goes to it while it is down.
@@ -285,11 +280,10 @@ func TestHTTPPolicyRoutes(t *testing.T) {
 func TestHTTPPolicyPrefersEnginesWithTheNewestVersion(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
 	b := startEngine(t, "127.0.0.1:0", nil)
-	defer ClearServed(a.url())
-	defer ClearServed(b.url())
-	SetServed(a.url(), ServedVersion{Version: 5, Adapter: AdapterName(5)})
-	SetServed(b.url(), ServedVersion{Version: 4, Adapter: AdapterName(4)})
-	pol, _ := Open(a.url() + "," + b.url() + "?route=round-robin&health=0&backoff=1ms")
+	served := NewServed()
+	served.Set(a.url(), engineapi.ServedVersion{Version: 5, Adapter: engineapi.AdapterName(5)})
+	served.Set(b.url(), engineapi.ServedVersion{Version: 4, Adapter: engineapi.AdapterName(4)})
+	pol, _ := Open(a.url()+","+b.url()+"?route=round-robin&health=0&backoff=1ms", WithServed(served))
 	defer pol.Close()
 	for range 6 {
 		r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
@@ -311,8 +305,8 @@ func TestHTTPPolicyPrefersEnginesWithTheNewestVersion(t *testing.T) {
 // swerl adapter each engine lists, as another process's learner loads them.
 func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
-	defer ClearServed(a.url())
-	pol, err := Open(a.url() + "?follow=true&health=10ms&model=m")
+	served := NewServed()
+	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithServed(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,9 +316,9 @@ func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 		t.Fatalf("before any adapter: %+v %v", r, err)
 	}
 	a.mu.Lock()
-	a.adapters = []string{AdapterName(3), AdapterName(4), "other-lora"}
+	a.adapters = []string{engineapi.AdapterName(3), engineapi.AdapterName(4), "other-lora"}
 	a.mu.Unlock()
-	waitFor(t, "the policy follows swerl-v000004", func() bool { sv, ok := Served(a.url()); return ok && sv.Version == 4 })
+	waitFor(t, "the policy follows swerl-v000004", func() bool { sv, ok := served.Get(a.url()); return ok && sv.Version == 4 })
 	r, err = pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
 	if err != nil || r.PolicyVersion != 4 {
 		t.Fatalf("following: %+v %v", r, err)
@@ -334,16 +328,16 @@ func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	a.mu.Lock()
 	a.adapters = nil
 	a.mu.Unlock()
-	waitFor(t, "the policy stops naming swerl-v000004", func() bool { _, ok := Served(a.url()); return !ok })
+	waitFor(t, "the policy stops naming swerl-v000004", func() bool { _, ok := served.Get(a.url()); return !ok })
 	r, err = pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
 	if err != nil || r.PolicyVersion != -1 {
 		t.Fatalf("after the adapters are gone: %+v %v", r, err)
 	}
 	// A learner that started over: its lower version is followed.
 	a.mu.Lock()
-	a.adapters = []string{AdapterName(1)}
+	a.adapters = []string{engineapi.AdapterName(1)}
 	a.mu.Unlock()
-	waitFor(t, "the policy follows swerl-v000001", func() bool { sv, ok := Served(a.url()); return ok && sv.Version == 1 })
+	waitFor(t, "the policy follows swerl-v000001", func() bool { sv, ok := served.Get(a.url()); return ok && sv.Version == 1 })
 }
 
 // counterValue reads a counter of the registry.
@@ -403,7 +397,7 @@ func TestHTTPPolicyAbandonsAStalledEngine(t *testing.T) {
 	if stalled.hits.Load() == 0 {
 		t.Fatal("no request reached the stalled engine: the test shows nothing")
 	}
-	if n := counterValue(engineSeries().errors.WithLabelValues(BaseURL(stalled.url()), "abandoned")); n < 1 {
+	if n := counterValue(engineSeries().errors.WithLabelValues(engineapi.BaseURL(stalled.url()), "abandoned")); n < 1 {
 		t.Fatalf("abandoned attempts counted: %v", n)
 	}
 }
@@ -412,13 +406,13 @@ func TestHTTPPolicyAbandonsAStalledEngine(t *testing.T) {
 // the weight sync's versions to compare.
 func BenchmarkPick(b *testing.B) {
 	var urls []string
+	served := NewServed()
 	for i := range 4 {
 		u := fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)
 		urls = append(urls, u)
-		SetServed(u, ServedVersion{Version: int64(i % 2), Adapter: AdapterName(int64(i % 2))})
-		defer ClearServed(u)
+		served.Set(u, engineapi.ServedVersion{Version: int64(i % 2), Adapter: engineapi.AdapterName(int64(i % 2))})
 	}
-	pol, err := Open(strings.Join(urls, ",") + "?health=0")
+	pol, err := Open(strings.Join(urls, ",")+"?health=0", WithServed(served))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -438,11 +432,10 @@ func BenchmarkPick(b *testing.B) {
 func TestHTTPPolicyFollowingLeavesALaggingEngineOut(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
 	b := startEngine(t, "127.0.0.1:0", nil)
-	defer ClearServed(a.url())
-	defer ClearServed(b.url())
-	a.adapters = []string{AdapterName(2), AdapterName(3)}
-	b.adapters = []string{AdapterName(2)}
-	pol, err := Open(a.url() + "," + b.url() + "?follow=true&health=20ms&route=round-robin")
+	served := NewServed()
+	a.adapters = []string{engineapi.AdapterName(2), engineapi.AdapterName(3)}
+	b.adapters = []string{engineapi.AdapterName(2)}
+	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=20ms&route=round-robin", WithServed(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,9 +450,9 @@ func TestHTTPPolicyFollowingLeavesALaggingEngineOut(t *testing.T) {
 	}
 	// The push reaches it: it rejoins.
 	b.mu.Lock()
-	b.adapters = append(b.adapters, AdapterName(3))
+	b.adapters = append(b.adapters, engineapi.AdapterName(3))
 	b.mu.Unlock()
-	waitFor(t, "the engine that caught up is followed", func() bool { sv, _ := Served(b.url()); return sv.Version == 3 })
+	waitFor(t, "the engine that caught up is followed", func() bool { sv, _ := served.Get(b.url()); return sv.Version == 3 })
 	for range 6 {
 		if r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1}); err != nil || r.PolicyVersion != 3 {
 			t.Fatalf("%+v %v", r, err)

@@ -85,7 +85,7 @@ func run(seed uint64, corr gpu.Correction, iters, lag int, lr float64, bf16 bool
 	out := filepath.Join(dir, "out")
 	be := cpu.New()
 	defer be.Close()
-	l, err := learner.New(learner.Config{Out: out, Model: model, BatchGroups: 2, MaxStaleness: -1, Backend: be, Log: quiet,
+	l, err := learner.New(context.Background(), learner.Config{Out: out, Model: model, BatchGroups: 2, MaxStaleness: -1, Backend: be, Log: quiet,
 		Train: gpu.TrainConfig{MaxBatch: 16, MaxSeq: 48, LR: lr, GRPO: gpu.GRPOParams{Correction: corr}}})
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -11,12 +11,12 @@ import (
 	"swerl/schemas"
 )
 
-// The announcement of version 0 runs under NewContext's context: an
+// The announcement of version 0 runs under New's context: an
 // announcer that waits (a broker or an engine that never answers) ends
 // when the context is cancelled (an interrupt) instead of holding the
 // learner's start for good. Version 0 was published before its
 // announcement, so a resumed learner starts from it.
-func TestNewContextCancelsTheFirstAnnouncement(t *testing.T) {
+func TestNewCancelsTheFirstAnnouncement(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
@@ -29,7 +29,7 @@ func TestNewContextCancelsTheFirstAnnouncement(t *testing.T) {
 		}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := NewContext(ctx, cfg)
+		_, err := New(ctx, cfg)
 		done <- err
 	}()
 	<-started
@@ -37,13 +37,13 @@ func TestNewContextCancelsTheFirstAnnouncement(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("NewContext cancelled during the announcement: %v", err)
+			t.Fatalf("New cancelled during the announcement: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("NewContext still waits for the announcement 10s after its context was cancelled")
+		t.Fatal("New still waits for the announcement 10s after its context was cancelled")
 	}
 	cfg.Resume, cfg.Announce = true, nil
-	l, err := New(cfg)
+	l, err := New(context.Background(), cfg)
 	if err != nil || l.Version() != 0 {
 		t.Fatalf("resumed: %v", err)
 	}
