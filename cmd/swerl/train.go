@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"time"
 
 	"swerl/pipelines/train"
@@ -38,7 +40,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addRewardTimeoutFlag(fs, rewardTimeout)
 	promptOpts := addPromptFlags(fs, 0, "")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
-	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true)")
+	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true) and those the weights topic announces each engine holds, the newer of the two")
 	metricsAddr := new(string)
 	addMetricsFlag(fs, metricsAddr, "127.0.0.1:0", "")
 	every := new(time.Duration)
@@ -92,6 +94,19 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
 		Progress: stderr, ProgressEvery: *every,
+	}
+	if *follow && strings.HasPrefix(*policy, "http") {
+		// The worker also follows the adapters a learner in another
+		// process announces on the weights topic for each engine, so it
+		// follows engines that do not list their adapters too.
+		cfg.Announced = rollout.NewAnnounced()
+		fctx, stopFollow := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			train.FollowWeights(fctx, kc, cfg.Announced, slog.New(slog.NewTextHandler(stderr, nil)))
+		}()
+		defer func() { stopFollow(); <-followed }()
 	}
 	_, err = train.Run(ctx, cfg)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
