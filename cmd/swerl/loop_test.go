@@ -34,16 +34,25 @@ type loopRig struct {
 	le, tr             *cli
 	lout, tout         string
 	metricsAddr        string
+	hidden             bool // the engines list no adapters (swerl serve --hide-adapters)
 }
 
 const loopBatch, loopG = 3, 2
 
-func newLoopRig(t *testing.T) *loopRig {
+func newLoopRig(t *testing.T) *loopRig { t.Helper(); return newLoopRigHidden(t, false) }
+
+// newLoopRigHidden is newLoopRig with engines that, when hidden, list no
+// adapters on /v1/models: the worker can only learn them from swerl.weights.
+func newLoopRigHidden(t *testing.T, hidden bool) *loopRig {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("child processes")
 	}
-	r := &loopRig{t: t, dir: t.TempDir()}
+	r := &loopRig{t: t, dir: t.TempDir(), hidden: hidden}
+	var serveArgs []string
+	if hidden {
+		serveArgs = []string{"--hide-adapters"}
+	}
 	r.base = tinyModelAt(t, filepath.Join(r.dir, "base"))
 	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
 	if err != nil {
@@ -52,7 +61,7 @@ func newLoopRig(t *testing.T) *loopRig {
 	t.Cleanup(func() { b.Close() })
 	r.broker, r.brokers = b, b.Addrs()[0]
 	for i := range r.addr {
-		r.engine[i], r.addr[i] = serveChild(t, r.base, "")
+		r.engine[i], r.addr[i] = serveChild(t, r.base, "", serveArgs...)
 	}
 	r.lout, r.tout = filepath.Join(r.dir, "learn"), filepath.Join(r.dir, "train")
 	r.metricsAddr = "127.0.0.1:" + freePort(t)
@@ -106,17 +115,26 @@ func (r *loopRig) published(v int) {
 
 // holds waits until each engine of which lists version v's adapter and
 // the worker names it on that engine (its swerl_engine_policy_version).
+// With hidden engines, which list nothing, only the worker is asked: it
+// learns the adapter from the learner's announcement.
 func (r *loopRig) holds(v int, which ...int) {
 	r.t.Helper()
 	name := engineapi.AdapterName(int64(v))
 	waitUntil(r.t, fmt.Sprintf("engines %v hold %s and the worker names it", which, name), func() bool {
 		for _, i := range which {
-			if !slices.Contains(listedModels(r.url(i)), name) || r.series("swerl_engine_policy_version", i) != v {
+			if !r.hidden && !slices.Contains(listedModels(r.url(i)), name) || r.series("swerl_engine_policy_version", i) != v {
 				return false
 			}
 		}
 		return true
 	})
+	if r.hidden {
+		for _, i := range which {
+			if ids := listedModels(r.url(i)); slices.Contains(ids, name) {
+				r.t.Fatalf("engine %d lists %v with --hide-adapters", i, ids)
+			}
+		}
+	}
 }
 
 // listedModels is what GET /models lists; nothing when the engine does not
@@ -215,6 +233,31 @@ func (r *loopRig) check(steps int) (exact, total int) {
 func TestLoopFollowsAdaptersAcrossProcesses(t *testing.T) {
 	const steps = 4
 	r := newLoopRig(t)
+	for k := range steps {
+		r.published(k)
+		r.holds(k, 0, 1)
+		r.feed(k)
+	}
+	r.published(steps)
+	reqA, reqB := r.requests(0), r.requests(1)
+	if reqA == 0 || reqB == 0 {
+		t.Fatalf("requests: engine a %d, engine b %d; want both", reqA, reqB)
+	}
+	exact, total := r.check(steps)
+	if exact != total {
+		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
+	}
+	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+}
+
+// The same loop on engines that list no adapters (swerl serve
+// --hide-adapters, as older SGLang): the worker learns which adapter each
+// engine holds from swerl.weights alone, where the learner announces each
+// version again once its push to the engines completed. Samples that
+// trained version k were sampled by version k−1, from both engines.
+func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
+	const steps = 3
+	r := newLoopRigHidden(t, true)
 	for k := range steps {
 		r.published(k)
 		r.holds(k, 0, 1)

@@ -357,6 +357,15 @@ func (p *HTTPPolicy) probeAll(ctx context.Context) {
 	for _, e := range p.eps {
 		wg.Go(func() {
 			err := p.probe(ctx, e)
+			if p.follow && p.announced != nil {
+				// The gauge shows what requests name, the announced
+				// adapter included.
+				if sv, ok := p.held(e); ok {
+					e.m.served.WithLabelValues(e.base).Set(float64(sv.Version))
+				} else {
+					e.m.served.WithLabelValues(e.base).Set(-1)
+				}
+			}
 			switch {
 			case ctx.Err() != nil:
 			case err != nil && len(p.eps) > 1:
