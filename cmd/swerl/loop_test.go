@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"swerl/gpu/learner"
 	"swerl/internal/engineapi"
 	"swerl/pipelines/train"
@@ -273,6 +275,67 @@ func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
 		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
 	}
 	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+	// Each version was announced with its adapter, once with no engines
+	// (published) and again with both (pushed).
+	withBoth := map[int64]bool{}
+	for _, v := range announcements(t, r.broker.Config("")) {
+		if v.Adapter != engineapi.AdapterName(v.Version) {
+			t.Fatalf("v%d announced with adapter %q", v.Version, v.Adapter)
+		}
+		if slices.Equal(v.Engines, []string{"http://" + r.addr[0], "http://" + r.addr[1]}) {
+			withBoth[v.Version] = true
+		}
+	}
+	for v := range int64(steps) {
+		if !withBoth[v] {
+			t.Errorf("v%d was never announced as held by both engines", v)
+		}
+	}
+}
+
+// announcements reads every record of the weights topic.
+func announcements(t *testing.T, c kafkaio.Config) []schemas.WeightVersion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := c.Topic(kafkaio.Weights)
+	parts, err := kafkaio.Partitions(ctx, c, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []schemas.WeightVersion
+	for _, p := range parts {
+		conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == 0 {
+			continue
+		}
+		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		for {
+			m, err := rd.ReadMessage(ctx)
+			if err != nil {
+				rd.Close()
+				t.Fatal(err)
+			}
+			var v schemas.WeightVersion
+			if err := schemas.Decode(m.Value, &v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+			if m.Offset+1 >= last {
+				break
+			}
+		}
+		rd.Close()
+	}
+	return out
 }
 
 // An engine SIGKILLed in the middle of the loop: the learner's pushes to it
