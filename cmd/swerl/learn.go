@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -221,7 +222,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var engineSync func(version int64)
 	// pushed announces a version again once engines confirmed loading it
 	// (set below when there is a broker to announce on).
-	var pushed func(version int64, engines []string)
+	var pushed func(version int64, adapter string, engines []string)
 	if *engines != "" {
 		es, err := engine.ParseEngines(*engines, engineapi.Kind(*engineKind))
 		if err != nil {
@@ -238,9 +239,9 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			retries = -1 // engine.Config: 0 is the default, negative none
 		}
 		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log,
-			OnPushed: func(version int64, engines []string) {
+			OnPushed: func(version int64, adapter string, engines []string) {
 				if pushed != nil {
-					pushed(version, engines)
+					pushed(version, adapter, engines)
 				}
 			}})
 		if err != nil {
@@ -347,19 +348,26 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		mu.Unlock()
 		return ann.Announce(ctx, v)
 	}
-	pushed = func(version int64, engines []string) {
+	pushed = func(version int64, adapter string, engines []string) {
 		mu.Lock()
 		v, ok := published[version]
 		mu.Unlock()
 		if !ok {
-			// The version the learner resumed from: published by an
-			// earlier process; announced with what is known of it.
-			v = schemas.WeightVersion{Version: version, Parent: -1, CreatedAt: time.Now().UTC().Format(time.RFC3339)}
-			if cfg.LoRA.Rank > 0 {
-				v.Adapter = engineapi.AdapterName(version)
+			// The version the learner resumed from, published by an
+			// earlier process: its index row.
+			var rows []schemas.WeightVersion
+			st, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, ReadOnly: true})
+			if err == nil {
+				rows, err = st.Versions()
 			}
+			i := slices.IndexFunc(rows, func(r schemas.WeightVersion) bool { return r.Version == version })
+			if i < 0 {
+				cfg.Log.Warn("swerl learn: the engines hold a version the index does not list; not announced", "version", version, "err", err)
+				return
+			}
+			v = rows[i]
 		}
-		v.Engines = engines
+		v.Adapter, v.Engines = adapter, engines
 		if err := ann.Announce(ctx, v); err != nil && ctx.Err() == nil {
 			cfg.Log.Warn("swerl learn: announcing the engines that hold a version failed; workers following the topic keep the version they name", "version", version, "err", err.Error())
 		}

@@ -106,10 +106,11 @@ type Config struct {
 	// there (the Set of the policy's rollout.Served table).
 	OnHeld func(e Engine, v engineapi.ServedVersion)
 	// OnPushed is called at the end of a Push that loaded the version on
-	// at least one engine, with every engine (its URL) that holds it then:
-	// swerl learn announces the version again with them, so rollout
-	// workers in other processes learn which engines hold which adapter.
-	OnPushed func(version int64, engines []string)
+	// at least one engine, with the adapter name it was loaded as ("" for
+	// full weights) and every engine (its URL) that holds it then: swerl
+	// learn announces the version again with them, so rollout workers in
+	// other processes learn which engines hold which adapter.
+	OnPushed func(version int64, adapter string, engines []string)
 	// Client sends the requests. Default: a new http.Client.
 	Client *http.Client
 	Log    *slog.Logger
@@ -252,7 +253,11 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 				holders = append(holders, st.URL)
 			}
 		}
-		s.cfg.OnPushed(version, holders)
+		name := ""
+		if adapter != "" {
+			name = engineapi.AdapterName(version)
+		}
+		s.cfg.OnPushed(version, name, holders)
 	}
 	return errors.Join(errs...)
 }

@@ -603,11 +603,12 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 	defer tb.Close()
 	type pushed struct {
 		v       int64
+		adapter string
 		engines []string
 	}
 	var got []pushed
 	s, err := New(Config{Engines: []Engine{{URL: tg.URL + "/v1", Kind: engineapi.VLLM}, {URL: tb.URL, Kind: engineapi.VLLM}}, Retries: -1, Backoff: 1,
-		OnPushed: func(v int64, engines []string) { got = append(got, pushed{v, engines}) }})
+		OnPushed: func(v int64, adapter string, engines []string) { got = append(got, pushed{v, adapter, engines}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +622,7 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 	if err := s.Push(context.Background(), 1, filepath.Join(root, "checkpoints", "v000001")); err != nil { // both hold it: nothing new
 		t.Fatal(err)
 	}
-	want := []pushed{{1, []string{tg.URL}}, {1, []string{tg.URL, tb.URL}}}
+	want := []pushed{{1, "swerl-v000001", []string{tg.URL}}, {1, "swerl-v000001", []string{tg.URL, tb.URL}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("OnPushed heard %+v, want %+v", got, want)
 	}
