@@ -12,7 +12,7 @@ import (
 // opened WithAnnounced names it on that engine when it is newer than what
 // the engine lists on /v1/models, so a worker follows a learner in
 // another process even on engines that do not list their adapters. The
-// caller fills it (learner.FollowWeights reads the topic into it). Safe
+// caller fills it (pipelines/train.FollowWeights reads the topic into it). Safe
 // for concurrent use.
 type Announced struct {
 	mu sync.Mutex
