@@ -154,7 +154,20 @@ type WeightVersion struct {
 	Tokens        int64         `json:"tokens" parquet:"tokens"`
 	Samples       int64         `json:"samples" parquet:"samples"`
 	Offsets       []TopicOffset `json:"offsets" parquet:"offsets,list"`
+	// Adapter is the name a LoRA version is loaded as on an engine
+	// (engineapi.AdapterName, "swerl-v000123"), "" for full weights or
+	// where the announcement does not say.
+	Adapter string `json:"adapter,omitempty" parquet:"adapter"`
+	// Engines are the engines (engineapi.BaseURL) that confirmed loading
+	// this version: the learner announces a version again once its push
+	// to engines completes. Empty in index.parquet and in the announcement
+	// made when the version is published.
+	Engines []string `json:"engines,omitempty" parquet:"engines,list"`
 }
+
+// OptionalColumns are the Parquet columns of a WeightVersion a file may
+// lack: adapter and engines came after the first checkpoint indexes.
+func (WeightVersion) OptionalColumns() []string { return []string{"adapter", "engines"} }
 
 // DeadLetter is a record that could not be decoded, prompted or scored,
 // routed aside with the reason instead of being dropped.

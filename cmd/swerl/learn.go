@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"swerl/gpu"
@@ -218,6 +220,9 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// stuck is skipped.
 	var push *engine.Async
 	var engineSync func(version int64)
+	// pushed announces a version again once engines confirmed loading it
+	// (set below when there is a broker to announce on).
+	var pushed func(version int64, adapter string, engines []string)
 	if *engines != "" {
 		es, err := engine.ParseEngines(*engines, engineapi.Kind(*engineKind))
 		if err != nil {
@@ -233,7 +238,12 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if retries == 0 {
 			retries = -1 // engine.Config: 0 is the default, negative none
 		}
-		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log})
+		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log,
+			OnPushed: func(version int64, adapter string, engines []string) {
+				if pushed != nil {
+					pushed(version, adapter, engines)
+				}
+			}})
 		if err != nil {
 			return usagef("--engine-path-map: %v", err)
 		}
@@ -313,7 +323,56 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ann.Close()
-	l, bdone, err := newLearner(ann.Announce)
+	if push != nil {
+		defer push.Close() // before ann.Close: no push announces on a closed writer
+	}
+	// Each announcement names the adapter a LoRA version is loaded as;
+	// once the background push of a version completes on some engines, it
+	// is announced again with them, so that rollout workers in other
+	// processes (swerl train --follow) name it on exactly those engines.
+	var (
+		mu        sync.Mutex
+		published = map[int64]schemas.WeightVersion{}
+	)
+	announce := func(ctx context.Context, v schemas.WeightVersion) error {
+		if cfg.LoRA.Rank > 0 {
+			v.Adapter = engineapi.AdapterName(v.Version)
+		}
+		mu.Lock()
+		published[v.Version] = v
+		for old := range published {
+			if old < v.Version-16 { // pushes lag a few versions at most; skipped ones are never confirmed
+				delete(published, old)
+			}
+		}
+		mu.Unlock()
+		return ann.Announce(ctx, v)
+	}
+	pushed = func(version int64, adapter string, engines []string) {
+		mu.Lock()
+		v, ok := published[version]
+		mu.Unlock()
+		if !ok {
+			// The version the learner resumed from, published by an
+			// earlier process: its index row.
+			var rows []schemas.WeightVersion
+			st, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, ReadOnly: true})
+			if err == nil {
+				rows, err = st.Versions()
+			}
+			i := slices.IndexFunc(rows, func(r schemas.WeightVersion) bool { return r.Version == version })
+			if i < 0 {
+				cfg.Log.Warn("swerl learn: the engines hold a version the index does not list; not announced", "version", version, "err", err)
+				return
+			}
+			v = rows[i]
+		}
+		v.Adapter, v.Engines = adapter, engines
+		if err := ann.Announce(ctx, v); err != nil && ctx.Err() == nil {
+			cfg.Log.Warn("swerl learn: announcing the engines that hold a version failed; workers following the topic keep the version they name", "version", version, "err", err.Error())
+		}
+	}
+	l, bdone, err := newLearner(announce)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"swerl/gpu/learner"
 	"swerl/internal/engineapi"
 	"swerl/pipelines/train"
@@ -34,16 +36,25 @@ type loopRig struct {
 	le, tr             *cli
 	lout, tout         string
 	metricsAddr        string
+	hidden             bool // the engines list no adapters (swerl serve --hide-adapters)
 }
 
 const loopBatch, loopG = 3, 2
 
-func newLoopRig(t *testing.T) *loopRig {
+func newLoopRig(t *testing.T) *loopRig { t.Helper(); return newLoopRigHidden(t, false) }
+
+// newLoopRigHidden is newLoopRig with engines that, when hidden, list no
+// adapters on /v1/models: the worker can only learn them from swerl.weights.
+func newLoopRigHidden(t *testing.T, hidden bool) *loopRig {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("child processes")
 	}
-	r := &loopRig{t: t, dir: t.TempDir()}
+	r := &loopRig{t: t, dir: t.TempDir(), hidden: hidden}
+	var serveArgs []string
+	if hidden {
+		serveArgs = []string{"--hide-adapters"}
+	}
 	r.base = tinyModelAt(t, filepath.Join(r.dir, "base"))
 	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
 	if err != nil {
@@ -52,7 +63,7 @@ func newLoopRig(t *testing.T) *loopRig {
 	t.Cleanup(func() { b.Close() })
 	r.broker, r.brokers = b, b.Addrs()[0]
 	for i := range r.addr {
-		r.engine[i], r.addr[i] = serveChild(t, r.base, "")
+		r.engine[i], r.addr[i] = serveChild(t, r.base, "", serveArgs...)
 	}
 	r.lout, r.tout = filepath.Join(r.dir, "learn"), filepath.Join(r.dir, "train")
 	r.metricsAddr = "127.0.0.1:" + freePort(t)
@@ -106,17 +117,26 @@ func (r *loopRig) published(v int) {
 
 // holds waits until each engine of which lists version v's adapter and
 // the worker names it on that engine (its swerl_engine_policy_version).
+// With hidden engines, which list nothing, only the worker is asked: it
+// learns the adapter from the learner's announcement.
 func (r *loopRig) holds(v int, which ...int) {
 	r.t.Helper()
 	name := engineapi.AdapterName(int64(v))
 	waitUntil(r.t, fmt.Sprintf("engines %v hold %s and the worker names it", which, name), func() bool {
 		for _, i := range which {
-			if !slices.Contains(listedModels(r.url(i)), name) || r.series("swerl_engine_policy_version", i) != v {
+			if !r.hidden && !slices.Contains(listedModels(r.url(i)), name) || r.series("swerl_engine_policy_version", i) != v {
 				return false
 			}
 		}
 		return true
 	})
+	if r.hidden {
+		for _, i := range which {
+			if ids := listedModels(r.url(i)); slices.Contains(ids, name) {
+				r.t.Fatalf("engine %d lists %v with --hide-adapters", i, ids)
+			}
+		}
+	}
 }
 
 // listedModels is what GET /models lists; nothing when the engine does not
@@ -230,6 +250,92 @@ func TestLoopFollowsAdaptersAcrossProcesses(t *testing.T) {
 		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
 	}
 	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+}
+
+// The same loop on engines that list no adapters (swerl serve
+// --hide-adapters, as older SGLang): the worker learns which adapter each
+// engine holds from swerl.weights alone, where the learner announces each
+// version again once its push to the engines completed. Samples that
+// trained version k were sampled by version k−1, from both engines.
+func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
+	const steps = 3
+	r := newLoopRigHidden(t, true)
+	for k := range steps {
+		r.published(k)
+		r.holds(k, 0, 1)
+		r.feed(k)
+	}
+	r.published(steps)
+	reqA, reqB := r.requests(0), r.requests(1)
+	if reqA == 0 || reqB == 0 {
+		t.Fatalf("requests: engine a %d, engine b %d; want both", reqA, reqB)
+	}
+	exact, total := r.check(steps)
+	if exact != total {
+		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
+	}
+	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+	// Each version was announced with its adapter, once with no engines
+	// (published) and again with both (pushed).
+	withBoth := map[int64]bool{}
+	for _, v := range announcements(t, r.broker.Config("")) {
+		if v.Adapter != engineapi.AdapterName(v.Version) {
+			t.Fatalf("v%d announced with adapter %q", v.Version, v.Adapter)
+		}
+		if slices.Equal(v.Engines, []string{"http://" + r.addr[0], "http://" + r.addr[1]}) {
+			withBoth[v.Version] = true
+		}
+	}
+	for v := range int64(steps) {
+		if !withBoth[v] {
+			t.Errorf("v%d was never announced as held by both engines", v)
+		}
+	}
+}
+
+// announcements reads every record of the weights topic.
+func announcements(t *testing.T, c kafkaio.Config) []schemas.WeightVersion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := c.Topic(kafkaio.Weights)
+	parts, err := kafkaio.Partitions(ctx, c, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []schemas.WeightVersion
+	for _, p := range parts {
+		conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := conn.ReadLastOffset()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == 0 {
+			continue
+		}
+		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		for {
+			m, err := rd.ReadMessage(ctx)
+			if err != nil {
+				rd.Close()
+				t.Fatal(err)
+			}
+			var v schemas.WeightVersion
+			if err := schemas.Decode(m.Value, &v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+			if m.Offset+1 >= last {
+				break
+			}
+		}
+		rd.Close()
+	}
+	return out
 }
 
 // An engine SIGKILLed in the middle of the loop: the learner's pushes to it

@@ -61,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes (413 beyond)")
 	maxAdapters := fs.Int("max-adapters", 16, "LoRA adapters loaded at once through /v1/load_lora_adapter or /load_lora_adapter (400 beyond)")
 	maxMerged := fs.Int("max-merged", 2, "base+adapter merged models kept in memory (each a copy of the base); the least recently used is merged again when asked for")
+	hideAdapters := fs.Bool("hide-adapters", false, "list only the base model on /v1/models, not the LoRA adapters loaded (as older SGLang does; requests still name them): for testing workers that follow the weights topic")
 	bf16 := fs.Bool("bf16-weights", false, "round every weight served to bfloat16, as an engine serving a bf16 copy of a float32 trainer does (a real sampler–trainer mismatch for testing --rollout-correction)")
 	apiKeyEnv := fs.String("api-key-env", "", "name of an environment variable holding an API key: requests then need \"Authorization: Bearer <key>\" (401 otherwise; /health stays open)")
 	if err := parseFlags(fs, args); err != nil {
@@ -116,7 +117,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Adapters pushed by a weight sync are PEFT folders, merged into a copy
 	// of the base; merged models and update_weights_from_disk's weights
 	// never reload on their own.
-	sv.LoadAdapter, sv.MaxAdapters, sv.MaxMerged = mergePEFT, *maxAdapters, *maxMerged
+	sv.LoadAdapter, sv.MaxAdapters, sv.MaxMerged, sv.HideAdapters = mergePEFT, *maxAdapters, *maxMerged, *hideAdapters
 	sv.PolicyOptions = popts
 	sv.PolicyOptions.Poll = -1
 	srv := sv.HTTPServer()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"time"
 
 	"swerl/pipelines/train"
@@ -38,7 +40,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addRewardTimeoutFlag(fs, rewardTimeout)
 	promptOpts := addPromptFlags(fs, 0, "")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
-	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true)")
+	follow := fs.Bool("follow", false, "keep reading the instances topic (unbounded streaming) until interrupted; default: stop when it is drained to the end offsets seen at start. An http(s) policy then follows the LoRA adapters its engines list (follow=true) and those the weights topic announces each engine holds, the newer of the two")
 	group := fs.String("group", "", "Kafka consumer group; swerl train's default \"\" reads every partition of the instances topic itself, keeping its positions under --out, while a NAME (with --follow) joins the rollout workers' group NAME on that topic, so workers can be added and removed while they run: this one reads only the partitions the group assigns it, each from the group's committed offset, and commits an offset once the samples of every record below it are written; a worker that leaves or dies hands its partitions to the others, which read again only what it had in flight (the same sample ids: readers de-duplicate)")
 	groupSession := fs.Duration("group-session-timeout", 10*time.Second, "with --group: how long the group waits for a silent worker (killed, hung) before giving its partitions to the others (brokers refuse less than their group.min.session.timeout.ms, 6s by default)")
 	metricsAddr := new(string)
@@ -101,6 +103,19 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
 		Group: *group, GroupSessionTimeout: *groupSession,
 		Progress: stderr, ProgressEvery: *every,
+	}
+	if *follow && strings.HasPrefix(*policy, "http") {
+		// The worker also follows the adapters a learner in another
+		// process announces on the weights topic for each engine, so it
+		// follows engines that do not list their adapters too.
+		cfg.Announced = rollout.NewAnnounced()
+		fctx, stopFollow := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			train.FollowWeights(fctx, kc, cfg.Announced, slog.New(slog.NewTextHandler(stderr, nil)))
+		}()
+		defer func() { stopFollow(); <-followed }()
 	}
 	_, err = train.Run(ctx, cfg)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -349,6 +349,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	base, adapters := s.pol, slices.Clone(s.adapters)
 	s.mu.Unlock()
+	if s.HideAdapters {
+		adapters = nil
+	}
 	lb := base.Loaded()
 	v := lb.Version
 	list := engineapi.ModelList{Object: "list", Data: []engineapi.Model{{ID: s.Name, Object: "model", OwnedBy: "swerl", Root: lb.Dir,

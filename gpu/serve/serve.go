@@ -101,6 +101,10 @@ type Server struct {
 	// MaxMerged the merged models kept in memory (each a copy of the
 	// base; the least recently used goes). Defaults 16 and 2.
 	MaxAdapters, MaxMerged int
+	// HideAdapters lists only the base model on /v1/models, not the LoRA
+	// adapters loaded (as older SGLang does); requests may name them all
+	// the same. For testing clients that learn the adapters elsewhere.
+	HideAdapters bool
 	// MaxN bounds n per request. Default 16.
 	MaxN int
 	// MaxBody bounds a request body in bytes (413 beyond). Default 4 MiB:

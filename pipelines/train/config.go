@@ -57,6 +57,11 @@ type Config struct {
 	// opened in this process (rollout.WithServed). nil: the policy keeps
 	// its own.
 	Served *rollout.Served
+	// Announced, when set, is the table of the adapters a learner in
+	// another process announced each engine holds (FollowWeights fills
+	// it), read by an http(s) Policy with follow=true opened in this
+	// process (rollout.WithAnnounced). nil: it follows the listings only.
+	Announced *rollout.Announced
 	// GroupSize is G, the completions per instance (default 4).
 	GroupSize int
 	// Method is the advantage estimator (default GRPO).

@@ -27,7 +27,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served))
+	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served), rollout.WithAnnounced(cfg.Announced))
 	if err != nil {
 		return Summary{}, fmt.Errorf("train: %w", err)
 	}

@@ -105,6 +105,12 @@ type Config struct {
 	// (after a successful push): swerl run points the rollout policy at it
 	// there (the Set of the policy's rollout.Served table).
 	OnHeld func(e Engine, v engineapi.ServedVersion)
+	// OnPushed is called at the end of a Push that loaded the version on
+	// at least one engine, with the adapter name it was loaded as ("" for
+	// full weights) and every engine (its URL) that holds it then: swerl
+	// learn announces the version again with them, so rollout workers in
+	// other processes learn which engines hold which adapter.
+	OnPushed func(version int64, adapter string, engines []string)
 	// Client sends the requests. Default: a new http.Client.
 	Client *http.Client
 	Log    *slog.Logger
@@ -223,6 +229,7 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 	}
 	remote := s.mapPath(path)
 	var errs []error
+	loaded := false
 	for _, st := range s.states {
 		if st.has && st.held.Version == version {
 			continue
@@ -235,7 +242,22 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 		}
 		if err != nil {
 			errs = append(errs, err)
+		} else if st.has && st.held.Version == version {
+			loaded = true
 		}
+	}
+	if loaded && s.cfg.OnPushed != nil {
+		var holders []string
+		for _, st := range s.states {
+			if st.has && st.held.Version == version {
+				holders = append(holders, st.URL)
+			}
+		}
+		name := ""
+		if adapter != "" {
+			name = engineapi.AdapterName(version)
+		}
+		s.cfg.OnPushed(version, name, holders)
 	}
 	return errors.Join(errs...)
 }

@@ -590,3 +590,40 @@ func TestParseEngines(t *testing.T) {
 		}
 	}
 }
+
+// OnPushed hears, after a push that loaded the version somewhere, every
+// engine that holds it: not one that refused it, and nothing for a push
+// that loaded nothing new.
+func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
+	root := t.TempDir()
+	good, bad := &vllmServer{}, &vllmServer{}
+	bad.fail = func(int, call) (int, string) { return 400, "no" }
+	tg, tb := httptest.NewServer(good), httptest.NewServer(bad)
+	defer tg.Close()
+	defer tb.Close()
+	type pushed struct {
+		v       int64
+		adapter string
+		engines []string
+	}
+	var got []pushed
+	s, err := New(Config{Engines: []Engine{{URL: tg.URL + "/v1", Kind: engineapi.VLLM}, {URL: tb.URL, Kind: engineapi.VLLM}}, Retries: -1, Backoff: 1,
+		OnPushed: func(v int64, adapter string, engines []string) { got = append(got, pushed{v, adapter, engines}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Push(context.Background(), 1, versionDir(t, root, 1, true)); err == nil {
+		t.Fatal("one engine refused: want an error")
+	}
+	bad.fail = nil
+	if err := s.Push(context.Background(), 1, filepath.Join(root, "checkpoints", "v000001")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Push(context.Background(), 1, filepath.Join(root, "checkpoints", "v000001")); err != nil { // both hold it: nothing new
+		t.Fatal(err)
+	}
+	want := []pushed{{1, "swerl-v000001", []string{tg.URL}}, {1, "swerl-v000001", []string{tg.URL, tb.URL}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("OnPushed heard %+v, want %+v", got, want)
+	}
+}

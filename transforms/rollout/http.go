@@ -102,9 +102,16 @@ func openHTTP(spec string, opts ...Option) (Policy, error) {
 // adapters it pushes with follow=true: each health probe reads the
 // adapters an engine lists on /v1/models (vLLM and swerl serve list them)
 // and the newest swerl-vNNNNNN becomes what requests to that engine name.
+// A policy opened WithAnnounced also names the newest adapter the learner
+// announced an engine holds (on the weights topic) when it is newer than
+// the listed one, so engines that do not list their adapters (older
+// SGLang) are followed too; an engine that answers 404 to an announced
+// adapter (restarted without it) is not asked for it again, and falls
+// back to what it lists until a newer version is announced for it.
 type HTTPPolicy struct {
 	eps          []*endpoint
 	served       *Served
+	announced    *Announced // with follow: what the learner announced each engine holds; nil: listing only
 	route        string
 	follow       bool
 	engine       engineapi.Kind
@@ -138,7 +145,7 @@ func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	p := &HTTPPolicy{model: "default", retries: 5, timeout: 120 * time.Second, served: o.served,
+	p := &HTTPPolicy{model: "default", retries: 5, timeout: 120 * time.Second, served: o.served, announced: o.announced,
 		backoff: 500 * time.Millisecond, client: &http.Client{}, route: RouteLeastLoaded, log: slog.Default()}
 	if p.served == nil {
 		p.served = NewServed()
@@ -208,6 +215,7 @@ func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 	for _, raw := range urls {
 		u, _ := url.Parse(raw)
 		e := &endpoint{base: engineapi.BaseURL(raw), m: m}
+		e.refused.Store(-1)
 		if seen[e.base] {
 			return nil, fmt.Errorf("rollout: policy %q: engine %s listed twice", spec, e.base)
 		}
@@ -217,7 +225,7 @@ func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 		}
 		e.url = u.String()
 		m.up.WithLabelValues(e.base).Set(1)
-		if sv, ok := p.served.Get(e.base); ok {
+		if sv, ok := p.held(e); ok {
 			m.served.WithLabelValues(e.base).Set(float64(sv.Version))
 		} else {
 			m.served.WithLabelValues(e.base).Set(-1)
@@ -281,7 +289,7 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 			e = p.pick(tried)
 		}
 		tried[e] = true
-		sv, synced := p.served.Get(e.base)
+		sv, synced := p.held(e)
 		b, err := p.body(req, n, sv, synced)
 		if err != nil {
 			e.release()
@@ -289,6 +297,14 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 		}
 		start := time.Now()
 		res, retryAfter, status, err := p.post(ctx, e, b)
+		if status == http.StatusNotFound && p.refuse(e, sv) {
+			p.fail(e, errReason(err, status), err)
+			// The engine lacks the announced adapter (restarted without
+			// it): it is not named there again, and the attempt is sent
+			// at once with what the engine lists.
+			clear(tried)
+			continue
+		}
 		if err == nil {
 			cs, v, err := p.decode(e, res, sv, synced)
 			if err != nil {
@@ -555,10 +571,16 @@ func (s *Served) Clear(base string) {
 type Option func(*options)
 
 type options struct {
-	served *Served
+	served    *Served
+	announced *Announced
 }
 
 // WithServed makes the policy read (and, with follow=true, write) the
 // versions its engines serve in s, the table the weight syncer's OnHeld
 // hook sets. A nil s leaves the policy its own table.
 func WithServed(s *Served) Option { return func(o *options) { o.served = s } }
+
+// WithAnnounced makes a policy with follow=true also name, on each engine,
+// the newest adapter a is told that engine holds, when it is newer than
+// the one the engine lists (see Announced). A nil a leaves listing only.
+func WithAnnounced(a *Announced) Option { return func(o *options) { o.announced = a } }

@@ -92,7 +92,8 @@ type endpoint struct {
 	base     string // server root (engineapi.BaseURL): keys Served, labels metrics
 	url      string // its chat-completions URL
 	inFlight atomic.Int64
-	down     atomic.Bool // a request or health probe failed; not routed to until a probe succeeds
+	refused  atomic.Int64 // the newest announced version the engine answered 404 to; -1: none
+	down     atomic.Bool  // a request or health probe failed; not routed to until a probe succeeds
 	requests atomic.Int64
 	errors   atomic.Int64
 	tokens   atomic.Int64
@@ -146,7 +147,7 @@ type EngineStats struct {
 func (p *HTTPPolicy) Engines() []EngineStats {
 	out := make([]EngineStats, len(p.eps))
 	for i, e := range p.eps {
-		sv, ok := p.served.Get(e.base)
+		sv, ok := p.held(e)
 		out[i] = EngineStats{URL: e.base, Up: !e.down.Load(), InFlight: e.inFlight.Load(), Requests: e.requests.Load(),
 			Errors: e.errors.Load(), Tokens: e.tokens.Load(), Served: sv, HasServed: ok}
 	}
@@ -193,7 +194,7 @@ func (p *HTTPPolicy) candidate(tried map[*endpoint]bool) *endpoint {
 	}
 	newest, synced := int64(-1), false
 	for _, e := range p.eps {
-		if sv, ok := p.served.Get(e.base); ok {
+		if sv, ok := p.held(e); ok {
 			synced = true
 			newest = max(newest, sv.Version)
 		}
@@ -202,7 +203,7 @@ func (p *HTTPPolicy) candidate(tried map[*endpoint]bool) *endpoint {
 		if !synced {
 			return true
 		}
-		sv, ok := p.served.Get(e.base)
+		sv, ok := p.held(e)
 		return ok && sv.Version == newest
 	}
 	for _, ok := range []func(*endpoint) bool{
@@ -310,6 +311,44 @@ func (p *HTTPPolicy) followListed(e *endpoint, models []engineapi.Model) {
 	}
 }
 
+// held is what requests to e name: the served table's version (the
+// weight sync's, or the newest adapter e lists, with follow=true), or,
+// with follow=true and an Announced table, the newest adapter the learner
+// announced e holds when that is newer and e did not answer 404 to it.
+func (p *HTTPPolicy) held(e *endpoint) (engineapi.ServedVersion, bool) {
+	sv, ok := p.served.Get(e.base)
+	if !p.follow || p.announced == nil {
+		return sv, ok
+	}
+	if a, aok := p.announced.Get(e.base); aok && a.Adapter != "" && a.Version > e.refused.Load() && (!ok || a.Version > sv.Version) {
+		return a, true
+	}
+	return sv, ok
+}
+
+// refuse records that e answered 404 to a request naming sv; it reports
+// whether sv was an announced adapter (then the request is sent again
+// without it). A 404 to what the engine lists or the sync loaded stays an
+// error of the request.
+func (p *HTTPPolicy) refuse(e *endpoint, sv engineapi.ServedVersion) bool {
+	if !p.follow || p.announced == nil || sv.Adapter == "" {
+		return false
+	}
+	if a, ok := p.announced.Get(e.base); !ok || a != sv {
+		return false
+	}
+	for {
+		old := e.refused.Load()
+		if sv.Version <= old {
+			return true
+		}
+		if e.refused.CompareAndSwap(old, sv.Version) {
+			p.log.Warn("rollout: engine does not hold the adapter it was announced to hold (restarted?); requests name what it lists", "engine", e.base, "adapter", sv.Adapter)
+			return true
+		}
+	}
+}
+
 // probeAll probes every engine once, at the same time: a down engine that
 // answers rejoins, an up one that does not leaves routing before a request
 // finds out.
@@ -318,6 +357,15 @@ func (p *HTTPPolicy) probeAll(ctx context.Context) {
 	for _, e := range p.eps {
 		wg.Go(func() {
 			err := p.probe(ctx, e)
+			if p.follow && p.announced != nil {
+				// The gauge shows what requests name, the announced
+				// adapter included.
+				if sv, ok := p.held(e); ok {
+					e.m.served.WithLabelValues(e.base).Set(float64(sv.Version))
+				} else {
+					e.m.served.WithLabelValues(e.base).Set(-1)
+				}
+			}
 			switch {
 			case ctx.Err() != nil:
 			case err != nil && len(p.eps) > 1:

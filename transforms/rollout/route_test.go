@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type engineSrv struct {
 	mu       sync.Mutex
 	adapters []string // listed on /v1/models
 	stall    bool     // /v1/models never answers (a machine that vanished)
+	unlisted []string // adapters held and not listed (as older SGLang)
+	strict   bool     // a request naming a swerl adapter not held is answered 404 (as vLLM)
+	named    []string // the model of each chat request
 	srv      *http.Server
 	hits     atomic.Int64 // chat requests received
 	waiting  atomic.Int64 // chat requests held at the gate
@@ -89,6 +93,14 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req engineapi.ChatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), 400)
+		return
+	}
+	s.mu.Lock()
+	s.named = append(s.named, req.Model)
+	missing := s.strict && strings.HasPrefix(req.Model, "swerl-v") && !slices.Contains(s.adapters, req.Model) && !slices.Contains(s.unlisted, req.Model)
+	s.mu.Unlock()
+	if missing {
+		http.Error(w, "The model `"+req.Model+"` does not exist.", 404)
 		return
 	}
 	if s.gate != nil {
@@ -338,6 +350,100 @@ func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	a.adapters = []string{engineapi.AdapterName(1)}
 	a.mu.Unlock()
 	waitFor(t, "the policy follows swerl-v000001", func() bool { sv, ok := served.Get(a.url()); return ok && sv.Version == 1 })
+}
+
+// With an Announced table, follow=true names on each engine the newest
+// adapter the learner announced that engine holds, though the engines list
+// none: never on an engine it was not announced for, and an adapter an
+// engine lists that is newer than its announced one wins.
+func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
+	a := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
+	b := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
+	ann := NewAnnounced()
+	served := NewServed()
+	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=10ms&model=m&route=round-robin", WithServed(served), WithAnnounced(ann))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	complete := func() int64 {
+		t.Helper()
+		r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.PolicyVersion
+	}
+	if v := complete(); v != -1 {
+		t.Fatalf("nothing announced: version %d, want -1", v)
+	}
+	a.mu.Lock()
+	a.unlisted = []string{engineapi.AdapterName(2), engineapi.AdapterName(3)}
+	a.mu.Unlock()
+	ann.Hold(a.url(), engineapi.ServedVersion{Version: 2, Adapter: engineapi.AdapterName(2)})
+	ann.Hold(a.url(), engineapi.ServedVersion{Version: 3, Adapter: engineapi.AdapterName(3)})
+	ann.Hold(a.url(), engineapi.ServedVersion{Version: 1, Adapter: engineapi.AdapterName(1)}) // late: ignored
+	for range 4 {
+		if v := complete(); v != 3 {
+			t.Fatalf("a announced with v3: version %d, want 3 (routing prefers the newest)", v)
+		}
+	}
+	b.mu.Lock()
+	for _, m := range b.named {
+		if m != "m" {
+			t.Errorf("b was asked for %q, which it was never announced to hold", m)
+		}
+	}
+	// b lists v5 and was announced v4 only: the newer, listed one wins.
+	b.unlisted = []string{engineapi.AdapterName(4)}
+	b.adapters = []string{engineapi.AdapterName(5)}
+	b.mu.Unlock()
+	ann.Hold(b.url(), engineapi.ServedVersion{Version: 4, Adapter: engineapi.AdapterName(4)})
+	waitFor(t, "b's listed v5 is named", func() bool { sv, ok := served.Get(b.url()); return ok && sv.Version == 5 })
+	for range 4 {
+		if v := complete(); v != 5 {
+			t.Fatalf("b lists v5: version %d, want 5", v)
+		}
+	}
+	// An announcement newer than the listing wins on b.
+	b.mu.Lock()
+	b.unlisted = append(b.unlisted, engineapi.AdapterName(6))
+	b.mu.Unlock()
+	ann.Hold(b.url(), engineapi.ServedVersion{Version: 6, Adapter: engineapi.AdapterName(6)})
+	if v := complete(); v != 6 {
+		t.Fatalf("b announced with v6: version %d, want 6", v)
+	}
+}
+
+// An engine that answers 404 to the adapter it was announced to hold (it
+// restarted without it and lists nothing) is not asked for it again: the
+// request is sent at once with the base model, and a newer announcement
+// for it is followed.
+func TestHTTPPolicyDropsAnAnnouncedAdapterOn404(t *testing.T) {
+	a := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
+	ann := NewAnnounced()
+	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithAnnounced(ann))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	ann.Hold(a.url(), engineapi.ServedVersion{Version: 7, Adapter: engineapi.AdapterName(7)})
+	for range 2 {
+		r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
+		if err != nil || r.PolicyVersion != -1 {
+			t.Fatalf("an engine without the announced adapter: %+v %v, want the base (-1)", r, err)
+		}
+	}
+	a.mu.Lock()
+	if got := slices.Clone(a.named); !slices.Equal(got, []string{engineapi.AdapterName(7), "m", "m"}) {
+		t.Errorf("requests named %q, want swerl-v000007 once, then the base", got)
+	}
+	a.unlisted = []string{engineapi.AdapterName(8)}
+	a.mu.Unlock()
+	ann.Hold(a.url(), engineapi.ServedVersion{Version: 8, Adapter: engineapi.AdapterName(8)})
+	if r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1}); err != nil || r.PolicyVersion != 8 {
+		t.Fatalf("after v8 was announced: %+v %v", r, err)
+	}
 }
 
 // counterValue reads a counter of the registry.
