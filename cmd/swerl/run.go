@@ -337,8 +337,7 @@ func newRunLoop(o *runOptions, env *runEnv, held []schemas.Instance, stderr io.W
 		if polSpec == "" {
 			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", o.out, o.maxTokens, o.temperature, o.train.MaxSeq, o.device)
 		}
-		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Served: l.served, GroupSize: spec.GroupSize, Method: o.method, Prompt: spec.Prompt,
-			Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed, Concurrency: 1})
+		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Served: l.served, Method: o.method, Concurrency: 1, Spec: spec})
 		l.stored = true
 		return l, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"swerl/sinks/files"
 	"swerl/transforms/advantage"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 func init() {
@@ -96,13 +97,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Fed instances are read back from the topic, whose positions are
 		// local files under --out: an object-store --out reads the file.
 		Kafka: kc, Instances: *instances, FeedInstances: *instances != "" && embedded && !files.IsRemote(*out),
-		Policy: *policy, GroupSize: *groupSize, Method: method, DropZeroVariance: *dropZero,
-		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out,
-		Prompt:      promptOpts(),
-		Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed, Concurrency: *concurrency,
+		Policy: *policy, Method: method, DropZeroVariance: *dropZero,
+		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
 		Group: *group, GroupSessionTimeout: *groupSession,
 		Progress: stderr, ProgressEvery: *every,
+		Spec: scoring.Spec{GroupSize: *groupSize, Prompt: promptOpts(), Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed},
 	}
 	if *follow && strings.HasPrefix(*policy, "http") {
 		// The worker also follows the adapters a learner in another

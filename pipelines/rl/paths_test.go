@@ -47,9 +47,10 @@ func TestScoringPathsAgree(t *testing.T) {
 	}
 	defer b.Close()
 	out := filepath.Join(dir, "out")
-	beam, err := BeamRollouts(b.Config(""), out, train.Config{Policy: "file:" + set.CompletionsPath, GroupSize: spec.GroupSize,
-		Method: advantage.GRPO, Prompt: spec.Prompt, Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed,
-		Concurrency: 1})(context.Background(), round, set.Instances)
+	beam, err := BeamRollouts(b.Config(""), out, train.Config{Policy: "file:" + set.CompletionsPath,
+		Method:      advantage.GRPO,
+		Concurrency: 1,
+		Spec:        scoring.Spec{GroupSize: spec.GroupSize, Prompt: spec.Prompt, Temperature: spec.Temperature, MaxTokens: spec.MaxTokens, Seed: spec.Seed}})(context.Background(), round, set.Instances)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
 	"swerl/transforms/reward"
+	"swerl/transforms/scoring"
 )
 
 // benchInstances is the number of instances per benchmark run
@@ -159,7 +160,8 @@ func BenchmarkTrainKafka(b *testing.B) {
 		out := filepath.Join(b.TempDir(), "out") // fresh positions: read the topic again
 		start := time.Now()
 		sum, err := train.Run(context.Background(), train.Config{Kafka: c, Bounded: true,
-			Policy: "file:" + set.CompletionsPath, GroupSize: benchG, Out: out})
+			Policy: "file:" + set.CompletionsPath, Out: out,
+			Spec: scoring.Spec{GroupSize: benchG}})
 		el += time.Since(start).Seconds()
 		if err != nil {
 			b.Fatal(err)
@@ -212,8 +214,9 @@ func TestTrainMemoryFlat(t *testing.T) {
 	var sum train.Summary
 	go func() {
 		var err error
-		sum, err = train.Run(ctx, train.Config{Kafka: c, Policy: "file:" + set.CompletionsPath, GroupSize: benchG,
-			Out: filepath.Join(dir, "out"), RowsPerFile: 100000, ProgressEvery: d / 10, Progress: os.Stderr})
+		sum, err = train.Run(ctx, train.Config{Kafka: c, Policy: "file:" + set.CompletionsPath,
+			Out: filepath.Join(dir, "out"), RowsPerFile: 100000, ProgressEvery: d / 10, Progress: os.Stderr,
+			Spec: scoring.Spec{GroupSize: benchG}})
 		done <- err
 	}()
 	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: c.Topic(kafkaio.Instances), Balancer: &kafka.Murmur2Balancer{},
@@ -272,7 +275,8 @@ func BenchmarkTrainFile(b *testing.B) {
 		out := filepath.Join(b.TempDir(), "out")
 		start := time.Now()
 		sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-			Policy: "file:" + set.CompletionsPath, GroupSize: benchG, Out: out})
+			Policy: "file:" + set.CompletionsPath, Out: out,
+			Spec: scoring.Spec{GroupSize: benchG}})
 		el += time.Since(start).Seconds()
 		if err != nil {
 			b.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
-	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // Incomplete says what happens to a group that finishes with fewer than
@@ -62,8 +62,11 @@ type Config struct {
 	// it), read by an http(s) Policy with follow=true opened in this
 	// process (rollout.WithAnnounced). nil: it follows the listings only.
 	Announced *rollout.Announced
-	// GroupSize is G, the completions per instance (default 4).
-	GroupSize int
+	// Spec is each instance's group: its prompt (Prompt's caps and
+	// template), G completions (GroupSize, default 4) and the sampling
+	// options passed to the policy (Temperature, MaxTokens, Seed; zero:
+	// the policy's defaults).
+	scoring.Spec
 	// Method is the advantage estimator (default GRPO).
 	Method advantage.Method
 	// DropZeroVariance drops groups whose rewards are all equal (they are
@@ -87,12 +90,6 @@ type Config struct {
 	// Out/samples (swerl run stages each round's samples until its step
 	// is published).
 	SamplesDir string
-	// Prompt caps the prompt (transforms/prompt.Options).
-	Prompt prompt.Options
-	// Sampling options passed to the policy (zero: the policy's defaults).
-	Temperature float64
-	MaxTokens   int
-	Seed        int64
 	// Concurrency bounds the policy requests in flight in this process
 	// (default 8).
 	Concurrency int

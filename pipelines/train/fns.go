@@ -17,7 +17,6 @@ import (
 	"swerl/pipelines/beamrun"
 	"swerl/schemas"
 	"swerl/transforms/advantage"
-	"swerl/transforms/prompt"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
@@ -216,12 +215,8 @@ func DecodeRecord(r Record) (schemas.Instance, error) {
 type rolloutFn struct {
 	RunID       string
 	Policy      string
-	GroupSize   int
+	Spec        scoring.Spec
 	GroupPrefix string
-	Prompt      prompt.Options
-	Temperature float64
-	MaxTokens   int
-	Seed        int64
 	Concurrency int
 
 	st     *stats
@@ -299,8 +294,7 @@ func output(emit func(beam.EventTime, part), dead func(beam.EventTime, schemas.D
 // context of the bundle it counts in.
 func (f *rolloutFn) complete(bundle context.Context, req request, in *schemas.Instance) rolled {
 	source := req.Source
-	spec := scoring.Spec{Prompt: f.Prompt, GroupSize: f.GroupSize, MaxTokens: f.MaxTokens, Temperature: f.Temperature, Seed: f.Seed}
-	g, err := spec.Prepare(in, scoring.GroupID(f.GroupPrefix, in.ID, req.Index))
+	g, err := f.Spec.Prepare(in, scoring.GroupID(f.GroupPrefix, in.ID, req.Index))
 	if err != nil {
 		v, _ := json.Marshal(in)
 		d := deadLetter(bundle, "prompt", source, in.ID, err.Error(), v)
@@ -316,7 +310,7 @@ func (f *rolloutFn) complete(bundle context.Context, req request, in *schemas.In
 	}
 	cRollouts.Add(bundle, int64(len(resp.Completions)))
 	notePolicyVersion(bundle, resp.PolicyVersion, f.policy.Version())
-	samples, got := spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), now())
+	samples, got := f.Spec.Samples(in, &g, resp, time.Since(start).Milliseconds(), now())
 	// The part carries the prompt text once; its members leave it empty.
 	out := part{GroupID: g.ID, Origin: source, System: g.Prompt.System, Prompt: g.Prompt.User, Files: g.Prompt.Files,
 		Oracle: in.OracleNewContent, Members: make([]member, len(samples))}
@@ -324,7 +318,7 @@ func (f *rolloutFn) complete(bundle context.Context, req request, in *schemas.In
 		s.System, s.Prompt = "", ""
 		out.Members[i] = member{Sample: s}
 		if i >= got {
-			out.Members[i].Lost = fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.GroupSize)
+			out.Members[i].Lost = fmt.Sprintf("the policy returned %d of %d completions", len(resp.Completions), f.Spec.GroupSize)
 		}
 	}
 	return rolled{part: &out}

@@ -15,6 +15,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
+	"swerl/transforms/scoring"
 )
 
 // shortPolicy is a file policy that answers every second instance with one
@@ -60,7 +61,8 @@ func TestIncompleteGroups(t *testing.T) {
 	for _, mode := range []train.Incomplete{train.IncompleteEmit, train.IncompleteDrop} {
 		out := filepath.Join(dir, string(mode))
 		sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-			Policy: "short:" + set.CompletionsPath, GroupSize: g, Out: out, Incomplete: mode, MetricsAddr: "127.0.0.1:0"})
+			Policy: "short:" + set.CompletionsPath, Out: out, Incomplete: mode, MetricsAddr: "127.0.0.1:0",
+			Spec: scoring.Spec{GroupSize: g}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +176,8 @@ func TestRolloutConcurrency(t *testing.T) {
 	set := traintest.New(t, dir, n, g, nil)
 	start := time.Now()
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-		Policy: "slow:" + set.CompletionsPath, GroupSize: g, Out: filepath.Join(dir, "out"), Concurrency: 4})
+		Policy: "slow:" + set.CompletionsPath, Out: filepath.Join(dir, "out"), Concurrency: 4,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatal(err)
 	}

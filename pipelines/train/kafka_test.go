@@ -84,7 +84,8 @@ func TestRunThroughKafka(t *testing.T) {
 	// Four rows a file: the sink writes files in the background while the
 	// bundle goes on, and every sample must still reach Kafka once durable.
 	cfg := train.Config{Kafka: c, Instances: set.InstancesPath, FeedInstances: true, Bounded: true,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, RowsPerFile: 4}
+		Policy: "file:" + set.CompletionsPath, Out: out, RowsPerFile: 4,
+		Spec: scoring.Spec{GroupSize: g}}
 	sum, err := train.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,8 @@ func TestRunThroughKafka(t *testing.T) {
 	}
 	// Every instance was acknowledged: a second bounded run reads nothing.
 	sum2, err := train.Run(context.Background(), train.Config{Kafka: c, Bounded: true,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out})
+		Policy: "file:" + set.CompletionsPath, Out: out,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 		}
 	}
 	out := filepath.Join(dir, "out")
-	cfg := train.Config{Kafka: c, Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, GroupTimeout: time.Hour}
+	cfg := train.Config{Kafka: c, Policy: "file:" + set.CompletionsPath, Out: out, GroupTimeout: time.Hour, Spec: scoring.Spec{GroupSize: g}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -210,7 +212,8 @@ func TestRestartNoLossNoDuplicates(t *testing.T) {
 		t.Logf("first run finished everything before it was stopped (%d rows)", before)
 	}
 	sum2, err := train.Run(context.Background(), train.Config{Kafka: c, Bounded: true,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out})
+		Policy: "file:" + set.CompletionsPath, Out: out,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,9 +144,8 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 	p, s := beam.NewPipelineWithRoot()
 	records := src(s)
 	instances, dead1 := beam.ParDo2(s.Scope("Decode"), &decodeFn{RunID: id}, records)
-	members, dead2 := beam.ParDo2(s.Scope("Rollout"), &rolloutFn{RunID: id, Policy: cfg.Policy, GroupSize: cfg.GroupSize,
-		GroupPrefix: cfg.GroupPrefix, Prompt: cfg.Prompt, Temperature: cfg.Temperature, MaxTokens: cfg.MaxTokens,
-		Seed: cfg.Seed, Concurrency: cfg.Concurrency}, instances)
+	members, dead2 := beam.ParDo2(s.Scope("Rollout"), &rolloutFn{RunID: id, Policy: cfg.Policy, Spec: cfg.Spec,
+		GroupPrefix: cfg.GroupPrefix, Concurrency: cfg.Concurrency}, instances)
 	whole, partial, dead3 := beam.ParDo3(s.Scope("Reward"), &rewardFn{RunID: id, Timeout: cfg.RewardTimeout, GroupSize: cfg.GroupSize}, members)
 	// Groups that arrive whole (all of them, with the built-in rollout
 	// stage) get their advantages in the stage that scored them; only split

@@ -14,6 +14,7 @@ import (
 	"swerl/sinks/files"
 	"swerl/sinks/files/filestest"
 	"swerl/sinks/parquetio"
+	"swerl/transforms/scoring"
 )
 
 // readRemote reads every part file matching glob (local or in a bucket),
@@ -51,7 +52,7 @@ func TestRunToObjectStorage(t *testing.T) {
 	const n, g = 6, 3
 	set := traintest.New(t, dir, n, g, map[int]string{2: `{"schema_version":1,"id":"broken`})
 	bucket := filestest.S3(t, "swerl")
-	cfg := train.Config{Instances: set.InstancesPath, Policy: "file:" + set.CompletionsPath, GroupSize: g, RowsPerFile: 4}
+	cfg := train.Config{Instances: set.InstancesPath, Policy: "file:" + set.CompletionsPath, RowsPerFile: 4, Spec: scoring.Spec{GroupSize: g}}
 	local, remote := cfg, cfg
 	local.Out, remote.Out = filepath.Join(dir, "out"), bucket+"/run"
 	lsum, err := train.Run(context.Background(), local)

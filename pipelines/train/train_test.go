@@ -18,6 +18,7 @@ import (
 	"swerl/sinks/parquetio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/reward"
+	"swerl/transforms/scoring"
 )
 
 // expected computes, independently of the pipeline, the reward and GRPO
@@ -69,7 +70,8 @@ func TestRunFileInput(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var progress bytes.Buffer
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, Progress: &progress, ProgressEvery: 100 * time.Millisecond})
+		Policy: "file:" + set.CompletionsPath, Out: out, Progress: &progress, ProgressEvery: 100 * time.Millisecond,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -118,7 +120,8 @@ func TestRunFileInput(t *testing.T) {
 	// A second run in the same process over the same input and Out adds
 	// nothing (every sample id is there already).
 	sum2, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out})
+		Policy: "file:" + set.CompletionsPath, Out: out,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +147,8 @@ func TestDeadLettersAndDrops(t *testing.T) {
 
 	out := filepath.Join(dir, "out")
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, DropZeroVariance: true, Method: advantage.RLOO})
+		Policy: "file:" + set.CompletionsPath, Out: out, DropZeroVariance: true, Method: advantage.RLOO,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +218,8 @@ func TestSummaryEqualsWhatWasWritten(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var progress bytes.Buffer
 	sum, err := train.Run(context.Background(), train.Config{Instances: set.InstancesPath,
-		Policy: "file:" + set.CompletionsPath, GroupSize: g, Out: out, RowsPerFile: 4, Progress: &progress})
+		Policy: "file:" + set.CompletionsPath, Out: out, RowsPerFile: 4, Progress: &progress,
+		Spec: scoring.Spec{GroupSize: g}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
