@@ -78,6 +78,14 @@ func (s *Server) target(model string) (target, error) {
 	a, ok := s.lookup(model)
 	s.mu.Unlock()
 	if !ok {
+		if _, isAdapter := engineapi.ParseAdapter(model[strings.LastIndexByte(model, ':')+1:]); isAdapter {
+			// The name claims a weight version (swerl-vNNNNNN). Answering
+			// with the base under that name would label the base's samples
+			// with the adapter's version; vLLM answers such a request 404,
+			// and so does this server, so the client can name another.
+			return target{}, &apiError{status: http.StatusNotFound, param: "model",
+				msg: fmt.Sprintf("The model `%s` does not exist: no adapter of that name is loaded.", model)}
+		}
 		name := model
 		if name == "" {
 			name = s.Name

@@ -197,11 +197,23 @@ func TestVLLMAdapterAPI(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "removed successfully") {
 		t.Fatalf("unload: %d %s", code, body)
 	}
-	// Unloaded, the name is just a model name again: the base answers.
+	// Unloaded, the name is refused with 404, as vLLM refuses it: answered
+	// by the base under the adapter's name, the answer would claim the
+	// adapter's version (the rollout policy reads it from the model field)
+	// for the base's tokens. A name that claims no version is the base.
 	req["model"] = "swerl-v000123"
+	resp, _, raw := post(t, srv.URL, req)
+	if msg := fmt.Sprint(raw["error"]); resp.StatusCode != http.StatusNotFound || !strings.Contains(msg, "does not exist") {
+		t.Fatalf("after unload: %d %s; want 404 naming the model", resp.StatusCode, msg)
+	}
+	req["model"] = "tiny:swerl-v000123"
+	if resp, _, _ := post(t, srv.URL, req); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("BASE:adapter after unload: %d; want 404", resp.StatusCode)
+	}
+	req["model"] = "some-client-name"
 	_, after, _ := post(t, srv.URL, req)
 	if after.SystemFingerprint != "swerl-v-1" || !slices.Equal(logprobsOf(after), logprobsOf(base)) {
-		t.Fatalf("after unload: fingerprint %q", after.SystemFingerprint)
+		t.Fatalf("a name that claims no version: fingerprint %q", after.SystemFingerprint)
 	}
 }
 
