@@ -164,160 +164,48 @@ func (f *loraFlags) config(seed uint64) (gpu.LoRAConfig, error) {
 }
 
 func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
-	tf := addTrainFlags(fs, 1e-6, "")
-	samples := fs.String("samples", "", "read scored samples from this Parquet file or directory, or a JSONL file (*.jsonl: the schema's JSON form, as swerl cat prints it) (offline)")
-	// The Kafka flags of every subcommand; here --brokers is required for
-	// the online mode (no embedded broker: nothing would feed it samples).
-	kf := addKafkaFlags(fs)
-	group := fs.String("group", "swerl-learner", "Kafka consumer group")
-	batchGroups := fs.Int("batch-groups", 4, "whole groups per optimizer step")
-	staleness := fs.Int("max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
-	gf := addGRPOFlags(fs, learnGRPO)
-	temp := fs.Float64("temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
-	lf := addLoRAFlags(fs)
-	section(fs, "Engines (weight sync)")
-	engines := fs.String("engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
-	engineKind := fs.String("engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
-	enginePath := fs.String("engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
-	engineRetries := fs.Int("engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
-	engineTimeout := new(time.Duration)
-	addEngineTimeoutFlag(fs, engineTimeout)
-	endSection(fs)
-	if err := parseFlags(fs, args); err != nil {
+	o, err := parseLearnFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
-	if (*samples == "") == (kf.brokers == "") {
-		return usagef("want one of --samples DIR|FILE.parquet and --brokers HOST:PORT,…")
-	}
-	if *batchGroups < 1 {
-		return usagef("--batch-groups %d, want ≥ 1", *batchGroups)
-	}
-	cfg, stop, err := tf.config(stderr)
+	cfg, stop, err := o.learnerConfig(stderr)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = *batchGroups, *staleness, gf.maskTruncated
-	if cfg.LoRA, err = lf.config(1); err != nil {
+	// va announces versions on the weights topic (online only); the
+	// engine push tells it which engines loaded a version.
+	var va *versionAnnouncer
+	push, engineSync, err := o.enginePush(ctx, &cfg, func(version int64, adapter string, engines []string) {
+		if va != nil {
+			va.pushed(ctx, version, adapter, engines)
+		}
+	})
+	if err != nil {
 		return err
 	}
-	if cfg.Train.GRPO, err = gf.params(true); err != nil {
-		return err
-	}
-	if *temp < 0 {
-		return usagef("--temperature %v, want ≥ 0", *temp)
-	}
-	cfg.Temperature = *temp
-	if err := cfg.Train.Validate(); err != nil {
-		return usagef("%v", err)
-	}
-	// The pushes run in the background (engine.Async): training never
-	// waits for an engine, and a version superseded while an engine is
-	// stuck is skipped.
-	var push *engine.Async
-	var engineSync func(version int64)
-	// pushed announces a version again once engines confirmed loading it
-	// (set below when there is a broker to announce on).
-	var pushed func(version int64, adapter string, engines []string)
-	if *engines != "" {
-		es, err := engine.ParseEngines(*engines, engineapi.Kind(*engineKind))
-		if err != nil {
-			return usagef("--engine: %v", err)
-		}
-		if *engineRetries < 0 {
-			return usagef("--engine-retries %d, want ≥ 0", *engineRetries)
-		}
-		if *engineTimeout <= 0 {
-			return usagef("--engine-timeout %s, want > 0", *engineTimeout)
-		}
-		retries := *engineRetries
-		if retries == 0 {
-			retries = -1 // engine.Config: 0 is the default, negative none
-		}
-		s, err := engine.New(engine.Config{Engines: es, PathMap: *enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: *engineTimeout, Log: cfg.Log,
-			OnPushed: func(version int64, adapter string, engines []string) {
-				if pushed != nil {
-					pushed(version, adapter, engines)
-				}
-			}})
-		if err != nil {
-			return usagef("--engine-path-map: %v", err)
-		}
-		// The engines get absolute paths: they run in other processes.
-		out, err := filepath.Abs(cfg.Out)
-		if err != nil {
-			return err
-		}
-		push = s.Async(ctx)
+	if push != nil {
 		defer push.Close()
-		engineSync = func(version int64) {
-			push.Submit(version, filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version)))
-		}
-	} else if *enginePath != "" {
-		return usagef("--engine-path-map without --engine")
 	}
-	// newLearner opens the learner with the engine sync chained after
-	// announce (the Kafka announcer, or nil): each published version is
-	// handed to the background push, the start version too, and a refusal
-	// is logged, not fatal.
-	newLearner := func(announce func(context.Context, schemas.WeightVersion) error) (*learner.Learner, func(), error) {
-		cfg.Announce = announce
-		pushed := false
-		if engineSync != nil {
-			cfg.Announce = func(ctx context.Context, v schemas.WeightVersion) error {
-				if announce != nil {
-					if err := announce(ctx, v); err != nil {
-						return err
-					}
-				}
-				pushed = true
-				engineSync(v.Version)
-				return nil
-			}
-		}
-		// A bucket --out: the learner works in a local store and each
-		// version is copied to the bucket before it is announced (and
-		// pushed to the engines).
-		done, err := bucketOut(&cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		l, err := learner.New(ctx, cfg)
-		if err != nil {
-			done()
-			return nil, nil, err
-		}
-		if engineSync != nil && !pushed {
-			// A resumed learner publishes nothing at start: push the
-			// version it starts from (engines that hold it already are
-			// skipped).
-			engineSync(l.Version())
-		}
-		return l, done, nil
-	}
-	if *samples != "" {
-		src, err := learner.ParquetSource(*samples)
+	if o.samples != "" {
+		src, err := learner.ParquetSource(o.samples)
 		if err != nil {
 			return err
 		}
-		l, done, err := newLearner(nil)
+		l, done, err := openLearner(ctx, &cfg, nil, engineSync)
 		if err != nil {
 			return err
 		}
 		defer done()
-		_, err = l.Run(ctx, src, tf.steps)
+		_, err = l.Run(ctx, src, o.tf.steps)
 		return learnEnd(ctx, err, l, push, stderr)
 	}
-	kcfg, done, err := kf.connect(ctx, stderr)
+	kcfg, done, err := o.kf.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	kc := learner.KafkaConfig{Kafka: kcfg, Group: *group, Log: cfg.Log}
+	kc := learner.KafkaConfig{Kafka: kcfg, Group: o.group, Log: cfg.Log}
 	ann, err := learner.NewAnnouncer(kc)
 	if err != nil {
 		return err
@@ -326,53 +214,8 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if push != nil {
 		defer push.Close() // before ann.Close: no push announces on a closed writer
 	}
-	// Each announcement names the adapter a LoRA version is loaded as;
-	// once the background push of a version completes on some engines, it
-	// is announced again with them, so that rollout workers in other
-	// processes (swerl train --follow) name it on exactly those engines.
-	var (
-		mu        sync.Mutex
-		published = map[int64]schemas.WeightVersion{}
-	)
-	announce := func(ctx context.Context, v schemas.WeightVersion) error {
-		if cfg.LoRA.Rank > 0 {
-			v.Adapter = engineapi.AdapterName(v.Version)
-		}
-		mu.Lock()
-		published[v.Version] = v
-		for old := range published {
-			if old < v.Version-16 { // pushes lag a few versions at most; skipped ones are never confirmed
-				delete(published, old)
-			}
-		}
-		mu.Unlock()
-		return ann.Announce(ctx, v)
-	}
-	pushed = func(version int64, adapter string, engines []string) {
-		mu.Lock()
-		v, ok := published[version]
-		mu.Unlock()
-		if !ok {
-			// The version the learner resumed from, published by an
-			// earlier process: its index row.
-			var rows []schemas.WeightVersion
-			st, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, ReadOnly: true})
-			if err == nil {
-				rows, err = st.Versions()
-			}
-			i := slices.IndexFunc(rows, func(r schemas.WeightVersion) bool { return r.Version == version })
-			if i < 0 {
-				cfg.Log.Warn("swerl learn: the engines hold a version the index does not list; not announced", "version", version, "err", err)
-				return
-			}
-			v = rows[i]
-		}
-		v.Adapter, v.Engines = adapter, engines
-		if err := ann.Announce(ctx, v); err != nil && ctx.Err() == nil {
-			cfg.Log.Warn("swerl learn: announcing the engines that hold a version failed; workers following the topic keep the version they name", "version", version, "err", err.Error())
-		}
-	}
-	l, bdone, err := newLearner(announce)
+	va = &versionAnnouncer{ann: ann, cfg: &cfg, published: map[int64]schemas.WeightVersion{}}
+	l, bdone, err := openLearner(ctx, &cfg, va.announce, engineSync)
 	if err != nil {
 		return err
 	}
@@ -383,8 +226,217 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer src.Close()
 	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kcfg.Topic(kafkaio.Samples), kc.Group, l.Version())
-	_, err = l.Run(ctx, src, tf.steps)
+	_, err = l.Run(ctx, src, o.tf.steps)
 	return learnEnd(ctx, err, l, push, stderr)
+}
+
+// learnOptions are swerl learn's flags.
+type learnOptions struct {
+	tf                              *trainFlags
+	kf                              *kafkaFlags
+	gf                              *grpoFlags
+	lf                              *loraFlags
+	samples, group                  string
+	batchGroups, staleness          int
+	temp                            float64
+	engines, engineKind, enginePath string
+	engineRetries                   int
+	engineTimeout                   time.Duration
+}
+
+func parseLearnFlags(args []string, stderr io.Writer) (*learnOptions, error) {
+	o := &learnOptions{}
+	fs := newFlags("learn", "--model DIR|--resume --samples DIR|FILE.parquet|--brokers HOST:PORT,… [--out DIR] [flags]", stderr)
+	o.tf = addTrainFlags(fs, 1e-6, "")
+	fs.StringVar(&o.samples, "samples", "", "read scored samples from this Parquet file or directory, or a JSONL file (*.jsonl: the schema's JSON form, as swerl cat prints it) (offline)")
+	// The Kafka flags of every subcommand; here --brokers is required for
+	// the online mode (no embedded broker: nothing would feed it samples).
+	o.kf = addKafkaFlags(fs)
+	fs.StringVar(&o.group, "group", "swerl-learner", "Kafka consumer group")
+	fs.IntVar(&o.batchGroups, "batch-groups", 4, "whole groups per optimizer step")
+	fs.IntVar(&o.staleness, "max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
+	o.gf = addGRPOFlags(fs, learnGRPO)
+	fs.Float64Var(&o.temp, "temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
+	o.lf = addLoRAFlags(fs)
+	section(fs, "Engines (weight sync)")
+	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
+	fs.StringVar(&o.engineKind, "engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
+	fs.StringVar(&o.enginePath, "engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
+	fs.IntVar(&o.engineRetries, "engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
+	addEngineTimeoutFlag(fs, &o.engineTimeout)
+	endSection(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected arguments %q", fs.Args())
+	}
+	if (o.samples == "") == (o.kf.brokers == "") {
+		return nil, usagef("want one of --samples DIR|FILE.parquet and --brokers HOST:PORT,…")
+	}
+	if o.batchGroups < 1 {
+		return nil, usagef("--batch-groups %d, want ≥ 1", o.batchGroups)
+	}
+	return o, nil
+}
+
+// learnerConfig is the learner the flags describe; stop ends its metrics
+// server.
+func (o *learnOptions) learnerConfig(stderr io.Writer) (learner.Config, func(), error) {
+	cfg, stop, err := o.tf.config(stderr)
+	if err != nil {
+		return cfg, nil, err
+	}
+	fail := func(err error) (learner.Config, func(), error) {
+		stop()
+		return cfg, nil, err
+	}
+	cfg.BatchGroups, cfg.MaxStaleness, cfg.MaskTruncated = o.batchGroups, o.staleness, o.gf.maskTruncated
+	if cfg.LoRA, err = o.lf.config(1); err != nil {
+		return fail(err)
+	}
+	if cfg.Train.GRPO, err = o.gf.params(true); err != nil {
+		return fail(err)
+	}
+	if o.temp < 0 {
+		return fail(usagef("--temperature %v, want ≥ 0", o.temp))
+	}
+	cfg.Temperature = o.temp
+	if err := cfg.Train.Validate(); err != nil {
+		return fail(usagef("%v", err))
+	}
+	return cfg, stop, nil
+}
+
+// enginePush starts the background push of each published version to the
+// --engine servers (engine.Async: training never waits for an engine,
+// and a version superseded while an engine is stuck is skipped). It
+// returns nil without --engine; onPushed hears which engines loaded a
+// version.
+func (o *learnOptions) enginePush(ctx context.Context, cfg *learner.Config, onPushed func(version int64, adapter string, engines []string)) (*engine.Async, func(version int64), error) {
+	if o.engines == "" {
+		if o.enginePath != "" {
+			return nil, nil, usagef("--engine-path-map without --engine")
+		}
+		return nil, nil, nil
+	}
+	es, err := engine.ParseEngines(o.engines, engineapi.Kind(o.engineKind))
+	if err != nil {
+		return nil, nil, usagef("--engine: %v", err)
+	}
+	if o.engineRetries < 0 {
+		return nil, nil, usagef("--engine-retries %d, want ≥ 0", o.engineRetries)
+	}
+	if o.engineTimeout <= 0 {
+		return nil, nil, usagef("--engine-timeout %s, want > 0", o.engineTimeout)
+	}
+	retries := o.engineRetries
+	if retries == 0 {
+		retries = -1 // engine.Config: 0 is the default, negative none
+	}
+	s, err := engine.New(engine.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: cfg.Log,
+		OnPushed: onPushed})
+	if err != nil {
+		return nil, nil, usagef("--engine-path-map: %v", err)
+	}
+	// The engines get absolute paths: they run in other processes.
+	out, err := filepath.Abs(cfg.Out)
+	if err != nil {
+		return nil, nil, err
+	}
+	push := s.Async(ctx)
+	return push, func(version int64) {
+		push.Submit(version, filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version)))
+	}, nil
+}
+
+// openLearner opens the learner with the engine sync chained after
+// announce (the Kafka announcer, or nil): each published version is handed
+// to the background push, the start version too, and a refusal is logged,
+// not fatal. A bucket --out makes the learner work in a local store and
+// copy each version to the bucket before it is announced (and pushed).
+func openLearner(ctx context.Context, cfg *learner.Config, announce func(context.Context, schemas.WeightVersion) error, engineSync func(int64)) (*learner.Learner, func(), error) {
+	cfg.Announce = announce
+	pushed := false
+	if engineSync != nil {
+		cfg.Announce = func(ctx context.Context, v schemas.WeightVersion) error {
+			if announce != nil {
+				if err := announce(ctx, v); err != nil {
+					return err
+				}
+			}
+			pushed = true
+			engineSync(v.Version)
+			return nil
+		}
+	}
+	done, err := bucketOut(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := learner.New(ctx, *cfg)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	if engineSync != nil && !pushed {
+		// A resumed learner publishes nothing at start: push the version
+		// it starts from (engines that hold it already are skipped).
+		engineSync(l.Version())
+	}
+	return l, done, nil
+}
+
+// versionAnnouncer announces each published version on the weights topic,
+// naming the adapter a LoRA version is loaded as; once the background
+// push of a version completes on some engines, it announces it again with
+// them, so that rollout workers in other processes (swerl train --follow)
+// name it on exactly those engines.
+type versionAnnouncer struct {
+	ann       *learner.Announcer
+	cfg       *learner.Config
+	mu        sync.Mutex
+	published map[int64]schemas.WeightVersion
+}
+
+func (a *versionAnnouncer) announce(ctx context.Context, v schemas.WeightVersion) error {
+	if a.cfg.LoRA.Rank > 0 {
+		v.Adapter = engineapi.AdapterName(v.Version)
+	}
+	a.mu.Lock()
+	a.published[v.Version] = v
+	for old := range a.published {
+		if old < v.Version-16 { // pushes lag a few versions at most; skipped ones are never confirmed
+			delete(a.published, old)
+		}
+	}
+	a.mu.Unlock()
+	return a.ann.Announce(ctx, v)
+}
+
+func (a *versionAnnouncer) pushed(ctx context.Context, version int64, adapter string, engines []string) {
+	a.mu.Lock()
+	v, ok := a.published[version]
+	a.mu.Unlock()
+	if !ok {
+		// The version the learner resumed from, published by an earlier
+		// process: its index row.
+		var rows []schemas.WeightVersion
+		st, err := checkpoint.Open(checkpoint.Config{Dir: a.cfg.Out, ReadOnly: true})
+		if err == nil {
+			rows, err = st.Versions()
+		}
+		i := slices.IndexFunc(rows, func(r schemas.WeightVersion) bool { return r.Version == version })
+		if i < 0 {
+			a.cfg.Log.Warn("swerl learn: the engines hold a version the index does not list; not announced", "version", version, "err", err)
+			return
+		}
+		v = rows[i]
+	}
+	v.Adapter, v.Engines = adapter, engines
+	if err := a.ann.Announce(ctx, v); err != nil && ctx.Err() == nil {
+		a.cfg.Log.Warn("swerl learn: announcing the engines that hold a version failed; workers following the topic keep the version they name", "version", version, "err", err.Error())
+	}
 }
 
 // learnEnd ends a learn run whose Run returned err. An interrupt is a
