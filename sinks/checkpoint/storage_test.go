@@ -172,6 +172,10 @@ func TestCopyFrom(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.URI, got.CreatedAt, want.URI, want.CreatedAt = "", "", "", ""
+		// An empty list column reads back as an empty slice.
+		if len(got.Engines) == 0 && len(want.Engines) == 0 {
+			got.Engines, want.Engines = nil, nil
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("v%d: mirrored row %+v, local %+v", v, got, want)
 		}
