@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"swerl/gpu/learner"
 	"swerl/internal/engineapi"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkatest"
 	"swerl/sinks/parquetio"
 )
 
@@ -296,44 +295,13 @@ func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
 // announcements reads every record of the weights topic.
 func announcements(t *testing.T, c kafkaio.Config) []schemas.WeightVersion {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	topic := c.Topic(kafkaio.Weights)
-	parts, err := kafkaio.Partitions(ctx, c, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []schemas.WeightVersion
-	for _, p := range parts {
-		conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
-		if err != nil {
+	for _, m := range kafkatest.ReadAll(t, c, c.Topic(kafkaio.Weights), time.Minute) {
+		var v schemas.WeightVersion
+		if err := schemas.Decode(m.Value, &v); err != nil {
 			t.Fatal(err)
 		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last == 0 {
-			continue
-		}
-		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
-		for {
-			m, err := rd.ReadMessage(ctx)
-			if err != nil {
-				rd.Close()
-				t.Fatal(err)
-			}
-			var v schemas.WeightVersion
-			if err := schemas.Decode(m.Value, &v); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, v)
-			if m.Offset+1 >= last {
-				break
-			}
-		}
-		rd.Close()
+		out = append(out, v)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkatest"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/scoring"
 )
@@ -35,41 +36,7 @@ func startBroker(t *testing.T) kafkaio.Config {
 
 // consumeAll reads every record of topic up to its current end offsets.
 func consumeAll(t *testing.T, c kafkaio.Config, topic string) []kafka.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	parts, err := kafkaio.Partitions(ctx, c, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for _, p := range parts {
-		conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("%s/%d: %v", topic, p, err)
-			}
-			out = append(out, m)
-			if m.Offset+1 >= last {
-				break
-			}
-		}
-		r.Close()
-	}
-	return out
+	return kafkatest.ReadAll(t, c, topic, 20*time.Second)
 }
 
 // TestRunThroughKafka feeds a JSONL file with a bad line into the embedded
