@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,33 +282,16 @@ func TestAgentlessThroughJobServer(t *testing.T) {
 	remote := startJobServer(t)
 	const gold = "```python\n### pkg/util.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return 2\n>>>>>>> REPLACE\n```"
 	const noise = "```python\n### pkg/util.py\n<<<<<<< SEARCH\ndef f():\n=======\ndef g():\n>>>>>>> REPLACE\n```"
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct{ Content string } `json:"messages"`
-			N        int                        `json:"n"`
+	url := testenv.ChatServer(t, func(prompt string, n int) ([]string, int) {
+		if strings.Contains(prompt, "### Repository Structure ###") {
+			return []string{"```\npkg/util.py\n```"}, 0
 		}
-		json.NewDecoder(r.Body).Decode(&req)
-		texts := []string{"```\npkg/util.py\n```"}
-		if !strings.Contains(req.Messages[len(req.Messages)-1].Content, "### Repository Structure ###") {
-			texts = nil
-			for i := range req.N {
-				texts = append(texts, []string{gold, noise, "no idea", gold}[i%4])
-			}
+		var texts []string
+		for i := range n {
+			texts = append(texts, []string{gold, noise, "no idea", gold}[i%4])
 		}
-		var choices []map[string]any
-		for i, s := range texts {
-			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
-		}
-		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+		return texts, 0
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
 
 	r := gittest.New(t)
 	r.Commit("base", map[string]string{"pkg/util.py": "def f():\n    return 1\n"})
@@ -325,7 +306,7 @@ func TestAgentlessThroughJobServer(t *testing.T) {
 	}
 	run := func(extra ...string) (string, []byte, []agentless.Candidate) {
 		out := filepath.Join(t.TempDir(), "out")
-		so := cliOutput(t, append([]string{"agentless", "--instances", in, "--repo", r.Dir, "--policy", "http://" + ln.Addr().String() + "/v1",
+		so := cliOutput(t, append([]string{"agentless", "--instances", in, "--repo", r.Dir, "--policy", url,
 			"--out", out, "--localize-samples", "2", "--repair-samples", "4", "--repair-batch", "2"}, extra...)...)
 		preds, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
 		if err != nil {

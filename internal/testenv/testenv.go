@@ -8,8 +8,10 @@ package testenv
 
 import (
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,4 +176,42 @@ func HangingServer(t testing.TB) (string, func() int) {
 		}
 	})
 	return "http://" + ln.Addr().String() + "/v1", func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+}
+
+// ChatServer starts an OpenAI-compatible chat server on loopback that
+// answers each /v1/chat/completions request as answer says: the texts of
+// its choices (one a text, finish_reason stop) from the content of the
+// request's last message and the n asked, or an HTTP error status. It
+// returns the server's /v1 URL; the test's cleanup stops it.
+func ChatServer(t testing.TB, answer func(prompt string, n int) (texts []string, status int)) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+			N        int                        `json:"n"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		texts, status := answer(req.Messages[len(req.Messages)-1].Content, max(req.N, 1))
+		if status != 0 {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		var choices []map[string]any
+		for i, s := range texts {
+			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/v1"
 }

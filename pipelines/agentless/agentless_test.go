@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"swerl/internal/testenv"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/agentless"
 )
@@ -32,35 +32,17 @@ const (
 // gold for the n choices asked.
 func serveLoopback(t *testing.T) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct{ Content string } `json:"messages"`
-			N        int                        `json:"n"`
+	return testenv.ChatServer(t, func(prompt string, n int) ([]string, int) {
+		if isLocalize(prompt) {
+			return []string{"```\npkg/util.py\n```"}, 0
 		}
-		json.NewDecoder(r.Body).Decode(&req)
-		texts := []string{"```\npkg/util.py\n```"}
-		if !strings.Contains(req.Messages[len(req.Messages)-1].Content, "### Repository Structure ###") {
-			texts = nil
-			mix := []string{gold, noise, "no idea", gold}
-			for i := 0; i < req.N; i++ {
-				texts = append(texts, mix[i%len(mix)])
-			}
+		var texts []string
+		mix := []string{gold, noise, "no idea", gold}
+		for i := range n {
+			texts = append(texts, mix[i%len(mix)])
 		}
-		var choices []map[string]any
-		for i, s := range texts {
-			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
-		}
-		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+		return texts, 0
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/v1"
 }
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -221,39 +203,6 @@ func writeRows(t *testing.T, n int, base string) string {
 	return in
 }
 
-// chatServer is an OpenAI-compatible server on loopback whose answers
-// answer gives: the texts of the n choices of a request, or an HTTP error
-// status.
-func chatServer(t *testing.T, answer func(prompt string, n int) ([]string, int)) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct{ Content string } `json:"messages"`
-			N        int                        `json:"n"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		texts, status := answer(req.Messages[len(req.Messages)-1].Content, req.N)
-		if status != 0 {
-			http.Error(w, "no", status)
-			return
-		}
-		var choices []map[string]any
-		for i, s := range texts {
-			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
-		}
-		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/v1"
-}
-
 func isLocalize(prompt string) bool { return strings.Contains(prompt, "### Repository Structure ###") }
 
 // TestRunConcurrency: policy requests of different instances and samples
@@ -269,7 +218,7 @@ func TestRunConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	inflight, peak := 0, 0
 	full := make(chan struct{})
-	url := chatServer(t, func(prompt string, n int) ([]string, int) {
+	url := testenv.ChatServer(t, func(prompt string, n int) ([]string, int) {
 		mu.Lock()
 		inflight++
 		peak = max(peak, inflight)
@@ -320,7 +269,7 @@ func TestRunBatchesAndBadAnswers(t *testing.T) {
 	var mu sync.Mutex
 	repairs := 0
 	junk := []string{"", "<<<<<<< SEARCH\n=======\n>>>>>>> REPLACE", "```python\n### pkg/util.py\n<<<<<<< SEARCH\ndef greet(name):\n=======\ndef greet(name:\n>>>>>>> REPLACE\n```", "\x00\xff"}
-	url := chatServer(t, func(prompt string, n int) ([]string, int) {
+	url := testenv.ChatServer(t, func(prompt string, n int) ([]string, int) {
 		if strings.Contains(prompt, "demo-3 fails") {
 			return nil, http.StatusUnprocessableEntity // not retried
 		}

@@ -4,11 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 
+	"swerl/internal/testenv"
 	"swerl/transforms/rollout"
 )
 
@@ -36,37 +35,20 @@ func flaskApply(b *testing.B) (map[string]string, string) {
 // unparsing, normalizing and the vote over real flask modules.
 func BenchmarkSolveFlask(b *testing.B) {
 	files, answer := flaskApply(b)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct{ Content string } `json:"messages"`
-			N        int                        `json:"n"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
+	url := testenv.ChatServer(b, func(prompt string, n int) ([]string, int) {
 		var texts []string
-		if strings.Contains(req.Messages[0].Content, "### Repository Structure ###") {
+		if strings.Contains(prompt, "### Repository Structure ###") {
 			for p := range files {
 				texts = append(texts, "```\n"+p+"\n```")
 			}
-		} else {
-			for i := 0; i < req.N; i++ {
-				texts = append(texts, answer)
-			}
+			return texts, 0
 		}
-		var choices []map[string]any
-		for i, s := range texts {
-			choices = append(choices, map[string]any{"index": i, "finish_reason": "stop", "message": map[string]string{"role": "assistant", "content": s}})
+		for range n {
+			texts = append(texts, answer)
 		}
-		json.NewEncoder(w).Encode(map[string]any{"model": "fake", "choices": choices})
+		return texts, 0
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	defer srv.Close()
-	pol, err := rollout.Open("http://" + ln.Addr().String() + "/v1")
+	pol, err := rollout.Open(url)
 	if err != nil {
 		b.Fatal(err)
 	}
