@@ -121,6 +121,8 @@ func TestTrainSurvivesEngineKill(t *testing.T) {
 	killedAt := -1.0
 	start = time.Now()
 	got := trainSamples(t, set.InstancesPath, urlA+","+urlB+"?route=round-robin&health=100ms&backoff=10ms", filepath.Join(dir, "both"), func() {
+		// Polls every 2 ms, not at Eventually's growing intervals: the kill
+		// must land right after the request count it was drawn for.
 		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 			if r := engineSeries(t, "swerl_engine_requests_total", "http://"+addrB) - base; r >= float64(killAfter) {
 				inFlight := engineSeries(t, "swerl_engine_in_flight", "http://"+addrB)

@@ -19,6 +19,7 @@ import (
 	"swerl/gpu/learner"
 	"swerl/gpu/learner/learnertest"
 	"swerl/gpu/modeldir"
+	"swerl/internal/testenv"
 	"swerl/pipelines/train"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
@@ -222,10 +223,8 @@ func indexRows(out string) int {
 // waitRows waits until the index under out has n rows, at most all, for up
 // to two minutes.
 func waitRows(out string, n, all int) error {
-	for deadline := time.Now().Add(2 * time.Minute); indexRows(out) < min(n, all); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the learner has not published v%d in two minutes", n-1)
-		}
+	if !testenv.WaitFor(2*time.Minute, func() bool { return indexRows(out) >= min(n, all) }) {
+		return fmt.Errorf("the learner has not published v%d in two minutes", n-1)
 	}
 	return nil
 }

@@ -135,13 +135,23 @@ func Tool(t testing.TB, name, install string) string {
 // a time that a loaded box may not honour.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !WaitFor(timeout, cond) {
+		t.Fatalf("testenv: %s: not after %v", what, timeout)
+	}
+}
+
+// WaitFor is Eventually for code that must not stop the test itself (a
+// helper returning an error, a goroutine): it reports whether cond held
+// before timeout passed.
+func WaitFor(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for wait := time.Millisecond; !cond(); wait = min(2*wait, 50*time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: %s: not after %v", what, timeout)
+			return false
 		}
 		time.Sleep(wait)
 	}
+	return true
 }
 
 // HangingServer listens on loopback, accepts every connection and never

@@ -47,28 +47,12 @@ func TestReportRendersInChromium(t *testing.T) {
 	if _, err := report.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "report", "check.html"), []byte(checkPage), 0o644))
-	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(dir, "report"))))
-	defer srv.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", srv.URL+"/check.html")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`RESULT (\{.*?\})`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("check page did not finish; DOM:\n%.2000s", out)
-	}
+	result := checkInChromium(t, chromium, filepath.Join(dir, "report"), "check.html", checkPage)
 	var res struct {
 		SVGs, Rendered int
 		Widths         []int
 	}
-	if err := json.Unmarshal(m[1], &res); err != nil {
+	if err := json.Unmarshal(result, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.SVGs != 6 || res.Rendered != 6 {
@@ -79,4 +63,28 @@ func TestReportRendersInChromium(t *testing.T) {
 			t.Fatalf("PNG %d decoded to width %d in the browser, want 640", i, w)
 		}
 	}
+}
+
+// checkInChromium writes page into the report folder dir as name, opens it
+// in headless Chromium over a loopback HTTP server, and returns the JSON
+// the page prints after "RESULT " once its checks have run.
+func checkInChromium(t *testing.T, chromium, dir, name, page string) []byte {
+	t.Helper()
+	must(t, os.WriteFile(filepath.Join(dir, name), []byte(page), 0o644))
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", srv.URL+"/"+name)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`RESULT (\{.*?\})`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("check page did not finish; DOM:\n%.2000s", out)
+	}
+	return m[1]
 }

@@ -1,18 +1,12 @@
 package report_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"swerl/internal/testenv"
 	"swerl/schemas"
@@ -105,24 +99,9 @@ func TestVersionPageRendersInChromium(t *testing.T) {
 	writeTrainedRun(t, dir)
 	_, err := report.Write(dir)
 	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "report", "check-version.html"), []byte(checkVersionPage), 0o644))
-	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(dir, "report"))))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--dump-dom", srv.URL+"/check-version.html")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`RESULT (\{.*?\})`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("check page did not finish; DOM:\n%.2000s", out)
-	}
+	result := checkInChromium(t, chromium, filepath.Join(dir, "report"), "check-version.html", checkVersionPage)
 	var res struct{ Samples, SideBySide, Scripts int }
-	must(t, json.Unmarshal(m[1], &res))
+	must(t, json.Unmarshal(result, &res))
 	if res.Samples != 3 || res.SideBySide != 3 || res.Scripts != 0 {
 		t.Fatalf("browser: %+v, want 3 samples, 3 side by side, no scripts", res)
 	}

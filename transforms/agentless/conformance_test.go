@@ -13,9 +13,7 @@ import (
 
 // vectorsReader opens the conformance vectors: $SWERL_AGENTLESS_VECTORS
 // when set (a plain JSONL file), else the gzipped copy in testdata.
-func vectorsReader(t *testing.T) io.Reader { return vectorsReaderB(t) }
-
-func vectorsReaderB(t testing.TB) io.Reader {
+func vectorsReader(t testing.TB) io.Reader {
 	t.Helper()
 	if p := os.Getenv("SWERL_AGENTLESS_VECTORS"); p != "" {
 		f, err := os.Open(p)
