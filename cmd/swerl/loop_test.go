@@ -178,6 +178,29 @@ func (r *loopRig) requests(i int) int { return max(r.series("swerl_engine_reques
 // check stops the worker and the learner and checks steps versions: every
 // sample the worker produced was trained exactly once, by the version after
 // the one that sampled it or within --max-staleness 1; it returns how many
+// followSteps runs steps rounds (the learner publishes version k, both
+// engines hold it, the worker samples a round) and checks that both
+// engines answered and that every sample that trained version k was
+// sampled by version k−1.
+func (r *loopRig) followSteps(t *testing.T, steps int) {
+	t.Helper()
+	for k := range steps {
+		r.published(k)
+		r.holds(k, 0, 1)
+		r.feed(k)
+	}
+	r.published(steps)
+	reqA, reqB := r.requests(0), r.requests(1)
+	if reqA == 0 || reqB == 0 {
+		t.Fatalf("requests: engine a %d, engine b %d; want both", reqA, reqB)
+	}
+	exact, total := r.check(steps)
+	if exact != total {
+		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
+	}
+	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+}
+
 // were trained by the very next version.
 func (r *loopRig) check(steps int) (exact, total int) {
 	t := r.t
@@ -232,23 +255,7 @@ func (r *loopRig) check(steps int) (exact, total int) {
 // trained version k were sampled by version k−1. Both engines answer, and
 // every sample the worker produced is trained exactly once.
 func TestLoopFollowsAdaptersAcrossProcesses(t *testing.T) {
-	const steps = 4
-	r := newLoopRig(t)
-	for k := range steps {
-		r.published(k)
-		r.holds(k, 0, 1)
-		r.feed(k)
-	}
-	r.published(steps)
-	reqA, reqB := r.requests(0), r.requests(1)
-	if reqA == 0 || reqB == 0 {
-		t.Fatalf("requests: engine a %d, engine b %d; want both", reqA, reqB)
-	}
-	exact, total := r.check(steps)
-	if exact != total {
-		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
-	}
-	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+	newLoopRig(t).followSteps(t, 4)
 }
 
 // The same loop on engines that list no adapters (swerl serve
@@ -259,21 +266,7 @@ func TestLoopFollowsAdaptersAcrossProcesses(t *testing.T) {
 func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
 	const steps = 3
 	r := newLoopRigHidden(t, true)
-	for k := range steps {
-		r.published(k)
-		r.holds(k, 0, 1)
-		r.feed(k)
-	}
-	r.published(steps)
-	reqA, reqB := r.requests(0), r.requests(1)
-	if reqA == 0 || reqB == 0 {
-		t.Fatalf("requests: engine a %d, engine b %d; want both", reqA, reqB)
-	}
-	exact, total := r.check(steps)
-	if exact != total {
-		t.Fatalf("%d of %d samples trained by the version after the one that sampled them, want all", exact, total)
-	}
-	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
+	r.followSteps(t, steps)
 	// Each version was announced with its adapter, once with no engines
 	// (published) and again with both (pushed).
 	withBoth := map[int64]bool{}

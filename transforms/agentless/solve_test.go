@@ -2,15 +2,13 @@ package agentless
 
 import (
 	"context"
-	"encoding/json"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"swerl/internal/testenv"
 	"swerl/transforms/rollout"
 )
 
@@ -40,48 +38,17 @@ const (
 // fixed mix of answers, one choice each.
 func fakeOpenAI(t *testing.T) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct{ Content string } `json:"messages"`
-			N        int                        `json:"n"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		prompt := req.Messages[len(req.Messages)-1].Content
-		var texts []string
+	return testenv.ChatServer(t, func(prompt string, n int) ([]string, int) {
 		if strings.Contains(prompt, "### Repository Structure ###") {
-			texts = []string{"```\nnot/there.py\npkg/util.py\n```"}
-		} else {
-			mix := []string{goldAnswer, noiseAnswer, prose, goldAnswer2, badSyntax, goldAnswer}
-			for i := 0; i < req.N; i++ {
-				texts = append(texts, mix[i%len(mix)])
-			}
+			return []string{"```\nnot/there.py\npkg/util.py\n```"}, 0
 		}
-		type choice struct {
-			Index        int               `json:"index"`
-			Message      map[string]string `json:"message"`
-			FinishReason string            `json:"finish_reason"`
+		var texts []string
+		mix := []string{goldAnswer, noiseAnswer, prose, goldAnswer2, badSyntax, goldAnswer}
+		for i := range n {
+			texts = append(texts, mix[i%len(mix)])
 		}
-		resp := struct {
-			Model   string   `json:"model"`
-			Choices []choice `json:"choices"`
-		}{Model: "fake"}
-		for i, s := range texts {
-			resp.Choices = append(resp.Choices, choice{i, map[string]string{"role": "assistant", "content": s}, "stop"})
-		}
-		json.NewEncoder(w).Encode(resp)
+		return texts, 0
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/v1"
 }
 
 // TestSolveThroughHTTP runs every stage against the loopback server: the
