@@ -155,12 +155,13 @@ func listedModels(url string) []string {
 }
 
 // series is a swerl_engine_* series of engine i in the worker's /metrics
-// (-2 when it is not there).
+// (-2 when it is not there, or the worker does not serve /metrics yet:
+// callers wait for a value).
 func (r *loopRig) series(name string, i int) int {
 	r.t.Helper()
 	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
 	if err != nil {
-		r.t.Fatal(err)
+		return -2
 	}
 	prom, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -175,9 +176,6 @@ func (r *loopRig) series(name string, i int) int {
 // requests is the worker's swerl_engine_requests_total of engine i.
 func (r *loopRig) requests(i int) int { return max(r.series("swerl_engine_requests_total", i), 0) }
 
-// check stops the worker and the learner and checks steps versions: every
-// sample the worker produced was trained exactly once, by the version after
-// the one that sampled it or within --max-staleness 1; it returns how many
 // followSteps runs steps rounds (the learner publishes version k, both
 // engines hold it, the worker samples a round) and checks that both
 // engines answered and that every sample that trained version k was
@@ -201,6 +199,9 @@ func (r *loopRig) followSteps(t *testing.T, steps int) {
 	t.Logf("%d of %d samples trained by the version after the one that sampled them; engine a %d requests, b %d", exact, total, reqA, reqB)
 }
 
+// check stops the worker and the learner and checks steps versions: every
+// sample the worker produced was trained exactly once, by the version after
+// the one that sampled it or within --max-staleness 1; it returns how many
 // were trained by the very next version.
 func (r *loopRig) check(steps int) (exact, total int) {
 	t := r.t
