@@ -94,6 +94,7 @@ type endpoint struct {
 	inFlight atomic.Int64
 	refused  atomic.Int64 // the newest announced version the engine answered 404 to; -1: none
 	down     atomic.Bool  // a request or health probe failed; not routed to until a probe succeeds
+	downs    atomic.Int64 // how many times the engine left routing
 	requests atomic.Int64
 	errors   atomic.Int64
 	tokens   atomic.Int64
@@ -107,6 +108,35 @@ type endpoint struct {
 	cancelGen context.CancelFunc
 }
 
+// leave takes e out of routing and ends its generation; it reports
+// whether e was in routing.
+func (e *endpoint) leave() bool {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.down.Swap(true) {
+		return false
+	}
+	e.downs.Add(1)
+	if e.cancelGen != nil {
+		e.cancelGen()
+		e.gen, e.cancelGen = nil, nil
+	}
+	return true
+}
+
+// rejoin brings e back into routing after a probe that began when e had
+// left routing downs times; it reports whether e was out. A probe that
+// was in flight when e left (its answer may predate the failure) does not
+// bring e back: the next one decides.
+func (e *endpoint) rejoin(downs int64) bool {
+	e.genMu.Lock()
+	defer e.genMu.Unlock()
+	if e.downs.Load() != downs {
+		return false
+	}
+	return e.down.Swap(false)
+}
+
 // generation is the context that ends when e next leaves routing.
 func (e *endpoint) generation() context.Context {
 	e.genMu.Lock()
@@ -115,16 +145,6 @@ func (e *endpoint) generation() context.Context {
 		e.gen, e.cancelGen = context.WithCancel(context.Background())
 	}
 	return e.gen
-}
-
-// abandon ends e's generation: its attempts in flight give up.
-func (e *endpoint) abandon() {
-	e.genMu.Lock()
-	defer e.genMu.Unlock()
-	if e.cancelGen != nil {
-		e.cancelGen()
-		e.gen, e.cancelGen = nil, nil
-	}
 }
 
 // errAbandoned ends an attempt to an engine that left routing meanwhile.
@@ -248,8 +268,7 @@ func (p *HTTPPolicy) fail(e *endpoint, reason string, err error) {
 	// health (a request it refuses, an adapter it does not hold), and a 429
 	// says it is busy with work it accepted: the attempt goes elsewhere,
 	// the engine stays.
-	if len(p.eps) > 1 && reason != "http_4xx" && reason != "http_429" && reason != "decode" && !e.down.Swap(true) {
-		e.abandon()
+	if len(p.eps) > 1 && reason != "http_4xx" && reason != "http_429" && reason != "decode" && e.leave() {
 		e.m.up.WithLabelValues(e.base).Set(0)
 		p.log.Warn("rollout: engine out of routing until it answers again", "engine", e.base, "err", err.Error())
 	}
@@ -356,6 +375,7 @@ func (p *HTTPPolicy) probeAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, e := range p.eps {
 		wg.Go(func() {
+			downs := e.downs.Load()
 			err := p.probe(ctx, e)
 			if p.follow && p.announced != nil {
 				// The gauge shows what requests name, the announced
@@ -370,7 +390,7 @@ func (p *HTTPPolicy) probeAll(ctx context.Context) {
 			case ctx.Err() != nil:
 			case err != nil && len(p.eps) > 1:
 				p.fail(e, "probe", err)
-			case err == nil && e.down.Swap(false):
+			case err == nil && e.rejoin(downs):
 				e.m.up.WithLabelValues(e.base).Set(1)
 				p.log.Info("rollout: engine answers again; back in routing", "engine", e.base)
 			}

@@ -29,11 +29,14 @@ type engineSrv struct {
 	addr     string
 	gate     chan struct{} // non-nil: completions wait until it is closed
 	mu       sync.Mutex
-	adapters []string // listed on /v1/models
-	stall    bool     // /v1/models never answers (a machine that vanished)
-	unlisted []string // adapters held and not listed (as older SGLang)
-	strict   bool     // a request naming a swerl adapter not held is answered 404 (as vLLM)
-	named    []string // the model of each chat request
+	adapters []string      // listed on /v1/models
+	stall    bool          // /v1/models never answers (a machine that vanished)
+	models   chan struct{} // non-nil: /v1/models waits until it is closed
+	probing  atomic.Int64  // /v1/models requests held at models
+	status   int           // non-zero: chat requests are answered with this status
+	unlisted []string      // adapters held and not listed (as older SGLang)
+	strict   bool          // a request naming a swerl adapter not held is answered 404 (as vLLM)
+	named    []string      // the model of each chat request
 	srv      *http.Server
 	hits     atomic.Int64 // chat requests received
 	waiting  atomic.Int64 // chat requests held at the gate
@@ -76,6 +79,10 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
 			return
 		}
+		if s.models != nil {
+			s.probing.Add(1)
+			<-s.models
+		}
 		s.mu.Lock()
 		data := []map[string]string{{"id": "m"}}
 		for _, a := range s.adapters {
@@ -90,6 +97,10 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.hits.Add(1)
+	if s.status != 0 {
+		http.Error(w, "engine error", s.status)
+		return
+	}
 	var req engineapi.ChatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), 400)
@@ -204,6 +215,40 @@ func TestHTTPPolicyEngineDiesAndRejoins(t *testing.T) {
 	}
 	if b2.hits.Load() < 3 {
 		t.Fatalf("the engine that came back got %d of 8 round-robin requests", b2.hits.Load())
+	}
+}
+
+// A probe that was in flight when a request failed does not bring the
+// engine back: its answer may predate the failure (the server answered
+// /v1/models, then died), so the next probe decides.
+func TestHTTPPolicyProbeInFlightDuringAFailure(t *testing.T) {
+	a := startEngine(t, "127.0.0.1:0", nil)
+	held := make(chan struct{})
+	b := startEngineWith(t, "127.0.0.1:0", &engineSrv{models: held, status: http.StatusServiceUnavailable})
+	pol, err := Open(a.url() + "," + b.url() + "?route=round-robin&health=0&backoff=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	p := pol.(*HTTPPolicy)
+	probed := make(chan struct{})
+	go func() { p.probeAll(context.Background()); close(probed) }()
+	waitFor(t, "the probe of b is in flight", func() bool { return b.probing.Load() == 1 })
+	// Round-robin's first pick is the second engine, b: its 503 takes it out of routing and a answers.
+	if _, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if b.hits.Load() != 1 || p.Engines()[1].Up {
+		t.Fatalf("b got %d requests and is up=%v, want 1 and out of routing", b.hits.Load(), p.Engines()[1].Up)
+	}
+	close(held)
+	<-probed
+	if p.Engines()[1].Up {
+		t.Fatal("a probe sent before the failure brought the engine back")
+	}
+	p.probeAll(context.Background())
+	if !p.Engines()[1].Up {
+		t.Fatal("a probe sent after the failure did not bring the engine back")
 	}
 }
 
