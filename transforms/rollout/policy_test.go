@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -18,8 +19,13 @@ func (e echo) Complete(_ context.Context, r Request) (Response, error) {
 func (echo) Version() int64 { return -1 }
 func (echo) Close() error   { return nil }
 
+var registerEcho sync.Once
+
 func TestOpenPicksTheScheme(t *testing.T) {
-	RegisterScheme("echo-test", func(spec string) (Policy, error) { return echo{spec}, nil })
+	// Registered once per process, so the test runs again under -count.
+	registerEcho.Do(func() {
+		RegisterScheme("echo-test", func(spec string) (Policy, error) { return echo{spec}, nil })
+	})
 	p, err := Open("echo-test:x")
 	if err != nil {
 		t.Fatal(err)
