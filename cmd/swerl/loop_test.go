@@ -290,7 +290,7 @@ func TestLoopFollowsAnnouncedAdaptersOnEnginesThatListNone(t *testing.T) {
 func announcements(t *testing.T, c kafkaio.Config) []schemas.WeightVersion {
 	t.Helper()
 	var out []schemas.WeightVersion
-	for _, m := range kafkatest.ReadAll(t, c, c.Topic(kafkaio.Weights), time.Minute) {
+	for _, m := range kafkatest.ReadAll(t, c.Brokers[0], c.Topic(kafkaio.Weights), time.Minute) {
 		var v schemas.WeightVersion
 		if err := schemas.Decode(m.Value, &v); err != nil {
 			t.Fatal(err)

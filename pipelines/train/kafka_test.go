@@ -36,7 +36,7 @@ func startBroker(t *testing.T) kafkaio.Config {
 
 // consumeAll reads every record of topic up to its current end offsets.
 func consumeAll(t *testing.T, c kafkaio.Config, topic string) []kafka.Message {
-	return kafkatest.ReadAll(t, c, topic, 20*time.Second)
+	return kafkatest.ReadAll(t, c.Brokers[0], topic, 20*time.Second)
 }
 
 // TestRunThroughKafka feeds a JSONL file with a bad line into the embedded

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"swerl/schemas"
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 func init() {
@@ -67,50 +68,11 @@ func produce(t testing.TB, c Config, topic string, first, n int) {
 	}
 }
 
-// consumeAll reads every record of topic (all partitions) until want have
-// arrived or the deadline passes.
+// consumeAll reads topic until it holds want records or wait has passed,
+// and returns what it read.
 func consumeAll(t testing.TB, c Config, topic string, want int, wait time.Duration) []kafka.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	parts, err := Partitions(ctx, c, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for {
-		out = out[:0]
-		for _, p := range parts {
-			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, last, err := conn.ReadOffsets()
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn.Close()
-			if last == 0 {
-				continue
-			}
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond})
-			for {
-				m, err := r.ReadMessage(ctx)
-				if err != nil {
-					t.Fatalf("consume %s/%d: %v", topic, p, err)
-				}
-				out = append(out, m)
-				if m.Offset == last-1 {
-					break
-				}
-			}
-			r.Close()
-		}
-		if len(out) >= want || ctx.Err() != nil {
-			return out
-		}
-		time.Sleep(100 * time.Millisecond) // between polls of the topic, until ctx's deadline
-	}
+	return kafkatest.ReadAtLeast(t, c.Brokers[0], topic, want, wait)
 }
 
 func runPipeline(t testing.TB, ctx context.Context, p *beam.Pipeline) error {
@@ -136,7 +98,7 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 	if err := runPipeline(t, ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	out := consumeAll(t, c, "out", n, 10*time.Second)
+	out := consumeAll(t, c, "out", n, time.Minute)
 	checkRelabelled(t, out, 0, n)
 	// The batches on the broker are zstd-compressed: franz-go's client
 	// reports each record's batch codec.
@@ -229,10 +191,10 @@ func TestWriteOversizedGoesToDeadLetter(t *testing.T) {
 	if err := runPipeline(t, ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if out := consumeAll(t, c, "out", 9, 10*time.Second); len(out) != 9 {
+	if out := consumeAll(t, c, "out", 9, time.Minute); len(out) != 9 {
 		t.Fatalf("%d records written, want the 9 small ones", len(out))
 	}
-	dead := consumeAll(t, c, c.Topic(DeadLetter), 1, 10*time.Second)
+	dead := consumeAll(t, c, c.Topic(DeadLetter), 1, time.Minute)
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters", len(dead))
 	}

@@ -283,7 +283,7 @@ func TestGroupReadOnPrism(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the group's commits reach the end of 30 more, produced while it runs", func() bool {
 		return mapsEqual(committed(t, c, group, "in", 0, 1, 2), ends())
 	})
-	out := consumeAll(t, c, "out", 60, 10*time.Second)
+	out := consumeAll(t, c, "out", 60, time.Minute)
 	seen := map[string]bool{}
 	for _, r := range out {
 		src, _, _ := strings.Cut(string(r.Value), " ")

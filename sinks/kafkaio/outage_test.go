@@ -110,7 +110,7 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 	if err := <-writeDone; err != nil {
 		t.Fatalf("the write did not survive the restart: %v", err)
 	}
-	if got := len(consumeAll(t, c, "out", m, 30*time.Second)); got < m {
+	if got := len(consumeAll(t, c, "out", m, time.Minute)); got < m {
 		t.Fatalf("%d of %d records written during the outage arrived", got, m)
 	}
 	t.Logf("broker down %s (restarted %s after the stop); %d records read and %d written across it",

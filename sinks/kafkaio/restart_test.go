@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"swerl/internal/testenv"
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 func init() {
@@ -66,7 +67,7 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 		}
 	}()
 	testenv.Eventually(t, 60*time.Second, "200 records out of the unbounded read", func() bool {
-		return len(consumeAll(t, c, "out", 0, 5*time.Second)) >= 200
+		return len(kafkatest.ReadAll(t, c.Brokers[0], "out", 30*time.Second)) >= 200
 	})
 	close(stopProducing)
 	<-prodDone
@@ -84,7 +85,7 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 	if err != nil || saved == nil {
 		t.Fatalf("no positions saved before the stop: %v", err)
 	}
-	before := len(consumeAll(t, c, "out", 0, 5*time.Second))
+	before := len(kafkatest.ReadAll(t, c.Brokers[0], "out", 30*time.Second))
 	n := int(produced.Load())
 	t.Logf("stopped after %d of %d records written", before, n)
 
@@ -97,13 +98,13 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 	if err := runPipeline(t, ctx2, ackedPipeline(c, dir, true)); err != nil {
 		t.Fatal(err)
 	}
-	out := consumeAll(t, c, "out", n, 10*time.Second)
+	out := consumeAll(t, c, "out", n, time.Minute)
 	count := map[string]int{}
 	for _, m := range out {
 		src, _, _ := strings.Cut(string(m.Value), " ")
 		count[src]++
 	}
-	in := consumeAll(t, c, "in", n, 10*time.Second)
+	in := consumeAll(t, c, "in", n, time.Minute)
 	if len(in) != n {
 		t.Fatalf("input topic holds %d records, produced %d", len(in), n)
 	}

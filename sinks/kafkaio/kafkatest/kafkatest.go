@@ -1,48 +1,94 @@
 // Package kafkatest holds what tests of several packages need from a
-// Kafka topic: every record up to its end.
+// Kafka topic: every record up to its end, or at least a number of them.
+//
+// It speaks to the broker with kafka-go alone, so kafkaio's own tests use
+// it too (importing kafkaio here would make that an import cycle).
 package kafkatest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-
-	"swerl/sinks/kafkaio"
 )
 
-// ReadAll reads every record of topic on c's brokers up to the end offsets
-// it finds when called, partition by partition, failing the test after
+// ReadAll reads every record of topic on broker up to the end offsets it
+// finds when called, partition by partition, failing the test after
 // timeout.
-func ReadAll(t testing.TB, c kafkaio.Config, topic string, timeout time.Duration) []kafka.Message {
+func ReadAll(t testing.TB, broker, topic string, timeout time.Duration) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	parts, err := kafkaio.Partitions(ctx, c, topic)
+	out, err := read(ctx, broker, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+// ReadAtLeast reads topic as ReadAll does, again and again, until it holds
+// want records or timeout has passed; it returns the last read, which the
+// caller checks (fewer than want when the time ran out). Every record
+// present before timeout is returned: a read cut short by the deadline is
+// not returned in place of a complete earlier one.
+func ReadAtLeast(t testing.TB, broker, topic string, want int, timeout time.Duration) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last []kafka.Message
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		out, err := read(ctx, broker, topic)
+		switch {
+		case err == nil:
+			last = out
+			if len(out) >= want {
+				return out
+			}
+		case ctx.Err() == nil:
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-poll.C:
+		}
+	}
+}
+
+// read reads each partition of topic from its first offset to the end
+// offset it finds first.
+func read(ctx context.Context, broker, topic string) ([]kafka.Message, error) {
+	parts, err := partitions(ctx, broker, topic)
+	if err != nil {
+		return nil, err
+	}
 	var out []kafka.Message
 	for _, p := range parts {
-		conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], topic, p)
+		conn, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s/%d: %w", topic, p, err)
 		}
 		last, err := conn.ReadLastOffset()
 		conn.Close()
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s/%d: end offset: %w", topic, p, err)
 		}
 		if last == 0 {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: topic, Partition: p,
+			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond})
 		for {
 			m, err := r.ReadMessage(ctx)
 			if err != nil {
 				r.Close()
-				t.Fatalf("%s/%d: %v", topic, p, err)
+				return nil, fmt.Errorf("%s/%d: %w", topic, p, err)
 			}
 			out = append(out, m)
 			if m.Offset+1 >= last {
@@ -51,5 +97,30 @@ func ReadAll(t testing.TB, c kafkaio.Config, topic string, timeout time.Duration
 		}
 		r.Close()
 	}
-	return out
+	return out, nil
+}
+
+// partitions lists topic's partitions in order.
+func partitions(ctx context.Context, broker, topic string) ([]int, error) {
+	conn, err := (&kafka.Dialer{}).DialContext(ctx, "tcp", broker)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	ps, err := conn.ReadPartitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
+	}
+	if len(ps) == 0 {
+		return nil, errors.New("no partitions of " + topic)
+	}
+	ids := make([]int, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	sort.Ints(ids)
+	return ids, nil
 }
