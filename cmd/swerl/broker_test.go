@@ -49,7 +49,7 @@ func TestBrokerCommand(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit code %d", code)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("broker did not stop on cancel")
 	}
 	if code := runMain(context.Background(), []string{"broker", "--partitions", "0"}, io.Discard, io.Discard); code != 2 {

@@ -155,7 +155,7 @@ func TestBusyIs429WithRetryAfter(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	testenv.Eventually(t, 5*time.Second, "a 200 after the held requests closed", func() bool {
+	testenv.Eventually(t, 30*time.Second, "a 200 after the held requests closed", func() bool {
 		resp, _ := postRaw(t, "http://"+addr+"/v1/chat/completions", body)
 		return resp.StatusCode == 200
 	})
@@ -387,7 +387,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	if err := os.WriteFile(index, good[:len(good)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "a reload failure logged for the damaged index", func() bool { return strings.Contains(logs.String(), "reload failed") })
+	testenv.Eventually(t, 30*time.Second, "a reload failure logged for the damaged index", func() bool { return strings.Contains(logs.String(), "reload failed") })
 	if !strings.Contains(logs.String(), checkpoint.IndexFile) {
 		t.Errorf("the reload failure does not name the index:\n%s", logs.String())
 	}

@@ -74,7 +74,7 @@ func TestFollowWeightsRecordsTheEnginesAnnounced(t *testing.T) {
 	stop()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("FollowWeights did not return after its context ended")
 	}
 }

@@ -66,7 +66,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 		if ok {
 			t.Error("holds a version it never confirmed")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Held waits for the push in flight")
 	}
 	start := time.Now()
@@ -79,7 +79,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("push ended %s after the cancel", took)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the push did not end after its context was cancelled")
 	}
 }
@@ -218,7 +218,7 @@ func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("Close took %s", took)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not end a hanging push")
 	}
 	if err := a.Wait(context.Background()); !errors.Is(err, context.Canceled) {
