@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -101,21 +100,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
 		Group: *group, GroupSessionTimeout: *groupSession,
-		Progress: stderr, ProgressEvery: *every,
+		// A worker that keeps reading also follows the adapters a learner
+		// in another process announces on the weights topic for each
+		// engine, so it follows engines that do not list them too.
+		FollowAnnouncements: *follow && strings.HasPrefix(*policy, "http"),
+		Progress:            stderr, ProgressEvery: *every,
 		Spec: scoring.Spec{GroupSize: *groupSize, Prompt: promptOpts(), Temperature: *temperature, MaxTokens: *maxTokens, Seed: *seed},
-	}
-	if *follow && strings.HasPrefix(*policy, "http") {
-		// The worker also follows the adapters a learner in another
-		// process announces on the weights topic for each engine, so it
-		// follows engines that do not list their adapters too.
-		cfg.Announced = rollout.NewAnnounced()
-		fctx, stopFollow := context.WithCancel(ctx)
-		followed := make(chan struct{})
-		go func() {
-			defer close(followed)
-			train.FollowWeights(fctx, kc, cfg.Announced, slog.New(slog.NewTextHandler(stderr, nil)))
-		}()
-		defer func() { stopFollow(); <-followed }()
 	}
 	_, err = train.Run(ctx, cfg)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {

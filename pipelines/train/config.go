@@ -57,11 +57,13 @@ type Config struct {
 	// opened in this process (rollout.WithServed). nil: the policy keeps
 	// its own.
 	Served *rollout.Served
-	// Announced, when set, is the table of the adapters a learner in
-	// another process announced each engine holds (FollowWeights fills
-	// it), read by an http(s) Policy with follow=true opened in this
-	// process (rollout.WithAnnounced). nil: it follows the listings only.
-	Announced *rollout.Announced
+	// FollowAnnouncements makes an http(s) Policy with follow=true also
+	// name the adapters a learner in another process announces, on the
+	// weights topic of Kafka, that each engine holds (FollowWeights), so
+	// engines that do not list their adapters are followed too. This
+	// process and every Beam worker that opens its own policy (a remote
+	// runner's) read the topic. false: the listings only.
+	FollowAnnouncements bool
 	// Spec is each instance's group: its prompt (Prompt's caps and
 	// template), G completions (GroupSize, default 4) and the sampling
 	// options passed to the policy (Temperature, MaxTokens, Seed; zero:
@@ -179,6 +181,9 @@ func (c *Config) defaults() error {
 			}
 			return fmt.Errorf("train: instances: %w", err)
 		}
+	}
+	if c.FollowAnnouncements && len(c.Kafka.Brokers) == 0 {
+		return errors.New("train: following the adapters announced on the weights topic needs Kafka brokers")
 	}
 	if c.Group != "" {
 		switch {

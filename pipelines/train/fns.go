@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"swerl/pipelines/beamrun"
 	"swerl/schemas"
+	"swerl/sinks/kafkaio"
 	"swerl/transforms/advantage"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
@@ -218,13 +220,18 @@ type rolloutFn struct {
 	Spec        scoring.Spec
 	GroupPrefix string
 	Concurrency int
+	// Weights, when it names brokers, is the cluster whose weights topic
+	// a worker that opens its own policy (a remote runner's) reads for the
+	// adapters announced on each engine (Config.FollowAnnouncements).
+	Weights kafkaio.Config
 
-	st     *stats
-	policy rollout.Policy
-	own    bool // this DoFn opened policy (remote worker) and closes it
-	ctx    context.Context
-	cancel context.CancelFunc
-	work   *beamrun.Async[rolled]
+	st       *stats
+	policy   rollout.Policy
+	own      bool   // this DoFn opened policy (remote worker) and closes it
+	unfollow func() // stops the announcements this DoFn follows for its policy
+	ctx      context.Context
+	cancel   context.CancelFunc
+	work     *beamrun.Async[rolled]
 }
 
 // rolled is the outcome of one policy request.
@@ -242,8 +249,18 @@ func (f *rolloutFn) Setup() error {
 	f.st.mu.Lock()
 	defer f.st.mu.Unlock()
 	if f.st.policy == nil {
-		p, err := rollout.Open(f.Policy)
+		// A worker of a remote runner: the run's process did not open the
+		// policy here, nor follow the weights topic for it.
+		var announced *rollout.Announced
+		if len(f.Weights.Brokers) > 0 {
+			announced = rollout.NewAnnounced()
+			f.unfollow = followAnnouncements(context.Background(), f.Weights, announced, slog.Default())
+		}
+		p, err := rollout.Open(f.Policy, rollout.WithAnnounced(announced))
 		if err != nil {
+			if f.unfollow != nil {
+				f.unfollow()
+			}
 			return err
 		}
 		f.st.policy, f.own = p, true
@@ -263,6 +280,9 @@ func (f *rolloutFn) Setup() error {
 func (f *rolloutFn) Teardown() error {
 	if f.cancel != nil {
 		f.cancel()
+	}
+	if f.unfollow != nil {
+		f.unfollow()
 	}
 	if f.own && f.policy != nil {
 		return f.policy.Close()

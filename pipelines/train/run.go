@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -27,7 +28,13 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served), rollout.WithAnnounced(cfg.Announced))
+	var announced *rollout.Announced
+	if cfg.FollowAnnouncements {
+		announced = rollout.NewAnnounced()
+		stop := followAnnouncements(ctx, cfg.Kafka, announced, slog.New(slog.NewTextHandler(cfg.Progress, nil)))
+		defer stop()
+	}
+	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served), rollout.WithAnnounced(announced))
 	if err != nil {
 		return Summary{}, fmt.Errorf("train: %w", err)
 	}
@@ -144,8 +151,11 @@ func build(id string, cfg Config, src source, useKafka, ack bool) (p *beam.Pipel
 	p, s := beam.NewPipelineWithRoot()
 	records := src(s)
 	instances, dead1 := beam.ParDo2(s.Scope("Decode"), &decodeFn{RunID: id}, records)
-	members, dead2 := beam.ParDo2(s.Scope("Rollout"), &rolloutFn{RunID: id, Policy: cfg.Policy, Spec: cfg.Spec,
-		GroupPrefix: cfg.GroupPrefix, Concurrency: cfg.Concurrency}, instances)
+	roll := &rolloutFn{RunID: id, Policy: cfg.Policy, Spec: cfg.Spec, GroupPrefix: cfg.GroupPrefix, Concurrency: cfg.Concurrency}
+	if cfg.FollowAnnouncements {
+		roll.Weights = cfg.Kafka
+	}
+	members, dead2 := beam.ParDo2(s.Scope("Rollout"), roll, instances)
 	whole, partial, dead3 := beam.ParDo3(s.Scope("Reward"), &rewardFn{RunID: id, Timeout: cfg.RewardTimeout, GroupSize: cfg.GroupSize}, members)
 	// Groups that arrive whole (all of them, with the built-in rollout
 	// stage) get their advantages in the stage that scored them; only split

@@ -74,3 +74,15 @@ func FollowWeights(ctx context.Context, c kafkaio.Config, a *rollout.Announced, 
 	wg.Wait()
 	return ctx.Err()
 }
+
+// followAnnouncements runs FollowWeights in the background until ctx ends
+// or the returned stop is called; stop waits for it to return.
+func followAnnouncements(ctx context.Context, c kafkaio.Config, a *rollout.Announced, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		FollowWeights(ctx, c, a, log)
+	}()
+	return func() { cancel(); <-done }
+}
