@@ -211,7 +211,7 @@ func startDaemon(t *testing.T, bin, dir string, env []string, args ...string) {
 
 func waitPort(t *testing.T, addr string) {
 	t.Helper()
-	testenv.Eventually(t, 15*time.Second, "a listener on "+addr, func() bool {
+	testenv.Eventually(t, time.Minute, "a listener on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -235,7 +235,7 @@ func runnerRepo(t *testing.T) string {
 }
 
 // cliTimeout bounds one swerl command of the runner test.
-const cliTimeout = 90 * time.Second
+const cliTimeout = 5 * time.Minute
 
 // workerPoolEnv makes the test binary a Beam worker pool (TestMain): "PORT
 // BOOT" serves on PORT and starts the boot loader BOOT for each worker the

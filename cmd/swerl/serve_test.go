@@ -40,7 +40,7 @@ func startServe(t *testing.T, model string, flags ...string) (addr string, stder
 		done <- runMain(ctx, append([]string{"serve", "--model", model, "--addr", "127.0.0.1:0"}, flags...), &bytes.Buffer{}, se)
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	testenv.Eventually(t, 20*time.Second, "serve's address line", func() bool {
+	testenv.Eventually(t, time.Minute, "serve's address line", func() bool {
 		if m := re.FindStringSubmatch(se.String()); m != nil {
 			addr = m[1]
 		}

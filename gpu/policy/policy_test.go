@@ -164,7 +164,7 @@ func TestReloadNewVersion(t *testing.T) {
 		t.Fatalf("version %d, err %v; want 0", r0.PolicyVersion, err)
 	}
 	publish(1)
-	testenv.Eventually(t, 10*time.Second, "the policy picking up version 1", func() bool { return pol.Version() == 1 })
+	testenv.Eventually(t, time.Minute, "the policy picking up version 1", func() bool { return pol.Version() == 1 })
 	r1, err := pol.Complete(context.Background(), req)
 	if err != nil || r1.PolicyVersion != 1 {
 		t.Fatalf("version %d, err %v; want 1", r1.PolicyVersion, err)
@@ -262,7 +262,7 @@ func TestConcurrentRequestsBatched(t *testing.T) {
 			errs <- err
 		}()
 	}
-	testenv.Eventually(t, 10*time.Second, "12 completions queued", func() bool {
+	testenv.Eventually(t, time.Minute, "12 completions queued", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		most = st.sampler.Pending()

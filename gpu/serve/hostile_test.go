@@ -357,7 +357,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 	f.WriteString(" ")
 	f.Close()
 	polls := pol.Polls()
-	testenv.Eventually(t, 10*time.Second, "30 polls of the index", func() bool { return pol.Polls() >= polls+30 })
+	testenv.Eventually(t, time.Minute, "30 polls of the index", func() bool { return pol.Polls() >= polls+30 })
 	if strings.Contains(logs.String(), "corrupt") || strings.Contains(logs.String(), "reload failed") {
 		t.Fatalf("polls with an unchanged index verified the checkpoint:\n%s", logs.String())
 	}
@@ -378,7 +378,7 @@ func TestReloadHashesOnlyOnChangeAndSurvivesADamagedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	polls = pol.Polls()
-	testenv.Eventually(t, 10*time.Second, "10 polls of the damaged index", func() bool { return pol.Polls() >= polls+10 })
+	testenv.Eventually(t, time.Minute, "10 polls of the damaged index", func() bool { return pol.Polls() >= polls+10 })
 	if code, v := ask(); code != 200 || v != "0" {
 		t.Fatalf("with a panicking index: status %d version %q", code, v)
 	}

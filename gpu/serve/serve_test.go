@@ -164,7 +164,7 @@ func TestServeFollowsVersions(t *testing.T) {
 		t.Fatalf("v0: header %q fingerprint %q", resp.Header.Get(engineapi.VersionHeader), cr.SystemFingerprint)
 	}
 	pub(1)
-	testenv.Eventually(t, 10*time.Second, "the server serving v1", func() bool {
+	testenv.Eventually(t, time.Minute, "the server serving v1", func() bool {
 		resp, cr, _ = post(t, srv.URL, req)
 		return cr.SystemFingerprint == "swerl-v1"
 	})

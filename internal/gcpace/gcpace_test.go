@@ -42,7 +42,7 @@ func waitLimit(t *testing.T, p *Pace, ok func(int64) bool, what string) {
 	t.Helper()
 	// Each check collects: the pacer follows the heap from a finalizer,
 	// which runs on its own goroutine after a collection.
-	testenv.Eventually(t, 10*time.Second, "the limit: "+what, func() bool {
+	testenv.Eventually(t, time.Minute, "the limit: "+what, func() bool {
 		runtime.GC()
 		return ok(p.Limit())
 	})

@@ -87,7 +87,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "the engine accepts a connection", cond)
+	testenv.Eventually(t, time.Minute, "the engine accepts a connection", cond)
 }
 
 // gatedEngine is a vLLM server whose loads of the versions in stuck wait
@@ -167,7 +167,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 		t.Errorf("behind %v versions, want 4", behind)
 	}
 	close(g.release)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := a.Wait(ctx); err != nil {
 		t.Fatal(err)

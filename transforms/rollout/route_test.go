@@ -52,7 +52,7 @@ func startEngineWith(t *testing.T, addr string, s *engineSrv) *engineSrv {
 	var ln net.Listener
 	var err error
 	// Restarting on the port just closed: the kernel may hold it briefly.
-	testenv.Eventually(t, 10*time.Second, "listening again on "+addr, func() bool {
+	testenv.Eventually(t, time.Minute, "listening again on "+addr, func() bool {
 		ln, err = net.Listen("tcp", addr)
 		return err == nil
 	})
