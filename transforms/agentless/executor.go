@@ -41,8 +41,10 @@ func (e LocalExecutor) Failures(ctx context.Context, commit, patch string) (int,
 		return 0, err
 	}
 	tar.Stdin = pipe
-	var errb bytes.Buffer
-	archive.Stderr, tar.Stderr = &errb, &errb
+	// One buffer each: exec copies each command's stderr on its own
+	// goroutine, and a bytes.Buffer is not safe for two writers.
+	var errb, tarErr bytes.Buffer
+	archive.Stderr, tar.Stderr = &errb, &tarErr
 	if err := tar.Start(); err != nil {
 		return 0, err
 	}
@@ -51,7 +53,7 @@ func (e LocalExecutor) Failures(ctx context.Context, commit, patch string) (int,
 		return 0, fmt.Errorf("git archive %s: %v: %s", commit, err, errb.String())
 	}
 	if err := tar.Wait(); err != nil {
-		return 0, fmt.Errorf("tar: %v: %s", err, errb.String())
+		return 0, fmt.Errorf("tar: %v: %s", err, tarErr.String())
 	}
 	if patch != "" {
 		pf := filepath.Join(dir, ".swerl.patch")
