@@ -18,6 +18,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkatest"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/scoring"
 )
@@ -276,15 +277,7 @@ func groupLag(t *testing.T, kc kafkaio.Config, group string, parts int) map[int]
 	for p := range ids {
 		ids[p] = p
 	}
-	cl := &kafka.Client{Addr: kafka.TCP(kc.Brokers...)}
-	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed := map[int]int64{}
-	for _, p := range resp.Topics[topic] {
-		committed[p.Partition] = max(p.CommittedOffset, 0)
-	}
+	committed := kafkatest.Committed(t, kc.Brokers[0], group, topic, ids...)
 	lag := map[int]int64{}
 	for p := range parts {
 		conn, err := kafka.DialLeader(context.Background(), "tcp", kc.Brokers[0], topic, p)
@@ -296,7 +289,7 @@ func groupLag(t *testing.T, kc kafkaio.Config, group string, parts int) map[int]
 		if err != nil {
 			t.Fatal(err)
 		}
-		lag[p] = last - committed[p]
+		lag[p] = last - max(committed[p], 0)
 	}
 	return lag
 }

@@ -2,12 +2,10 @@ package learner
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"swerl/gpu"
 	"swerl/gpu/learner/learnertest"
@@ -16,19 +14,25 @@ import (
 	"swerl/sinks/kafkaio"
 )
 
+// startBroker starts the embedded broker with the samples and weights
+// topics of partitions partitions each; the test's cleanup stops it.
+func startBroker(t *testing.T, partitions int) *kafkaio.Broker {
+	t.Helper()
+	br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: partitions, Topics: []string{"swerl.samples", "swerl.weights"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(br.Close)
+	return br
+}
+
 // The learner against a real Kafka protocol broker (kfake, in process):
 // it trains on swerl.samples in a consumer group, announces every version
 // on swerl.weights, and the group's committed offsets equal those of the
 // newest index row.
 func TestKafkaLearner(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.SeedTopics(2, "swerl.samples", "swerl.weights"), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, "127.0.0.1:0")
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	cluster := startBroker(t, 2)
+	brokers := cluster.Addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -137,13 +141,7 @@ func groupOffsets(t *testing.T, ctx context.Context, brokers []string, group str
 // copies is trained in the step right after the others: no copy made a
 // step of its own.
 func TestKafkaLearnerTrainsCopiesFromTwoWorkersOnce(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.SeedTopics(1, "swerl.samples", "swerl.weights"), kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, "127.0.0.1:0")
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
+	cluster := startBroker(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const groups, G = 6, 2
@@ -159,7 +157,7 @@ func TestKafkaLearnerTrainsCopiesFromTwoWorkersOnce(t *testing.T) {
 		s(5, 0), s(5, 1), s(0, 0), s(0, 1),
 		s(6, 0), s(6, 1), // the last group, after every copy
 	}
-	kcfg := kafkaio.Config{Brokers: cluster.ListenAddrs()}
+	kcfg := kafkaio.Config{Brokers: cluster.Addrs()}
 	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kcfg, Topic: kcfg.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"swerl/internal/testenv"
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 // produceTo writes n records to one partition of topic.
@@ -36,19 +37,7 @@ func produceTo(t testing.TB, c Config, topic string, partition, n int) {
 // topic (-1: none).
 func committed(t testing.TB, c Config, group, topic string, parts ...int) map[int]int64 {
 	t.Helper()
-	cl := &kafka.Client{Addr: kafka.TCP(c.Brokers...)}
-	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int]int64{}
-	for _, p := range resp.Topics[topic] {
-		if p.Error != nil {
-			t.Fatalf("offset fetch %s/%d: %v", topic, p.Partition, p.Error)
-		}
-		out[p.Partition] = p.CommittedOffset
-	}
-	return out
+	return kafkatest.Committed(t, c.Brokers[0], group, topic, parts...)
 }
 
 // taker collects what a member hands out.

@@ -1,5 +1,6 @@
 // Package kafkatest holds what tests of several packages need from a
-// Kafka topic: every record up to its end, or at least a number of them.
+// Kafka topic: every record up to its end, or at least a number of them,
+// and a consumer group's committed offsets.
 //
 // It speaks to the broker with kafka-go alone, so kafkaio's own tests use
 // it too (importing kafkaio here would make that an import cycle).
@@ -59,6 +60,25 @@ func ReadAtLeast(t testing.TB, broker, topic string, want int, timeout time.Dura
 		case <-poll.C:
 		}
 	}
+}
+
+// Committed returns group's committed offset of each of the partitions
+// parts of topic on broker (-1: none committed).
+func Committed(t testing.TB, broker, group, topic string, parts ...int) map[int]int64 {
+	t.Helper()
+	cl := &kafka.Client{Addr: kafka.TCP(broker)}
+	resp, err := cl.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[topic] {
+		if p.Error != nil {
+			t.Fatalf("offset fetch %s/%d: %v", topic, p.Partition, p.Error)
+		}
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
 }
 
 // read reads each partition of topic from its first offset to the end
