@@ -119,12 +119,21 @@ func New(v Vocab) (*Tokenizer, error) {
 		t.tokens[id] = []byte(s)
 		t.ids[s] = id
 	}
+	// A byte without a token of its own is dropped from the input, as the
+	// tokenizers library's BPE drops a symbol missing from its vocabulary
+	// when there is no unk_token (SmolLM2's vocabulary lacks 21 bytes that
+	// valid UTF-8 text rarely or never holds).
+	missing := 0
 	for b := range 256 {
 		id, ok := t.ids[string([]byte{byte(b)})]
 		if !ok {
-			return nil, fmt.Errorf("tokenizer: byte 0x%02x has no token (not a byte-level vocabulary)", b)
+			id = -1
+			missing++
 		}
 		t.byteIDs[b] = id
+	}
+	if missing > 128 {
+		return nil, fmt.Errorf("tokenizer: %d of the 256 bytes have no token (not a byte-level vocabulary)", missing)
 	}
 	for rank, p := range v.Merges {
 		if p[0] < 0 || p[1] < 0 || int(p[0]) >= len(t.tokens) || int(p[1]) >= len(t.tokens) ||
@@ -253,7 +262,10 @@ func (t *Tokenizer) appendOrdinary(dst []int32, s string) []int32 {
 
 func (t *Tokenizer) appendPiece(dst []int32, piece string) []int32 {
 	if len(piece) == 1 {
-		return append(dst, t.byteIDs[piece[0]])
+		if id := t.byteIDs[piece[0]]; id >= 0 {
+			dst = append(dst, id)
+		}
+		return dst
 	}
 	if t.ignoreMerges {
 		if id, ok := t.ids[piece]; ok {
@@ -279,9 +291,11 @@ func (t *Tokenizer) appendPiece(dst []int32, piece string) []int32 {
 // bpe merges the bytes of piece by rank: at each step the pair of adjacent
 // symbols with the lowest merge rank is merged, the leftmost one first.
 func (t *Tokenizer) bpe(piece string) []int32 {
-	syms := make([]int32, len(piece))
+	syms := make([]int32, 0, len(piece))
 	for i := 0; i < len(piece); i++ {
-		syms[i] = t.byteIDs[piece[i]]
+		if id := t.byteIDs[piece[i]]; id >= 0 {
+			syms = append(syms, id)
+		}
 	}
 	for len(syms) > 1 {
 		best, at := merge{rank: -1}, -1

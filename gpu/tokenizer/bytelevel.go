@@ -45,3 +45,8 @@ func byteLevelEncode(b []byte) string {
 	}
 	return string(out)
 }
+
+// ByteLevelDecode returns the bytes a token's byte-level text form (as in
+// tokenizer.json's vocab or GGUF's tokenizer.ggml.tokens) stands for; ok
+// is false when s has a rune outside the byte-level alphabet.
+func ByteLevelDecode(s string) (b []byte, ok bool) { return byteLevelDecode(s) }

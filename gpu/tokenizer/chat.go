@@ -61,18 +61,22 @@ func DetectChatTemplate(src string) (*ChatTemplate, error) {
 	switch {
 	case strings.Contains(src, "<|im_start|>"):
 		c := &ChatTemplate{Format: ChatML}
-		const marker = `<|im_start|>system\n`
 		// A default system message is a literal between the system
 		// header and <|im_end|>; other occurrences concatenate content.
-		for rest := src; ; {
-			i := strings.Index(rest, marker)
-			if i < 0 {
-				break
-			}
-			rest = rest[i+len(marker):]
-			if j := strings.Index(rest, "<|im_end|>"); j > 0 && !strings.ContainsAny(rest[:j], `'"{}+`) {
-				c.DefaultSystem = strings.ReplaceAll(rest[:j], `\n`, "\n")
-				break
+		// The header's newline is an escape (\n) in some templates and a
+		// real newline in others (SmolLM2's).
+	markers:
+		for _, marker := range []string{`<|im_start|>system\n`, "<|im_start|>system\n"} {
+			for rest := src; ; {
+				i := strings.Index(rest, marker)
+				if i < 0 {
+					break
+				}
+				rest = rest[i+len(marker):]
+				if j := strings.Index(rest, "<|im_end|>"); j > 0 && !strings.ContainsAny(rest[:j], `'"{}+`) {
+					c.DefaultSystem = strings.ReplaceAll(rest[:j], `\n`, "\n")
+					break markers
+				}
 			}
 		}
 		c.Think = strings.Contains(src, "<think>") && strings.Contains(src, "reasoning_content")

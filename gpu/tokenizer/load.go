@@ -44,10 +44,11 @@ type component struct {
 		Regex  *string `json:"Regex"`
 		String *string `json:"String"`
 	} `json:"pattern"`
-	Behavior       string `json:"behavior"`
-	Invert         bool   `json:"invert"`
-	AddPrefixSpace bool   `json:"add_prefix_space"`
-	UseRegex       *bool  `json:"use_regex"`
+	Behavior         string `json:"behavior"`
+	Invert           bool   `json:"invert"`
+	AddPrefixSpace   bool   `json:"add_prefix_space"`
+	UseRegex         *bool  `json:"use_regex"`
+	IndividualDigits bool   `json:"individual_digits"`
 }
 
 // Parse reads a Hugging Face tokenizer.json holding a byte-level BPE model.
@@ -75,7 +76,14 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: tokenizer.json has no model.vocab")
 	}
 	v := Vocab{IgnoreMerges: m.IgnoreMerges, Tokens: make(map[string]int32, len(m.Vocab))}
+	addedID := map[string]int32{}
+	for _, a := range f.AddedTokens {
+		addedID[a.Content] = a.ID
+	}
 	for s, id := range m.Vocab {
+		if aid, ok := addedID[s]; ok && aid == id {
+			continue // an added token, matched before pre-tokenization
+		}
 		b, ok := byteLevelDecode(s)
 		if !ok {
 			return nil, fmt.Errorf("tokenizer: vocab entry %q (id %d) is not byte-level text", s, id)
@@ -100,11 +108,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("tokenizer: added token %q: single_word, lstrip and rstrip are not supported", a.Content)
 		}
-		if id, ok := m.Vocab[a.Content]; ok && id == a.ID {
-			// An added token that is also a model token (GPT-2's
-			// <|endoftext|>) is still matched before pre-tokenization.
-			delete(v.Tokens, string(mustByteLevel(a.Content)))
-		}
 		v.Added = append(v.Added, AddedToken{ID: a.ID, Content: a.Content, Special: a.Special})
 	}
 	if v.NFC, err = parseNormalizer(f.Normalizer); err != nil {
@@ -114,11 +117,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	return New(v)
-}
-
-func mustByteLevel(s string) []byte {
-	b, _ := byteLevelDecode(s)
-	return b
 }
 
 // parseMerges accepts both forms of model.merges: ["a b", …] and
@@ -198,6 +196,16 @@ func parsePreTokenizer(c *component) (string, error) {
 		}
 		return RegexGPT2, nil
 	case "Sequence":
+		if len(c.PreTokenizers) == 2 && c.PreTokenizers[0].Type == "Digits" && c.PreTokenizers[1].Type == "ByteLevel" {
+			d, bl := c.PreTokenizers[0], c.PreTokenizers[1]
+			if err := byteLevel(bl); err != nil {
+				return "", err
+			}
+			if !d.IndividualDigits || (bl.UseRegex != nil && !*bl.UseRegex) {
+				return "", fmt.Errorf("tokenizer: unsupported Digits then ByteLevel pre-tokenizer (want individual_digits=true and use_regex=true)")
+			}
+			return DigitsGPT2, nil
+		}
 		if len(c.PreTokenizers) == 2 && c.PreTokenizers[0].Type == "Split" && c.PreTokenizers[1].Type == "ByteLevel" {
 			s, bl := c.PreTokenizers[0], c.PreTokenizers[1]
 			if err := byteLevel(bl); err != nil {

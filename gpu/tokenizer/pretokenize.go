@@ -19,6 +19,13 @@ const (
 	// RegexLlama3 is the pre-tokenizer of Llama 3: up to three digits a
 	// piece.
 	RegexLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// DigitsGPT2 names the pre-tokenizer of SmolLM2 and StarCoder2 (llama.cpp's
+	// "smollm" and "starcoder"): the tokenizers library's Digits with
+	// individual_digits, which isolates every \p{N} rune, then RegexGPT2
+	// on the text between them. It is a name, not an expression: each
+	// digit ends the text RegexGPT2 sees, so a space before a digit is a
+	// pre-token of its own.
+	DigitsGPT2 = "Digits(individual_digits=true), ByteLevel(" + RegexGPT2 + ")"
 )
 
 // pretokenizer identifies one of the supported scanners.
@@ -28,6 +35,7 @@ const (
 	preGPT2 pretokenizer = iota
 	preQwen2
 	preLlama3
+	preDigitsGPT2
 )
 
 func (p pretokenizer) regex() string {
@@ -36,6 +44,8 @@ func (p pretokenizer) regex() string {
 		return RegexQwen2
 	case preLlama3:
 		return RegexLlama3
+	case preDigitsGPT2:
+		return DigitsGPT2
 	}
 	return RegexGPT2
 }
@@ -48,6 +58,8 @@ func pretokenizerFor(regex string) (pretokenizer, bool) {
 		return preQwen2, true
 	case RegexLlama3:
 		return preLlama3, true
+	case DigitsGPT2:
+		return preDigitsGPT2, true
 	}
 	return 0, false
 }
@@ -107,8 +119,11 @@ func span(s string, i int, f func(rune) bool, max int) int {
 
 // next returns the end of the pre-token that starts at i (i < len(s)).
 func (p pretokenizer) next(s string, i int) int {
-	if p == preGPT2 {
+	switch p {
+	case preGPT2:
 		return nextGPT2(s, i)
+	case preDigitsGPT2:
+		return nextDigitsGPT2(s, i)
 	}
 	maxDigits := 1
 	if p == preLlama3 {
@@ -232,4 +247,41 @@ func nextLlama3(s string, i int, maxDigits int) int {
 		return last + 1
 	}
 	return whitespaceTail(s, i)
+}
+
+// nextDigitsGPT2 is nextGPT2 where every \p{N} rune is a pre-token of its
+// own and ends the text the GPT-2 expression sees: " ?\p{N}+" never
+// matches, a space before a digit stands alone, and a run of spaces
+// before a digit is taken whole, as at the end of the text.
+func nextDigitsGPT2(s string, i int) int {
+	r, w := runeAt(s, i)
+	if isNumber(r) {
+		return i + w
+	}
+	if e := contraction(s, i, false); e >= 0 {
+		return e
+	}
+	if r == ' ' {
+		r2, w2 := runeAt(s, i+w)
+		switch {
+		case w2 > 0 && isLetter(r2):
+			return span(s, i+w, isLetter, -1)
+		case w2 > 0 && isOther(r2):
+			return span(s, i+w, isOther, -1)
+		}
+	}
+	switch {
+	case isLetter(r):
+		return span(s, i, isLetter, -1)
+	case isOther(r):
+		return span(s, i, isOther, -1)
+	}
+	j := span(s, i, isSpace, -1)
+	if r2, _ := runeAt(s, j); j == len(s) || isNumber(r2) {
+		return j
+	}
+	if _, lw := utf8.DecodeLastRuneInString(s[i:j]); j-lw > i {
+		return j - lw
+	}
+	return j
 }

@@ -40,9 +40,12 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 	}
 	const byteLevel = `{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}`
 	b.WriteString(",\n  \"pre_tokenizer\": ")
-	if t.pre == preGPT2 {
+	switch t.pre {
+	case preGPT2:
 		b.WriteString(`{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}`)
-	} else {
+	case preDigitsGPT2:
+		b.WriteString(`{"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]}`)
+	default:
 		b.WriteString(`{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": `)
 		str(t.pre.regex())
 		b.WriteString(`}, "behavior": "Isolated", "invert": false}, ` + byteLevel + `]}`)
@@ -51,7 +54,11 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 	fmt.Fprintf(&b, ",\n  \"model\": {\n    \"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": %t,\n    \"vocab\": {", t.ignoreMerges)
 	first := true
 	for id, tok := range t.tokens {
-		if tok == nil || t.isAdded(int32(id)) {
+		// Added tokens are in the vocabulary too: the tokenizers library
+		// gives an added token the id the model's vocabulary has for it,
+		// and a new id past the vocabulary when it has none, so SmolLM2's
+		// control tokens (ids 0 to 16) must be there to keep their ids.
+		if tok == nil {
 			continue
 		}
 		if !first {
@@ -59,7 +66,11 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 		}
 		first = false
 		b.WriteString("\n      ")
-		str(byteLevelEncode(tok))
+		if t.isAdded(int32(id)) {
+			str(string(tok))
+		} else {
+			str(byteLevelEncode(tok))
+		}
 		b.WriteString(": " + strconv.Itoa(id))
 	}
 	b.WriteString("\n    },\n    \"merges\": [")
