@@ -18,25 +18,27 @@ import (
 )
 
 func init() {
-	register(&command{name: "model", summary: "create (init), describe (info) or merge a LoRA adapter into (merge) a policy model directory", run: runModel})
+	register(&command{name: "model", summary: "create (init), import from GGUF (import), describe (info) or merge a LoRA adapter into (merge) a policy model directory", run: runModel})
 }
 
 func runModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: init, info or merge")
+		return usagef("want a subcommand: init, import, info or merge")
 	}
 	switch args[0] {
 	case "init":
 		return runModelInit(args[1:], stdout, stderr)
+	case "import":
+		return runModelImport(args[1:], stdout, stderr)
 	case "info":
 		return runModelInfo(args[1:], stdout, stderr)
 	case "merge":
 		return runModelMerge(args[1:], stdout, stderr)
 	case "-h", "-help", "--help":
-		fmt.Fprintf(stdout, "Usage:\n  swerl model init --out DIR [--seed N] [--config %s]\n  swerl model info DIR\n  swerl model merge [--base DIR] --adapter DIR --out DIR\n", strings.Join(modeldir.BuiltinNames(), "|"))
+		fmt.Fprintf(stdout, "Usage:\n  swerl model init --out DIR [--seed N] [--config %s]\n  swerl model import FILE.gguf --out DIR [--dtype bf16|f32]\n  swerl model info DIR|FILE.gguf\n  swerl model merge [--base DIR] --adapter DIR --out DIR\n", strings.Join(modeldir.BuiltinNames(), "|"))
 		return nil
 	}
-	return usagef("unknown subcommand %q: want init, info or merge", args[0])
+	return usagef("unknown subcommand %q: want init, import, info or merge", args[0])
 }
 
 func runModelInit(args []string, stdout, stderr io.Writer) error {
@@ -154,12 +156,15 @@ type modelInfo struct {
 }
 
 func runModelInfo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("model info", "DIR (a model directory or an output root with checkpoints)", stderr)
+	fs := newFlags("model info", "DIR|FILE.gguf (a model directory, an output root with checkpoints, or a GGUF file)", stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("want one model directory or output root")
+		return usagef("want one model directory, output root or GGUF file")
+	}
+	if st, err := os.Stat(fs.Arg(0)); err == nil && st.Mode().IsRegular() {
+		return ggufInfo(fs.Arg(0), stdout)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	p, err := modeldir.Open(fs.Arg(0), log)

