@@ -67,10 +67,11 @@ func parsePrompts(raw json.RawMessage, tok *tokenizer.Tokenizer, vocab int) ([]t
 			out = append(out, textPrompt{ids: tok.Encode(one), text: one})
 			continue
 		}
-		if json.Unmarshal(item, &ids) != nil {
+		var itemIDs []int32 // a new slice each: Unmarshal reuses one's array
+		if json.Unmarshal(item, &itemIDs) != nil {
 			return nil, badRequest("prompt", "prompt[%d]: %s", i, want)
 		}
-		p, err := idPrompt(tok, ids, vocab, fmt.Sprintf("prompt[%d]", i))
+		p, err := idPrompt(tok, itemIDs, vocab, fmt.Sprintf("prompt[%d]", i))
 		if err != nil {
 			return nil, err
 		}
@@ -144,26 +145,22 @@ func promptTooLong(param string, n, need, maxLen int) *apiError {
 	return badRequest(param, "the prompt has %d tokens; max_model_len is %d, and prompt and completion (at least %d token) must fit in it", n, maxLen, need)
 }
 
-// topMap is a completions top_logprobs entry: the n most likely tokens of
-// top and the token taken, by text (the first of tokens with equal text
-// wins, as the list is in decreasing order).
+// topMap is a completions top_logprobs entry: the token taken and the n
+// most likely tokens of top, by text. Tokens whose texts are equal (bytes
+// of an incomplete UTF-8 character all read U+FFFD) share one entry: the
+// taken token's, so that top_logprobs[i][tokens[i]] is always
+// token_logprobs[i], else the most likely one's.
 func topMap(tok *tokenizer.Tokenizer, top []gpu.TokenLogProb, n int, taken int32, lp float32) map[string]float64 {
 	m := make(map[string]float64, n+1)
+	_, s := tokenText(tok, taken)
+	m[s] = float64(lp)
 	for _, e := range top[:min(n, len(top))] {
 		_, s := tokenText(tok, e.ID)
 		if _, ok := m[s]; !ok {
 			m[s] = float64(e.LogProb)
 		}
 	}
-	if _, s := tokenText(tok, taken); !has(m, s) {
-		m[s] = float64(lp)
-	}
 	return m
-}
-
-func has(m map[string]float64, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 // chatTop is a chat token's top_logprobs: the n most likely tokens.
