@@ -117,16 +117,6 @@ func tokenText(tok *tokenizer.Tokenizer, id int32) ([]byte, string) {
 	return b, strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// plainText is a token's contribution to a completion's text: special
-// tokens add nothing (as cutAtStop decodes).
-func plainText(tok *tokenizer.Tokenizer, id int32) string {
-	b, err := tok.DecodeBytes(nil, []int32{id}, false)
-	if err != nil {
-		b = []byte("\uFFFD")
-	}
-	return string(b)
-}
-
 // checkLogprobs refuses a top log-probabilities count outside
 // 0..MaxLogprobs, naming field.
 func checkLogprobs(field string, n *int) *apiError {
@@ -216,15 +206,16 @@ func promptLogprobs(tok *tokenizer.Tokenizer, ids []int32, sc promptScores, k in
 }
 
 // echoLogprobs appends the entries of an echoed prompt to lp: the first
-// token's log-probability and top entry null, the others scored; it
-// returns the text offset after the prompt.
-func echoLogprobs(tok *tokenizer.Tokenizer, lp *engineapi.CompletionLogprobs, ids []int32, sc promptScores, top int) int {
+// token's log-probability and top entry null, the others scored. The
+// offsets are in bytes of the echoed text, which holds the prompt's
+// special tokens as text.
+func echoLogprobs(tok *tokenizer.Tokenizer, lp *engineapi.CompletionLogprobs, ids []int32, sc promptScores, top int) {
 	off := 0
 	for j, id := range ids {
-		_, s := tokenText(tok, id)
+		b, s := tokenText(tok, id)
 		lp.Tokens = append(lp.Tokens, s)
 		lp.TextOffset = append(lp.TextOffset, off)
-		off += len(plainText(tok, id))
+		off += len(b)
 		if j == 0 || j-1 >= len(sc.logprobs) {
 			lp.TokenLogprobs = append(lp.TokenLogprobs, nil)
 			if top > 0 {
@@ -242,7 +233,6 @@ func echoLogprobs(tok *tokenizer.Tokenizer, lp *engineapi.CompletionLogprobs, id
 			lp.TopLogprobs = append(lp.TopLogprobs, topMap(tok, t, top, id, sc.logprobs[j-1]))
 		}
 	}
-	return off
 }
 
 // tokenize answers vLLM's POST /tokenize: a prompt, or chat messages

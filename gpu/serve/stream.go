@@ -200,6 +200,9 @@ func (s *Server) textCompletions(ctx context.Context, t target, prompt []int32, 
 	}
 	for i, c := range resp.Completions {
 		g := raw[i]
+		if len(c.Tokens) < nf || len(c.LogProbs) < nf {
+			return nil, version, fmt.Errorf("the policy scored %d of the prompt's %d forced tokens", min(len(c.Tokens), len(c.LogProbs)), nf)
+		}
 		tc := &out[i]
 		tc.gen = rollout.Completion{Tokens: c.Tokens[nf:], LogProbs: c.LogProbs[nf:], PromptTokens: prompt, FinishReason: c.FinishReason}
 		body := tc.gen.Tokens
@@ -235,7 +238,8 @@ func textChoice(tok *tokenizer.Tokenizer, index int, pr textPrompt, tc textCompl
 		lp := &engineapi.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TextOffset: []int{}}
 		off := 0
 		if req.Echo {
-			off = echoLogprobs(tok, lp, pr.ids, tc.scores, n)
+			echoLogprobs(tok, lp, pr.ids, tc.scores, n)
+			off = len(pr.text) // the completion's offsets count from the echoed prompt
 		}
 		for j := 0; j < k.keep && j < len(tc.gen.LogProbs); j++ {
 			e := tokenLogprob(tok, tc.gen, k.texts[j], j)
