@@ -412,3 +412,35 @@ func TestMaxModelLen(t *testing.T) {
 		t.Errorf("echo of one token: %+v", lp)
 	}
 }
+
+// FuzzDialectBodies: any body sent to /tokenize, /detokenize or to
+// /v1/completions with the dialect's fields (token-id prompts, echo,
+// prompt_logprobs, top log-probabilities) gets a 2xx or 4xx answer, never
+// a panic or a 5xx.
+func FuzzDialectBodies(f *testing.F) {
+	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 64, MaxTokens: 4, Poll: -1, Log: quiet()})
+	h := New(pol, "tiny").Handler()
+	paths := []string{engineapi.TokenizePath, engineapi.DetokenizePath, engineapi.CompletionsPath}
+	for i, s := range []string{`{"prompt":"def f():"}`, `{"tokens":[1,2,99999999]}`, `{"prompt":[[1,2],[3]],"echo":true,"logprobs":3,"max_tokens":0,"prompt_logprobs":1}`,
+		`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}`, `{"tokens":[-1]}`, `{"prompt":[1,2,3],"max_tokens":2,"logprobs":20,"n":2}`,
+		`{"prompt":[],"max_tokens":1}`, `{"prompt":["a",[1]],"max_tokens":1,"stream":true,"echo":true}`} {
+		f.Add(uint8(i), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		path := paths[int(which)%len(paths)]
+		if path == engineapi.CompletionsPath {
+			var probe struct {
+				MaxTokens *int `json:"max_tokens"`
+				N         *int `json:"n"`
+			}
+			if json.Unmarshal(body, &probe) == nil && (probe.MaxTokens == nil || *probe.MaxTokens > 4 || (probe.N != nil && *probe.N > 2)) {
+				return // bounded work only
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(string(body))))
+		if rec.Code >= 500 {
+			t.Fatalf("%s %q: status %d %s", path, body, rec.Code, rec.Body.String())
+		}
+	})
+}
