@@ -24,6 +24,14 @@
 // response's model field is the name asked for and its version that of
 // the adapter name (swerl-vN → N).
 //
+// It also speaks vLLM's dialect where clients rely on it (dialect.go):
+// POST /tokenize and /detokenize; completions prompts as a string, a
+// list of strings, token ids or a list of lists of token ids; echo with
+// the prompt scored and max_tokens 0 (loglikelihood scorers); vLLM's
+// prompt_logprobs; top log-probabilities (completions' logprobs N,
+// chat's top_logprobs N) up to engineapi.MaxLogprobs; and max_model_len,
+// on /v1/models and /tokenize, the context it enforces.
+//
 // Supported request fields: messages (chat) or prompt (completions), n,
 // max_tokens (or max_completion_tokens), temperature, top_p, top_k, seed,
 // stop (a string or a list; matched on the decoded text, the stop string
