@@ -55,9 +55,8 @@ func isBatch(raw json.RawMessage) bool {
 }
 
 // textCompletion is one completion of a completions request: the
-// generated part (Forced prompt tokens split off), the prompt's scores
-// when it was scored, and the top log-probabilities of the generated
-// tokens when asked.
+// generated tokens, the prompt's scores when it was scored, and the top
+// log-probabilities of the generated tokens when asked.
 type textCompletion struct {
 	gen    rollout.Completion
 	scores promptScores
@@ -117,12 +116,13 @@ func (s *Server) completeText(ctx context.Context, t target, req engineapi.Compl
 	// Scoring forces the prompt through the sampler: asked for by echo
 	// with logprobs and by prompt_logprobs.
 	score := req.Echo && req.Logprobs != nil || req.PromptLogprobs != nil
-	topN := 0
+	genTop := 0
 	if req.Logprobs != nil {
-		topN = *req.Logprobs
+		genTop = *req.Logprobs
 	}
+	scoreTop := genTop
 	if req.PromptLogprobs != nil {
-		topN = max(topN, *req.PromptLogprobs, 1) // ranks come with the top list
+		scoreTop = max(scoreTop, *req.PromptLogprobs, 1) // ranks come with the top list
 	}
 	// The prompts run at once: the policy batches their completions.
 	results := make([][]textCompletion, len(prompts))
@@ -133,7 +133,7 @@ func (s *Server) completeText(ctx context.Context, t target, req engineapi.Compl
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[pi], versions[pi], errs[pi] = s.textCompletions(ctx, t, pr.ids, rr, extra, onToken, score, scoreOnly, topN)
+			results[pi], versions[pi], errs[pi] = s.textCompletions(ctx, t, pr.ids, rr, extra, onToken, score, scoreOnly, genTop, scoreTop)
 		}()
 	}
 	wg.Wait()
@@ -143,16 +143,11 @@ func (s *Server) completeText(ctx context.Context, t target, req engineapi.Compl
 		}
 	}
 	version := versions[0]
-	for _, v := range versions {
-		if v >= 0 {
-			version = v // the version that sampled, not the one asked of a prompt that needed none
-		}
-	}
 	out = engineapi.CompletionResponse{Head: s.newHead(t, "cmpl", "text_completion", version)}
 	if req.ReturnTokenIDs && len(prompts) == 1 {
 		out.PromptTokenIDs = prompts[0].ids
 	}
-	simple := len(prompts) == 1 && !req.Echo && !score && topN == 0
+	simple := len(prompts) == 1 && !req.Echo && !score && genTop == 0
 	for pi, pr := range prompts {
 		out.Usage.PromptTokens += len(pr.ids)
 		for i, tc := range results[pi] {
@@ -167,58 +162,76 @@ func (s *Server) completeText(ctx context.Context, t target, req engineapi.Compl
 	return out, raw, stops, nil
 }
 
-// textCompletions samples rr.N completions of prompt, scoring the prompt
-// first when score is set (all but its first token forced), sampling
-// nothing after it when scoreOnly is. It returns the version that
-// sampled (-1 when nothing was).
+// textCompletions samples rr.N completions of prompt (none when scoreOnly
+// is set), each token with its genTop most likely ones, and, when score
+// is set, scores the prompt once beside them, with its scoreTop most
+// likely tokens a position. The completions are those of the same request
+// without scoring. It returns the version that sampled.
 func (s *Server) textCompletions(ctx context.Context, t target, prompt []int32, rr rollout.Request, extra policy.Params, onToken func(policy.Token),
-	score, scoreOnly bool, topN int) ([]textCompletion, int64, error) {
-	version := int64(-1)
+	score, scoreOnly bool, genTop, scoreTop int) ([]textCompletion, int64, error) {
 	out := make([]textCompletion, rr.N)
-	ids, nf := prompt, 0
+	for i := range out {
+		out[i].gen = rollout.Completion{Tokens: []int32{}, LogProbs: []float32{}, PromptTokens: prompt, FinishReason: "length"}
+	}
+	version := t.pol.Version()
+	var sc promptScores
+	var scoreErr error
+	var wg sync.WaitGroup
 	if score && len(prompt) > 1 {
-		ids, nf = prompt[:1], len(prompt)-1
-		extra.Forced = prompt[1:]
+		// The prompt's first token is the prompt, the others are forced:
+		// one score-only completion whatever n.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one := rr
+			one.N, one.Temperature = 1, 1e-9
+			ex := policy.Params{Forced: prompt[1:], ScoreOnly: true, TopLogProbs: scoreTop}
+			_, raw, err := t.pol.CompleteTokensRaw(ctx, one, prompt[:1], ex)
+			nf := len(prompt) - 1
+			switch {
+			case err != nil:
+				scoreErr = err
+			case len(raw) != 1 || len(raw[0].Tokens) != nf || len(raw[0].LogProbs) != nf:
+				scoreErr = fmt.Errorf("the policy scored %d prompts, want 1 of %d tokens", len(raw), nf)
+			default:
+				sc.logprobs = raw[0].LogProbs
+				if len(raw[0].Top) == nf && len(raw[0].Ranks) == nf {
+					sc.top, sc.ranks = raw[0].Top, raw[0].Ranks
+				}
+			}
+		}()
 	}
-	if scoreOnly && nf == 0 {
-		// Nothing to sample and nothing to score: the prompt alone.
-		for i := range out {
-			out[i].gen = rollout.Completion{Tokens: []int32{}, LogProbs: []float32{}, PromptTokens: prompt, FinishReason: "length"}
+	var genErr error
+	if !scoreOnly {
+		extra.OnToken, extra.TopLogProbs = onToken, genTop
+		resp, raw, err := t.pol.CompleteTokensRaw(ctx, rr, prompt, extra)
+		if err == nil && (len(resp.Completions) != rr.N || len(raw) != rr.N) {
+			err = fmt.Errorf("the policy returned %d completions, want %d", len(resp.Completions), rr.N)
 		}
-		return out, t.pol.Version(), nil
-	}
-	extra.OnToken, extra.ScoreOnly, extra.TopLogProbs = onToken, scoreOnly, topN
-	resp, raw, err := t.pol.CompleteTokensRaw(ctx, rr, ids, extra)
-	if errors.Is(err, policy.ErrPromptTooLong) {
-		return nil, version, badRequest("prompt", "%v", err)
-	}
-	if err == nil && len(resp.Completions) != rr.N {
-		err = fmt.Errorf("the policy returned %d completions, want %d", len(resp.Completions), rr.N)
-	}
-	if err != nil {
-		return nil, version, err
-	}
-	for i, c := range resp.Completions {
-		g := raw[i]
-		if len(c.Tokens) < nf || len(c.LogProbs) < nf {
-			return nil, version, fmt.Errorf("the policy scored %d of the prompt's %d forced tokens", min(len(c.Tokens), len(c.LogProbs)), nf)
-		}
-		tc := &out[i]
-		tc.gen = rollout.Completion{Tokens: c.Tokens[nf:], LogProbs: c.LogProbs[nf:], PromptTokens: prompt, FinishReason: c.FinishReason}
-		body := tc.gen.Tokens
-		if c.FinishReason == "stop" && len(body) > 0 {
-			body = body[:len(body)-1]
-		}
-		tc.gen.Text = policy.DecodeLenient(t.tok, body)
-		if nf > 0 {
-			tc.scores.logprobs = c.LogProbs[:nf]
-		}
-		if len(g.Top) == len(c.Tokens) {
-			tc.scores.top, tc.top = g.Top[:nf], g.Top[nf:]
-			tc.scores.ranks = g.Ranks[:nf]
+		genErr = err
+		if err == nil {
+			version = resp.PolicyVersion
+			for i, c := range resp.Completions {
+				out[i].gen = c
+				if len(raw[i].Top) == len(c.Tokens) {
+					out[i].top = raw[i].Top
+				}
+			}
 		}
 	}
-	return out, resp.PolicyVersion, nil
+	wg.Wait()
+	for _, err := range []error{genErr, scoreErr} {
+		if errors.Is(err, policy.ErrPromptTooLong) {
+			return nil, version, badRequest("prompt", "%v", err)
+		}
+		if err != nil {
+			return nil, version, err
+		}
+	}
+	for i := range out {
+		out[i].scores = sc
+	}
+	return out, version, nil
 }
 
 // textChoice builds choice index of prompt pr from its completion tc,
