@@ -323,6 +323,26 @@ func TestTokenIDPrompts(t *testing.T) {
 			t.Errorf("usage %+v", b.Usage)
 		}
 	}
+	// lm-evaluation-harness's loglikelihood batch: token-id prompts,
+	// echo, logprobs 1, one greedy token. Each prompt's scores are the
+	// full forward's, and its last entry is the token generated.
+	otherIDs := mp.Tokenizer.Encode(other)
+	lm := postText(t, srv.URL, map[string]any{"prompt": [][]int32{ids, otherIDs}, "echo": true, "logprobs": 1, "max_tokens": 1, "temperature": 0})
+	if len(lm.Choices) != 2 {
+		t.Fatalf("%d choices for 2 prompts", len(lm.Choices))
+	}
+	for i, p := range [][]int32{ids, otherIDs} {
+		want := trainerLogProbs(t, mp.Model, p)
+		lp := lm.Choices[i].Logprobs
+		if len(lp.TokenLogprobs) != len(p)+1 || lp.TokenLogprobs[0] != nil {
+			t.Fatalf("prompt %d: %d entries for %d tokens and 1 generated", i, len(lp.TokenLogprobs), len(p))
+		}
+		for j := 1; j < len(p); j++ {
+			if v := lp.TokenLogprobs[j]; v == nil || math.Abs(*v-float64(want[j-1])) > 1e-4 {
+				t.Errorf("prompt %d token %d: %v, want %v", i, j, v, want[j-1])
+			}
+		}
+	}
 	V := mp.Model.Config.VocabSize
 	for _, bad := range []any{[]int{}, []int{1, -1}, []int{V}, []any{[]int{1}, []int{}}, []any{"x", 3}, map[string]int{"a": 1}, ""} {
 		wantError(t, srv.URL, engineapi.CompletionsPath, map[string]any{"prompt": bad, "max_tokens": 2}, 400, "prompt", "prompt")
