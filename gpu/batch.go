@@ -293,18 +293,27 @@ func (s *BatchSampler) Submit(prompt []int32, p SamplingParams) (*Seq, error) {
 			return nil, fmt.Errorf("gpu: prompt token %d at %d outside the vocabulary of %d", t, i, s.d.V)
 		}
 	}
-	if p.Temperature < 0 || p.TopP < 0 || p.TopP > 1 || p.TopK < 0 || p.MaxTokens < 0 {
+	if p.Temperature < 0 || p.TopP < 0 || p.TopP > 1 || p.TopK < 0 || p.MaxTokens < 0 || p.TopLogProbs < 0 {
 		return nil, fmt.Errorf("gpu: bad sampling parameters %+v", p)
+	}
+	if len(prompt)+len(p.Forced) > s.maxSeq {
+		return nil, fmt.Errorf("gpu: prompt of %d tokens and %d forced ones, want at most %d in all", len(prompt), len(p.Forced), s.maxSeq)
+	}
+	for i, t := range p.Forced {
+		if t < 0 || int(t) >= s.d.V {
+			return nil, fmt.Errorf("gpu: forced token %d at %d outside the vocabulary of %d", t, i, s.d.V)
+		}
 	}
 	limit := s.maxSeq - len(prompt)
 	if p.MaxTokens > 0 {
-		limit = min(limit, p.MaxTokens)
+		limit = min(limit, max(p.MaxTokens, len(p.Forced)))
 	}
 	q := &Seq{
 		prompt: slices.Clone(prompt), p: p, limit: limit, slot: -1,
 		rng: rand.New(rand.NewPCG(p.Seed, 0x73616d706c65)),
 	}
 	q.p.StopTokens = slices.Clone(p.StopTokens)
+	q.p.Forced = slices.Clone(p.Forced)
 	q.toks = append(make([]int32, 0, len(prompt)+limit), prompt...)
 	s.waiting = append(s.waiting, q)
 	return q, nil
@@ -605,7 +614,10 @@ func (s *BatchSampler) forward() error {
 // the whole rows into hostLogits.
 func (s *BatchSampler) fetchLogits(B int) error {
 	gp, ok := s.be.(GreedyPicker)
-	s.onDevice = ok && !slices.ContainsFunc(s.active, func(q *Seq) bool { return q.p.Temperature != 0 })
+	// Forced tokens and top log-probabilities need the whole rows.
+	s.onDevice = ok && !slices.ContainsFunc(s.active, func(q *Seq) bool {
+		return q.p.Temperature != 0 || q.p.TopLogProbs > 0 || len(q.out.Tokens) < len(q.p.Forced)
+	})
 	if !s.onDevice {
 		return s.be.Download(s.hostLogits[:B*s.d.V], s.logits)
 	}
@@ -663,16 +675,27 @@ func (s *BatchSampler) pick() {
 	one := func(pk *picker, q *Seq) {
 		var tok int32
 		var lp float32
-		if s.onDevice {
+		row := s.hostLogits[q.row*V : (q.row+1)*V]
+		forced := len(q.out.Tokens) < len(q.p.Forced)
+		switch {
+		case s.onDevice:
 			tok, lp = s.devTok[q.row], s.devLogp[q.row]
-		} else {
-			tok, lp = pk.pick(s.hostLogits[q.row*V:(q.row+1)*V], q.p, q.rng)
+		case forced:
+			tok = q.p.Forced[len(q.out.Tokens)]
+			lp = pk.logProbOf(row, tok)
+		default:
+			tok, lp = pk.pick(row, q.p, q.rng)
+		}
+		if q.p.TopLogProbs > 0 {
+			top, rank := pk.top(row, q.p.TopLogProbs, tok)
+			q.out.Top = append(q.out.Top, top)
+			q.out.Ranks = append(q.out.Ranks, rank)
 		}
 		q.toks = append(q.toks, tok)
 		q.out.Tokens = append(q.out.Tokens, tok)
 		q.out.LogProbs = append(q.out.LogProbs, lp)
 		switch {
-		case slices.Contains(q.p.StopTokens, tok):
+		case !forced && slices.Contains(q.p.StopTokens, tok):
 			q.done, q.out.FinishReason = true, "stop"
 		case len(q.out.Tokens) >= q.limit:
 			q.done, q.out.FinishReason = true, "length"

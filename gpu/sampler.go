@@ -22,6 +22,25 @@ type SamplingParams struct {
 	MaxTokens int
 	// StopTokens end the completion; the stop token is included in Tokens.
 	StopTokens []int32
+	// Forced are the first tokens of the completion, taken as given
+	// instead of sampled (teacher forcing): each is scored, its
+	// log-probability and, with TopLogProbs, its step's most likely
+	// tokens recorded, and a stop token among them does not stop. They
+	// count toward MaxTokens. swerl serve scores a prompt this way (echo,
+	// prompt_logprobs): the prompt's first token as the prompt, the rest
+	// forced, with the sampler's own numerics.
+	Forced []int32
+	// TopLogProbs, when positive, records at every step the TopLogProbs
+	// most likely tokens (temperature-1 log-probabilities, by decreasing
+	// logit, ties by id) in Completion.Top and the rank of the token taken
+	// in Completion.Ranks.
+	TopLogProbs int
+}
+
+// TokenLogProb is a token id and its temperature-1 log-probability.
+type TokenLogProb struct {
+	ID      int32
+	LogProb float32
 }
 
 // Completion is a sampled continuation of a prompt.
@@ -34,6 +53,12 @@ type Completion struct {
 	// sampling parameters.
 	LogProbs     []float32
 	FinishReason string // "stop" (a stop token) or "length"
+	// Top[t] are the SamplingParams.TopLogProbs most likely tokens of step
+	// t and Ranks[t] the rank of Tokens[t] among all tokens (1 for the
+	// most likely: one plus the tokens of a strictly larger logit); both
+	// nil unless TopLogProbs is positive.
+	Top   [][]TokenLogProb
+	Ranks []int32
 }
 
 // Sampler generates one completion at a time: a BatchSampler of one
@@ -165,6 +190,61 @@ func (pk *picker) pick(l []float32, p SamplingParams, rng *rand.Rand) (int32, fl
 	}
 	t := order[len(probs)-1]
 	return t, logp(int(t))
+}
+
+// logProbOf is the temperature-1 log-probability of token t under the
+// logits l.
+func (pk *picker) logProbOf(l []float32, t int32) float32 {
+	mx := math.Inf(-1)
+	for _, v := range l {
+		mx = max(mx, float64(v))
+	}
+	var z float64
+	for _, v := range l {
+		z += math.Exp(float64(v) - mx)
+	}
+	return float32(float64(l[t]) - (mx + math.Log(z)))
+}
+
+// top returns the n most likely tokens of the logits l (by decreasing
+// logit, ties by id) with their temperature-1 log-probabilities, and the
+// rank of token t: one plus the tokens whose logit is strictly larger.
+func (pk *picker) top(l []float32, n int, t int32) ([]TokenLogProb, int32) {
+	mx := math.Inf(-1)
+	for _, v := range l {
+		mx = max(mx, float64(v))
+	}
+	var z float64
+	rank := int32(1)
+	for _, v := range l {
+		z += math.Exp(float64(v) - mx)
+		if v > l[t] {
+			rank++
+		}
+	}
+	lse := mx + math.Log(z)
+	// A partial insertion sort: n is small (swerl serve caps it at 20).
+	n = min(n, len(l))
+	out := make([]TokenLogProb, 0, n)
+	better := func(a, b int32) bool { return l[a] > l[b] || l[a] == l[b] && a < b }
+	for i := range l {
+		id := int32(i)
+		if len(out) == n && !better(id, out[n-1].ID) {
+			continue
+		}
+		if len(out) < n {
+			out = append(out, TokenLogProb{})
+		}
+		j := len(out) - 1
+		for ; j > 0 && better(id, out[j-1].ID); j-- {
+			out[j] = out[j-1]
+		}
+		out[j] = TokenLogProb{ID: id}
+	}
+	for i := range out {
+		out[i].LogProb = float32(float64(l[out[i].ID]) - lse)
+	}
+	return out, rank
 }
 
 // sortDesc returns the token ids of the logits l by decreasing logit,

@@ -48,7 +48,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	name := fs.String("name", "", "model id reported by /v1/models (default: the directory's name)")
 	device := fs.String("device", "cpu", "compute device: "+deviceNames())
 	maxSeq := new(int)
-	addMaxSeqFlag(fs, maxSeq, 2048, "swerl serve's default sizes its KV cache for longer requests; a longer one is refused")
+	addMaxSeqFlag(fs, maxSeq, 2048, "swerl serve's default sizes its KV cache for longer requests; a longer one is refused, and /v1/models and /tokenize report it as max_model_len")
 	maxTokens := fs.Int("max-tokens", 256, "completion length when a request gives no max_tokens")
 	metricsAddr := new(string)
 	addMetricsFlag(fs, metricsAddr, "", "swerl serve's default is off, since it faces clients; its /metrics has the process and Go runtime")

@@ -174,8 +174,14 @@ const { OpenAI } = require('openai');
   const cs = await client.completions.create({ model: ids[0], prompt: 'func main() {', max_tokens: 6, seed: 4, stream: true });
   let ctext = '';
   for await (const chunk of cs) ctext += chunk.choices.length ? chunk.choices[0].text : '';
+  // A loglikelihood scorer's request (lm-evaluation-harness), chat's
+  // top_logprobs, and a prompt of token ids.
+  const echo = await client.completions.create({ model: ids[0], prompt: 'func main() {', max_tokens: 0, echo: true, logprobs: 2 });
+  const top = await client.chat.completions.create({ model: ids[0], messages: msgs, max_tokens: 3, logprobs: true, top_logprobs: 2 });
+  const byIDs = await client.completions.create({ model: ids[0], prompt: [1, 2, 3], max_tokens: 2, seed: 4 });
   console.log(JSON.stringify({ ids, chat: chat.choices.map(c => c.message.content), logprobs: chat.choices[0].logprobs.content.length,
-    plainUsage: chat.usage, stream: text, finish, usage, chunks, completion: plain.choices[0].text, streamedCompletion: ctext }));
+    plainUsage: chat.usage, stream: text, finish, usage, chunks, completion: plain.choices[0].text, streamedCompletion: ctext,
+    echo: echo.choices[0], chatTop: top.choices[0].logprobs.content.map(c => c.top_logprobs.length), byIDs: byIDs.usage.prompt_tokens }));
 })().catch(e => { console.error(e); process.exit(1); });
 `
 
@@ -216,6 +222,16 @@ func TestServeOpenAIClient(t *testing.T) {
 		Chunks             int    `json:"chunks"`
 		Completion         string `json:"completion"`
 		StreamedCompletion string `json:"streamedCompletion"`
+		Echo               struct {
+			Text     string `json:"text"`
+			Logprobs struct {
+				Tokens        []string             `json:"tokens"`
+				TokenLogprobs []*float64           `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			} `json:"logprobs"`
+		} `json:"echo"`
+		ChatTop []int `json:"chatTop"`
+		ByIDs   int   `json:"byIDs"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
@@ -231,5 +247,16 @@ func TestServeOpenAIClient(t *testing.T) {
 	}
 	if got.StreamedCompletion != got.Completion {
 		t.Errorf("streamed completion %q, whole %q", got.StreamedCompletion, got.Completion)
+	}
+	e := got.Echo.Logprobs
+	if got.Echo.Text != "func main() {" || len(e.Tokens) < 2 || len(e.TokenLogprobs) != len(e.Tokens) || e.TokenLogprobs[0] != nil ||
+		e.TokenLogprobs[1] == nil || len(e.TopLogprobs) != len(e.Tokens) || e.TopLogprobs[0] != nil || len(e.TopLogprobs[1]) == 0 {
+		t.Errorf("echo with max_tokens 0: %+v", got.Echo)
+	}
+	if len(got.ChatTop) == 0 || slices.ContainsFunc(got.ChatTop, func(n int) bool { return n != 2 }) {
+		t.Errorf("chat top_logprobs 2: lengths %v", got.ChatTop)
+	}
+	if got.ByIDs != 3 {
+		t.Errorf("a prompt of 3 token ids: prompt_tokens %d", got.ByIDs)
 	}
 }

@@ -407,6 +407,16 @@ type Params struct {
 	// held: it must not block (swerl serve queues the tokens for its
 	// streaming writer).
 	OnToken func(Token)
+	// Forced continue the prompt with tokens that are scored, not
+	// sampled (gpu.SamplingParams.Forced): each completion's Tokens and
+	// LogProbs start with them, and MaxTokens counts the tokens sampled
+	// after them. The prompt and Forced must fit the context together.
+	Forced []int32
+	// ScoreOnly samples nothing after Forced (which must not be empty).
+	ScoreOnly bool
+	// TopLogProbs records each step's most likely tokens
+	// (gpu.SamplingParams.TopLogProbs), returned by CompleteTokensRaw.
+	TopLogProbs int
 }
 
 // Complete samples req.N completions of the chat prompt (system + user
@@ -436,10 +446,29 @@ func (p *Policy) CompleteMessages(ctx context.Context, msgs []tokenizer.Message,
 
 // CompleteTokens samples req.N completions of an already tokenized prompt.
 func (p *Policy) CompleteTokens(ctx context.Context, req rollout.Request, prompt []int32, extra Params) (rollout.Response, error) {
-	return p.sample(ctx, p.cur.Load(), req, prompt, extra, time.Now())
+	resp, _, err := p.sampleRaw(ctx, p.cur.Load(), req, prompt, extra, time.Now())
+	return resp, err
 }
 
+// CompleteTokensRaw is CompleteTokens that also returns the sampler's
+// completions, with the top log-probabilities and ranks extra.TopLogProbs
+// asks for (Forced tokens first, as in the response's Tokens).
+func (p *Policy) CompleteTokensRaw(ctx context.Context, req rollout.Request, prompt []int32, extra Params) (rollout.Response, []gpu.Completion, error) {
+	return p.sampleRaw(ctx, p.cur.Load(), req, prompt, extra, time.Now())
+}
+
+// MaxSeq is the context of the version served: prompt and completion
+// together are at most this many tokens (vLLM's max_model_len).
+func (p *Policy) MaxSeq() int { return p.cur.Load().maxSeq }
+
 func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, prompt []int32, extra Params, t0 time.Time) (rollout.Response, error) {
+	resp, _, err := p.sampleRaw(ctx, st, req, prompt, extra, t0)
+	return resp, err
+}
+
+// sampleRaw samples the completions of prompt with version st: the
+// response and the sampler's completions.
+func (p *Policy) sampleRaw(ctx context.Context, st *state, req rollout.Request, prompt []int32, extra Params, t0 time.Time) (rollout.Response, []gpu.Completion, error) {
 	resp := rollout.Response{PolicyVersion: st.version}
 	n := req.N
 	if n <= 0 {
@@ -449,19 +478,26 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 	if maxTok <= 0 {
 		maxTok = p.opts.MaxTokens
 	}
-	if len(prompt)+1 > st.maxSeq {
-		return resp, fmt.Errorf("%w: instance %q: %d prompt tokens, the context is %d (raise max_seq up to max_position_embeddings)", ErrPromptTooLong, req.InstanceID, len(prompt), st.maxSeq)
+	if extra.ScoreOnly {
+		if len(extra.Forced) == 0 {
+			return resp, nil, fmt.Errorf("policy: instance %q: nothing to score", req.InstanceID)
+		}
+		maxTok = 0
+	}
+	if room := len(prompt) + len(extra.Forced) + min(maxTok, 1); room > st.maxSeq {
+		return resp, nil, fmt.Errorf("%w: instance %q: %d prompt tokens, the context is %d (raise max_seq up to max_position_embeddings)", ErrPromptTooLong, req.InstanceID, len(prompt)+len(extra.Forced), st.maxSeq)
 	}
 	temp := req.Temperature
 	if temp == 0 {
 		temp = p.opts.Temperature
 	}
 	sp := gpu.SamplingParams{
-		Temperature: temp, TopP: req.TopP, TopK: extra.TopK, MaxTokens: maxTok,
+		Temperature: temp, TopP: req.TopP, TopK: extra.TopK, MaxTokens: len(extra.Forced) + maxTok,
 		StopTokens: append(append([]int32(nil), st.stop...), extra.Stop...),
+		Forced:     extra.Forced, TopLogProbs: extra.TopLogProbs,
 	}
 	if err := ctx.Err(); err != nil {
-		return resp, err
+		return resp, nil, err
 	}
 	// Completion i uses seed req.Seed+i; all n join the batch of this
 	// version's sampler and are reported on done as they finish.
@@ -475,7 +511,7 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 		if err != nil {
 			st.cancel(seqs[:i])
 			st.mu.Unlock()
-			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
+			return resp, nil, fmt.Errorf("policy: instance %q: %w", req.InstanceID, err)
 		}
 		seqs[i], index[q] = q, i
 		st.owner[q] = owner{done: done, ctx: ctx}
@@ -501,17 +537,19 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 			st.cancel(seqs)
 			st.mu.Unlock()
 			if err != nil {
-				return resp, err
+				return resp, nil, err
 			}
-			return resp, fmt.Errorf("policy: instance %q: %w", req.InstanceID, f.err)
+			return resp, nil, fmt.Errorf("policy: instance %q: %w", req.InstanceID, f.err)
 		}
 		if p.afterCompletion != nil && req.InstanceID != probeInstance {
 			p.afterCompletion(index[f.seq])
 		}
 	}
 	resp.Completions = make([]rollout.Completion, n)
+	raw := make([]gpu.Completion, n)
 	for i, q := range seqs {
 		c := q.Completion()
+		raw[i] = c
 		body := c.Tokens
 		if c.FinishReason == "stop" {
 			body = body[:len(body)-1]
@@ -522,7 +560,7 @@ func (p *Policy) sample(ctx context.Context, st *state, req rollout.Request, pro
 		}
 	}
 	resp.LatencyMS = time.Since(t0).Milliseconds()
-	return resp, nil
+	return resp, raw, nil
 }
 
 // cancel drops the completions of seqs that are still pending; st.mu is

@@ -363,7 +363,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	lb := base.Loaded()
 	v := lb.Version
 	list := engineapi.ModelList{Object: "list", Data: []engineapi.Model{{ID: s.Name, Object: "model", OwnedBy: "swerl", Root: lb.Dir,
-		MaxModelLen: lb.Model.Config.MaxPositionEmbeddings, SwerlVersion: v}}}
+		MaxModelLen: base.MaxSeq(), SwerlVersion: v}}}
 	for _, a := range adapters {
 		av := v
 		if n, ok := engineapi.ParseAdapter(a.name); ok {

@@ -24,6 +24,14 @@
 // response's model field is the name asked for and its version that of
 // the adapter name (swerl-vN → N).
 //
+// It also speaks vLLM's dialect where clients rely on it (dialect.go):
+// POST /tokenize and /detokenize; completions prompts as a string, a
+// list of strings, token ids or a list of lists of token ids; echo with
+// the prompt scored and max_tokens 0 (loglikelihood scorers); vLLM's
+// prompt_logprobs; top log-probabilities (completions' logprobs N,
+// chat's top_logprobs N) up to engineapi.MaxLogprobs; and max_model_len,
+// on /v1/models and /tokenize, the context it enforces.
+//
 // Supported request fields: messages (chat) or prompt (completions), n,
 // max_tokens (or max_completion_tokens), temperature, top_p, top_k, seed,
 // stop (a string or a list; matched on the decoded text, the stop string
@@ -173,6 +181,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(engineapi.ChatCompletionsPath, s.auth(s.chat))
 	mux.HandleFunc(engineapi.CompletionsPath, s.auth(s.completions))
 	mux.HandleFunc(engineapi.ModelsPath, s.auth(s.models))
+	mux.HandleFunc(engineapi.TokenizePath, s.auth(s.tokenize))
+	mux.HandleFunc(engineapi.DetokenizePath, s.auth(s.detokenize))
 	mux.HandleFunc(engineapi.LoadAdapterPath(engineapi.VLLM), s.auth(s.vllmAdapter(loadOp, "added")))
 	mux.HandleFunc(engineapi.UnloadAdapterPath(engineapi.VLLM), s.auth(s.vllmAdapter(unloadOp, "removed")))
 	mux.HandleFunc(engineapi.LoadAdapterPath(engineapi.SGLang), s.auth(s.sglangAdapter(loadOp)))
@@ -432,19 +442,37 @@ func (s *Server) complete(ctx context.Context, t target, req engineapi.ChatReque
 	if req.StreamOptions != nil && !req.Stream {
 		return out, nil, nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
-	if len(req.Messages) == 0 {
-		return out, nil, nil, badRequest("messages", "messages is empty")
+	if e := checkMessages(req.Messages); e != nil {
+		return out, nil, nil, e
 	}
-	for i, m := range req.Messages {
-		switch m.Role {
-		case "system", "user", "assistant":
-		default:
-			return out, nil, nil, badRequest("messages", "messages[%d].role %q: want system, user or assistant", i, m.Role)
+	if e := checkLogprobs("top_logprobs", req.TopLogprobs); e != nil {
+		return out, nil, nil, e
+	}
+	topN := 0
+	if req.TopLogprobs != nil {
+		if !req.Logprobs {
+			return out, nil, nil, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 		}
+		topN = *req.TopLogprobs
 	}
+	// The messages are encoded here, as CompleteMessages would, so that
+	// a prompt too long is refused naming max_model_len.
+	prompt, err := t.tok.EncodeMessages(messages(req.Messages))
+	if err != nil {
+		return out, nil, nil, fmt.Errorf("policy: instance %q: %w", "chat", err)
+	}
+	if maxLen := t.pol.MaxSeq(); len(prompt)+1 > maxLen {
+		return out, nil, nil, promptTooLong("messages", len(prompt), 1, maxLen)
+	}
+	var top [][][]gpu.TokenLogProb
 	resp, stops, usage, err := s.sample(req.Sampling, "messages", func(rr rollout.Request, extra policy.Params) (rollout.Response, error) {
 		extra.OnToken = onToken
-		return t.pol.CompleteMessages(ctx, messages(req.Messages), rr, extra)
+		extra.TopLogProbs = topN
+		resp, raw, err := t.pol.CompleteTokensRaw(ctx, rr, prompt, extra)
+		for _, c := range raw {
+			top = append(top, c.Top)
+		}
+		return resp, err
 	})
 	if err != nil {
 		return out, nil, nil, err
@@ -454,7 +482,15 @@ func (s *Server) complete(ctx context.Context, t target, req engineapi.ChatReque
 		out.PromptTokenIDs = resp.Completions[0].PromptTokens
 	}
 	for i, c := range resp.Completions {
-		out.Choices = append(out.Choices, choiceOf(t.tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs))
+		ch := choiceOf(t.tok, i, c, stops, req.Logprobs, req.ReturnTokenIDs)
+		if i < len(top) && ch.Logprobs != nil {
+			for j := range ch.Logprobs.Content {
+				if j < len(top[i]) {
+					ch.Logprobs.Content[j].TopLogprobs = chatTop(t.tok, top[i][j], topN)
+				}
+			}
+		}
+		out.Choices = append(out.Choices, ch)
 	}
 	return out, resp.Completions, stops, nil
 }

@@ -35,6 +35,9 @@ type ChatRequest struct {
 	Messages []Message `json:"messages"`
 	Sampling
 	Logprobs bool `json:"logprobs"`
+	// TopLogprobs (with Logprobs) lists that many most likely tokens at
+	// each position (0…MaxLogprobs).
+	TopLogprobs *int `json:"top_logprobs,omitempty"`
 	// ReturnTokenIDs is vLLM's extension (also served by swerl serve):
 	// prompt_token_ids on the response, token_ids on each choice.
 	ReturnTokenIDs bool           `json:"return_token_ids,omitempty"`
@@ -42,7 +45,20 @@ type ChatRequest struct {
 	StreamOptions  *StreamOptions `json:"stream_options,omitempty"`
 }
 
-// TokenLogprob is one entry of choices[].logprobs.content.
+// MaxLogprobs is the most top log-probabilities a request may ask for
+// (completions' logprobs and prompt_logprobs, chat's top_logprobs): vLLM's
+// default max_logprobs.
+const MaxLogprobs = 20
+
+// TopLogprob is one entry of a chat token's top_logprobs.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// TokenLogprob is one entry of choices[].logprobs.content. TopLogprobs
+// holds TopLogprob values (empty unless top_logprobs is asked).
 type TokenLogprob struct {
 	Token       string  `json:"token"`
 	Logprob     float64 `json:"logprob"`
@@ -96,21 +112,43 @@ type CompletionRequest struct {
 	Model  string          `json:"model"`
 	Prompt json.RawMessage `json:"prompt"`
 	Sampling
-	// Logprobs, when set (0…5), reports each token's log-probability
-	// (tokens and token_logprobs; top_logprobs stays null).
-	Logprobs       *int           `json:"logprobs,omitempty"`
-	Echo           bool           `json:"echo,omitempty"`
+	// Logprobs, when set (0…MaxLogprobs), reports each token's
+	// log-probability (tokens, token_logprobs, text_offset) and, above 0,
+	// top_logprobs: that many most likely tokens and the one taken.
+	Logprobs *int `json:"logprobs,omitempty"`
+	// Echo puts the prompt before the completion in text (and in
+	// logprobs, scored: the first prompt token's entries are null). With
+	// echo, max_tokens may be 0: the prompt alone, scored.
+	Echo bool `json:"echo,omitempty"`
+	// PromptLogprobs is vLLM's prompt_logprobs (0…MaxLogprobs): each
+	// choice's prompt_logprobs, one entry a prompt token (null for the
+	// first), keyed by token id, the prompt token and that many most
+	// likely ones.
+	PromptLogprobs *int           `json:"prompt_logprobs,omitempty"`
 	ReturnTokenIDs bool           `json:"return_token_ids,omitempty"`
 	Stream         bool           `json:"stream,omitempty"`
 	StreamOptions  *StreamOptions `json:"stream_options,omitempty"`
 }
 
-// CompletionLogprobs is a completions choice's logprobs.
+// CompletionLogprobs is a completions choice's logprobs. A token_logprobs
+// entry is null, and its top_logprobs entry too, for the first token of
+// an echoed prompt (nothing predicts it); top_logprobs is null without
+// logprobs above 0, else a map from token text to log-probability a
+// token.
 type CompletionLogprobs struct {
-	Tokens        []string  `json:"tokens"`
-	TokenLogprobs []float64 `json:"token_logprobs"`
-	TopLogprobs   []any     `json:"top_logprobs"`
-	TextOffset    []int     `json:"text_offset"`
+	Tokens        []string   `json:"tokens"`
+	TokenLogprobs []*float64 `json:"token_logprobs"`
+	TopLogprobs   []any      `json:"top_logprobs"`
+	TextOffset    []int      `json:"text_offset"`
+}
+
+// PromptLogprob is one token of a vLLM prompt_logprobs entry: its
+// log-probability, its rank among all tokens (1: the most likely) and its
+// text.
+type PromptLogprob struct {
+	Logprob      float64 `json:"logprob"`
+	Rank         int     `json:"rank"`
+	DecodedToken string  `json:"decoded_token"`
 }
 
 // CompletionChoice is one choice of a text_completion.
@@ -120,6 +158,9 @@ type CompletionChoice struct {
 	Logprobs     *CompletionLogprobs `json:"logprobs"`
 	FinishReason string              `json:"finish_reason"`
 	TokenIDs     []int32             `json:"token_ids,omitempty"`
+	// PromptLogprobs answers prompt_logprobs: per prompt token, null for
+	// the first, else a map from token id (a JSON string) to its entry.
+	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
 }
 
 // CompletionResponse is an OpenAI text_completion object.
@@ -128,6 +169,45 @@ type CompletionResponse struct {
 	Choices        []CompletionChoice `json:"choices"`
 	Usage          Usage              `json:"usage"`
 	PromptTokenIDs []int32            `json:"prompt_token_ids,omitempty"`
+}
+
+// Paths of vLLM's tokenizer endpoints, which swerl serve answers too.
+const (
+	TokenizePath   = "/tokenize"
+	DetokenizePath = "/detokenize"
+)
+
+// TokenizeRequest is the body of TokenizePath: a prompt, or chat messages
+// rendered with the model's chat template (with the generation prompt
+// unless add_generation_prompt is false). AddSpecialTokens (default true
+// for a prompt, false for messages, as vLLM) asks for the tokens the
+// tokenizer's post-processor adds, such as a BOS.
+type TokenizeRequest struct {
+	Model               string    `json:"model,omitempty"`
+	Prompt              *string   `json:"prompt,omitempty"`
+	Messages            []Message `json:"messages,omitempty"`
+	AddGenerationPrompt *bool     `json:"add_generation_prompt,omitempty"`
+	AddSpecialTokens    *bool     `json:"add_special_tokens,omitempty"`
+	ReturnTokenStrs     bool      `json:"return_token_strs,omitempty"`
+}
+
+// TokenizeResponse is the answer of TokenizePath.
+type TokenizeResponse struct {
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Tokens      []int32  `json:"tokens"`
+	TokenStrs   []string `json:"token_strs,omitempty"`
+}
+
+// DetokenizeRequest is the body of DetokenizePath.
+type DetokenizeRequest struct {
+	Model  string  `json:"model,omitempty"`
+	Tokens []int32 `json:"tokens"`
+}
+
+// DetokenizeResponse is the answer of DetokenizePath.
+type DetokenizeResponse struct {
+	Prompt string `json:"prompt"`
 }
 
 // Model is one entry of the models listing (GET ModelsPath). vLLM and
@@ -140,7 +220,8 @@ type Model struct {
 	OwnedBy string  `json:"owned_by"`
 	Root    string  `json:"root"`
 	Parent  *string `json:"parent"`
-	// MaxModelLen is vLLM's context length of the base model.
+	// MaxModelLen is vLLM's context length of the base model: prompt and
+	// completion together, the limit swerl serve enforces.
 	MaxModelLen int `json:"max_model_len,omitempty"`
 	// SwerlVersion is the weight version swerl serve serves under this id.
 	SwerlVersion int64 `json:"swerl_version"`
