@@ -225,3 +225,9 @@ func ChatServer(t testing.TB, answer func(prompt string, n int) (texts []string,
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/v1"
 }
+
+// KafkaBrokers returns $SWERL_KAFKA_BROKERS: the bootstrap address of a
+// running Apache Kafka broker (scripts/kafka.sh start) that the Kafka
+// tests run against instead of the embedded broker, or "" for the
+// embedded one. kafkatest.Shared is how tests read it.
+func KafkaBrokers() string { return os.Getenv("SWERL_KAFKA_BROKERS") }
