@@ -20,7 +20,8 @@
 # SWERL_KAFKA_VERSION says otherwise; the jars are cached in
 # ${SWERL_CACHE:-$HOME/.cache/swerl}/kafka-VERSION. SWERL_KAFKA_HEAP sets
 # -Xmx (default 512m); SWERL_KAFKA_PARTITIONS sets num.partitions for
-# auto-created topics (default 4, as the embedded broker).
+# auto-created topics (default 4, as the embedded broker); with
+# SWERL_KAFKA_OWNER=PID the broker is SIGKILLed when process PID exits.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 pom="$root/deploy/kafka/pom.xml"
@@ -71,6 +72,7 @@ configure() { # DIR PORT
   mkdir -p "$dir/data"
   cat > "$dir/server.properties" <<EOF
 # port=$port
+# version=Apache Kafka $version
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
@@ -90,6 +92,10 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 message.max.bytes=4194304
+# A broker killed and started again re-registers with the controller only
+# once its old session has expired: 2 s instead of 9.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=2000
 EOF
   cat > "$dir/log4j2.properties" <<EOF
 appender.file.type=File
@@ -106,7 +112,7 @@ EOF
 
 # java_opts DIR: the JVM's options (heap, log config, class path).
 java_opts() {
-  jopts=("-Xmx${SWERL_KAFKA_HEAP:-512m}" -Xms64m -XX:+UseSerialGC
+  jopts=("-Xmx${SWERL_KAFKA_HEAP:-512m}" -Xms64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
     "-Dlog4j2.configurationFile=$1/log4j2.properties" "-Dkafka.logs.dir=$1" -cp "$jars/*")
 }
 
@@ -135,6 +141,13 @@ start() { # DIR [PORT]
     >"$dir/stdout.log" 2>&1 </dev/null &
   local waited=0
   until [ -s "$dir/pid" ]; do sleep 0.05; waited=$((waited + 1)); [ $waited -lt 200 ] || die "the broker in $dir did not start"; done
+  if [ -n "${SWERL_KAFKA_OWNER:-}" ]; then
+    # The broker dies with its owner: a test binary that crashes leaves no
+    # broker behind.
+    local bpid; bpid="$(cat "$dir/pid")"
+    setsid bash -c 'while kill -0 "$0" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -9 "$1" 2>/dev/null' \
+      "$SWERL_KAFKA_OWNER" "$bpid" >/dev/null 2>&1 </dev/null &
+  fi
   local deadline=$((SECONDS + ${SWERL_KAFKA_START_TIMEOUT:-120}))
   until ! port_free "${a##*:}"; do
     if ! alive "$dir"; then
