@@ -86,7 +86,7 @@ func newCluster(t testing.TB, prefix string, partitions int, topics ...string) C
 		full[i] = c.Topic(n)
 	}
 	if kafkatest.Shared(t) != "" {
-		r := kafkatest.StartReal(t, t.TempDir())
+		r := kafkatest.StartReal(t, t.TempDir(), partitions)
 		c.Brokers = []string{r.Addr()}
 		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
 		return c

@@ -124,7 +124,7 @@ func startRestartable(t *testing.T, partitions int, topics ...string) *restartab
 		full[i] = c.Topic(n)
 	}
 	if kafkatest.Shared(t) != "" {
-		r := kafkatest.StartReal(t, t.TempDir())
+		r := kafkatest.StartReal(t, t.TempDir(), partitions)
 		c.Brokers = []string{r.Addr()}
 		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
 		return &restartable{c: c, stop: func() {

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,17 +120,19 @@ func waitReady(ctx context.Context, addr string) error {
 // Real is an Apache Kafka broker of one test's own, a process started by
 // scripts/kafka.sh: a test can SIGKILL it and start it again on its data.
 type Real struct {
-	script string
-	dir    string
-	addr   string
+	script     string
+	dir        string
+	partitions int
+	addr       string
 }
 
 // StartReal starts a real broker whose config and data live in dir (a
 // new cluster when dir is empty, the same cluster again when it holds
-// one) and waits until it answers. The test's cleanup kills it. Without
+// one) and waits until it answers. Topics it creates on first use get
+// partitions partitions (0: 4, as the embedded broker's default). The test's cleanup kills it. Without
 // the jars (scripts/kafka.sh install) the test fails under CI and skips
 // elsewhere.
-func StartReal(t testing.TB, dir string) *Real {
+func StartReal(t testing.TB, dir string, partitions int) *Real {
 	t.Helper()
 	script := filepath.Join(testenv.RepoRoot(t), "scripts", "kafka.sh")
 	if _, err := exec.LookPath("java"); err != nil {
@@ -137,7 +141,10 @@ func StartReal(t testing.TB, dir string) *Real {
 	if exec.Command("bash", script, "installed").Run() != nil {
 		testenv.Missing(t, "Apache Kafka's jars", "scripts/kafka.sh install")
 	}
-	r := &Real{script: script, dir: dir}
+	if partitions <= 0 {
+		partitions = 4
+	}
+	r := &Real{script: script, dir: dir, partitions: partitions}
 	t.Cleanup(func() { r.Kill() })
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
@@ -178,6 +185,9 @@ func (r *Real) Kill() error {
 func (r *Real) run(cmd string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", r.script, cmd, r.dir).CombinedOutput()
+	c := exec.CommandContext(ctx, "bash", r.script, cmd, r.dir)
+	// The broker is killed when this test binary exits, even by a crash.
+	c.Env = append(os.Environ(), "SWERL_KAFKA_OWNER="+strconv.Itoa(os.Getpid()), "SWERL_KAFKA_PARTITIONS="+strconv.Itoa(r.partitions))
+	out, err := c.CombinedOutput()
 	return string(out), err
 }
