@@ -137,6 +137,7 @@ start() { # DIR [PORT]
   # the shell writes its own pid, which exec hands to the JVM.
   java_opts "$dir"
   rm -f "$dir/pid"
+  # shellcheck disable=SC2016 # expanded by the inner shell
   setsid bash -c 'echo $$ > "$0/pid"; exec "$@"' "$dir" java "${jopts[@]}" kafka.Kafka "$dir/server.properties" \
     >"$dir/stdout.log" 2>&1 </dev/null &
   local waited=0
@@ -145,6 +146,7 @@ start() { # DIR [PORT]
     # The broker dies with its owner: a test binary that crashes leaves no
     # broker behind.
     local bpid; bpid="$(cat "$dir/pid")"
+    # shellcheck disable=SC2016 # expanded by the inner shell
     setsid bash -c 'while kill -0 "$0" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -9 "$1" 2>/dev/null' \
       "$SWERL_KAFKA_OWNER" "$bpid" >/dev/null 2>&1 </dev/null &
   fi
