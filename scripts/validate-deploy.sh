@@ -82,8 +82,8 @@ promtool check rules "$tmp/dashboard-rules.yml"
 
 step "shellcheck"
 shellcheck --version | sed -n 2p
-shellcheck -x deploy/dataflow/*.sh scripts/validate-deploy.sh
-echo "ok: deploy/dataflow/*.sh scripts/validate-deploy.sh"
+shellcheck -x deploy/dataflow/*.sh scripts/validate-deploy.sh scripts/kafka.sh
+echo "ok: deploy/dataflow/*.sh scripts/validate-deploy.sh scripts/kafka.sh"
 
 step "go test ./deploy"
 go test ./deploy

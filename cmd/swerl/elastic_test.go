@@ -18,6 +18,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 	"swerl/sinks/kafkaio/kafkatest"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/scoring"
@@ -54,11 +55,7 @@ func TestElasticWorkers(t *testing.T) {
 	t.Setenv("SWERL_API_KEY", "elastic-test-key")
 	srv := httptest.NewServer(slowPolicy(t, "elastic-test-key", 100*time.Millisecond))
 	t.Cleanup(srv.Close)
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: parts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: parts})
 	kc := b.Config("")
 
 	var workers []*cli

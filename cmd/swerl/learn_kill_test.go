@@ -24,6 +24,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 	"swerl/sinks/parquetio"
 )
 
@@ -271,11 +272,7 @@ func TestLearnKafkaSurvivesKill(t *testing.T) {
 	const G, batch = 2, 3
 	steps := max(6, 2*cycles)
 	rows, want := learnertest.Interleaved(rng, batch*steps, G, 3*G, 5)
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 2})
 	kc := b.Config("")
 	w, err := kafkaio.NewWriter(kafkaio.WriteConfig{Config: kc, Topic: kc.Topic(kafkaio.Samples), BatchTimeout: time.Millisecond})
 	if err != nil {
@@ -330,7 +327,7 @@ func TestLearnKafkaSurvivesKill(t *testing.T) {
 // from SWERL_API_KEY), the learner taking 3 groups of 2 a step.
 type trainLearnRig struct {
 	t                    *testing.T
-	broker               *kafkaio.Broker
+	broker               *kafkaiotest.Broker
 	steps, samples       int
 	tout, lout           string
 	trainArgs, learnArgs []string
@@ -344,12 +341,8 @@ func newTrainLearnRig(t *testing.T, steps int, opts kafkaio.BrokerOptions) *trai
 	const G, batch = 2, 3
 	n := batch * steps
 	set := traintest.New(t, dir, n, G, nil) // the instances (its completions file is not used)
-	b, err := kafkaio.StartBroker(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := kafkaiotest.Start(t, opts)
 	r := &trainLearnRig{t: t, broker: b, steps: steps, samples: n * G, tout: filepath.Join(dir, "train"), lout: filepath.Join(dir, "learn")}
-	t.Cleanup(func() { r.broker.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := train.Feed(ctx, b.Config(""), set.InstancesPath, filepath.Join(dir, "deadletter")); err != nil {

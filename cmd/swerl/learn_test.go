@@ -17,6 +17,7 @@ import (
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 	"swerl/sinks/parquetio"
 )
 
@@ -103,11 +104,7 @@ func TestLearnOffline(t *testing.T) {
 // where it consumes samples and announces versions, on a real Kafka
 // protocol broker (embedded kfake).
 func TestLearnKafka(t *testing.T) {
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2, Topics: []string{"t9.samples", "t9.weights"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 2, Topics: []string{"t9.samples", "t9.weights"}})
 	brokers := b.Addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

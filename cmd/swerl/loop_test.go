@@ -19,6 +19,7 @@ import (
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 	"swerl/sinks/kafkaio/kafkatest"
 	"swerl/sinks/parquetio"
 )
@@ -29,7 +30,7 @@ import (
 type loopRig struct {
 	t                  *testing.T
 	dir, base, brokers string
-	broker             *kafkaio.Broker
+	broker             *kafkaiotest.Broker
 	addr               [2]string
 	engine             [2]*cli
 	le, tr             *cli
@@ -55,11 +56,7 @@ func newLoopRigHidden(t *testing.T, hidden bool) *loopRig {
 		serveArgs = []string{"--hide-adapters"}
 	}
 	r.base = tinyModelAt(t, filepath.Join(r.dir, "base"))
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 2})
 	r.broker, r.brokers = b, b.Addrs()[0]
 	for i := range r.addr {
 		r.engine[i], r.addr[i] = serveChild(t, r.base, "", serveArgs...)

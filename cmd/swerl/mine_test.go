@@ -14,6 +14,7 @@ import (
 	"swerl/internal/gitio/gittest"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 )
 
 func TestMineCommand(t *testing.T) {
@@ -24,11 +25,7 @@ func TestMineCommand(t *testing.T) {
 	r.Commit("tidy", map[string]string{"m.go": "package m\n\n// F is two.\nfunc F() int { return 2 }\n"})
 	out := t.TempDir()
 	jsonl := filepath.Join(out, "all.jsonl")
-	broker, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer broker.Close()
+	broker := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 2})
 	var so, se bytes.Buffer
 	code := runMain(context.Background(), []string{"mine", "--repo", r.Dir, "--out", out, "--commits", "--jsonl", jsonl, "--metrics-addr", "",
 		"--brokers", strings.Join(broker.Addrs(), ","), "--topic-prefix", "t."}, &so, &se)

@@ -15,6 +15,7 @@ import (
 
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/prompt"
 	"swerl/transforms/reward"
@@ -22,11 +23,7 @@ import (
 
 func replayFixture(t *testing.T) (kafkaio.Config, *schemas.Instance, time.Time) {
 	t.Helper()
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 1})
 	c := b.Config("")
 	in := &schemas.Instance{SchemaVersion: 1, ID: "acme/calc#7", Repo: "acme/calc",
 		CodeContext:      map[string]string{"calc.py": "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"},
@@ -185,11 +182,7 @@ func TestReplayRanges(t *testing.T) {
 // Instances, weight versions and topics of no swerl kind each land in
 // their own directory as their own rows.
 func TestReplayKinds(t *testing.T) {
-	b, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: 2})
 	c := b.Config("")
 	ctx := context.Background()
 	write := func(topic string, msgs ...kafka.Message) {

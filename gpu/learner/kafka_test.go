@@ -12,17 +12,14 @@ import (
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/kafkaio/kafkaiotest"
 )
 
 // startBroker starts the embedded broker with the samples and weights
 // topics of partitions partitions each; the test's cleanup stops it.
-func startBroker(t *testing.T, partitions int) *kafkaio.Broker {
+func startBroker(t *testing.T, partitions int) *kafkaiotest.Broker {
 	t.Helper()
-	br, err := kafkaio.StartBroker(kafkaio.BrokerOptions{Partitions: partitions, Topics: []string{"swerl.samples", "swerl.weights"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(br.Close)
+	br := kafkaiotest.Start(t, kafkaio.BrokerOptions{Partitions: partitions, Topics: []string{"swerl.samples", "swerl.weights"}})
 	return br
 }
 

@@ -258,3 +258,9 @@ func SmolLM2GGUF(t testing.TB) string {
 	}
 	return matches[0]
 }
+
+// KafkaBrokers returns $SWERL_KAFKA_BROKERS: the bootstrap address of a
+// running Apache Kafka broker (scripts/kafka.sh start) that the Kafka
+// tests run against instead of the embedded broker, or "" for the
+// embedded one. kafkatest.Shared is how tests read it.
+func KafkaBrokers() string { return os.Getenv("SWERL_KAFKA_BROKERS") }

@@ -41,14 +41,62 @@ func relabel(m Message) Message {
 	return Message{Key: m.Key, Value: []byte(m.Source() + " " + string(m.Value))}
 }
 
+// startBroker returns the Config of a broker holding topics (short names;
+// each is c.Topic(name), under a prefix of this test's own) with 3
+// partitions each: a new embedded broker, or the real broker the tests
+// share when kafkatest.Shared names one. No topics: swerl's four.
 func startBroker(t testing.TB, topics ...string) Config {
 	t.Helper()
-	b, err := StartBroker(BrokerOptions{Partitions: 3, Topics: topics})
+	return startBrokerWith(t, kafkatest.Prefix(t), 3, topics...)
+}
+
+// startBrokerWith is startBroker with the topic prefix and the partition
+// count given.
+func startBrokerWith(t testing.TB, prefix string, partitions int, topics ...string) Config {
+	t.Helper()
+	c := Config{TopicPrefix: prefix}
+	if topics == nil {
+		topics = TopicNames
+	}
+	full := make([]string, len(topics))
+	for i, n := range topics {
+		full[i] = c.Topic(n)
+	}
+	if addr := kafkatest.Shared(t); addr != "" {
+		c.Brokers = []string{addr}
+		kafkatest.CreateTopics(t, addr, partitions, full...)
+		return c
+	}
+	b, err := StartBroker(BrokerOptions{Partitions: partitions, Topics: full})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	return b.Config("")
+	return b.Config(prefix)
+}
+
+// newCluster is startBrokerWith on a cluster of the test's own: a new
+// embedded broker, or under the real-broker leg a real broker started for
+// this test (a new cluster id).
+func newCluster(t testing.TB, prefix string, partitions int, topics ...string) Config {
+	t.Helper()
+	c := Config{TopicPrefix: prefix}
+	full := make([]string, len(topics))
+	for i, n := range topics {
+		full[i] = c.Topic(n)
+	}
+	if kafkatest.Shared(t) != "" {
+		r := kafkatest.StartReal(t, t.TempDir(), partitions)
+		c.Brokers = []string{r.Addr()}
+		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
+		return c
+	}
+	b, err := StartBroker(BrokerOptions{Partitions: partitions, Topics: full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Config(prefix)
 }
 
 // produce writes n records key-i/value-i (i from first) to topic.
@@ -86,23 +134,24 @@ func runPipeline(t testing.TB, ctx context.Context, p *beam.Pipeline) error {
 // on the partition the key hashes to.
 func TestBoundedReadWriteOnPrism(t *testing.T) {
 	c := startBroker(t, "in", "out")
+	in, outTopic := c.Topic("in"), c.Topic("out")
 	const n = 300
-	produce(t, c, "in", 0, n)
+	produce(t, c, in, 0, n)
 
 	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})
+	msgs := Read(s, ReadConfig{Config: c, Topic: in, Bounded: true})
 	passert.Empty(s, beam.ParDo(s, timeMismatch, msgs))
-	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabel, msgs))
+	Write(s, WriteConfig{Config: c, Topic: outTopic}, beam.ParDo(s, relabel, msgs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := runPipeline(t, ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	out := consumeAll(t, c, "out", n, time.Minute)
-	checkRelabelled(t, out, 0, n)
+	out := consumeAll(t, c, outTopic, n, time.Minute)
+	checkRelabelled(t, out, in, 0, n)
 	// The batches on the broker are zstd-compressed: franz-go's client
 	// reports each record's batch codec.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics(outTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +169,15 @@ func TestBoundedReadWriteOnPrism(t *testing.T) {
 	}
 }
 
-func checkRelabelled(t testing.TB, out []kafka.Message, first, n int) {
+// checkRelabelled checks that out holds relabel's output of the records
+// key-first..key-(first+n-1) of topic in, each once.
+func checkRelabelled(t testing.TB, out []kafka.Message, in string, first, n int) {
 	t.Helper()
 	seen := map[string]int{}
 	byKeyPart := map[string]int{}
 	for _, m := range out {
 		src, val, ok := strings.Cut(string(m.Value), " ")
-		if !ok || !strings.HasPrefix(src, "in@") {
+		if !ok || !strings.HasPrefix(src, in+"@") {
 			t.Fatalf("output value %q lacks its source", m.Value)
 		}
 		pos, err := ParsePosition(src)
@@ -182,16 +233,16 @@ func inflate(m Message) Message {
 // A message over the size limit does not fail the pipeline and is not
 // lost: its dead letter goes to the deadletter topic, the rest is written.
 func TestWriteOversizedGoesToDeadLetter(t *testing.T) {
-	c := startBroker(t, "in", "out", Config{}.Topic(DeadLetter))
-	produce(t, c, "in", 0, 10)
+	c := startBroker(t, "in", "out", DeadLetter)
+	produce(t, c, c.Topic("in"), 0, 10)
 	p, s := beam.NewPipelineWithRoot()
-	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, inflate, Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})))
+	Write(s, WriteConfig{Config: c, Topic: c.Topic("out")}, beam.ParDo(s, inflate, Read(s, ReadConfig{Config: c, Topic: c.Topic("in"), Bounded: true})))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := runPipeline(t, ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if out := consumeAll(t, c, "out", 9, time.Minute); len(out) != 9 {
+	if out := consumeAll(t, c, c.Topic("out"), 9, time.Minute); len(out) != 9 {
 		t.Fatalf("%d records written, want the 9 small ones", len(out))
 	}
 	dead := consumeAll(t, c, c.Topic(DeadLetter), 1, time.Minute)

@@ -50,12 +50,13 @@ func fill(b *testing.B, c Config, topic string, n int) {
 // parallel. One op is one record consumed and produced.
 func BenchmarkRawConsumeProduce(b *testing.B) {
 	c := startBroker(b, "in", "out")
-	fill(b, c, "in", b.N)
-	parts, err := Partitions(context.Background(), c, "in")
+	tin, tout := c.Topic("in"), c.Topic("out")
+	fill(b, c, tin, b.N)
+	parts, err := Partitions(context.Background(), c, tin)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: "out", Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, Compression: compress.Zstd, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Brokers...), Topic: tout, Balancer: &kafka.Murmur2Balancer{}, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, Compression: compress.Zstd, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	ctx := context.Background()
 	b.SetBytes(int64(len(sampleValue(b, 0))))
@@ -66,7 +67,7 @@ func BenchmarkRawConsumeProduce(b *testing.B) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], "in", p)
+			conn, err := kafka.DialLeader(ctx, "tcp", c.Brokers[0], tin, p)
 			if err != nil {
 				errs <- err
 				return
@@ -77,7 +78,7 @@ func BenchmarkRawConsumeProduce(b *testing.B) {
 				errs <- err
 				return
 			}
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: "in", Partition: p, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.Brokers, Topic: tin, Partition: p, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
 			defer r.Close()
 			var batch []kafka.Message
 			for {
@@ -116,11 +117,12 @@ func BenchmarkRawConsumeProduce(b *testing.B) {
 // BenchmarkRawConsumeProduce is the cost of Beam and the Kafka IO alone.
 func BenchmarkBeamReadWrite(b *testing.B) {
 	c := startBroker(b, "in", "out")
-	fill(b, c, "in", b.N)
+	tin, tout := c.Topic("in"), c.Topic("out")
+	fill(b, c, tin, b.N)
 	b.SetBytes(int64(len(sampleValue(b, 0))))
 	b.ResetTimer()
 	p, s := beam.NewPipelineWithRoot()
-	Write(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabel, Read(s, ReadConfig{Config: c, Topic: "in", Bounded: true})))
+	Write(s, WriteConfig{Config: c, Topic: tout}, beam.ParDo(s, relabel, Read(s, ReadConfig{Config: c, Topic: tin, Bounded: true})))
 	if err := runPipeline(b, context.Background(), p); err != nil {
 		b.Fatal(err)
 	}

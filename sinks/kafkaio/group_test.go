@@ -84,13 +84,9 @@ func span(from, to int64) []int64 {
 // and those abandoned are; a late acknowledgement of an abandoned record
 // changes nothing, and no commit ever moves back.
 func TestGroupCommitsOnlyDurableAndDrainsOnRevoke(t *testing.T) {
-	const topic, group, n = "in", "workers", 10
-	b, err := StartBroker(BrokerOptions{Partitions: 2, Topics: []string{topic}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	c := b.Config("")
+	const n = 10
+	c := startBrokerWith(t, kafkatest.Prefix(t), 2, "in")
+	topic, group := c.Topic("in"), c.Topic("workers")
 	produceTo(t, c, topic, 0, n)
 	produceTo(t, c, topic, 1, n)
 
@@ -231,17 +227,18 @@ func mapsEqual(a, b map[int]int64) bool {
 // the member leaves the group.
 func TestGroupReadOnPrism(t *testing.T) {
 	c := startBroker(t, "in", "out")
-	const group = "prism"
-	produce(t, c, "in", 0, 30)
-	m, err := JoinGroup(GroupConfig{Config: c, Topic: "in", Group: group, SessionTimeout: 6 * time.Second,
+	tin, tout := c.Topic("in"), c.Topic("out")
+	group := c.Topic("prism")
+	produce(t, c, tin, 0, 30)
+	m, err := JoinGroup(GroupConfig{Config: c, Topic: tin, Group: group, SessionTimeout: 6 * time.Second,
 		PollInterval: 20 * time.Millisecond, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, ReadConfig{Config: c, Topic: "in", GroupMember: m.Handle(), PollInterval: 20 * time.Millisecond})
-	AckOriginsGroup(s, m.Handle(), WriteAcked(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabelWithOrigin, msgs)))
+	msgs := Read(s, ReadConfig{Config: c, Topic: tin, GroupMember: m.Handle(), PollInterval: 20 * time.Millisecond})
+	AckOriginsGroup(s, m.Handle(), WriteAcked(s, WriteConfig{Config: c, Topic: tout}, beam.ParDo(s, relabelWithOrigin, msgs)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runPipeline(t, ctx, p) }()
@@ -252,7 +249,7 @@ func TestGroupReadOnPrism(t *testing.T) {
 	ends := func() map[int]int64 {
 		out := map[int]int64{}
 		for p := range 3 {
-			conn, err := kafka.DialLeader(context.Background(), "tcp", c.Brokers[0], "in", p)
+			conn, err := kafka.DialLeader(context.Background(), "tcp", c.Brokers[0], tin, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,13 +263,13 @@ func TestGroupReadOnPrism(t *testing.T) {
 		return out
 	}
 	testenv.Eventually(t, time.Minute, "the group's commits reach the end of the first 30 records", func() bool {
-		return mapsEqual(committed(t, c, group, "in", 0, 1, 2), ends())
+		return mapsEqual(committed(t, c, group, tin, 0, 1, 2), ends())
 	})
-	produce(t, c, "in", 30, 30)
+	produce(t, c, tin, 30, 30)
 	testenv.Eventually(t, time.Minute, "the group's commits reach the end of 30 more, produced while it runs", func() bool {
-		return mapsEqual(committed(t, c, group, "in", 0, 1, 2), ends())
+		return mapsEqual(committed(t, c, group, tin, 0, 1, 2), ends())
 	})
-	out := consumeAll(t, c, "out", 60, time.Minute)
+	out := consumeAll(t, c, tout, 60, time.Minute)
 	seen := map[string]bool{}
 	for _, r := range out {
 		src, _, _ := strings.Cut(string(r.Value), " ")

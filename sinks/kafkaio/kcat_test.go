@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"swerl/schemas"
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 func init() {
@@ -65,13 +66,8 @@ func instanceToSample(m Message, emit func(Message)) error {
 // produces zstd batches to swerl.samples and kcat consumes them.
 func TestKcatInterop(t *testing.T) {
 	kcat := needKcat(t)
-	b, err := StartBroker(BrokerOptions{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	c := b.Config("")
-	broker := b.Addrs()[0]
+	c := startBrokerWith(t, kafkatest.Prefix(t), 2)
+	broker := c.Brokers[0]
 
 	const n = 50
 	var in bytes.Buffer
@@ -147,12 +143,8 @@ func beamStrings(ss []string) []any {
 func TestWriterPartitionsLikeJavaClient(t *testing.T) {
 	kcat := needKcat(t)
 	const parts, n = 7, 300
-	b, err := StartBroker(BrokerOptions{Partitions: parts, Topics: []string{"by-kcat", "by-swerl"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	c := b.Config("-")
+	c := startBrokerWith(t, kafkatest.Prefix(t), parts, "by-kcat", "by-swerl")
+	byKcat, bySwerl := c.Topic("by-kcat"), c.Topic("by-swerl")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -165,12 +157,12 @@ func TestWriterPartitionsLikeJavaClient(t *testing.T) {
 		fmt.Fprintf(&in, "%s|v%d\n", key, i)
 		msgs = append(msgs, kafka.Message{Key: []byte(key), Value: fmt.Appendf(nil, "v%d", i)})
 	}
-	prod := exec.CommandContext(ctx, kcat, "-P", "-b", b.Addrs()[0], "-t", "by-kcat", "-K", "|", "-X", "partitioner=murmur2_random")
+	prod := exec.CommandContext(ctx, kcat, "-P", "-b", c.Brokers[0], "-t", byKcat, "-K", "|", "-X", "partitioner=murmur2_random")
 	prod.Stdin = &in
 	if out, err := prod.CombinedOutput(); err != nil {
 		t.Fatalf("kcat -P: %v\n%s", err, out)
 	}
-	w, err := NewWriter(WriteConfig{Config: c, Topic: "by-swerl"})
+	w, err := NewWriter(WriteConfig{Config: c, Topic: bySwerl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +184,7 @@ func TestWriterPartitionsLikeJavaClient(t *testing.T) {
 		}
 		return got
 	}
-	ref, ours := partitionOf("by-kcat"), partitionOf("by-swerl")
+	ref, ours := partitionOf(byKcat), partitionOf(bySwerl)
 	used := map[int]bool{}
 	fnvAgrees := 0
 	all := make([]int, parts)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 // outage is how long TestReadAndWriteRideOutBrokerRestart keeps the
@@ -35,23 +37,12 @@ func outage(t *testing.T) time.Duration {
 // the test is; the budget is the default 5 minutes).
 func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 	down := outage(t)
-	opts := BrokerOptions{Partitions: 3, Topics: []string{"in", "out"}, DataDir: t.TempDir()}
-	b, err := StartBroker(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Addr = b.Addrs()[0]
-	var mu sync.Mutex
-	current := b
-	defer func() {
-		mu.Lock()
-		current.Close()
-		mu.Unlock()
-	}()
-	c := b.Config("-")
+	br := startRestartable(t, 3, "in", "out")
+	c := br.c
 	c.Retry.Ceiling = 500 * time.Millisecond
 	const n, m = 200, 50
-	produce(t, c, "in", 0, n)
+	tin, tout := c.Topic("in"), c.Topic("out")
+	produce(t, c, tin, 0, n)
 
 	ctx, cancel := context.WithTimeout(context.Background(), down+2*time.Minute)
 	defer cancel()
@@ -59,24 +50,19 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 	restartErr := make(chan error, 1)
 	writeDone := make(chan error, 1)
 	stop := func() {
-		mu.Lock()
-		current.Close()
-		mu.Unlock()
+		br.stop()
 		stopped = time.Now()
 		go func() {
 			time.Sleep(down) // the outage, on purpose
-			nb, err := StartBroker(opts)
+			err := br.start()
 			if err == nil {
-				mu.Lock()
-				current = nb
-				mu.Unlock()
 				restarted = time.Now()
 			}
 			restartErr <- err
 		}()
 		// A write that starts while the broker is down.
 		go func() {
-			w, err := NewWriter(WriteConfig{Config: c, Topic: "out", BatchTimeout: time.Millisecond})
+			w, err := NewWriter(WriteConfig{Config: c, Topic: tout, BatchTimeout: time.Millisecond})
 			if err != nil {
 				writeDone <- err
 				return
@@ -91,7 +77,7 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 	}
 
 	seen := map[string]bool{}
-	err = Scan(ctx, ReadConfig{Config: c, Topic: "in", MaxWait: 50 * time.Millisecond}, func(msg Message) error {
+	err := Scan(ctx, ReadConfig{Config: c, Topic: tin, MaxWait: 50 * time.Millisecond}, func(msg Message) error {
 		if len(seen) == 0 {
 			stop()
 		}
@@ -102,7 +88,7 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 		t.Fatalf("the read did not survive the restart: %v", err)
 	}
 	if err := <-restartErr; err != nil {
-		t.Fatalf("restarting the broker on %s: %v", opts.Addr, err)
+		t.Fatalf("restarting the broker on %s: %v", c.Brokers[0], err)
 	}
 	if len(seen) != n {
 		t.Fatalf("read %d distinct records across the restart, want %d", len(seen), n)
@@ -110,9 +96,71 @@ func TestReadAndWriteRideOutBrokerRestart(t *testing.T) {
 	if err := <-writeDone; err != nil {
 		t.Fatalf("the write did not survive the restart: %v", err)
 	}
-	if got := len(consumeAll(t, c, "out", m, time.Minute)); got < m {
+	if got := len(consumeAll(t, c, tout, m, time.Minute)); got < m {
 		t.Fatalf("%d of %d records written during the outage arrived", got, m)
 	}
 	t.Logf("broker down %s (restarted %s after the stop); %d records read and %d written across it",
 		down, restarted.Sub(stopped).Round(time.Millisecond), n, m)
+}
+
+// restartable is a broker a test stops and starts again on the same port
+// with its data: the embedded broker with a DataDir (Close, then a new one
+// on the same address), or under the real-broker leg a real broker of the
+// test's own (SIGKILLed, then started again on its data dir).
+type restartable struct {
+	c     Config
+	stop  func()
+	start func() error
+}
+
+// startRestartable starts a restartable broker holding topics (short
+// names, under a prefix of the test's own) with partitions each; the
+// test's cleanup stops it.
+func startRestartable(t *testing.T, partitions int, topics ...string) *restartable {
+	t.Helper()
+	c := Config{TopicPrefix: kafkatest.Prefix(t)}
+	full := make([]string, len(topics))
+	for i, n := range topics {
+		full[i] = c.Topic(n)
+	}
+	if kafkatest.Shared(t) != "" {
+		r := kafkatest.StartReal(t, t.TempDir(), partitions)
+		c.Brokers = []string{r.Addr()}
+		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
+		return &restartable{c: c, stop: func() {
+			if err := r.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}, start: r.Start}
+	}
+	opts := BrokerOptions{Partitions: partitions, Topics: full, DataDir: t.TempDir()}
+	b, err := StartBroker(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Addr = b.Addrs()[0]
+	c.Brokers = b.Addrs()
+	var mu sync.Mutex
+	current := b
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		current.Close()
+	})
+	return &restartable{c: c,
+		stop: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			current.Close()
+		},
+		start: func() error {
+			nb, err := StartBroker(opts)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			current = nb
+			return nil
+		}}
 }

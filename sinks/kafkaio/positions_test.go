@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"swerl/sinks/kafkaio/kafkatest"
 )
 
 func TestPositionsAdvanceOverContiguousAcks(t *testing.T) {
@@ -65,41 +67,43 @@ func TestPositionsFileErrors(t *testing.T) {
 func TestPositionsBelongToTheirCluster(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
+	prefix := kafkatest.Prefix(t)
+	in := Config{TopicPrefix: prefix}.Topic("in")
 	scan := func(c Config) int {
 		n := 0
-		if err := Scan(ctx, ReadConfig{Config: c, Topic: "in", PositionsDir: dir}, func(Message) error { n++; return nil }); err != nil {
+		if err := Scan(ctx, ReadConfig{Config: c, Topic: in, PositionsDir: dir}, func(Message) error { n++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	a := startBroker(t, "in")
-	produce(t, a, "in", 0, 30)
+	a := startBrokerWith(t, prefix, 3, "in")
+	produce(t, a, in, 0, 30)
 	if n := scan(a); n != 30 {
 		t.Fatalf("first scan: %d records", n)
 	}
 	// Acknowledge everything the scan saw.
 	acked := map[int][]int64{}
-	Scan(ctx, ReadConfig{Config: a, Topic: "in"}, func(m Message) error {
+	Scan(ctx, ReadConfig{Config: a, Topic: in}, func(m Message) error {
 		acked[m.Partition] = append(acked[m.Partition], m.Offset)
 		return nil
 	})
-	if err := updatePositions(dir, "in", posUpdate{Acked: acked}); err != nil {
+	if err := updatePositions(dir, in, posUpdate{Acked: acked}); err != nil {
 		t.Fatal(err)
 	}
 	if n := scan(a); n != 0 {
 		t.Fatalf("after acknowledging everything, a scan read %d records again", n)
 	}
-	produce(t, a, "in", 30, 6)
+	produce(t, a, in, 30, 6)
 	if n := scan(a); n != 6 {
 		t.Fatalf("resumed scan read %d records, want the 6 new ones", n)
 	}
 
-	b := startBroker(t, "in") // a new cluster with the same topic
-	produce(t, b, "in", 0, 12)
+	b := newCluster(t, prefix, 3, "in") // a new cluster with the same topic
+	produce(t, b, in, 0, 12)
 	if n := scan(b); n != 12 {
 		t.Fatalf("positions of another cluster skipped records: %d of 12 read", n)
 	}
-	f, _ := loadPositions(dir, "in")
+	f, _ := loadPositions(dir, in)
 	idB, _ := ClusterID(ctx, b)
 	idA, _ := ClusterID(ctx, a)
 	if f.ClusterID != idB || idA == idB {
@@ -109,20 +113,20 @@ func TestPositionsBelongToTheirCluster(t *testing.T) {
 	// ignored for that partition only.
 	var parts []int
 	acked = map[int][]int64{}
-	Scan(ctx, ReadConfig{Config: b, Topic: "in"}, func(m Message) error {
+	Scan(ctx, ReadConfig{Config: b, Topic: in}, func(m Message) error {
 		acked[m.Partition] = append(acked[m.Partition], m.Offset)
 		if m.Partition == 0 {
 			parts = append(parts, 0)
 		}
 		return nil
 	})
-	if err := updatePositions(dir, "in", posUpdate{Acked: acked}); err != nil {
+	if err := updatePositions(dir, in, posUpdate{Acked: acked}); err != nil {
 		t.Fatal(err)
 	}
 	if n := scan(b); n != 0 {
 		t.Fatalf("after acknowledging everything on the new cluster, a scan read %d records", n)
 	}
-	if err := updatePositions(dir, "in", posUpdate{Force: map[int]int64{0: 1000}}); err != nil {
+	if err := updatePositions(dir, in, posUpdate{Force: map[int]int64{0: 1000}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := scan(b); n != len(parts) {
@@ -132,7 +136,7 @@ func TestPositionsBelongToTheirCluster(t *testing.T) {
 
 func TestScanMissingTopic(t *testing.T) {
 	c := startBroker(t, "in")
-	err := Scan(context.Background(), ReadConfig{Config: c, Topic: "nope"}, func(Message) error { return nil })
+	err := Scan(context.Background(), ReadConfig{Config: c, Topic: c.Topic("nope")}, func(Message) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("scan of a missing topic: %v", err)
 	}

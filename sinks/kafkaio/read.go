@@ -215,8 +215,8 @@ func resolvePartition(conn *kafka.Conn, rc ReadConfig, p int, pos *positionsFile
 	case rc.FromLatest:
 		s.Start = last
 	case !rc.FromTime.IsZero():
-		if s.Start, err = conn.ReadOffset(rc.FromTime); err != nil {
-			return s, false, fmt.Errorf("offset for time %s: %w", rc.FromTime.Format(time.RFC3339), err)
+		if s.Start, err = offsetForTime(conn, rc.FromTime, last); err != nil {
+			return s, false, err
 		}
 	}
 	if pp := pos.partition(p); pp != nil {
@@ -234,15 +234,30 @@ func resolvePartition(conn *kafka.Conn, rc ReadConfig, p int, pos *positionsFile
 			s.End = min(s.End, rc.ToOffset)
 		}
 		if !rc.ToTime.IsZero() {
-			e, err := conn.ReadOffset(rc.ToTime)
+			e, err := offsetForTime(conn, rc.ToTime, last)
 			if err != nil {
-				return s, false, fmt.Errorf("offset for time %s: %w", rc.ToTime.Format(time.RFC3339), err)
+				return s, false, err
 			}
 			s.End = min(s.End, e)
 		}
 		s.End = max(s.End, s.Start)
 	}
 	return s, stale, nil
+}
+
+// offsetForTime is the offset of the partition's first record with a
+// timestamp at or after t, or end when no record is that late: Kafka's
+// ListOffsets answers that case with offset -1, which as a start would
+// mean the first record and as an end nothing at all.
+func offsetForTime(conn *kafka.Conn, t time.Time, end int64) (int64, error) {
+	o, err := conn.ReadOffset(t)
+	if err != nil {
+		return 0, fmt.Errorf("offset for time %s: %w", t.Format(time.RFC3339), err)
+	}
+	if o < 0 {
+		return end, nil
+	}
+	return o, nil
 }
 
 // readFn is the part shared by the bounded and unbounded splittable read.

@@ -29,8 +29,8 @@ func relabelWithOrigin(m Message) Message {
 // writes it to "out" and acknowledges its input once written.
 func ackedPipeline(c Config, dir string, bounded bool) *beam.Pipeline {
 	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, ReadConfig{Config: c, Topic: "in", Bounded: bounded, PositionsDir: dir, PollInterval: 50 * time.Millisecond})
-	written := WriteAcked(s, WriteConfig{Config: c, Topic: "out"}, beam.ParDo(s, relabelWithOrigin, msgs))
+	msgs := Read(s, ReadConfig{Config: c, Topic: c.Topic("in"), Bounded: bounded, PositionsDir: dir, PollInterval: 50 * time.Millisecond})
+	written := WriteAcked(s, WriteConfig{Config: c, Topic: c.Topic("out")}, beam.ParDo(s, relabelWithOrigin, msgs))
 	AckOrigins(s, dir, written)
 	return p
 }
@@ -42,6 +42,7 @@ func ackedPipeline(c Config, dir string, bounded bool) *beam.Pipeline {
 // position was saved before the stop is written twice.
 func TestRestartResumesWithoutLoss(t *testing.T) {
 	c := startBroker(t, "in", "out")
+	tin, tout := c.Topic("in"), c.Topic("out")
 	dir := t.TempDir()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,13 +62,13 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 				return
 			default:
 			}
-			produce(t, c, "in", i, 20)
+			produce(t, c, tin, i, 20)
 			produced.Store(int64(i + 20))
 			time.Sleep(20 * time.Millisecond) // paces the producer on purpose: input keeps coming
 		}
 	}()
 	testenv.Eventually(t, 60*time.Second, "200 records out of the unbounded read", func() bool {
-		return len(kafkatest.ReadAll(t, c.Brokers[0], "out", 30*time.Second)) >= 200
+		return len(kafkatest.ReadAll(t, c.Brokers[0], tout, 30*time.Second)) >= 200
 	})
 	close(stopProducing)
 	<-prodDone
@@ -81,30 +82,30 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 		t.Fatal("the pipeline did not stop on cancel")
 	}
 	time.Sleep(200 * time.Millisecond) // let in-flight bundles of the stopped job die
-	saved, err := loadPositions(dir, "in")
+	saved, err := loadPositions(dir, tin)
 	if err != nil || saved == nil {
 		t.Fatalf("no positions saved before the stop: %v", err)
 	}
-	before := len(kafkatest.ReadAll(t, c.Brokers[0], "out", 30*time.Second))
+	before := len(kafkatest.ReadAll(t, c.Brokers[0], tout, 30*time.Second))
 	n := int(produced.Load())
 	t.Logf("stopped after %d of %d records written", before, n)
 
 	// More records arrive while nothing runs; the restarted (bounded)
 	// pipeline must cover the unacknowledged rest and the new ones.
-	produce(t, c, "in", n, 100)
+	produce(t, c, tin, n, 100)
 	n += 100
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel2()
 	if err := runPipeline(t, ctx2, ackedPipeline(c, dir, true)); err != nil {
 		t.Fatal(err)
 	}
-	out := consumeAll(t, c, "out", n, time.Minute)
+	out := consumeAll(t, c, tout, n, time.Minute)
 	count := map[string]int{}
 	for _, m := range out {
 		src, _, _ := strings.Cut(string(m.Value), " ")
 		count[src]++
 	}
-	in := consumeAll(t, c, "in", n, time.Minute)
+	in := consumeAll(t, c, tin, n, time.Minute)
 	if len(in) != n {
 		t.Fatalf("input topic holds %d records, produced %d", len(in), n)
 	}
@@ -122,7 +123,7 @@ func TestRestartResumesWithoutLoss(t *testing.T) {
 			}
 		}
 	}
-	final, _ := LoadPositions(dir, "in")
+	final, _ := LoadPositions(dir, tin)
 	for _, m := range in {
 		if final[m.Partition] <= m.Offset {
 			t.Errorf("after the restart, partition %d's position %d does not cover offset %d", m.Partition, final[m.Partition], m.Offset)

@@ -113,23 +113,24 @@ func TestTLSAndSASL(t *testing.T) {
 // FromLatest reads nothing that was there before; ToOffset bounds the read.
 func TestScanPositions(t *testing.T) {
 	c := startBroker(t, "in")
-	produce(t, c, "in", 0, 30)
+	tin := c.Topic("in")
+	produce(t, c, tin, 0, 30)
 	ctx := context.Background()
 	n := 0
 	count := func(Message) error { n++; return nil }
-	if err := Scan(ctx, ReadConfig{Config: c, Topic: "in", FromLatest: true}, count); err != nil || n != 0 {
+	if err := Scan(ctx, ReadConfig{Config: c, Topic: tin, FromLatest: true}, count); err != nil || n != 0 {
 		t.Fatalf("FromLatest scanned %d, %v", n, err)
 	}
-	if err := Scan(ctx, ReadConfig{Config: c, Topic: "in", FromOffset: 2, ToOffset: 5}, count); err != nil {
+	if err := Scan(ctx, ReadConfig{Config: c, Topic: tin, FromOffset: 2, ToOffset: 5}, count); err != nil {
 		t.Fatal(err)
 	}
-	parts, _ := Partitions(ctx, c, "in")
+	parts, _ := Partitions(ctx, c, tin)
 	if n > 3*len(parts) || n == 0 {
 		t.Fatalf("offsets [2,5) of %d partitions gave %d records", len(parts), n)
 	}
 	want := 0
 	for _, p := range parts {
-		conn, _ := kafka.DialLeader(ctx, "tcp", c.Brokers[0], "in", p)
+		conn, _ := kafka.DialLeader(ctx, "tcp", c.Brokers[0], tin, p)
 		_, last, _ := conn.ReadOffsets()
 		conn.Close()
 		want += int(max(0, min(last, 5)-2))
