@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
-		return sum, nil
+		return sum, writeDone(ctx, cfg.Out, &sum)
 	}
 
 	if !beam.Initialized() {
@@ -207,6 +207,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
 	if err := summarize(ctx, cfg, res, since, instDir, deadPath, &sum); err != nil {
+		return sum, err
+	}
+	// Last: the marker that the instance files are all there (Finished).
+	if err := writeDone(ctx, cfg.Out, &sum); err != nil {
 		return sum, err
 	}
 	sum.Elapsed = time.Since(start)
@@ -265,12 +269,17 @@ func repoTasks(ctx context.Context, repos []string, ex *mining.Exclude) (tasks [
 }
 
 // clearOutput removes an earlier run's instance files, dead letters and
-// staging folder, so that the output is this run's alone.
+// staging folder, so that the output is this run's alone. The marker of a
+// finished run goes first: a kill part way through leaves a folder that
+// says it is not finished.
 func clearOutput(ctx context.Context, instDir, deadPath string) error {
 	if !files.IsRemote(instDir) {
 		if err := os.MkdirAll(instDir, 0o755); err != nil {
 			return fmt.Errorf("mine: %w", err)
 		}
+	}
+	if err := files.Remove(ctx, files.Join(instDir, DoneFile)); err != nil {
+		return fmt.Errorf("mine: remove earlier output: %w", err)
 	}
 	old, err := files.List(ctx, files.Join(instDir, "part-*.parquet"))
 	if err != nil {
