@@ -18,6 +18,7 @@ import (
 
 	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
+	"swerl/pipelines/mine"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -305,4 +306,75 @@ func (c *cli) sigterm(t *testing.T, name, inFlight string) {
 		t.Fatalf("%s still running 30s after SIGTERM with %s:\n%s", name, inFlight, c.out.String())
 	}
 	t.Logf("%s exited %s after SIGTERM", name, time.Since(sent).Round(time.Millisecond))
+}
+
+// bigHistory makes a repository of n commits, each changing one of 20
+// files (git fast-import: a second for thousands), so that mining it
+// takes long enough to be interrupted while it is under way.
+func bigHistory(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf("package pkg\n\n// F returns %d.\nfunc F%d() int {\n\treturn %d\n}\n", i, i%20, i)
+		msg := fmt.Sprintf("F%d returns %d\n\nIt must return %d.\n", i%20, i, i)
+		fmt.Fprintf(&b, "commit refs/heads/main\ncommitter T <t@example.com> %d +0000\ndata %d\n%s", 1700000000+i, len(msg), msg)
+		// fast-import chains the commits of a branch by itself.
+		fmt.Fprintf(&b, "M 644 inline pkg/f%d.go\ndata %d\n%s\n", i%20, len(body), body)
+	}
+	cmd := exec.Command("git", "-C", dir, "fast-import", "--quiet")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v: %s", err, out)
+	}
+	for _, args := range [][]string{{"symbolic-ref", "HEAD", "refs/heads/main"}, {"remote", "add", "origin", "https://github.com/acme/big.git"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// Ctrl-C of swerl mine while it mines: a clean stop (exit 0, as every
+// command's interrupt) that says what was interrupted, what is left and
+// how to go on, without the runner's internals; the output is not marked
+// finished, so swerl run --resume would mine again.
+func TestMineInterruptSaysWhatItStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl mine in a child process")
+	}
+	testenv.Tool(t, "git", "apt-get install git")
+	repo := bigHistory(t, 3000)
+	out := filepath.Join(t.TempDir(), "out")
+	c := startCLI(t, "mine", "--repo", repo, "--out", out, "--commits", "--progress-every", "20ms", "--metrics-addr", "")
+	// Mining is under way once a progress line counts a built instance.
+	built := regexp.MustCompile(`mine: repos \d+/\d+, .* built [1-9]`)
+	c.waitAlive(t, 2*time.Minute, "a progress line with instances built", func() bool { return built.MatchString(c.out.String()) })
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("swerl mine still running 30s after SIGINT:\n%s", c.out.String())
+	}
+	log := c.out.String()
+	if c.err != nil {
+		t.Fatalf("swerl mine after SIGINT: %v, want exit 0:\n%s", c.err, log)
+	}
+	if !strings.Contains(log, "swerl mine: interrupted while mining; "+filepath.Join(out, "instances")+" is not complete") ||
+		!strings.Contains(log, "run the same command again") {
+		t.Errorf("the interrupt does not say what it stopped and how to go on:\n%s", log)
+	}
+	for _, internal := range []string{"rpc error", "failed to get metrics", "caused by", "context canceled"} {
+		if strings.Contains(log, internal) {
+			t.Errorf("the interrupt prints the runner's %q:\n%s", internal, log)
+		}
+	}
+	if ok, _, err := mine.Finished(context.Background(), out); ok || err != nil {
+		t.Errorf("an interrupted mining output reads as finished (%v, %v)", ok, err)
+	}
 }

@@ -203,6 +203,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	stopProgress := reportProgress(cfg, tr, since, len(tasks), start)
 	res, err := beamrun.Run(ctx, cfg.Runner, p)
 	stopProgress()
+	if err != nil && ctx.Err() != nil {
+		// Stopped: the runner's own errors (its metrics call, its job
+		// service's "rpc error: code = Canceled") say nothing more.
+		return sum, fmt.Errorf("mine: %w", ctx.Err())
+	}
 	if err != nil {
 		return sum, fmt.Errorf("mine: pipeline: %w", err)
 	}
