@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -376,5 +377,63 @@ func TestMineInterruptSaysWhatItStopped(t *testing.T) {
 	}
 	if ok, _, err := mine.Finished(context.Background(), out); ok || err != nil {
 		t.Errorf("an interrupted mining output reads as finished (%v, %v)", ok, err)
+	}
+}
+
+// smallDisk mounts a tmpfs of size (mount's syntax: "512k") on a new
+// folder, unmounted when the test ends; it skips where mounting is not
+// allowed, except under CI=true, whose machine allows it.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("mounting a small tmpfs is not allowed here (%v: %s)", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// swerl mine with --out on a disk too small: exit 1 with an error that
+// names the file and says the disk is full, in one line, not the runner's
+// plan; nothing reads as a finished output; once space is freed (the tmpfs
+// grown) the same command mines to the end.
+func TestMineOnAFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl mine in a child process")
+	}
+	testenv.Tool(t, "git", "apt-get install git")
+	repo := bigHistory(t, 3000)
+	disk := smallDisk(t, "256k")
+	out := filepath.Join(disk, "out")
+	args := []string{"mine", "--repo", repo, "--out", out, "--commits", "--metrics-addr", ""}
+	c := startCLI(t, args...)
+	<-c.done
+	log := c.out.String()
+	var last string
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if strings.HasPrefix(l, "swerl mine: ") {
+			last = l
+		}
+	}
+	if c.err == nil || !strings.Contains(last, "no space left on device") || !strings.Contains(last, out) || strings.Contains(last, "DataSource") {
+		t.Fatalf("swerl mine on a full disk: %v, last line %q; want exit 1 and one line naming the file and the full disk:\n%s", c.err, last, log)
+	}
+	t.Logf("on the full disk: %s", last)
+	if ok, _, _ := mine.Finished(context.Background(), out); ok {
+		t.Fatal("the output of a run that hit a full disk reads as finished")
+	}
+	if b, err := exec.Command("mount", "-o", "remount,size=64m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("growing the tmpfs: %v: %s", err, b)
+	}
+	_, log = runCLI(t, args, 0, 5*time.Minute)
+	if ok, n, err := mine.Finished(context.Background(), out); !ok || n == 0 || err != nil {
+		t.Fatalf("after space was freed: finished %v with %d instances (%v):\n%s", ok, n, err, log)
+	}
+	ins, err := parquetio.ReadDir[schemas.Instance](filepath.Join(out, "instances"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("reading the instances back: %d, %v", len(ins), err)
 	}
 }
