@@ -332,3 +332,45 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
+
+// swerl run with --out on a disk that fills part way (about half of what
+// the run writes): it fails with an error naming the file and the full
+// disk; once space is freed (the tmpfs grown) --resume goes on to the end
+// and ends as a run that never hit it: nothing half-written was read back
+// as valid.
+func TestRunOnAFullDiskResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl run in child processes")
+	}
+	repo := runRepo(t)
+	const sft, steps, batch, group = 4, 3, 2, 2
+	args := func(out string) []string {
+		return []string{"run", "--repo", repo, "--out", out, "--sft-steps", strconv.Itoa(sft), "--sft-until", "0", "--steps", strconv.Itoa(steps),
+			"--batch", strconv.Itoa(batch), "--group-size", strconv.Itoa(group), "--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
+	}
+	ref := filepath.Join(t.TempDir(), "ref")
+	_, log := runCLI(t, args(ref), 0, 5*time.Minute)
+	want := readRunResult(t, ref, log, steps, batch, group)
+
+	disk := smallDisk(t, "6m") // the run writes about 12 MB
+	out := filepath.Join(disk, "out")
+	c := startCLI(t, args(out)...)
+	<-c.done
+	log = c.out.String()
+	if c.err == nil || !strings.Contains(log, "no space left on device") || !strings.Contains(log, out) {
+		t.Fatalf("swerl run on a full disk: %v; want exit 1 with an error naming the file and the full disk:\n%s", c.err, log)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "no space left on device") {
+			t.Logf("on the full disk: %s", l)
+		}
+	}
+	if b, err := exec.Command("mount", "-o", "remount,size=64m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("growing the tmpfs: %v: %s", err, b)
+	}
+	_, log = runCLI(t, append(args(out), "--resume"), 0, 5*time.Minute)
+	got := readRunResult(t, out, log, steps, batch, group)
+	if got.lastStep != want.lastStep || !slices.Equal(got.rewards, want.rewards) || got.versions != want.versions || got.newest != want.newest {
+		t.Fatalf("resumed after the full disk: %+v\nwant (a run that never hit it) %+v\n%s", got, want, log)
+	}
+}
