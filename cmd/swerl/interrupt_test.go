@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
+	"swerl/pipelines/mine"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
@@ -305,4 +307,133 @@ func (c *cli) sigterm(t *testing.T, name, inFlight string) {
 		t.Fatalf("%s still running 30s after SIGTERM with %s:\n%s", name, inFlight, c.out.String())
 	}
 	t.Logf("%s exited %s after SIGTERM", name, time.Since(sent).Round(time.Millisecond))
+}
+
+// bigHistory makes a repository of n commits, each changing one of 20
+// files (git fast-import: a second for thousands), so that mining it
+// takes long enough to be interrupted while it is under way.
+func bigHistory(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf("package pkg\n\n// F returns %d.\nfunc F%d() int {\n\treturn %d\n}\n", i, i%20, i)
+		msg := fmt.Sprintf("F%d returns %d\n\nIt must return %d.\n", i%20, i, i)
+		fmt.Fprintf(&b, "commit refs/heads/main\ncommitter T <t@example.com> %d +0000\ndata %d\n%s", 1700000000+i, len(msg), msg)
+		// fast-import chains the commits of a branch by itself.
+		fmt.Fprintf(&b, "M 644 inline pkg/f%d.go\ndata %d\n%s\n", i%20, len(body), body)
+	}
+	cmd := exec.Command("git", "-C", dir, "fast-import", "--quiet")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v: %s", err, out)
+	}
+	for _, args := range [][]string{{"symbolic-ref", "HEAD", "refs/heads/main"}, {"remote", "add", "origin", "https://github.com/acme/big.git"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// Ctrl-C of swerl mine while it mines: a clean stop (exit 0, as every
+// command's interrupt) that says what was interrupted, what is left and
+// how to go on, without the runner's internals; the output is not marked
+// finished, so swerl run --resume would mine again.
+func TestMineInterruptSaysWhatItStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl mine in a child process")
+	}
+	testenv.Tool(t, "git", "apt-get install git")
+	repo := bigHistory(t, 3000)
+	out := filepath.Join(t.TempDir(), "out")
+	c := startCLI(t, "mine", "--repo", repo, "--out", out, "--commits", "--progress-every", "20ms", "--metrics-addr", "")
+	// Mining is under way once a progress line counts a built instance.
+	built := regexp.MustCompile(`mine: repos \d+/\d+, .* built [1-9]`)
+	c.waitAlive(t, 2*time.Minute, "a progress line with instances built", func() bool { return built.MatchString(c.out.String()) })
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("swerl mine still running 30s after SIGINT:\n%s", c.out.String())
+	}
+	log := c.out.String()
+	if c.err != nil {
+		t.Fatalf("swerl mine after SIGINT: %v, want exit 0:\n%s", c.err, log)
+	}
+	if !strings.Contains(log, "swerl mine: interrupted while mining; "+filepath.Join(out, "instances")+" is not complete") ||
+		!strings.Contains(log, "run the same command again") {
+		t.Errorf("the interrupt does not say what it stopped and how to go on:\n%s", log)
+	}
+	for _, internal := range []string{"rpc error", "failed to get metrics", "caused by", "context canceled"} {
+		if strings.Contains(log, internal) {
+			t.Errorf("the interrupt prints the runner's %q:\n%s", internal, log)
+		}
+	}
+	if ok, _, err := mine.Finished(context.Background(), out); ok || err != nil {
+		t.Errorf("an interrupted mining output reads as finished (%v, %v)", ok, err)
+	}
+}
+
+// smallDisk mounts a tmpfs of size (mount's syntax: "512k") on a new
+// folder, unmounted when the test ends; it skips where mounting is not
+// allowed, except under CI=true, whose machine allows it.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("mounting a small tmpfs is not allowed here (%v: %s)", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// swerl mine with --out on a disk too small: exit 1 with an error that
+// names the file and says the disk is full, in one line, not the runner's
+// plan; nothing reads as a finished output; once space is freed (the tmpfs
+// grown) the same command mines to the end.
+func TestMineOnAFullDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swerl mine in a child process")
+	}
+	testenv.Tool(t, "git", "apt-get install git")
+	repo := bigHistory(t, 3000)
+	disk := smallDisk(t, "256k")
+	out := filepath.Join(disk, "out")
+	args := []string{"mine", "--repo", repo, "--out", out, "--commits", "--metrics-addr", ""}
+	c := startCLI(t, args...)
+	<-c.done
+	log := c.out.String()
+	var last string
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if strings.HasPrefix(l, "swerl mine: ") {
+			last = l
+		}
+	}
+	if c.err == nil || !strings.Contains(last, "no space left on device") || !strings.Contains(last, out) || strings.Contains(last, "DataSource") {
+		t.Fatalf("swerl mine on a full disk: %v, last line %q; want exit 1 and one line naming the file and the full disk:\n%s", c.err, last, log)
+	}
+	t.Logf("on the full disk: %s", last)
+	if ok, _, _ := mine.Finished(context.Background(), out); ok {
+		t.Fatal("the output of a run that hit a full disk reads as finished")
+	}
+	if b, err := exec.Command("mount", "-o", "remount,size=64m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("growing the tmpfs: %v: %s", err, b)
+	}
+	_, log = runCLI(t, args, 0, 5*time.Minute)
+	if ok, n, err := mine.Finished(context.Background(), out); !ok || n == 0 || err != nil {
+		t.Fatalf("after space was freed: finished %v with %d instances (%v):\n%s", ok, n, err, log)
+	}
+	ins, err := parquetio.ReadDir[schemas.Instance](filepath.Join(out, "instances"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("reading the instances back: %d, %v", len(ins), err)
+	}
 }

@@ -114,6 +114,13 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// or GOMEMLIMIT in the environment turn this off).
 	defer gcpace.Start(200, mineMemoryFloor).Stop()
 	sum, err := mine.Run(ctx, cfg)
+	if err != nil && ctx.Err() != nil {
+		// An interrupt is a clean stop (exit 0, as every command's): say
+		// what it stopped and what is left, in place of the runner's errors.
+		fmt.Fprintf(stderr, "swerl mine: interrupted while mining; %s is not complete (no %s, so swerl run --resume mines again), "+
+			"run the same command again to mine from the start\n", files.Join(cfg.Out, "instances"), mine.DoneFile)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"swerl/pipelines/rl"
 	"swerl/pipelines/train"
 	"swerl/schemas"
+	"swerl/sinks/checkpoint"
 	"swerl/sinks/kafkaio"
 
 	"swerl/sinks/metrics"
@@ -55,11 +56,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer env.close()
 	start := time.Now()
+	// What --out holds decides, before a minute of mining, whether there is
+	// a run to continue.
+	if err := o.checkOut(stderr); err != nil {
+		return err
+	}
 	trainSet, held, err := o.tasks(ctx, stderr)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while mining: the instances of a stopped mining run
+			// are never used (mine.Finished), so --resume mines again.
+			fmt.Fprintf(stderr, "swerl run: interrupted while mining; nothing was trained yet, continue with --resume (mining starts again)\n")
+			return nil
+		}
 		return err
 	}
 	if err := o.initModel(stderr); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "swerl run: interrupted while writing the built-in model; the mined instances are kept, continue with --resume\n")
+			return nil
+		}
 		return err
 	}
 	loop, err := newRunLoop(o, env, held, stderr)
@@ -69,14 +85,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer loop.close()
 	cfg := o.rlConfig(env, loop, trainSet, stderr)
 	sum, err := rl.Run(ctx, cfg)
-	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "swerl run: interrupted after RL step %d; everything published is kept, continue with --resume\n", sum.RLSteps)
+	if errors.Is(err, context.Canceled) || (err != nil && ctx.Err() != nil) {
+		fmt.Fprintf(stderr, "swerl run: interrupted %s; everything published is kept, continue with --resume\n", sum.Where())
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return loop.finish(ctx, sum, len(held) > 0, time.Since(start))
+	if n := len(sum.History); n > 0 && sum.RLSteps == 0 {
+		// Every RL step was taken by an earlier process: its last line,
+		// from run.json, as a run never stopped ends on.
+		stepLine(stderr, sum.History[n-1])
+	}
+	if err := loop.finish(ctx, sum, len(held) > 0, time.Since(start)); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "swerl run: interrupted in the final evaluation; every RL step is published, continue with --resume (it evaluates again)\n")
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // runOptions are swerl run's flags, parsed and checked.
@@ -86,6 +114,7 @@ type runOptions struct {
 	policy, device, mode           string
 	engineTimeout                  time.Duration
 	resume, hunks, compact         bool
+	reuseData                      bool // use finished mining output in --out (--resume)
 	freshOptimizer, verbose        bool
 	steps, keep, group, batch      int
 	sftSteps, sftBatch             int
@@ -116,7 +145,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
 	addEngineTimeoutFlag(fs, &o.engineTimeout)
 	addDeviceFlag(fs, &o.device)
-	fs.BoolVar(&o.resume, "resume", false, "continue the run in --out (its checkpoints and run.json)")
+	fs.BoolVar(&o.resume, "resume", false, "continue the run in --out (its instances, checkpoints and run.json) from wherever it was stopped, a kill -9 included; with nothing to resume there (no version published yet) the run starts fresh and says so")
 	fs.IntVar(&o.steps, "steps", 30, "RL steps (one optimizer step and one published version each)")
 	addKeepFlag(fs, &o.keep, 10, "swerl run's default bounds its disk: every warm-start and RL step publishes a version")
 	fs.IntVar(&o.sftSteps, "sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
@@ -243,7 +272,7 @@ func (o *runOptions) setup(ctx context.Context, stderr io.Writer) (*runEnv, erro
 // --hunks, keeps those that fit the built-in model, and splits off the
 // held-out tasks, which it writes to eval/heldout.jsonl.
 func (o *runOptions) tasks(ctx context.Context, stderr io.Writer) (trainSet, held []schemas.Instance, err error) {
-	all, err := runData(ctx, o.instances, o.repos, o.events, o.out, o.resume, stderr)
+	all, err := runData(ctx, o.instances, o.repos, o.events, o.out, o.reuseData, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -281,17 +310,77 @@ func (o *runOptions) tasks(ctx context.Context, stderr io.Writer) (trainSet, hel
 	return trainSet, held, nil
 }
 
-// initModel writes the built-in model under DIR/model when no --model is
-// given (and a resumed run has none to continue from).
+// checkOut looks at what --out holds before any work. With --resume and no
+// version published there yet (a fresh or empty --out, or a run killed
+// before its learner published v0) the run starts fresh and says so, as
+// Trainer-style tools do with a resume flag and no checkpoint: users who
+// always pass --resume get a run, not an error after a minute of mining.
+// Without --resume, an --out that holds published versions is refused here,
+// before mining, rather than by the learner after it.
+func (o *runOptions) checkOut(stderr io.Writer) error {
+	store, err := checkpoint.Open(checkpoint.Config{Dir: o.out, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	rows, err := store.Versions()
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.resume && len(rows) == 0:
+		fmt.Fprintf(stderr, "swerl run: --resume: nothing to resume in %s (no version published yet); starting fresh\n", o.out)
+		// Finished mining output is still used (runData), but nothing
+		// of an earlier learner: it published nothing.
+		o.resume, o.reuseData = false, true
+	case o.resume:
+		o.reuseData = true
+	case len(rows) > 0:
+		return fmt.Errorf("--out %s already holds a run (%d published versions, newest v%d): continue it with --resume, or choose another --out",
+			o.out, len(rows), rows[len(rows)-1].Version)
+	}
+	return nil
+}
+
+// initModel writes the built-in model to DIR/model when no --model is
+// given and none was written there by an earlier run. It is written to a
+// temporary folder and renamed into place, so a run killed while writing
+// it leaves no partial model behind that a resumed run would take. A
+// resumed run whose learner published versions continues from those; the
+// model is the start of one that published none.
 func (o *runOptions) initModel(stderr io.Writer) error {
-	if o.model != "" || o.resume {
+	if o.model != "" {
 		return nil
 	}
 	o.model = filepath.Join(o.out, "model")
 	if _, err := os.Stat(filepath.Join(o.model, "config.json")); err == nil {
 		return nil
 	}
-	if _, err := modeldir.Init(o.model, o.builtin, o.seed); err != nil {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	// Left by a run killed while writing the model.
+	if old, _ := filepath.Glob(filepath.Join(o.out, ".model.tmp-*")); len(old) > 0 {
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
+	}
+	tmp, err := os.MkdirTemp(o.out, ".model.tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := modeldir.Init(tmp, o.builtin, o.seed); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("writing the built-in model to %s: %w", o.model, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	// A model folder without config.json (an older partial write) is
+	// replaced.
+	os.RemoveAll(o.model)
+	if err := os.Rename(tmp, o.model); err != nil {
+		os.RemoveAll(tmp)
 		return err
 	}
 	fmt.Fprintf(stderr, "swerl run: built-in %s model written to %s\n", o.builtin, o.model)
@@ -445,9 +534,7 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 			mRunFormat.Set(st.FormatErrorRate)
 			if time.Since(lastLine) > time.Second || st.Step == st.Steps {
 				lastLine = time.Now()
-				fmt.Fprintf(stderr, "step %d/%d v%d  reward %+.3f  format-err %3.0f%%  exact %3.0f%%  zero-var %3.0f%%  staleness %d  %.1f samples/s  loss %.4f\n",
-					st.Step, st.Steps, st.Version, st.MeanReward, 100*st.FormatErrorRate, 100*st.ExactRate, 100*st.ZeroVarianceRate,
-					st.Version-1-st.PolicyVersion, float64(st.Samples)/(st.RolloutTime+st.TrainTime).Seconds(), st.Loss)
+				stepLine(stderr, st)
 			}
 			return nil
 		},
@@ -462,6 +549,17 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 	}
 	fmt.Fprintf(stderr, "swerl run: warm start of at most %d steps%s, then %d RL steps of %d instances × %d completions\n", o.sftSteps, until, o.steps, o.batch, o.group)
 	return cfg
+}
+
+// stepLine prints the line of one RL step.
+func stepLine(w io.Writer, st rl.StepStats) {
+	rate := 0.0
+	if t := (st.RolloutTime + st.TrainTime).Seconds(); t > 0 {
+		rate = float64(st.Samples) / t
+	}
+	fmt.Fprintf(w, "step %d/%d v%d  reward %+.3f  format-err %3.0f%%  exact %3.0f%%  zero-var %3.0f%%  staleness %d  %.1f samples/s  loss %.4f\n",
+		st.Step, st.Steps, st.Version, st.MeanReward, 100*st.FormatErrorRate, 100*st.ExactRate, 100*st.ZeroVarianceRate,
+		st.Version-1-st.PolicyVersion, rate, st.Loss)
 }
 
 // finish pushes the last version to a server policy, evaluates the end
@@ -498,9 +596,23 @@ func runData(ctx context.Context, instances string, repos, events []string, out 
 	}
 	dir := filepath.Join(out, "instances")
 	if resume {
-		if ins, err := rl.LoadInstances(dir); err == nil && len(ins) > 0 {
-			fmt.Fprintf(stderr, "swerl run: %d instances from %s (resumed)\n", len(ins), dir)
-			return ins, nil
+		// Only the output of a mining run that finished: a stopped one
+		// leaves some of its part files, each complete, but not all.
+		done, _, err := mine.Finished(ctx, out)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			ins, err := rl.LoadInstances(dir)
+			if err != nil {
+				return nil, err
+			}
+			if len(ins) > 0 {
+				fmt.Fprintf(stderr, "swerl run: %d instances from %s (resumed)\n", len(ins), dir)
+				return ins, nil
+			}
+		} else if _, err := os.Stat(dir); err == nil {
+			fmt.Fprintf(stderr, "swerl run: mining did not finish in the earlier run (%s has no %s): mining again\n", dir, mine.DoneFile)
 		}
 	}
 	if len(repos) == 0 {
@@ -515,8 +627,14 @@ func runData(ctx context.Context, instances string, repos, events []string, out 
 }
 
 func runSummary(w io.Writer, out string, sum rl.Summary, start, end eval.Result, evaluated bool, took time.Duration) {
+	// The counts are the whole run's, an earlier process of a resumed
+	// run included; the time is this process's.
+	samples := 0
+	for _, s := range sum.History {
+		samples += s.Samples
+	}
 	fmt.Fprintf(w, "\nswerl run: done in %v: %d warm-start steps, %d RL steps, %d samples, newest version v%d\n",
-		took.Round(time.Second), sum.SFTSteps, sum.RLSteps, sum.Samples, sum.Version)
+		took.Round(time.Second), sum.SFTSteps, sum.Done, samples, sum.Version)
 	if n := len(sum.History); n >= 2 {
 		h := n / 2
 		mean := func(ss []rl.StepStats) (r, f float64) {

@@ -43,10 +43,15 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2",
 		"--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2", "--kl-coef", "0.1"}
 	var stderr bytes.Buffer
-	if code := runMain(context.Background(), append(args, "--steps", "2"), &bytes.Buffer{}, &stderr); code != 0 {
+	// --resume on a fresh --out starts fresh and says so (the habit of
+	// Trainer-style tools), in the user's words.
+	if code := runMain(context.Background(), append(args, "--steps", "2", "--resume"), &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
 	log := stderr.String()
+	if !strings.Contains(log, "nothing to resume in "+out+" (no version published yet); starting fresh") || strings.Contains(log, "Config.") {
+		t.Errorf("--resume on a fresh --out: want it to say it starts fresh, and no internal name:\n%s", log)
+	}
 	for _, want := range []string{"embedded Kafka broker", "mined 4 instances", "step 2/2", "eval start", "eval end", filepath.Join(out, "index.parquet"),
 		"time of the 2 RL steps", "forward-backward", "learner device idle"} {
 		if !strings.Contains(log, want) {
@@ -102,6 +107,13 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 		t.Fatalf("eval prediction %q: %v", preds, err)
 	}
 
+	// Without --resume the run is refused before it mines, naming --out.
+	stderr.Reset()
+	if code := runMain(context.Background(), append(args, "--steps", "3"), &bytes.Buffer{}, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "--out "+out+" already holds a run (5 published versions, newest v4): continue it with --resume") ||
+		strings.Contains(stderr.String(), "mine:") {
+		t.Fatalf("a second run without --resume: exit %d, want 1 before mining with a message naming --out:\n%s", code, stderr.String())
+	}
 	stderr.Reset()
 	if code := runMain(context.Background(), append(args, "--steps", "3", "--resume"), &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("resume: exit %d:\n%s", code, stderr.String())

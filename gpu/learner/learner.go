@@ -243,7 +243,9 @@ func New(ctx context.Context, cfg Config) (*Learner, error) {
 		return nil, fmt.Errorf("learner: %s has %d published versions (latest v%d): %w", l.store.Dir(), len(rows), rows[len(rows)-1].Version, ErrPublished)
 	default:
 		if cfg.Model == "" {
-			return nil, errors.New("learner: no model to start from (Config.Model is empty) and nothing to resume")
+			// A user reads this (swerl learn --resume on an empty --out):
+			// it names the folder and the flag, not the field.
+			return nil, fmt.Errorf("learner: nothing to resume in %s (no version published yet) and no model to start from (--model)", l.store.Dir())
 		}
 		dir, _, _, err := modeldir.Resolve(cfg.Model, l.log)
 		if err != nil {

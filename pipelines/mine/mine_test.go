@@ -786,3 +786,38 @@ func TestCutRows(t *testing.T) {
 	check("growing, 8 parts", mk(sizes...), 8, 4, 0.26)
 	check("zero sizes", mk(make([]int64, 2*minFileRows)...), 2, 2, 1)
 }
+
+// A finished run leaves the marker Finished reads; a folder missing one of
+// its part files, or a run that stopped after clearing the earlier output,
+// is not finished.
+func TestFinishedMarksACompleteOutput(t *testing.T) {
+	r, _ := history(t)
+	out := t.TempDir()
+	ctx := context.Background()
+	if ok, _, err := Finished(ctx, out); ok || err != nil {
+		t.Fatalf("an empty folder: finished %v, %v", ok, err)
+	}
+	sum, err := Run(ctx, Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", Commits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, n, err := Finished(ctx, out)
+	if !ok || err != nil || n != sum.Instances || n == 0 {
+		t.Fatalf("after a run of %d instances: finished %v with %d, %v", sum.Instances, ok, n, err)
+	}
+	// A run that clears the earlier output and is killed before it
+	// finishes: the marker went first.
+	if err := clearOutput(ctx, filepath.Join(out, "instances"), filepath.Join(out, "deadletter", "mine.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := Finished(ctx, out); ok {
+		t.Fatal("finished after the output was cleared")
+	}
+	if _, err := Run(ctx, Config{Repos: []string{r.Dir}, Out: out, Runner: "prism", Commits: true}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(sum.Files[0])
+	if ok, _, _ := Finished(ctx, out); ok {
+		t.Fatalf("finished with %s removed", sum.Files[0])
+	}
+}

@@ -363,7 +363,7 @@ func (f *buildFn) build(ctx context.Context, rej func(Rejected)) {
 					out[i].rej = r
 					continue
 				}
-				out[i].rec = encodeRecord(&inst, files.IsRemote(f.Staging))
+				out[i].rec = encodeRecord(&inst, true) // S2 everywhere: see stagingVersion
 			}
 		}()
 	}

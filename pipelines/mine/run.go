@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if len(tasks) == 0 {
 		sum.Elapsed = time.Since(start)
 		sum.Rejected = map[string]int64{}
-		return sum, nil
+		return sum, writeDone(ctx, cfg.Out, &sum)
 	}
 
 	if !beam.Initialized() {
@@ -203,10 +203,19 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	stopProgress := reportProgress(cfg, tr, since, len(tasks), start)
 	res, err := beamrun.Run(ctx, cfg.Runner, p)
 	stopProgress()
+	if err != nil && ctx.Err() != nil {
+		// Stopped: the runner's own errors (its metrics call, its job
+		// service's "rpc error: code = Canceled") say nothing more.
+		return sum, fmt.Errorf("mine: %w", ctx.Err())
+	}
 	if err != nil {
-		return sum, fmt.Errorf("mine: pipeline: %w", err)
+		return sum, fmt.Errorf("mine: pipeline: %s", rootCause(err))
 	}
 	if err := summarize(ctx, cfg, res, since, instDir, deadPath, &sum); err != nil {
+		return sum, err
+	}
+	// Last: the marker that the instance files are all there (Finished).
+	if err := writeDone(ctx, cfg.Out, &sum); err != nil {
 		return sum, err
 	}
 	sum.Elapsed = time.Since(start)
@@ -265,12 +274,17 @@ func repoTasks(ctx context.Context, repos []string, ex *mining.Exclude) (tasks [
 }
 
 // clearOutput removes an earlier run's instance files, dead letters and
-// staging folder, so that the output is this run's alone.
+// staging folder, so that the output is this run's alone. The marker of a
+// finished run goes first: a kill part way through leaves a folder that
+// says it is not finished.
 func clearOutput(ctx context.Context, instDir, deadPath string) error {
 	if !files.IsRemote(instDir) {
 		if err := os.MkdirAll(instDir, 0o755); err != nil {
 			return fmt.Errorf("mine: %w", err)
 		}
+	}
+	if err := files.Remove(ctx, files.Join(instDir, DoneFile)); err != nil {
+		return fmt.Errorf("mine: remove earlier output: %w", err)
 	}
 	old, err := files.List(ctx, files.Join(instDir, "part-*.parquet"))
 	if err != nil {
@@ -482,4 +496,19 @@ func writeJSONL(ctx context.Context, path string, parts []string) error {
 		buf.WriteByte('\n')
 	}
 	return files.WriteFile(ctx, path, []byte(buf.String()))
+}
+
+// rootCause is what a failed pipeline's error says of the cause: the last
+// line one of this package's DoFns wrote ("mine: staging: write FILE: no
+// space left on device"), without the runner's plan dump and wrappers
+// around it; the whole error when no line is one.
+func rootCause(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if _, cause, ok := strings.Cut(l, "mine: "); ok && cause != "" {
+			return cause
+		}
+	}
+	return err.Error()
 }

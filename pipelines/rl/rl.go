@@ -26,6 +26,7 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/learner"
+	"swerl/internal/atomicfile"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/advantage"
@@ -134,8 +135,36 @@ type Summary struct {
 	SFTSteps, RLSteps int
 	Version           int64
 	Samples           int
-	History           []StepStats
-	SamplesDir        string
+	// History holds the stats of every RL step of the run, those an
+	// earlier process of a resumed run took included (from run.json), so
+	// a resumed run ends on the same step lines as one never stopped.
+	History    []StepStats
+	SamplesDir string
+	// Phase is where Run is, or where it stopped: one of the Phase
+	// constants. Done is the RL steps published, in every process of the
+	// run.
+	Phase string
+	Done  int
+}
+
+// The phases of Run, for the message of an interrupted run.
+const (
+	PhaseWarmStart = "warm start"
+	PhaseBeforeRL  = "before RL"
+	PhaseRL        = "RL"
+	PhaseDone      = "done"
+)
+
+// Where says where a stopped run was: "in the warm start", "in the
+// evaluation before RL", "after RL step N".
+func (s Summary) Where() string {
+	switch s.Phase {
+	case PhaseWarmStart, "":
+		return "in the warm start"
+	case PhaseBeforeRL:
+		return "before RL (in the evaluation of the warm-started model)"
+	}
+	return fmt.Sprintf("after RL step %d", s.Done)
 }
 
 // state is DIR/run.json: how far a run got, for --resume.
@@ -147,6 +176,8 @@ type state struct {
 	RLStart int64 `json:"rl_start_version"`
 	// BeforeRLDone says Config.BeforeRL returned without error.
 	BeforeRLDone bool `json:"before_rl_done"`
+	// History are the stats of the RL steps done, one a step.
+	History []StepStats `json:"history,omitempty"`
 }
 
 func (c *Config) defaults() error {
@@ -219,13 +250,14 @@ func readState(out string) (state, error) {
 	return st, nil
 }
 
+// writeState replaces run.json atomically (synced: on a full disk the
+// write fails and the old file stays).
 func writeState(out string, st state) error {
 	b, _ := json.Marshal(st)
-	tmp := filepath.Join(out, ".run.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
+	if err := atomicfile.WriteFile(filepath.Join(out, "run.json"), b); err != nil {
+		return fmt.Errorf("rl: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(out, "run.json"))
+	return nil
 }
 
 // SFTExamples turns instances into warm-start pairs: the prompt and the
@@ -267,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	sum := Summary{SamplesDir: filepath.Join(cfg.Out, "samples")}
+	sum := Summary{SamplesDir: filepath.Join(cfg.Out, "samples"), Phase: PhaseWarmStart}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return sum, err
 	}
@@ -292,14 +324,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, err
 		}
-		sum.SFTSteps, sum.Version = ls.Steps, ls.Version
 		st.RLStart = ls.Version
 		resume = true
 	}
+	// Every warm-start step published one version after v0.
+	sum.SFTSteps, sum.Version = int(st.RLStart), st.RLStart
 	st.SFTDone = true
 	if err := writeState(cfg.Out, st); err != nil {
 		return sum, err
 	}
+	sum.Phase, sum.Done = PhaseBeforeRL, st.RLSteps
+	if len(st.History) > st.RLSteps {
+		st.History = st.History[:st.RLSteps]
+	}
+	sum.History = append(sum.History, st.History...)
 	// RL keeps the warm start's AdamW moments unless FreshOptimizer: fresh
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshOptimizer). A resumed RL phase keeps
@@ -321,16 +359,23 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	sum.Version = l.Stats().Version
+	sum.Phase = PhaseRL
 	// A step killed after its version was published but before run.json
 	// said so is done: keep its samples instead of training it again.
 	if st.RLSteps < cfg.Steps && l.Stats().Version > st.RLStart+int64(st.RLSteps) {
-		if err := keepRound(cfg.Out, st.RLSteps+1); err != nil {
+		step := st.RLSteps + 1
+		if err := keepRound(cfg.Out, step); err != nil {
 			return sum, err
 		}
-		st.RLSteps++
+		ss, err := restoredStats(cfg, step, l.Stats().Version)
+		if err != nil {
+			return sum, err
+		}
+		st.RLSteps, st.History = step, append(st.History, ss)
 		if err := writeState(cfg.Out, st); err != nil {
 			return sum, err
 		}
+		sum.History, sum.Done = append(sum.History, ss), step
 	}
 	order := rand.New(rand.NewPCG(cfg.Seed, 0x5e71)).Perm(len(cfg.Instances))
 	next := st.RLSteps * cfg.BatchInstances
@@ -376,19 +421,46 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err := keepRound(cfg.Out, step); err != nil {
 			return sum, err
 		}
-		st.RLSteps = step
+		st.RLSteps, st.History = step, append(st.History, ss)
 		if err := writeState(cfg.Out, st); err != nil {
 			return sum, err
 		}
 		sum.RLSteps, sum.Version, sum.Samples = sum.RLSteps+1, ls.Version, sum.Samples+len(round)
-		sum.History = append(sum.History, ss)
+		sum.History, sum.Done = append(sum.History, ss), step
 		if cfg.AfterStep != nil {
 			if err := cfg.AfterStep(ctx, ss); err != nil {
 				return sum, err
 			}
 		}
 	}
+	sum.Phase = PhaseDone
 	return sum, nil
+}
+
+// restoredStats rebuilds the stats of RL step step, published as version v
+// by a process killed before run.json said so, from what it kept: the
+// round's samples and the learner's record of v. Times are those of the
+// record (the rollout time is lost with the process).
+func restoredStats(cfg Config, step int, v int64) (StepStats, error) {
+	files, err := filepath.Glob(filepath.Join(cfg.Out, "samples", fmt.Sprintf("round-%06d-*.parquet", step)))
+	if err != nil {
+		return StepStats{}, err
+	}
+	var round []schemas.Sample
+	for _, f := range files {
+		rows, err := parquetio.ReadFile[schemas.Sample](f)
+		if err != nil {
+			return StepStats{}, fmt.Errorf("rl: step %d's samples: %w", step, err)
+		}
+		round = append(round, rows...)
+	}
+	ss := roundStats(round)
+	ss.Step, ss.Steps, ss.Version = step, cfg.Steps, v
+	if rec, err := learner.ReadRecord(cfg.Out, v); err == nil {
+		ss.Loss, ss.Learner = rec.Loss, rec.StepStats
+		ss.TrainTime = time.Duration(rec.TimeStep * float64(time.Second))
+	}
+	return ss, nil
 }
 
 // warmStart takes the SFT steps: all cfg.SFTSteps of them, or with
@@ -409,12 +481,20 @@ func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner
 	}
 	ls := l.Stats()
 	ls.Steps = prior
-	for done := prior; done < cfg.SFTSteps; {
-		done = min(cfg.SFTSteps, (done/cfg.SFTCheck+1)*cfg.SFTCheck)
-		var err error
-		if ls, err = cumulative(l.SFT(ctx, ex, cfg.SFTBatch, done-prior)); err != nil {
-			return ls, err
+	// A warm start killed at a check point, after its step was published
+	// and before run.json said the warm start was done, reads the
+	// probability there first, as the run that was killed would have: it
+	// may have been the last check.
+	checkFirst := prior > 0 && (prior%cfg.SFTCheck == 0 || prior >= cfg.SFTSteps)
+	for done := prior; done < cfg.SFTSteps || checkFirst; {
+		if !checkFirst {
+			done = min(cfg.SFTSteps, (done/cfg.SFTCheck+1)*cfg.SFTCheck)
+			var err error
+			if ls, err = cumulative(l.SFT(ctx, ex, cfg.SFTBatch, done-prior)); err != nil {
+				return ls, err
+			}
 		}
+		checkFirst = false
 		ps, err := l.AnswerProbs(ex)
 		if err != nil {
 			return ls, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,7 +122,8 @@ func TestRunStepsAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.SFTSteps != 0 || sum.RLSteps != 1 || sum.Version != 5 || len(seen) != 1 || seen[0].Step != 3 {
+	// SFTSteps counts the whole run's warm start; RLSteps this call's.
+	if sum.SFTSteps != 2 || sum.RLSteps != 1 || sum.Done != 3 || len(sum.History) != 3 || sum.Version != 5 || len(seen) != 1 || seen[0].Step != 3 {
 		t.Fatalf("resumed summary %+v, steps %+v", sum, seen)
 	}
 }
@@ -199,8 +201,11 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 	if err == nil {
 		t.Fatal("the second stopped run returned no error")
 	}
-	if len(checks) != 1 || checks[0] != 6 || sum.SFTSteps != 6 || sum.Version != 6 {
-		t.Fatalf("resumed warm start: checks at %v, summary %+v; want one check at step 6 and v6 (4 steps before the stop + 2)", checks, sum)
+	// The check at step 4 is read again: a kill between step 4's publish
+	// and its check would otherwise skip it, and a run that would have
+	// ended its warm start there would train two steps more.
+	if !slices.Equal(checks, []int{4, 6}) || sum.SFTSteps != 6 || sum.Version != 6 {
+		t.Fatalf("resumed warm start: checks at %v, summary %+v; want checks at steps 4 and 6 and v6 (4 steps before the stop + 2)", checks, sum)
 	}
 	if beforeRL != 1 {
 		t.Fatalf("BeforeRL ran %d times before RL started", beforeRL)
