@@ -128,7 +128,7 @@ start() { # DIR [PORT]
     # A cluster id is 16 random bytes in URL-safe base64, unpadded.
     local id; id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
     java_opts "$dir"
-    java "${jopts[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" --ignore-formatted \
+    java "${jopts[@]}" kafka.tools.StorageTool format --cluster-id="$id" -c "$dir/server.properties" --ignore-formatted \
       >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting $dir failed"; }
   fi
   local a; a="$(addr "$dir")"

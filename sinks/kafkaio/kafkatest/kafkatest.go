@@ -25,6 +25,16 @@ func ReadAll(t testing.TB, broker, topic string, timeout time.Duration) []kafka.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := read(ctx, broker, topic)
+	// A real broker answers Not Leader For Partition (and other retriable
+	// errors) while a new topic's leaders are being elected: read again
+	// until the deadline.
+	for backoff := 10 * time.Millisecond; err != nil && retriable(err) && ctx.Err() == nil; backoff = min(2*backoff, 500*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		out, err = read(ctx, broker, topic)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +153,11 @@ func partitions(ctx context.Context, broker, topic string) ([]int, error) {
 	}
 	sort.Ints(ids)
 	return ids, nil
+}
+
+// retriable reports whether err is a Kafka error the broker marks as
+// temporary (a leader election, a coordinator moving).
+func retriable(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.Temporary()
 }
