@@ -27,16 +27,12 @@ import (
 
 // peerRequest is what testdata/hf_reference.py reads.
 type peerRequest struct {
-	GGUF          string            `json:"gguf"`
-	Dir           string            `json:"dir"`
-	Prompts       [][]int32         `json:"prompts,omitempty"`
-	Greedy        int               `json:"greedy,omitempty"`
-	Lines         []string          `json:"lines,omitempty"`
-	Conversations []peerConvo       `json:"conversations,omitempty"`
-	Adapter       string            `json:"adapter,omitempty"`
-	Full          string            `json:"full,omitempty"`
-	PromptsPEFT   [][]int32         `json:"prompts_adapter,omitempty"`
-	Extra         map[string]string `json:"-"`
+	GGUF          string      `json:"gguf"`
+	Dir           string      `json:"dir"`
+	Prompts       [][]int32   `json:"prompts,omitempty"`
+	Greedy        int         `json:"greedy,omitempty"`
+	Lines         []string    `json:"lines,omitempty"`
+	Conversations []peerConvo `json:"conversations,omitempty"`
 }
 
 type peerConvo struct {
@@ -45,13 +41,11 @@ type peerConvo struct {
 }
 
 type peerAnswer struct {
-	LogProbs        [][]float64 `json:"logprobs"`
-	Greedy          [][]int32   `json:"greedy"`
-	IDsDir          [][]int32   `json:"ids_dir"`
-	IDsGGUF         [][]int32   `json:"ids_gguf"`
-	Chat            []string    `json:"chat"`
-	AdapterLogProbs [][]float64 `json:"adapter_logprobs"`
-	FullLogProbs    [][]float64 `json:"full_logprobs"`
+	LogProbs [][]float64 `json:"logprobs"`
+	Greedy   [][]int32   `json:"greedy"`
+	IDsDir   [][]int32   `json:"ids_dir"`
+	IDsGGUF  [][]int32   `json:"ids_gguf"`
+	Chat     []string    `json:"chat"`
 }
 
 // askPeer runs the reference script in the Python peers' environment.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"sort"
 )
 
@@ -70,35 +71,10 @@ type Array struct {
 
 // Len returns the number of elements.
 func (a Array) Len() int {
-	switch v := a.Values.(type) {
-	case []uint8:
-		return len(v)
-	case []int8:
-		return len(v)
-	case []uint16:
-		return len(v)
-	case []int16:
-		return len(v)
-	case []uint32:
-		return len(v)
-	case []int32:
-		return len(v)
-	case []float32:
-		return len(v)
-	case []bool:
-		return len(v)
-	case []string:
-		return len(v)
-	case []uint64:
-		return len(v)
-	case []int64:
-		return len(v)
-	case []float64:
-		return len(v)
-	case []Array:
-		return len(v)
+	if a.Values == nil {
+		return 0
 	}
-	return 0
+	return reflect.ValueOf(a.Values).Len()
 }
 
 // KV is one metadata entry. Value holds a uint8, int8, uint16, int16,
@@ -456,70 +432,41 @@ func (r *reader) array(key string, elem ValueType, n, depth int) (any, error) {
 	case TypeUint8:
 		a.Values = raw
 	case TypeInt8:
-		v := make([]int8, n)
-		for i := range v {
-			v[i] = int8(raw[i])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 1, func(b []byte) int8 { return int8(b[0]) })
 	case TypeBool:
-		v := make([]bool, n)
-		for i := range v {
-			if raw[i] > 1 {
-				return nil, fmt.Errorf("metadata %s[%d]: bool byte %d is neither 0 nor 1", key, i, raw[i])
+		for i, c := range raw {
+			if c > 1 {
+				return nil, fmt.Errorf("metadata %s[%d]: bool byte %d is neither 0 nor 1", key, i, c)
 			}
-			v[i] = raw[i] == 1
 		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 1, func(b []byte) bool { return b[0] == 1 })
 	case TypeUint16:
-		v := make([]uint16, n)
-		for i := range v {
-			v[i] = le.Uint16(raw[2*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 2, le.Uint16)
 	case TypeInt16:
-		v := make([]int16, n)
-		for i := range v {
-			v[i] = int16(le.Uint16(raw[2*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 2, func(b []byte) int16 { return int16(le.Uint16(b)) })
 	case TypeUint32:
-		v := make([]uint32, n)
-		for i := range v {
-			v[i] = le.Uint32(raw[4*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 4, le.Uint32)
 	case TypeInt32:
-		v := make([]int32, n)
-		for i := range v {
-			v[i] = int32(le.Uint32(raw[4*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 4, func(b []byte) int32 { return int32(le.Uint32(b)) })
 	case TypeFloat32:
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) })
 	case TypeUint64:
-		v := make([]uint64, n)
-		for i := range v {
-			v[i] = le.Uint64(raw[8*i:])
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 8, le.Uint64)
 	case TypeInt64:
-		v := make([]int64, n)
-		for i := range v {
-			v[i] = int64(le.Uint64(raw[8*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 8, func(b []byte) int64 { return int64(le.Uint64(b)) })
 	case TypeFloat64:
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
-		}
-		a.Values = v
+		a.Values = decodeFixed(raw, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 	}
 	return a, nil
+}
+
+// decodeFixed decodes raw as consecutive w-byte elements.
+func decodeFixed[T any](raw []byte, w int, dec func([]byte) T) []T {
+	v := make([]T, len(raw)/w)
+	for i := range v {
+		v[i] = dec(raw[w*i:])
+	}
+	return v
 }
 
 func (r *reader) tensorInfo(i int) (TensorInfo, error) {

@@ -8,10 +8,6 @@ Reads one JSON request on stdin and writes one JSON answer on stdout:
   greedy         tokens to decode greedily after each prompt
   lines          texts to tokenize with the tokenizer of dir and of the GGUF
   conversations  message lists to render with dir's chat template
-  adapter        optional PEFT adapter directory: log-probs of the prompts
-                 under dir's model plus the adapter ("adapter_logprobs")
-  full           optional model directory: log-probs of the prompts under
-                 AutoModelForCausalLM from it ("full_logprobs")
 """
 import json
 import os
@@ -72,17 +68,6 @@ def main():
         ans["chat"] = [tdir.apply_chat_template(c["messages"], tokenize=False,
                                                 add_generation_prompt=c.get("generation_prompt", False))
                        for c in (req.get("conversations") or [])]
-    if req.get("adapter"):
-        from peft import PeftModel
-        base = AutoModelForCausalLM.from_pretrained(req["dir"], dtype=torch.float32)
-        model = PeftModel.from_pretrained(base, req["adapter"])
-        model.eval()
-        ans["adapter_logprobs"] = logprobs(model, req["prompts_adapter"])
-        ans["base_logprobs"] = logprobs(base.get_base_model() if hasattr(base, "get_base_model") else base, [])
-    if req.get("full"):
-        model = AutoModelForCausalLM.from_pretrained(req["full"], dtype=torch.float32)
-        model.eval()
-        ans["full_logprobs"] = logprobs(model, req["prompts_adapter"])
     json.dump(ans, sys.stdout)
 
 
