@@ -340,11 +340,11 @@ func (j *logpForward[F]) run(lo, hi int) {
 		for _, v := range row {
 			mx = max(mx, v)
 		}
-		var s F
+		var s float64
 		for _, v := range row {
-			s += exp(v - mx)
+			s += math.Exp(float64(v - mx))
 		}
-		l := mx + F(math.Log(float64(s)))
+		l := mx + F(math.Log(s))
 		ls[n] = l
 		lp[n] = row[targets[n]] - l
 	}
