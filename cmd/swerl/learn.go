@@ -18,9 +18,9 @@ import (
 	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
-	"swerl/sinks/engine"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
+	"swerl/sinks/weightsync"
 )
 
 func init() {
@@ -259,7 +259,7 @@ func parseLearnFlags(args []string, stderr io.Writer) (*learnOptions, error) {
 	fs.Float64Var(&o.temp, "temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
 	o.lf = addLoRAFlags(fs)
 	section(fs, "Engines (weight sync)")
-	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
+	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/weightsync): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
 	fs.StringVar(&o.engineKind, "engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
 	fs.StringVar(&o.enginePath, "engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
 	fs.IntVar(&o.engineRetries, "engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
@@ -309,18 +309,18 @@ func (o *learnOptions) learnerConfig(stderr io.Writer) (learner.Config, func(), 
 }
 
 // enginePush starts the background push of each published version to the
-// --engine servers (engine.Async: training never waits for an engine,
+// --engine servers (weightsync.Async: training never waits for an engine,
 // and a version superseded while an engine is stuck is skipped). It
 // returns nil without --engine; onPushed hears which engines loaded a
 // version.
-func (o *learnOptions) enginePush(ctx context.Context, cfg *learner.Config, onPushed func(version int64, adapter string, engines []string)) (*engine.Async, func(version int64), error) {
+func (o *learnOptions) enginePush(ctx context.Context, cfg *learner.Config, onPushed func(version int64, adapter string, engines []string)) (*weightsync.Async, func(version int64), error) {
 	if o.engines == "" {
 		if o.enginePath != "" {
 			return nil, nil, usagef("--engine-path-map without --engine")
 		}
 		return nil, nil, nil
 	}
-	es, err := engine.ParseEngines(o.engines, engineapi.Kind(o.engineKind))
+	es, err := weightsync.ParseEngines(o.engines, engineapi.Kind(o.engineKind))
 	if err != nil {
 		return nil, nil, usagef("--engine: %v", err)
 	}
@@ -332,9 +332,9 @@ func (o *learnOptions) enginePush(ctx context.Context, cfg *learner.Config, onPu
 	}
 	retries := o.engineRetries
 	if retries == 0 {
-		retries = -1 // engine.Config: 0 is the default, negative none
+		retries = -1 // weightsync.Config: 0 is the default, negative none
 	}
-	s, err := engine.New(engine.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: cfg.Log,
+	s, err := weightsync.New(weightsync.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: cfg.Log,
 		OnPushed: onPushed})
 	if err != nil {
 		return nil, nil, usagef("--engine-path-map: %v", err)
@@ -445,7 +445,7 @@ func (a *versionAnnouncer) pushed(ctx context.Context, version int64, adapter st
 // they confirmed). Otherwise the last versions are pushed before exiting
 // (within --engine-timeout and --engine-retries each), so the engines
 // hold the final one.
-func learnEnd(ctx context.Context, err error, l *learner.Learner, push *engine.Async, stderr io.Writer) error {
+func learnEnd(ctx context.Context, err error, l *learner.Learner, push *weightsync.Async, stderr io.Writer) error {
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		fmt.Fprintf(stderr, "swerl learn: interrupted at v%d; everything trained is published, continue with --resume\n", l.Version())
 		return nil

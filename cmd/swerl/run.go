@@ -142,7 +142,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.out, "out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
 	fs.StringVar(&o.model, "model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
 	fs.StringVar(&o.builtin, "builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
-	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
+	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/weightsync)")
 	addEngineTimeoutFlag(fs, &o.engineTimeout)
 	addDeviceFlag(fs, &o.device)
 	fs.BoolVar(&o.resume, "resume", false, "continue the run in --out (its instances, checkpoints and run.json) from wherever it was stopped, a kill -9 included; with nothing to resume there (no version published yet) the run starts fresh and says so")

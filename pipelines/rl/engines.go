@@ -9,7 +9,7 @@ import (
 
 	"swerl/internal/engineapi"
 	"swerl/sinks/checkpoint"
-	"swerl/sinks/engine"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
 
@@ -25,19 +25,19 @@ func (c *Config) sync(ctx context.Context, version int64) error {
 }
 
 // SpecSync returns the Config.Sync of a run whose rollouts come from the
-// HTTP policy spec (sinks/engine.ConfigFromSpec of each of its engines), or
+// HTTP policy spec (sinks/weightsync.ConfigFromSpec of each of its engines), or
 // nil when the spec turns the sync off. Each version an engine holds is
 // recorded in served, the table the run's rollout policies were opened
 // with (rollout.WithServed), so their next requests name it. timeout
-// bounds each engine request (engine.Config's Timeout; 0: its default).
+// bounds each engine request (weightsync.Config's Timeout; 0: its default).
 func SpecSync(spec, out string, served *rollout.Served, timeout time.Duration, log *slog.Logger) (func(ctx context.Context, version int64) error, error) {
 	specs, err := rollout.EngineSpecs(spec)
 	if err != nil {
 		return nil, err
 	}
-	var cfg engine.Config
+	var cfg weightsync.Config
 	for i, s := range specs {
-		c, ok, err := engine.ConfigFromSpec(s)
+		c, ok, err := weightsync.ConfigFromSpec(s)
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -48,8 +48,8 @@ func SpecSync(spec, out string, served *rollout.Served, timeout time.Duration, l
 		cfg.Engines = append(cfg.Engines, c.Engines...)
 	}
 	cfg.Log, cfg.Timeout = log, timeout
-	cfg.OnHeld = func(e engine.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }
-	s, err := engine.New(cfg)
+	cfg.OnHeld = func(e weightsync.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }
+	s, err := weightsync.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func SpecSync(spec, out string, served *rollout.Served, timeout time.Duration, l
 // its version, so the staleness of what the learner trains on stays
 // exact. Only a cancelled context stops the run, and it ends the push in
 // flight at once.
-func EngineSync(s *engine.Syncer, out string, log *slog.Logger) func(ctx context.Context, version int64) error {
+func EngineSync(s *weightsync.Syncer, out string, log *slog.Logger) func(ctx context.Context, version int64) error {
 	return func(ctx context.Context, version int64) error {
 		dir := filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version))
 		err := s.Push(ctx, version, dir)

@@ -12,7 +12,7 @@ import (
 
 	"swerl/internal/engineapi"
 	"swerl/schemas"
-	"swerl/sinks/engine"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
 
@@ -46,8 +46,8 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	cfg, _ := testRun(t, 3)
 	cfg.SFTSteps = 2
 	var held []int64
-	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
-		OnHeld: func(_ engine.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
+	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
+		OnHeld: func(_ weightsync.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 	if err != nil {
 		t.Fatal(err)
 	}

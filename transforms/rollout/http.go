@@ -56,7 +56,7 @@ func openHTTP(spec string, opts ...Option) (Policy, error) {
 // (vllm, the default, or sglang: how a request names a LoRA adapter, see
 // below), route, health and follow (see below), and the weight sync's
 // sync, keep_adapters and engine_path (read by
-// sinks/engine.ConfigFromSpec for each engine).
+// sinks/weightsync.ConfigFromSpec for each engine).
 // 429, 5xx, timeouts and connection errors are retried;
 // other statuses fail at once. The API key is read from $SWERL_API_KEY, else
 // $OPENAI_API_KEY (internal/engineapi.APIKey), on the machine that sends
@@ -87,7 +87,7 @@ func openHTTP(spec string, opts ...Option) (Policy, error) {
 //
 // # Engine weight sync
 //
-// When the weight sync (sinks/engine) has loaded a version on the server
+// When the weight sync (sinks/weightsync) has loaded a version on the server
 // (Served.Set on the table the policy was opened WithServed, keyed by
 // BaseURL), requests name that version's adapter:
 // "model": "swerl-v000123" for vLLM (and swerl serve), "model":
@@ -199,7 +199,7 @@ func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 		case "follow":
 			p.follow, err = strconv.ParseBool(v)
 		case "sync", "keep_adapters", "engine_path":
-			// The weight sync's options (sinks/engine.ConfigFromSpec).
+			// The weight sync's options (sinks/weightsync.ConfigFromSpec).
 		default:
 			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, logprobs, engine, route, health, follow, sync, keep_adapters, engine_path)")
 		}
@@ -526,7 +526,7 @@ func (p *HTTPPolicy) Close() error {
 }
 
 // Served records, per engine (keyed by engineapi.BaseURL), the version
-// requests to it name: what the weight sync loaded there (sinks/engine's
+// requests to it name: what the weight sync loaded there (sinks/weightsync's
 // OnHeld hook calls Set) or what adapter following found. The syncer and
 // the policy share one when the policy is opened WithServed; a policy
 // opened without one keeps its own. Safe for concurrent use.

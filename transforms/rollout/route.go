@@ -60,7 +60,7 @@ func SplitSpec(spec string) (urls []string, query url.Values, err error) {
 
 // EngineSpecs returns one single-engine spec per engine of an HTTP policy
 // spec, each with the spec's options: what the weight sync
-// (sinks/engine.ConfigFromSpec) reads for each engine.
+// (sinks/weightsync.ConfigFromSpec) reads for each engine.
 func EngineSpecs(spec string) ([]string, error) {
 	urls, q, err := SplitSpec(spec)
 	if err != nil {

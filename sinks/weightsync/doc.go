@@ -91,4 +91,4 @@
 //     (e.g. gsutil rsync / aws s3 sync of checkpoints/v000123) and map the
 //     output root to the store's prefix with PathMap; the syncer sends the
 //     mapped name as is (it checks only the learner's local folder).
-package engine
+package weightsync
