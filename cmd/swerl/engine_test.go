@@ -115,13 +115,13 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	}
 	addr := serveProcess(t, "--model", base, "--max-seq", "256", "--max-tokens", "8")
 	url := "http://" + addr + "/v1"
-	served := rollout.NewServed()
+	served := weightsync.NewTable()
 	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: url, Kind: engineapi.VLLM}}, Keep: 1, Backoff: time.Millisecond,
 		OnHeld: func(e weightsync.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rollout.Open(url+"?model=base", rollout.WithServed(served))
+	pol, err := rollout.Open(url+"?model=base", rollout.WithTable(served))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,9 +221,9 @@ func TestVLLMAdapterAPI(t *testing.T) {
 // answer as the HTTP rollout policy does.
 func decodeChatForTest(t *testing.T, url, model string) ([]rollout.Completion, int64, string, error) {
 	t.Helper()
-	served := rollout.NewServed()
+	served := weightsync.NewTable()
 	served.Set(url, engineapi.ServedVersion{Version: 0, Adapter: model})
-	p, err := rollout.Open(url+"/v1?model=tiny", rollout.WithServed(served))
+	p, err := rollout.Open(url+"/v1?model=tiny", rollout.WithTable(served))
 	if err != nil {
 		return nil, 0, "", err
 	}

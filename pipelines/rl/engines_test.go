@@ -13,7 +13,6 @@ import (
 	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/weightsync"
-	"swerl/transforms/rollout"
 )
 
 // Before each round (and before BeforeRL) the engines hold the newest
@@ -51,7 +50,7 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sync = EngineSync(s, cfg.Out, cfg.Log)
+	cfg.Sync = s.Round(cfg.Out)
 	cfg.BeforeRL = func(context.Context) error {
 		if !slices.Equal(loads, []string{"v000002"}) {
 			t.Errorf("before RL the engine holds %v, want the warm start's v000002", loads)
@@ -103,14 +102,14 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 	a, b := srv("a"), srv("b")
 	defer a.Close()
 	defer b.Close()
-	served := rollout.NewServed()
+	served := weightsync.NewTable()
 	cfg, _ := testRun(t, 1)
 	cfg.SFTSteps = 1
-	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, served, 0, cfg.Log)
+	push, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", served, 0, cfg.Log)
 	if err != nil || push == nil {
-		t.Fatalf("SpecSync: %v", err)
+		t.Fatalf("SpecSyncer: %v", err)
 	}
-	cfg.Sync = push
+	cfg.Sync = push.Round(cfg.Out)
 	cfg.Steps = 1
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -123,10 +122,10 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loads["a"])
 		}
 	}
-	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, served, 0, cfg.Log); err != nil || s != nil {
+	if s, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?sync=false", served, 0, cfg.Log); err != nil || s != nil {
 		t.Fatalf("sync=false: %v %v", s != nil, err)
 	}
-	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, served, 0, cfg.Log); err == nil {
+	if _, err := weightsync.SpecSyncer(a.URL+"/v1?model=m,"+b.URL+"/v1", served, 0, cfg.Log); err == nil {
 		t.Fatal("options before the last URL must fail")
 	}
 }

@@ -23,7 +23,7 @@ func TestHangingEngineTimesOut(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
 	start := time.Now()
-	err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, true))
+	err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, true))
 	took := time.Since(start)
 	// The list, then the load and its one retry: 3 × 300ms and a backoff
 	// of at most 1ns (newSyncer). A generous bound for a loaded machine.
@@ -57,7 +57,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Push(ctx, 1, versionDir(t, t.TempDir(), 1, true)) }()
+	go func() { done <- s.Push(ctx, 1, writeVersion(t, t.TempDir(), 1, true)) }()
 	waitFor(t, func() bool { return accepted() >= 1 })
 	held := make(chan bool, 1)
 	go func() { _, ok := s.Held(url); held <- ok }()
@@ -151,11 +151,11 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
 	a := s.Async(context.Background())
 	defer a.Close()
-	a.Submit(1, versionDir(t, root, 1, true))
+	a.Submit(1, writeVersion(t, root, 1, true))
 	<-g.started
 	start := time.Now()
-	a.Submit(2, versionDir(t, root, 2, true))
-	a.Submit(3, versionDir(t, root, 3, true))
+	a.Submit(2, writeVersion(t, root, 2, true))
+	a.Submit(3, writeVersion(t, root, 3, true))
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("Submit waited %s for a stuck engine", took)
 	}
@@ -202,7 +202,7 @@ func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
-	a.Submit(1, versionDir(t, t.TempDir(), 1, true))
+	a.Submit(1, writeVersion(t, t.TempDir(), 1, true))
 	waitFor(t, func() bool { return accepted() >= 1 })
 	wctx, wcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer wcancel()

@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"swerl/internal/engineapi"
-	"swerl/transforms/rollout"
 )
 
 // The servers below implement the request and answer shapes of the
@@ -221,9 +220,9 @@ func (g *sglangServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	answer(200, map[string]any{"success": true, "error_message": nil, "loaded_adapters": loaded})
 }
 
-// versionDir writes a published version's folder: a PEFT adapter or full
+// writeVersion writes a published version's folder: a PEFT adapter or full
 // weights, files 0644 and folders 0755 as the learner writes them.
-func versionDir(t *testing.T, root string, v int64, adapter bool) string {
+func writeVersion(t *testing.T, root string, v int64, adapter bool) string {
 	t.Helper()
 	dir := filepath.Join(root, "checkpoints", fmt.Sprintf("v%06d", v))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -269,7 +268,7 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 		ts := httptest.NewServer(srv)
 		s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}})
 		for v := int64(1); v <= 4; v++ {
-			if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
+			if err := s.Push(context.Background(), v, writeVersion(t, root, v, true)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -321,14 +320,14 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 		}
 		return 0, ""
 	}
-	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
+	if err := s.Push(context.Background(), 5, writeVersion(t, root, 5, true)); err != nil {
 		t.Fatalf("two 503s then success: %v", err)
 	}
 	if len(srv.calls) != 3 {
 		t.Fatalf("%d calls, want 3", len(srv.calls))
 	}
 	srv.fail = func(int, call) (int, string) { return 400, "LoRA rank 64 is greater than max_lora_rank 16" }
-	err := s.Push(context.Background(), 6, versionDir(t, root, 6, true))
+	err := s.Push(context.Background(), 6, writeVersion(t, root, 6, true))
 	if err == nil {
 		t.Fatal("a refused version must be an error")
 	}
@@ -342,7 +341,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	}
 	// A folder the engine cannot find (a volume not shared) is reported too.
 	srv.fail = nil
-	dir := versionDir(t, root, 7, true)
+	dir := writeVersion(t, root, 7, true)
 	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
 	if err := s2.Push(context.Background(), 7, dir); err == nil || !strings.Contains(err.Error(), "No adapter found for /mnt/elsewhere/checkpoints/v000007") ||
 		!strings.Contains(err.Error(), "the weights the engine started with") {
@@ -354,7 +353,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 // unloaded and loaded again from the new folder, on both engines.
 func TestTakenNameIsReloaded(t *testing.T) {
 	root := t.TempDir()
-	dir := versionDir(t, root, 3, true)
+	dir := writeVersion(t, root, 3, true)
 	v := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
 	g := &sglangServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
 	tv, tg := httptest.NewServer(v), httptest.NewServer(g)
@@ -382,7 +381,7 @@ func TestSGLang(t *testing.T) {
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Keep: 1})
 	for v := int64(1); v <= 2; v++ {
-		if err := s.Push(context.Background(), v, versionDir(t, root, v, true)); err != nil {
+		if err := s.Push(context.Background(), v, writeVersion(t, root, v, true)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,7 +391,7 @@ func TestSGLang(t *testing.T) {
 	if g.calls[2].Path != "/unload_lora_adapter" || g.calls[2].Body["lora_name"] != "swerl-v000001" {
 		t.Fatalf("calls %v", g.calls)
 	}
-	full := versionDir(t, root, 3, false)
+	full := writeVersion(t, root, 3, false)
 	if err := s.Push(context.Background(), 3, full); err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +406,7 @@ func TestSGLang(t *testing.T) {
 		return 200, map[string]any{"success": false, "message": "Failed to get weights iterator: shape mismatch", "num_paused_requests": 0}
 	}
 	s.cfg.Retries = 1
-	if err := s.Push(context.Background(), 4, versionDir(t, root, 4, false)); err == nil || !strings.Contains(err.Error(), "shape mismatch") ||
+	if err := s.Push(context.Background(), 4, writeVersion(t, root, 4, false)); err == nil || !strings.Contains(err.Error(), "shape mismatch") ||
 		!strings.Contains(err.Error(), "rollouts keep version 3") {
 		t.Fatalf("success false: %v", err)
 	}
@@ -420,7 +419,7 @@ func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
-	if err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, false)); err != nil {
+	if err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, false)); err != nil {
 		t.Fatal(err)
 	}
 	if len(srv.calls) != 0 || len(*got) != 0 {
@@ -436,7 +435,7 @@ func TestPushChecksTheFolder(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
-	dir := versionDir(t, root, 1, true)
+	dir := writeVersion(t, root, 1, true)
 	os.Chmod(filepath.Join(dir, "adapter_model.safetensors"), 0o600)
 	if err := s.Push(context.Background(), 1, dir); err == nil || !strings.Contains(err.Error(), "adapter_model.safetensors has mode 0600") {
 		t.Fatalf("unreadable: %v", err)
@@ -453,7 +452,7 @@ func TestPushChecksTheFolder(t *testing.T) {
 		t.Fatalf("calls %v", srv.calls)
 	}
 	// An adapter in the version's adapter/ folder is found there.
-	sub := filepath.Join(versionDir(t, root, 3, false), "adapter")
+	sub := filepath.Join(writeVersion(t, root, 3, false), "adapter")
 	os.Mkdir(sub, 0o755)
 	os.WriteFile(filepath.Join(sub, "adapter_config.json"), []byte("{}"), 0o644)
 	if err := s.Push(context.Background(), 3, filepath.Dir(sub)); err != nil || srv.loaded["swerl-v000003"] != sub {
@@ -475,22 +474,6 @@ func TestPathMap(t *testing.T) {
 	for _, bad := range []string{"nomap", "=x", "x="} {
 		if _, err := New(Config{Engines: []Engine{{URL: "http://x", Kind: engineapi.VLLM}}, PathMap: bad}); err == nil {
 			t.Errorf("path map %q accepted", bad)
-		}
-	}
-}
-
-func TestFromSpec(t *testing.T) {
-	for spec, want := range map[string]Engine{
-		"http://h:8000/v1": {URL: "http://h:8000", Kind: engineapi.VLLM},
-		"https://h/v1/chat/completions?engine=sglang": {URL: "https://h", Kind: engineapi.SGLang},
-	} {
-		if got, err := FromSpec(spec); err != nil || got != want {
-			t.Errorf("FromSpec(%q) = %+v, %v", spec, got, err)
-		}
-	}
-	for _, bad := range []string{"model:/x", "file:c.jsonl", "http://h/v1?engine=tgi", "http:///v1"} {
-		if _, err := FromSpec(bad); err == nil {
-			t.Errorf("FromSpec(%q) accepted", bad)
 		}
 	}
 }
@@ -520,26 +503,6 @@ func TestMessage(t *testing.T) {
 	}
 }
 
-func TestConfigFromSpec(t *testing.T) {
-	t.Setenv("SWERL_API_KEY", "k1")
-	cfg, ok, err := ConfigFromSpec("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b")
-	if err != nil || !ok || cfg.Keep != 3 || cfg.PathMap != "/a=/b" || cfg.APIKey != "k1" || cfg.Engines[0] != (Engine{"http://h:1", engineapi.SGLang}) {
-		t.Fatalf("%+v %v %v", cfg, ok, err)
-	}
-	if _, ok, err := ConfigFromSpec("http://h:1/v1?sync=false"); ok || err != nil {
-		t.Fatalf("sync=false: %v %v", ok, err)
-	}
-	for _, bad := range []string{"http://h/v1?keep_adapters=0", "http://h/v1?sync=maybe", "http://h/v1?engine=x"} {
-		if _, _, err := ConfigFromSpec(bad); err == nil {
-			t.Errorf("%s accepted", bad)
-		}
-	}
-	// The HTTP policy accepts the sync's options.
-	if _, err := rollout.Open("http://h:1/v1?model=m&engine=sglang&keep_adapters=3&engine_path=/a=/b&sync=true"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A syncer that starts against an engine holding an earlier process's
 // adapters (a resumed run) counts them in its window and unloads them in
 // turn; adapters of other names are not touched.
@@ -549,7 +512,7 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Keep: 2})
-	if err := s.Push(context.Background(), 5, versionDir(t, root, 5, true)); err != nil {
+	if err := s.Push(context.Background(), 5, writeVersion(t, root, 5, true)); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -612,7 +575,7 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Push(context.Background(), 1, versionDir(t, root, 1, true)); err == nil {
+	if err := s.Push(context.Background(), 1, writeVersion(t, root, 1, true)); err == nil {
 		t.Fatal("one engine refused: want an error")
 	}
 	bad.fail = nil
