@@ -52,7 +52,9 @@ type Publisher struct {
 }
 
 // NewPublisher starts the background push (until ctx ends or Close) and
-// returns the publisher.
+// returns the publisher. With Announce set it takes cfg.Syncer's OnPushed
+// (calling the one it had after its own), so a Syncer serves one
+// Publisher.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (*Publisher, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
