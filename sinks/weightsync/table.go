@@ -64,14 +64,20 @@ func (t *Table) Set(base string, v engineapi.ServedVersion) {
 	mNamed.WithLabelValues(base).Set(float64(v.Version))
 }
 
-// Get returns what Set recorded for the engine at base.
-func (t *Table) Get(base string) (engineapi.ServedVersion, bool) {
+// read returns a copy of the row of the engine at base (an empty one
+// when none).
+func (t *Table) read(base string) row {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.m[engineapi.BaseURL(base)]
-	if r == nil {
-		return engineapi.ServedVersion{}, false
+	if r := t.m[engineapi.BaseURL(base)]; r != nil {
+		return *r
 	}
+	return row{refused: -1}
+}
+
+// Get returns what Set recorded for the engine at base.
+func (t *Table) Get(base string) (engineapi.ServedVersion, bool) {
+	r := t.read(base)
 	return r.held, r.hasHeld
 }
 
@@ -101,12 +107,7 @@ func (t *Table) Announce(base string, v engineapi.ServedVersion) {
 // Announced returns the newest version the engine at base was announced
 // to hold.
 func (t *Table) Announced(base string) (engineapi.ServedVersion, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.m[engineapi.BaseURL(base)]
-	if r == nil {
-		return engineapi.ServedVersion{}, false
-	}
+	r := t.read(base)
 	return r.announced, r.hasAnn
 }
 
@@ -116,12 +117,7 @@ func (t *Table) Announced(base string) (engineapi.ServedVersion, bool) {
 // ok is false when neither is known: the request names the engine's own
 // weights.
 func (t *Table) Named(base string, follow bool) (v engineapi.ServedVersion, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.m[engineapi.BaseURL(base)]
-	if r == nil {
-		return engineapi.ServedVersion{}, false
-	}
+	r := t.read(base)
 	if follow && r.hasAnn && r.announced.Adapter != "" && r.announced.Version > r.refused &&
 		(!r.hasHeld || r.announced.Version > r.held.Version) {
 		return r.announced, true
