@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"swerl/internal/engineapi"
+	"swerl/internal/fakeengine"
 	"swerl/internal/testenv"
 	"swerl/sinks/metrics"
 )
@@ -93,7 +94,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // gatedEngine is a vLLM server whose loads of the versions in stuck wait
 // until release is closed (an engine slow to load one adapter).
 type gatedEngine struct {
-	*vllmServer
+	*fakeengine.VLLM
 	stuck   map[string]bool
 	release chan struct{}
 	started chan string // each stuck load, once it arrived
@@ -114,7 +115,7 @@ func (g *gatedEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	g.vllmServer.ServeHTTP(w, r)
+	g.VLLM.ServeHTTP(w, r)
 }
 
 // metricValue is the value of the counter or gauge name on metrics.Registry.
@@ -145,7 +146,7 @@ func metricValue(t *testing.T, name string) float64 {
 // 1, then 3.
 func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	root := t.TempDir()
-	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
+	g := &gatedEngine{VLLM: &fakeengine.VLLM{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
@@ -182,7 +183,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	if len(seq) != 2 || seq[0] != 1 || seq[1] != 3 {
 		t.Fatalf("versions held in turn %v, want [1 3]", seq)
 	}
-	for _, c := range g.calls {
+	for _, c := range g.Calls {
 		if c.Body["lora_name"] == engineapi.AdapterName(2) {
 			t.Fatalf("the superseded version 2 was sent: %v", c)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"swerl/internal/engineapi"
+	"swerl/internal/fakeengine"
 	"swerl/schemas"
 )
 
@@ -23,7 +24,7 @@ func TestPublisherAnnouncesThenPushes(t *testing.T) {
 	writeVersion(t, root, 0, true) // a Start(0) that pushed would leave the engine on v0
 	writeVersion(t, root, 1, true)
 	writeVersion(t, root, 2, true)
-	srv := &vllmServer{}
+	srv := &fakeengine.VLLM{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	var mu sync.Mutex

@@ -2,223 +2,18 @@ package weightsync
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"swerl/internal/engineapi"
+	"swerl/internal/fakeengine"
 )
-
-// The servers below implement the request and answer shapes of the
-// engines' adapter APIs as their public API documentation and server code
-// give them (vLLM: vllm/entrypoints/openai/serving_models.py and
-// api_server.py; SGLang: python/sglang/srt/entrypoints/http_server.py and
-// managers/io_struct.py), since neither engine runs here. Each request is
-// decoded strictly: a field the engine does not declare is an error (both
-// servers validate bodies with pydantic; SGLang's dataclasses take exactly
-// these fields).
-
-type call struct {
-	Method, Path string
-	Body         map[string]any
-}
-
-// vllmServer is vLLM's OpenAI server with --enable-lora and
-// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.
-type vllmServer struct {
-	mu       sync.Mutex
-	calls    []call
-	loaded   map[string]string // lora_name → lora_path
-	newShape bool              // answer errors as {"error":{…}} (vLLM ≥ 0.10) instead of {"object":"error",…}
-	fail     func(n int, c call) (int, string)
-}
-
-func (v *vllmServer) errorAnswer(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	if v.newShape {
-		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": status}})
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": status})
-}
-
-func decodeStrict(r *http.Request, fields ...string) (map[string]any, error) {
-	var m map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
-		return nil, err
-	}
-	for k := range m {
-		if !slices.Contains(fields, k) {
-			return nil, fmt.Errorf("extra field %q", k)
-		}
-	}
-	return m, nil
-}
-
-func (v *vllmServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.loaded == nil {
-		v.loaded = map[string]string{}
-	}
-	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
-		// ModelList: the base, then one card a loaded adapter (root: its
-		// path, parent: the base).
-		data := []map[string]any{{"id": "base", "object": "model", "root": "/models/base", "parent": nil}}
-		for name, path := range v.loaded {
-			data = append(data, map[string]any{"id": name, "object": "model", "root": path, "parent": "base"})
-		}
-		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
-		return
-	}
-	if r.Method != http.MethodPost {
-		v.errorAnswer(w, 405, "MethodNotAllowed", "Method Not Allowed")
-		return
-	}
-	var fields []string
-	switch r.URL.Path {
-	case "/v1/load_lora_adapter":
-		fields = []string{"lora_name", "lora_path", "load_inplace"}
-	case "/v1/unload_lora_adapter":
-		fields = []string{"lora_name", "lora_int_id"}
-	default:
-		v.errorAnswer(w, 404, "NotFoundError", "Not Found")
-		return
-	}
-	body, err := decodeStrict(r, fields...)
-	if err != nil {
-		v.errorAnswer(w, 422, "BadRequestError", err.Error())
-		return
-	}
-	c := call{r.Method, r.URL.Path, body}
-	v.calls = append(v.calls, c)
-	if v.fail != nil {
-		if status, msg := v.fail(len(v.calls), c); status != 0 {
-			v.errorAnswer(w, status, "BadRequestError", msg)
-			return
-		}
-	}
-	name, _ := body["lora_name"].(string)
-	if r.URL.Path == "/v1/load_lora_adapter" {
-		path, _ := body["lora_path"].(string)
-		if name == "" || path == "" {
-			v.errorAnswer(w, 400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.")
-			return
-		}
-		if _, ok := v.loaded[name]; ok {
-			v.errorAnswer(w, 400, "InvalidUserInput", fmt.Sprintf("The lora adapter '%s' has already been loaded.", name))
-			return
-		}
-		if _, err := os.Stat(filepath.Join(path, "adapter_config.json")); err != nil {
-			v.errorAnswer(w, 404, "NotFoundError", fmt.Sprintf("No adapter found for %s", path))
-			return
-		}
-		v.loaded[name] = path
-		io.WriteString(w, fmt.Sprintf("Success: LoRA adapter '%s' added successfully.", name))
-		return
-	}
-	if _, ok := v.loaded[name]; !ok {
-		v.errorAnswer(w, 404, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", name))
-		return
-	}
-	delete(v.loaded, name)
-	io.WriteString(w, fmt.Sprintf("Success: LoRA adapter '%s' removed successfully.", name))
-}
-
-// sglangServer is SGLang's server with --enable-lora.
-type sglangServer struct {
-	mu     sync.Mutex
-	calls  []call
-	loaded map[string]string
-	model  string // the model_path update_weights_from_disk last loaded
-	fail   func(n int, c call) (int, map[string]any)
-}
-
-func (g *sglangServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.loaded == nil {
-		g.loaded = map[string]string{}
-	}
-	answer := func(status int, m map[string]any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(m)
-	}
-	var fields []string
-	switch r.URL.Path {
-	case "/load_lora_adapter":
-		fields = []string{"lora_name", "lora_path", "pinned", "lora_id"}
-	case "/unload_lora_adapter":
-		fields = []string{"lora_name", "lora_id"}
-	case "/update_weights_from_disk":
-		fields = []string{"model_path", "load_format", "abort_all_requests", "weight_version", "is_async", "torch_empty_cache", "keep_pause", "token_step", "flush_cache"}
-	default:
-		answer(404, map[string]any{"detail": "Not Found"})
-		return
-	}
-	if r.Method != http.MethodPost {
-		answer(405, map[string]any{"detail": "Method Not Allowed"})
-		return
-	}
-	body, err := decodeStrict(r, fields...)
-	if err != nil {
-		answer(422, map[string]any{"detail": []any{map[string]any{"msg": err.Error()}}})
-		return
-	}
-	c := call{r.Method, r.URL.Path, body}
-	g.calls = append(g.calls, c)
-	if g.fail != nil {
-		if status, m := g.fail(len(g.calls), c); status != 0 {
-			answer(status, m)
-			return
-		}
-	}
-	name, _ := body["lora_name"].(string)
-	switch r.URL.Path {
-	case "/load_lora_adapter":
-		path, _ := body["lora_path"].(string)
-		if _, ok := g.loaded[name]; ok {
-			answer(400, map[string]any{"success": false, "error_message": fmt.Sprintf("LoRA adapter with name %s already exists", name), "loaded_adapters": nil})
-			return
-		}
-		if _, err := os.Stat(filepath.Join(path, "adapter_config.json")); err != nil {
-			answer(400, map[string]any{"success": false, "error_message": "Failed to load LoRA adapter " + name + ": no adapter_config.json in " + path, "loaded_adapters": nil})
-			return
-		}
-		g.loaded[name] = path
-	case "/unload_lora_adapter":
-		if _, ok := g.loaded[name]; !ok {
-			answer(400, map[string]any{"success": false, "error_message": fmt.Sprintf("LoRA adapter %s is not loaded", name), "loaded_adapters": nil})
-			return
-		}
-		delete(g.loaded, name)
-	case "/update_weights_from_disk":
-		p, _ := body["model_path"].(string)
-		if _, err := os.Stat(filepath.Join(p, "config.json")); err != nil {
-			answer(400, map[string]any{"success": false, "message": "Failed to get weights iterator: " + err.Error(), "num_paused_requests": 0})
-			return
-		}
-		g.model = p
-		answer(200, map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
-		return
-	}
-	loaded := map[string]any{}
-	for k, v := range g.loaded {
-		loaded[k] = v
-	}
-	answer(200, map[string]any{"success": true, "error_message": nil, "loaded_adapters": loaded})
-}
 
 // writeVersion writes a published version's folder: a PEFT adapter or full
 // weights, files 0644 and folders 0755 as the learner writes them.
@@ -264,7 +59,7 @@ func newSyncer(t *testing.T, cfg Config) (*Syncer, *[]held) {
 func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 	for _, newShape := range []bool{false, true} {
 		root := t.TempDir()
-		srv := &vllmServer{newShape: newShape}
+		srv := &fakeengine.VLLM{NewShape: newShape}
 		ts := httptest.NewServer(srv)
 		s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}})
 		for v := int64(1); v <= 4; v++ {
@@ -278,11 +73,11 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 		}
 		ts.Close()
 		want := map[string]string{"swerl-v000003": filepath.Join(root, "checkpoints", "v000003"), "swerl-v000004": filepath.Join(root, "checkpoints", "v000004")}
-		if !reflect.DeepEqual(srv.loaded, want) {
-			t.Fatalf("loaded %v, want %v", srv.loaded, want)
+		if !reflect.DeepEqual(srv.Loaded, want) {
+			t.Fatalf("loaded %v, want %v", srv.Loaded, want)
 		}
 		var seq []string
-		for _, c := range srv.calls {
+		for _, c := range srv.Calls {
 			if c.Method != "POST" {
 				t.Fatalf("method %s", c.Method)
 			}
@@ -293,8 +88,8 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 		if !slices.Equal(seq, wantSeq) {
 			t.Fatalf("calls\n%v\nwant\n%v", seq, wantSeq)
 		}
-		if len(srv.calls[0].Body) != 2 || len(srv.calls[3].Body) != 1 {
-			t.Fatalf("bodies: load %v unload %v", srv.calls[0].Body, srv.calls[3].Body)
+		if len(srv.Calls[0].Body) != 2 || len(srv.Calls[3].Body) != 1 {
+			t.Fatalf("bodies: load %v unload %v", srv.Calls[0].Body, srv.Calls[3].Body)
 		}
 		if len(*got) != 4 || (*got)[3] != (held{ts.URL, engineapi.ServedVersion{Version: 4, Adapter: "swerl-v000004"}}) {
 			t.Fatalf("hook: %+v", *got)
@@ -310,11 +105,11 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 // the rollouts keep naming) the newest version it loaded.
 func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	root := t.TempDir()
-	srv := &vllmServer{}
+	srv := &fakeengine.VLLM{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: 3})
-	srv.fail = func(n int, c call) (int, string) {
+	srv.Fail = func(n int, c fakeengine.Call) (int, string) {
 		if n <= 2 {
 			return 503, "engine overloaded"
 		}
@@ -323,10 +118,10 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	if err := s.Push(context.Background(), 5, writeVersion(t, root, 5, true)); err != nil {
 		t.Fatalf("two 503s then success: %v", err)
 	}
-	if len(srv.calls) != 3 {
-		t.Fatalf("%d calls, want 3", len(srv.calls))
+	if len(srv.Calls) != 3 {
+		t.Fatalf("%d calls, want 3", len(srv.Calls))
 	}
-	srv.fail = func(int, call) (int, string) { return 400, "LoRA rank 64 is greater than max_lora_rank 16" }
+	srv.Fail = func(int, fakeengine.Call) (int, string) { return 400, "LoRA rank 64 is greater than max_lora_rank 16" }
 	err := s.Push(context.Background(), 6, writeVersion(t, root, 6, true))
 	if err == nil {
 		t.Fatal("a refused version must be an error")
@@ -340,7 +135,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 		t.Fatalf("held %+v, hook calls %d", h, len(*got))
 	}
 	// A folder the engine cannot find (a volume not shared) is reported too.
-	srv.fail = nil
+	srv.Fail = nil
 	dir := writeVersion(t, root, 7, true)
 	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
 	if err := s2.Push(context.Background(), 7, dir); err == nil || !strings.Contains(err.Error(), "No adapter found for /mnt/elsewhere/checkpoints/v000007") ||
@@ -354,8 +149,8 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 func TestTakenNameIsReloaded(t *testing.T) {
 	root := t.TempDir()
 	dir := writeVersion(t, root, 3, true)
-	v := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
-	g := &sglangServer{loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
+	v := &fakeengine.VLLM{Loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
+	g := &fakeengine.SGLang{Loaded: map[string]string{"swerl-v000003": "/old/run/checkpoints/v000003"}}
 	tv, tg := httptest.NewServer(v), httptest.NewServer(g)
 	defer tv.Close()
 	defer tg.Close()
@@ -363,11 +158,11 @@ func TestTakenNameIsReloaded(t *testing.T) {
 	if err := s.Push(context.Background(), 3, dir); err != nil {
 		t.Fatal(err)
 	}
-	if v.loaded["swerl-v000003"] != dir || g.loaded["swerl-v000003"] != dir {
-		t.Fatalf("vllm %v sglang %v", v.loaded, g.loaded)
+	if v.Loaded["swerl-v000003"] != dir || g.Loaded["swerl-v000003"] != dir {
+		t.Fatalf("vllm %v sglang %v", v.Loaded, g.Loaded)
 	}
-	if len(v.calls) != 3 || len(g.calls) != 3 {
-		t.Fatalf("want load, unload, load: %v / %v", v.calls, g.calls)
+	if len(v.Calls) != 3 || len(g.Calls) != 3 {
+		t.Fatalf("want load, unload, load: %v / %v", v.Calls, g.Calls)
 	}
 }
 
@@ -376,7 +171,7 @@ func TestTakenNameIsReloaded(t *testing.T) {
 // refusal whatever the status.
 func TestSGLang(t *testing.T) {
 	root := t.TempDir()
-	g := &sglangServer{}
+	g := &fakeengine.SGLang{}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Keep: 1})
@@ -385,24 +180,24 @@ func TestSGLang(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(g.loaded) != 1 || g.loaded["swerl-v000002"] == "" {
-		t.Fatalf("loaded %v", g.loaded)
+	if len(g.Loaded) != 1 || g.Loaded["swerl-v000002"] == "" {
+		t.Fatalf("loaded %v", g.Loaded)
 	}
-	if g.calls[2].Path != "/unload_lora_adapter" || g.calls[2].Body["lora_name"] != "swerl-v000001" {
-		t.Fatalf("calls %v", g.calls)
+	if g.Calls[2].Path != "/unload_lora_adapter" || g.Calls[2].Body["lora_name"] != "swerl-v000001" {
+		t.Fatalf("calls %v", g.Calls)
 	}
 	full := writeVersion(t, root, 3, false)
 	if err := s.Push(context.Background(), 3, full); err != nil {
 		t.Fatal(err)
 	}
-	last := g.calls[len(g.calls)-1]
-	if last.Path != "/update_weights_from_disk" || last.Body["model_path"] != full || last.Body["weight_version"] != "swerl-v000003" || g.model != full {
+	last := g.Calls[len(g.Calls)-1]
+	if last.Path != "/update_weights_from_disk" || last.Body["model_path"] != full || last.Body["weight_version"] != "swerl-v000003" || g.Model != full {
 		t.Fatalf("full weights: %+v", last)
 	}
 	if (*got)[len(*got)-1].v != (engineapi.ServedVersion{Version: 3}) {
 		t.Fatalf("hook %+v", *got)
 	}
-	g.fail = func(int, call) (int, map[string]any) {
+	g.Fail = func(int, fakeengine.Call) (int, map[string]any) {
 		return 200, map[string]any{"success": false, "message": "Failed to get weights iterator: shape mismatch", "num_paused_requests": 0}
 	}
 	s.cfg.Retries = 1
@@ -415,15 +210,15 @@ func TestSGLang(t *testing.T) {
 // vLLM cannot take full weights at run time: nothing is sent, nothing
 // fails, and the rollouts keep the engine's own weights.
 func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
-	srv := &vllmServer{}
+	srv := &fakeengine.VLLM{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
 	if err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, false)); err != nil {
 		t.Fatal(err)
 	}
-	if len(srv.calls) != 0 || len(*got) != 0 {
-		t.Fatalf("calls %v hook %v", srv.calls, *got)
+	if len(srv.Calls) != 0 || len(*got) != 0 {
+		t.Fatalf("calls %v hook %v", srv.Calls, *got)
 	}
 }
 
@@ -431,7 +226,7 @@ func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
 // is refused before any request.
 func TestPushChecksTheFolder(t *testing.T) {
 	root := t.TempDir()
-	srv := &vllmServer{}
+	srv := &fakeengine.VLLM{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
@@ -448,15 +243,15 @@ func TestPushChecksTheFolder(t *testing.T) {
 	if err := s.Push(context.Background(), 2, t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither adapter_config.json nor config.json") {
 		t.Fatalf("empty folder: %v", err)
 	}
-	if len(srv.calls) != 0 {
-		t.Fatalf("calls %v", srv.calls)
+	if len(srv.Calls) != 0 {
+		t.Fatalf("calls %v", srv.Calls)
 	}
 	// An adapter in the version's adapter/ folder is found there.
 	sub := filepath.Join(writeVersion(t, root, 3, false), "adapter")
 	os.Mkdir(sub, 0o755)
 	os.WriteFile(filepath.Join(sub, "adapter_config.json"), []byte("{}"), 0o644)
-	if err := s.Push(context.Background(), 3, filepath.Dir(sub)); err != nil || srv.loaded["swerl-v000003"] != sub {
-		t.Fatalf("adapter/: %v %v", err, srv.loaded)
+	if err := s.Push(context.Background(), 3, filepath.Dir(sub)); err != nil || srv.Loaded["swerl-v000003"] != sub {
+		t.Fatalf("adapter/: %v %v", err, srv.Loaded)
 	}
 }
 
@@ -508,7 +303,7 @@ func TestMessage(t *testing.T) {
 // turn; adapters of other names are not touched.
 func TestAdoptsTheEnginesAdapters(t *testing.T) {
 	root := t.TempDir()
-	srv := &vllmServer{loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
+	srv := &fakeengine.VLLM{Loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Keep: 2})
@@ -516,7 +311,7 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for n := range srv.loaded {
+	for n := range srv.Loaded {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -528,8 +323,8 @@ func TestAdoptsTheEnginesAdapters(t *testing.T) {
 	if err := s2.Push(context.Background(), 5, filepath.Join(root, "checkpoints", "v000005")); err != nil {
 		t.Fatal(err)
 	}
-	if len(srv.loaded) != 4 {
-		t.Fatalf("loaded %v", srv.loaded)
+	if len(srv.Loaded) != 4 {
+		t.Fatalf("loaded %v", srv.Loaded)
 	}
 }
 
@@ -559,8 +354,8 @@ func TestParseEngines(t *testing.T) {
 // that loaded nothing new.
 func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 	root := t.TempDir()
-	good, bad := &vllmServer{}, &vllmServer{}
-	bad.fail = func(int, call) (int, string) { return 400, "no" }
+	good, bad := &fakeengine.VLLM{}, &fakeengine.VLLM{}
+	bad.Fail = func(int, fakeengine.Call) (int, string) { return 400, "no" }
 	tg, tb := httptest.NewServer(good), httptest.NewServer(bad)
 	defer tg.Close()
 	defer tb.Close()
@@ -578,7 +373,7 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 	if err := s.Push(context.Background(), 1, writeVersion(t, root, 1, true)); err == nil {
 		t.Fatal("one engine refused: want an error")
 	}
-	bad.fail = nil
+	bad.Fail = nil
 	if err := s.Push(context.Background(), 1, filepath.Join(root, "checkpoints", "v000001")); err != nil {
 		t.Fatal(err)
 	}
