@@ -329,11 +329,12 @@ func TestHTTPPolicyRoutes(t *testing.T) {
 		t.Fatalf("round-robin: %d and %d of 10", a.hits.Load()-a0, b.hits.Load()-b0)
 	}
 	for spec, want := range map[string]string{
-		a.url() + "?model=m," + b.url():           "write them once",
-		a.url() + "," + a.url() + "/":             "listed twice",
-		a.url() + ",ftp://x/v1":                   "not an http(s) URL",
-		a.url() + "," + b.url() + "?route=random": "route=",
-		a.url() + "?follow=true&health=0":         "follow=true",
+		a.url() + "?model=m," + b.url():                   "write them once",
+		a.url() + "," + a.url() + "/":                     "listed twice",
+		a.url() + ",ftp://x/v1":                           "not an http(s) URL",
+		a.url() + "," + b.url() + "?route=random":         "route=",
+		a.url() + "?follow=true&health=0":                 "follow=true",
+		a.url() + "?route=round-robin&route=least-loaded": "route given 2 times",
 	} {
 		if _, err := Open(spec); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", spec, err, want)
