@@ -24,8 +24,8 @@ import (
 	"swerl/gpu/peft"
 	"swerl/internal/engineapi"
 	"swerl/schemas"
-	"swerl/sinks/engine"
 	"swerl/sinks/parquetio"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
 
@@ -115,13 +115,13 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	}
 	addr := serveProcess(t, "--model", base, "--max-seq", "256", "--max-tokens", "8")
 	url := "http://" + addr + "/v1"
-	served := rollout.NewServed()
-	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engineapi.VLLM}}, Keep: 1, Backoff: time.Millisecond,
-		OnHeld: func(e engine.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }})
+	served := weightsync.NewTable()
+	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: url, Kind: engineapi.VLLM}}, Keep: 1, Backoff: time.Millisecond,
+		OnHeld: func(e weightsync.Engine, v engineapi.ServedVersion) { served.Set(e.URL, v) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rollout.Open(url+"?model=base", rollout.WithServed(served))
+	pol, err := rollout.Open(url+"?model=base", rollout.WithTable(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	other := mp.Model.Config
 	other.IntermediateSize *= 2
 	writeAdapter(t, other, base, bad, 7)
-	s2, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Backoff: time.Millisecond})
+	s2, _ := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Backoff: time.Millisecond})
 	if err := s2.Push(context.Background(), 7, bad); err == nil || !strings.Contains(err.Error(), "version 7") {
 		t.Fatalf("mismatched adapter: %v", err)
 	}

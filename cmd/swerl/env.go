@@ -4,7 +4,7 @@ import (
 	"os"
 
 	"swerl/pipelines/beamrun"
-	"swerl/transforms/rollout"
+	"swerl/sinks/weightsync"
 )
 
 // The environment switches swerl honours, read here so that the library
@@ -33,7 +33,7 @@ func applyEnv() {
 // spec when the variable is unset, are returned as they are.
 func policyFromEnv(spec string) string {
 	if m := os.Getenv(openAIModelEnv); m != "" {
-		return rollout.WithDefault(spec, "model", m)
+		return weightsync.WithDefault(spec, "model", m)
 	}
 	return spec
 }

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"swerl/sinks/engine"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/weightsync"
 )
 
 // A command's flags are printed by concept: its own flags first, then each
@@ -162,7 +162,7 @@ func addCompactPromptFlag(fs *flag.FlagSet, p *bool, def bool, why string) {
 }
 
 func addEngineTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
-	fs.DurationVar(p, "engine-timeout", engine.DefaultTimeout, "longest wait for one engine request of the weight push, its answer included; then it counts as failed and is retried, and the engine keeps the version it holds (raise it for the full weights of a large model)")
+	fs.DurationVar(p, "engine-timeout", weightsync.DefaultTimeout, "longest wait for one engine request of the weight push, its answer included; then it counts as failed and is retried, and the engine keeps the version it holds (raise it for the full weights of a large model)")
 }
 
 func addTopicFlags(fs *flag.FlagSet, prefix *string, partitions *int) {

@@ -80,7 +80,7 @@ func TestLearnStopsOnSIGTERMWithAHangingEngine(t *testing.T) {
 }
 
 // swerl run --policy against an engine that accepts and never answers:
-// the round waits for its push (sinks/engine), and SIGTERM ends that wait
+// the round waits for its push (sinks/weightsync), and SIGTERM ends that wait
 // and the process within seconds, with a clean exit. The run then resumes
 // against a real engine (swerl serve) and finishes: every version once,
 // every round's samples once.

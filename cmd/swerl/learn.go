@@ -7,20 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/gpu/policy"
 	"swerl/internal/engineapi"
-	"swerl/schemas"
-	"swerl/sinks/checkpoint"
-	"swerl/sinks/engine"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
+	"swerl/sinks/weightsync"
 )
 
 func init() {
@@ -173,32 +168,28 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stop()
-	// va announces versions on the weights topic (online only); the
-	// engine push tells it which engines loaded a version.
-	var va *versionAnnouncer
-	push, engineSync, err := o.enginePush(ctx, &cfg, func(version int64, adapter string, engines []string) {
-		if va != nil {
-			va.pushed(ctx, version, adapter, engines)
-		}
-	})
+	syncer, err := o.syncer(cfg.Log)
 	if err != nil {
 		return err
 	}
-	if push != nil {
-		defer push.Close()
-	}
+	pc := weightsync.PublisherConfig{Syncer: syncer, Out: cfg.Out, LoRA: cfg.LoRA.Rank > 0, Log: cfg.Log}
 	if o.samples != "" {
 		src, err := learner.ParquetSource(o.samples)
 		if err != nil {
 			return err
 		}
-		l, done, err := openLearner(ctx, &cfg, nil, engineSync)
+		pub, err := weightsync.NewPublisher(ctx, pc)
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		l, done, err := openLearner(ctx, &cfg, pub)
 		if err != nil {
 			return err
 		}
 		defer done()
 		_, err = l.Run(ctx, src, o.tf.steps)
-		return learnEnd(ctx, err, l, push, stderr)
+		return learnEnd(ctx, err, l, pub, stderr)
 	}
 	kcfg, done, err := o.kf.connect(ctx, stderr)
 	if err != nil {
@@ -211,11 +202,13 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer ann.Close()
-	if push != nil {
-		defer push.Close() // before ann.Close: no push announces on a closed writer
+	pc.Announce = ann.Announce
+	pub, err := weightsync.NewPublisher(ctx, pc)
+	if err != nil {
+		return err
 	}
-	va = &versionAnnouncer{ann: ann, cfg: &cfg, published: map[int64]schemas.WeightVersion{}}
-	l, bdone, err := openLearner(ctx, &cfg, va.announce, engineSync)
+	defer pub.Close() // before ann.Close: no push announces on a closed writer
+	l, bdone, err := openLearner(ctx, &cfg, pub)
 	if err != nil {
 		return err
 	}
@@ -227,7 +220,7 @@ func runLearn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer src.Close()
 	fmt.Fprintf(stderr, "swerl learn: consuming %s as group %s from v%d\n", kcfg.Topic(kafkaio.Samples), kc.Group, l.Version())
 	_, err = l.Run(ctx, src, o.tf.steps)
-	return learnEnd(ctx, err, l, push, stderr)
+	return learnEnd(ctx, err, l, pub, stderr)
 }
 
 // learnOptions are swerl learn's flags.
@@ -259,7 +252,7 @@ func parseLearnFlags(args []string, stderr io.Writer) (*learnOptions, error) {
 	fs.Float64Var(&o.temp, "temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")
 	o.lf = addLoRAFlags(fs)
 	section(fs, "Engines (weight sync)")
-	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/engine): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
+	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/weightsync): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
 	fs.StringVar(&o.engineKind, "engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
 	fs.StringVar(&o.enginePath, "engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
 	fs.IntVar(&o.engineRetries, "engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
@@ -308,69 +301,43 @@ func (o *learnOptions) learnerConfig(stderr io.Writer) (learner.Config, func(), 
 	return cfg, stop, nil
 }
 
-// enginePush starts the background push of each published version to the
-// --engine servers (engine.Async: training never waits for an engine,
-// and a version superseded while an engine is stuck is skipped). It
-// returns nil without --engine; onPushed hears which engines loaded a
-// version.
-func (o *learnOptions) enginePush(ctx context.Context, cfg *learner.Config, onPushed func(version int64, adapter string, engines []string)) (*engine.Async, func(version int64), error) {
+// syncer is the weight sync the --engine flags describe, nil without
+// --engine.
+func (o *learnOptions) syncer(log *slog.Logger) (*weightsync.Syncer, error) {
 	if o.engines == "" {
 		if o.enginePath != "" {
-			return nil, nil, usagef("--engine-path-map without --engine")
+			return nil, usagef("--engine-path-map without --engine")
 		}
-		return nil, nil, nil
+		return nil, nil
 	}
-	es, err := engine.ParseEngines(o.engines, engineapi.Kind(o.engineKind))
+	es, err := weightsync.ParseEngines(o.engines, engineapi.Kind(o.engineKind))
 	if err != nil {
-		return nil, nil, usagef("--engine: %v", err)
+		return nil, usagef("--engine: %v", err)
 	}
 	if o.engineRetries < 0 {
-		return nil, nil, usagef("--engine-retries %d, want ≥ 0", o.engineRetries)
+		return nil, usagef("--engine-retries %d, want ≥ 0", o.engineRetries)
 	}
 	if o.engineTimeout <= 0 {
-		return nil, nil, usagef("--engine-timeout %s, want > 0", o.engineTimeout)
+		return nil, usagef("--engine-timeout %s, want > 0", o.engineTimeout)
 	}
 	retries := o.engineRetries
 	if retries == 0 {
-		retries = -1 // engine.Config: 0 is the default, negative none
+		retries = -1 // weightsync.Config: 0 is the default, negative none
 	}
-	s, err := engine.New(engine.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: cfg.Log,
-		OnPushed: onPushed})
+	s, err := weightsync.New(weightsync.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: log})
 	if err != nil {
-		return nil, nil, usagef("--engine-path-map: %v", err)
+		return nil, usagef("--engine-path-map: %v", err)
 	}
-	// The engines get absolute paths: they run in other processes.
-	out, err := filepath.Abs(cfg.Out)
-	if err != nil {
-		return nil, nil, err
-	}
-	push := s.Async(ctx)
-	return push, func(version int64) {
-		push.Submit(version, filepath.Join(out, checkpoint.CheckpointsDir, checkpoint.VersionDir(version)))
-	}, nil
+	return s, nil
 }
 
-// openLearner opens the learner with the engine sync chained after
-// announce (the Kafka announcer, or nil): each published version is handed
-// to the background push, the start version too, and a refusal is logged,
-// not fatal. A bucket --out makes the learner work in a local store and
-// copy each version to the bucket before it is announced (and pushed).
-func openLearner(ctx context.Context, cfg *learner.Config, announce func(context.Context, schemas.WeightVersion) error, engineSync func(int64)) (*learner.Learner, func(), error) {
-	cfg.Announce = announce
-	pushed := false
-	if engineSync != nil {
-		cfg.Announce = func(ctx context.Context, v schemas.WeightVersion) error {
-			if announce != nil {
-				if err := announce(ctx, v); err != nil {
-					return err
-				}
-			}
-			pushed = true
-			engineSync(v.Version)
-			return nil
-		}
-	}
-	done, err := bucketOut(cfg)
+// openLearner opens the learner with pub publishing each version (its
+// announcement and engine push), the start version pushed too. A bucket
+// --out makes the learner work in a local store and copy each version to
+// the bucket before pub sees it.
+func openLearner(ctx context.Context, cfg *learner.Config, pub *weightsync.Publisher) (*learner.Learner, func(), error) {
+	cfg.Announce = pub.Publish
+	done, err := bucketOut(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -379,64 +346,8 @@ func openLearner(ctx context.Context, cfg *learner.Config, announce func(context
 		done()
 		return nil, nil, err
 	}
-	if engineSync != nil && !pushed {
-		// A resumed learner publishes nothing at start: push the version
-		// it starts from (engines that hold it already are skipped).
-		engineSync(l.Version())
-	}
+	pub.Start(l.Version())
 	return l, done, nil
-}
-
-// versionAnnouncer announces each published version on the weights topic,
-// naming the adapter a LoRA version is loaded as; once the background
-// push of a version completes on some engines, it announces it again with
-// them, so that rollout workers in other processes (swerl train --follow)
-// name it on exactly those engines.
-type versionAnnouncer struct {
-	ann       *learner.Announcer
-	cfg       *learner.Config
-	mu        sync.Mutex
-	published map[int64]schemas.WeightVersion
-}
-
-func (a *versionAnnouncer) announce(ctx context.Context, v schemas.WeightVersion) error {
-	if a.cfg.LoRA.Rank > 0 {
-		v.Adapter = engineapi.AdapterName(v.Version)
-	}
-	a.mu.Lock()
-	a.published[v.Version] = v
-	for old := range a.published {
-		if old < v.Version-16 { // pushes lag a few versions at most; skipped ones are never confirmed
-			delete(a.published, old)
-		}
-	}
-	a.mu.Unlock()
-	return a.ann.Announce(ctx, v)
-}
-
-func (a *versionAnnouncer) pushed(ctx context.Context, version int64, adapter string, engines []string) {
-	a.mu.Lock()
-	v, ok := a.published[version]
-	a.mu.Unlock()
-	if !ok {
-		// The version the learner resumed from, published by an earlier
-		// process: its index row.
-		var rows []schemas.WeightVersion
-		st, err := checkpoint.Open(checkpoint.Config{Dir: a.cfg.Out, ReadOnly: true})
-		if err == nil {
-			rows, err = st.Versions()
-		}
-		i := slices.IndexFunc(rows, func(r schemas.WeightVersion) bool { return r.Version == version })
-		if i < 0 {
-			a.cfg.Log.Warn("swerl learn: the engines hold a version the index does not list; not announced", "version", version, "err", err)
-			return
-		}
-		v = rows[i]
-	}
-	v.Adapter, v.Engines = adapter, engines
-	if err := a.ann.Announce(ctx, v); err != nil && ctx.Err() == nil {
-		a.cfg.Log.Warn("swerl learn: announcing the engines that hold a version failed; workers following the topic keep the version they name", "version", version, "err", err.Error())
-	}
 }
 
 // learnEnd ends a learn run whose Run returned err. An interrupt is a
@@ -445,15 +356,15 @@ func (a *versionAnnouncer) pushed(ctx context.Context, version int64, adapter st
 // they confirmed). Otherwise the last versions are pushed before exiting
 // (within --engine-timeout and --engine-retries each), so the engines
 // hold the final one.
-func learnEnd(ctx context.Context, err error, l *learner.Learner, push *engine.Async, stderr io.Writer) error {
+func learnEnd(ctx context.Context, err error, l *learner.Learner, pub *weightsync.Publisher, stderr io.Writer) error {
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		fmt.Fprintf(stderr, "swerl learn: interrupted at v%d; everything trained is published, continue with --resume\n", l.Version())
 		return nil
 	}
-	if err != nil || push == nil {
+	if err != nil || !pub.Pushing() {
 		return err
 	}
-	if werr := push.Wait(ctx); werr != nil && ctx.Err() != nil {
+	if werr := pub.Wait(ctx); werr != nil && ctx.Err() != nil {
 		fmt.Fprintf(stderr, "swerl learn: interrupted while pushing v%d to the engines; everything trained is published\n", l.Version())
 	}
 	return nil

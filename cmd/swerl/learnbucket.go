@@ -18,11 +18,10 @@ import (
 // announcement names the bucket's copy). With --resume the bucket's newest
 // good version and its record are first copied into the local store.
 // It does nothing for a local --out. done removes the local store.
-func bucketOut(cfg *learner.Config) (done func(), err error) {
+func bucketOut(ctx context.Context, cfg *learner.Config) (done func(), err error) {
 	if !files.IsRemote(cfg.Out) {
 		return func() {}, nil
 	}
-	ctx := context.Background()
 	remote, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: cfg.Log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}})
 	if err != nil {
 		return nil, err
@@ -32,7 +31,7 @@ func bucketOut(cfg *learner.Config) (done func(), err error) {
 		return nil, err
 	}
 	if len(rows) > 0 && !cfg.Resume {
-		return nil, fmt.Errorf("learner: %s already has %d published versions (latest v%d); pass --resume to continue or choose another --out", remote.Dir(), len(rows), rows[len(rows)-1].Version)
+		return nil, fmt.Errorf("learner: %s has %d published versions (latest v%d): %w", remote.Dir(), len(rows), rows[len(rows)-1].Version, learner.ErrPublished)
 	}
 	dir, err := os.MkdirTemp("", "swerl-learn-")
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"swerl/sinks/kafkaio"
 
 	"swerl/sinks/metrics"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
 	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
@@ -142,7 +143,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.StringVar(&o.out, "out", "swerl-out", "output root: instances/, samples/, checkpoints/, index.parquet, eval/")
 	fs.StringVar(&o.model, "model", "", "model directory to start from (default: the built-in tiny model, written to DIR/model)")
 	fs.StringVar(&o.builtin, "builtin", "tiny", "built-in model config when --model is not given (tiny or small)")
-	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/engine)")
+	fs.StringVar(&o.policy, "policy", "", "sample rollouts from this OpenAI-compatible server (http://host:port/v1) instead of the in-process model; each published version is pushed to it first (LoRA adapters: vLLM, SGLang, swerl serve; full weights: SGLang; ?engine=sglang, ?sync=false, see sinks/weightsync)")
 	addEngineTimeoutFlag(fs, &o.engineTimeout)
 	addDeviceFlag(fs, &o.device)
 	fs.BoolVar(&o.resume, "resume", false, "continue the run in --out (its instances, checkpoints and run.json) from wherever it was stopped, a kill -9 included; with nothing to resume there (no version published yet) the run starts fresh and says so")
@@ -397,7 +398,7 @@ type runLoop struct {
 	held       []schemas.Instance
 	stderr     io.Writer
 	cur        rollout.Policy
-	served     *rollout.Served
+	table      *weightsync.Table
 	engineSync func(context.Context, int64) error
 	pub        *rl.Publisher
 	rollouts   rl.RolloutFunc
@@ -406,13 +407,16 @@ type runLoop struct {
 }
 
 func newRunLoop(o *runOptions, env *runEnv, held []schemas.Instance, stderr io.Writer) (*runLoop, error) {
-	// served is where the engine sync records what each engine holds and
+	// table is where the engine sync records what each engine holds and
 	// where the rollout policies read which adapter to name.
-	l := &runLoop{o: o, log: env.log, held: held, stderr: stderr, served: rollout.NewServed()}
+	l := &runLoop{o: o, log: env.log, held: held, stderr: stderr, table: weightsync.NewTable()}
 	if strings.HasPrefix(o.policy, "http://") || strings.HasPrefix(o.policy, "https://") {
-		var err error
-		if l.engineSync, err = rl.SpecSync(o.policy, o.out, l.served, o.engineTimeout, env.log); err != nil {
+		s, err := weightsync.SpecSyncer(o.policy, l.table, o.engineTimeout, env.log)
+		if err != nil {
 			return nil, usagef("--policy: %v", err)
+		}
+		if s != nil {
+			l.engineSync = s.Round(o.out)
 		}
 	}
 	pub, err := rl.NewPublisher(env.kafka)
@@ -426,7 +430,7 @@ func newRunLoop(o *runOptions, env *runEnv, held []schemas.Instance, stderr io.W
 		if polSpec == "" {
 			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", o.out, o.maxTokens, o.temperature, o.train.MaxSeq, o.device)
 		}
-		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Served: l.served, Method: o.method, Concurrency: 1, Spec: spec})
+		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Table: l.table, Method: o.method, Concurrency: 1, Spec: spec})
 		l.stored = true
 		return l, nil
 	}
@@ -451,7 +455,7 @@ func (l *runLoop) current() (rollout.Policy, error) {
 		var p rollout.Policy
 		var err error
 		if l.o.policy != "" {
-			p, err = rollout.Open(l.o.policy, rollout.WithServed(l.served))
+			p, err = rollout.Open(l.o.policy, rollout.WithTable(l.table))
 		} else {
 			p, err = policy.Open(l.o.out, policy.Options{Device: l.o.device, MaxSeq: l.o.train.MaxSeq, Poll: -1, MaxTokens: l.o.maxTokens,
 				Temperature: l.o.temperature, Log: l.log})

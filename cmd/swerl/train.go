@@ -10,8 +10,8 @@ import (
 
 	"swerl/pipelines/train"
 	"swerl/sinks/files"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
-	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
 )
 
@@ -62,7 +62,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *follow {
 		// A worker that keeps reading follows the adapters a learner in
 		// another process loads on its engines.
-		*policy = rollout.WithDefault(*policy, "follow", "true")
+		*policy = weightsync.WithDefault(*policy, "follow", "true")
 	}
 	method, err := advantage.ParseMethod(*adv)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/gpu/policy"
 	"swerl/internal/engineapi"
-	"swerl/sinks/engine"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
 
@@ -188,7 +188,7 @@ func TestVLLMAdapterAPI(t *testing.T) {
 		{"/v1/unload_lora_adapter", map[string]string{"lora_name": "swerl-v000999"}, 404, "cannot be found"},
 	} {
 		code, body := postJSON(t, srv.URL+tc.path, tc.body)
-		msg := engine.Message([]byte(body))
+		msg := weightsync.Message([]byte(body))
 		if code != tc.code || !strings.Contains(msg, tc.msg) {
 			t.Errorf("%s %v: %d %s; want %d %q", tc.path, tc.body, code, body, tc.code, tc.msg)
 		}
@@ -221,9 +221,9 @@ func TestVLLMAdapterAPI(t *testing.T) {
 // answer as the HTTP rollout policy does.
 func decodeChatForTest(t *testing.T, url, model string) ([]rollout.Completion, int64, string, error) {
 	t.Helper()
-	served := rollout.NewServed()
+	served := weightsync.NewTable()
 	served.Set(url, engineapi.ServedVersion{Version: 0, Adapter: model})
-	p, err := rollout.Open(url+"/v1?model=tiny", rollout.WithServed(served))
+	p, err := rollout.Open(url+"/v1?model=tiny", rollout.WithTable(served))
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -273,19 +273,19 @@ func TestSGLangAPI(t *testing.T) {
 		t.Fatalf("after update: fingerprint %q", after.SystemFingerprint)
 	}
 	code, body = postJSON(t, srv.URL+"/update_weights_from_disk", map[string]any{"model_path": t.TempDir()})
-	if code != 400 || !strings.Contains(body, `"success":false`) || !strings.Contains(engine.Message([]byte(body)), "Failed to load") {
+	if code != 400 || !strings.Contains(body, `"success":false`) || !strings.Contains(weightsync.Message([]byte(body)), "Failed to load") {
 		t.Fatalf("bad update: %d %s", code, body)
 	}
 }
 
 // The syncer and swerl serve agree on both engines' APIs: versions pushed
-// by sinks/engine are served, merged, under their adapter names.
+// by sinks/weightsync are served, merged, under their adapter names.
 func TestSyncerAgainstServe(t *testing.T) {
 	for _, kind := range []engineapi.Kind{engineapi.VLLM, engineapi.SGLang} {
 		srv, sv, _ := startAdapters(t)
 		var held []int64
-		s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: srv.URL + "/v1", Kind: kind}}, Keep: 2, Backoff: 1,
-			OnHeld: func(_ engine.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
+		s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: srv.URL + "/v1", Kind: kind}}, Keep: 2, Backoff: 1,
+			OnHeld: func(_ weightsync.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,7 +491,7 @@ func TestWeightEndpointsNeedTheKey(t *testing.T) {
 			t.Errorf("%s without the key: %d %s", path, code, body)
 		}
 	}
-	s, _ := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, APIKey: "k", Backoff: 1})
+	s, _ := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, APIKey: "k", Backoff: 1})
 	if err := s.Push(context.Background(), 1, a); err != nil {
 		t.Fatalf("the syncer sends the key: %v", err)
 	}

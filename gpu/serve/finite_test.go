@@ -13,7 +13,7 @@ import (
 	"swerl/gpu/modeldir"
 	"swerl/gpu/peft"
 	"swerl/gpu/policy"
-	"swerl/sinks/engine"
+	"swerl/sinks/weightsync"
 )
 
 // mergePEFT is swerl serve's adapter loader: a copy of the base with the
@@ -93,7 +93,7 @@ func TestNonFiniteWeightsAreRefused(t *testing.T) {
 		{"/v1/load_lora_adapter", over, "probe"},
 	} {
 		code, body := postJSON(t, srv.URL+tc.path, map[string]string{"lora_name": "bad", "lora_path": tc.lora})
-		if msg := engine.Message([]byte(body)); code != 400 || !strings.Contains(msg, tc.msg) {
+		if msg := weightsync.Message([]byte(body)); code != 400 || !strings.Contains(msg, tc.msg) {
 			t.Errorf("%s %s: %d %s; want 400 naming %q", tc.path, filepath.Base(tc.lora), code, body, tc.msg)
 		}
 	}
@@ -108,7 +108,7 @@ func TestNonFiniteWeightsAreRefused(t *testing.T) {
 		{3e38, "probe"},
 	} {
 		code, body := postJSON(t, srv.URL+"/update_weights_from_disk", map[string]any{"model_path": filledModel(t, dir, tc.v), "weight_version": "swerl-v000009"})
-		if msg := engine.Message([]byte(body)); code != 400 || !strings.Contains(body, `"success":false`) || !strings.Contains(msg, tc.msg) {
+		if msg := weightsync.Message([]byte(body)); code != 400 || !strings.Contains(body, `"success":false`) || !strings.Contains(msg, tc.msg) {
 			t.Errorf("update to weights of %v: %d %s; want 400 naming %q", tc.v, code, body, tc.msg)
 		}
 	}

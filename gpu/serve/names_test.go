@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"swerl/sinks/engine"
+	"swerl/sinks/weightsync"
 )
 
 // modelIDs lists the ids /v1/models answers.
@@ -48,7 +48,7 @@ func TestAdapterNamesAreChecked(t *testing.T) {
 			{"a\nb", "control character"},
 		} {
 			code, body := postJSON(t, srv.URL+path, map[string]string{"lora_name": tc.name, "lora_path": a})
-			if msg := engine.Message([]byte(body)); code != 400 || !strings.Contains(msg, tc.msg) || len(body) > 1024 {
+			if msg := weightsync.Message([]byte(body)); code != 400 || !strings.Contains(msg, tc.msg) || len(body) > 1024 {
 				t.Errorf("%s %.20q: %d %.300s; want 400 %q in at most 1 KiB", path, tc.name, code, body, tc.msg)
 			}
 		}

@@ -2,7 +2,7 @@
 // policy (gpu/policy): POST /v1/chat/completions, POST /v1/completions and
 // GET /v1/models, so that the train pipeline's HTTP policy, or any OpenAI
 // client, can sample from a swerl checkpoint. It also speaks the weight
-// APIs of the inference engines swerl syncs (sinks/engine), so it can
+// APIs of the inference engines swerl syncs (sinks/weightsync), so it can
 // stand in for one:
 //
 //   - vLLM: POST /v1/load_lora_adapter {"lora_name","lora_path"} and

@@ -5,7 +5,7 @@
 // conventions (the X-Swerl-Policy-Version header, the swerl-vNNNNNN adapter
 // names), and how an engine's API key is read.
 //
-// The rollout client (transforms/rollout), the weight syncer (sinks/engine)
+// The rollout client (transforms/rollout), the weight syncer (sinks/weightsync)
 // and swerl serve (gpu/serve) all use it, so a field or an endpoint is
 // declared once for the client and the server side. It imports nothing else
 // of swerl: it sits below all three.

@@ -2,18 +2,15 @@ package rl
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"swerl/internal/engineapi"
+	"swerl/internal/fakeengine"
 	"swerl/schemas"
-	"swerl/sinks/engine"
-	"swerl/transforms/rollout"
+	"swerl/sinks/weightsync"
 )
 
 // Before each round (and before BeforeRL) the engines hold the newest
@@ -21,39 +18,27 @@ import (
 // checkpoint folder, and every round's rollouts run after the load of the
 // version they train from. An engine that refuses does not stop the run.
 func TestEngineSyncBeforeEachRound(t *testing.T) {
-	var mu sync.Mutex
-	var loads []string
+	g := &fakeengine.SGLang{}
 	refuse := false
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			ModelPath string `json:"model_path"`
-		}
-		if r.URL.Path != "/update_weights_from_disk" || json.NewDecoder(r.Body).Decode(&body) != nil {
-			http.Error(w, "bad request", 400)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
+	g.Fail = func(int, fakeengine.Call) (int, map[string]any) {
 		if refuse {
-			w.WriteHeader(400)
-			json.NewEncoder(w).Encode(map[string]any{"success": false, "message": "out of memory"})
-			return
+			return 400, map[string]any{"success": false, "message": "out of memory"}
 		}
-		loads = append(loads, filepath.Base(body.ModelPath))
-		json.NewEncoder(w).Encode(map[string]any{"success": true, "message": "Succeeded to update model weights.", "num_paused_requests": 0})
-	}))
+		return 0, nil
+	}
+	ts := httptest.NewServer(g)
 	defer ts.Close()
 	cfg, _ := testRun(t, 3)
 	cfg.SFTSteps = 2
 	var held []int64
-	s, err := engine.New(engine.Config{Engines: []engine.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
-		OnHeld: func(_ engine.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
+	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
+		OnHeld: func(_ weightsync.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sync = EngineSync(s, cfg.Out, cfg.Log)
+	cfg.Sync = s.Round(cfg.Out)
 	cfg.BeforeRL = func(context.Context) error {
-		if !slices.Equal(loads, []string{"v000002"}) {
+		if loads := loadedModels(g); !slices.Equal(loads, []string{"v000002"}) {
 			t.Errorf("before RL the engine holds %v, want the warm start's v000002", loads)
 		}
 		return nil
@@ -61,12 +46,12 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	inner := cfg.Rollouts
 	var atRound []string
 	cfg.Rollouts = func(ctx context.Context, round int, ins []schemas.Instance) ([]schemas.Sample, error) {
-		mu.Lock()
-		atRound = append(atRound, loads[len(loads)-1])
+		g.Mu.Lock()
+		atRound = append(atRound, filepath.Base(g.Model))
 		if round == 2 {
 			refuse = true // the push of v000004 will fail
 		}
-		mu.Unlock()
+		g.Mu.Unlock()
 		return inner(ctx, round, ins)
 	}
 	cfg.Steps = 3
@@ -83,50 +68,49 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 // version is what the rollout policy names on it; a spec with sync=false
 // syncs none.
 func TestSpecSyncPushesToEveryEngine(t *testing.T) {
-	var mu sync.Mutex
-	loads := map[string][]string{}
-	srv := func(name string) *httptest.Server {
-		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var body struct {
-				ModelPath string `json:"model_path"`
-			}
-			if r.URL.Path != "/update_weights_from_disk" || json.NewDecoder(r.Body).Decode(&body) != nil {
-				http.Error(w, "bad request", 400)
-				return
-			}
-			mu.Lock()
-			loads[name] = append(loads[name], filepath.Base(body.ModelPath))
-			mu.Unlock()
-			json.NewEncoder(w).Encode(map[string]any{"success": true})
-		}))
-	}
-	a, b := srv("a"), srv("b")
+	ga, gb := &fakeengine.SGLang{}, &fakeengine.SGLang{}
+	a, b := httptest.NewServer(ga), httptest.NewServer(gb)
 	defer a.Close()
 	defer b.Close()
-	served := rollout.NewServed()
+	served := weightsync.NewTable()
 	cfg, _ := testRun(t, 1)
 	cfg.SFTSteps = 1
-	push, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", cfg.Out, served, 0, cfg.Log)
+	push, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", served, 0, cfg.Log)
 	if err != nil || push == nil {
-		t.Fatalf("SpecSync: %v", err)
+		t.Fatalf("SpecSyncer: %v", err)
 	}
-	cfg.Sync = push
+	cfg.Sync = push.Round(cfg.Out)
 	cfg.Steps = 1
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(loads["a"], loads["b"]) || len(loads["a"]) == 0 {
-		t.Fatalf("engine a loaded %v, engine b %v: want the same versions on both", loads["a"], loads["b"])
+	loadsA, loadsB := loadedModels(ga), loadedModels(gb)
+	if !slices.Equal(loadsA, loadsB) || len(loadsA) == 0 {
+		t.Fatalf("engine a loaded %v, engine b %v: want the same versions on both", loadsA, loadsB)
 	}
 	for _, u := range []string{a.URL, b.URL} {
-		if sv, ok := served.Get(u); !ok || engineapi.AdapterName(sv.Version) != "swerl-"+loads["a"][len(loads["a"])-1] {
-			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loads["a"])
+		if sv, ok := served.Get(u); !ok || engineapi.AdapterName(sv.Version) != "swerl-"+loadsA[len(loadsA)-1] {
+			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loadsA)
 		}
 	}
-	if s, err := SpecSync(a.URL+"/v1,"+b.URL+"/v1?sync=false", cfg.Out, served, 0, cfg.Log); err != nil || s != nil {
+	if s, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?sync=false", served, 0, cfg.Log); err != nil || s != nil {
 		t.Fatalf("sync=false: %v %v", s != nil, err)
 	}
-	if _, err := SpecSync(a.URL+"/v1?model=m,"+b.URL+"/v1", cfg.Out, served, 0, cfg.Log); err == nil {
+	if _, err := weightsync.SpecSyncer(a.URL+"/v1?model=m,"+b.URL+"/v1", served, 0, cfg.Log); err == nil {
 		t.Fatal("options before the last URL must fail")
 	}
+}
+
+// loadedModels is the folder name of every full-weight load g was asked
+// for, in order.
+func loadedModels(g *fakeengine.SGLang) []string {
+	g.Mu.Lock()
+	defer g.Mu.Unlock()
+	var out []string
+	for _, c := range g.Calls {
+		if p, ok := c.Body["model_path"].(string); ok && c.Path == engineapi.UpdateWeightsPath {
+			out = append(out, filepath.Base(p))
+		}
+	}
+	return out
 }

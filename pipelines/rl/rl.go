@@ -96,7 +96,7 @@ type Config struct {
 	BeforeRL func(ctx context.Context) error
 	// Sync, when set, is called with the newest published version before
 	// BeforeRL and before each RL round's rollouts, so that inference
-	// engines sampling the round hold it (EngineSync). An error stops the
+	// engines sampling the round hold it (weightsync.Syncer.Round). An error stops the
 	// run.
 	Sync func(ctx context.Context, version int64) error
 	// AfterStep, when set, is called after each RL step's version is

@@ -9,8 +9,8 @@ import (
 
 	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
-	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
 )
 
@@ -52,11 +52,11 @@ type Config struct {
 	// Policy is a transforms/rollout spec: "file:C.jsonl",
 	// "http://host:port/v1", "model:DIR", …
 	Policy string
-	// Served, when set, is the table of the versions an engine weight sync
-	// in this process loaded (rl.SpecSync), read by an http(s) Policy
-	// opened in this process (rollout.WithServed). nil: the policy keeps
-	// its own.
-	Served *rollout.Served
+	// Table, when set, is where an engine weight sync in this process
+	// records the versions it loaded (weightsync.SpecSyncer), read by an
+	// http(s) Policy opened in this process (rollout.WithTable). nil: the
+	// policy keeps its own.
+	Table *weightsync.Table
 	// FollowAnnouncements makes an http(s) Policy with follow=true also
 	// name the adapters a learner in another process announces, on the
 	// weights topic of Kafka, that each engine holds (FollowWeights), so

@@ -18,6 +18,7 @@ import (
 	"swerl/pipelines/beamrun"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
@@ -251,12 +252,12 @@ func (f *rolloutFn) Setup() error {
 	if f.st.policy == nil {
 		// A worker of a remote runner: the run's process did not open the
 		// policy here, nor follow the weights topic for it.
-		var announced *rollout.Announced
+		var table *weightsync.Table
 		if len(f.Weights.Brokers) > 0 {
-			announced = rollout.NewAnnounced()
-			f.unfollow = followAnnouncements(context.Background(), f.Weights, announced, slog.Default())
+			table = weightsync.NewTable()
+			f.unfollow = followAnnouncements(context.Background(), f.Weights, table, slog.Default())
 		}
-		p, err := rollout.Open(f.Policy, rollout.WithAnnounced(announced))
+		p, err := rollout.Open(f.Policy, rollout.WithTable(table))
 		if err != nil {
 			if f.unfollow != nil {
 				f.unfollow()

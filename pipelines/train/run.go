@@ -16,6 +16,7 @@ import (
 	"swerl/sinks/files"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
+	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
 
@@ -28,13 +29,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	var announced *rollout.Announced
+	table := cfg.Table
 	if cfg.FollowAnnouncements {
-		announced = rollout.NewAnnounced()
-		stop := followAnnouncements(ctx, cfg.Kafka, announced, slog.New(slog.NewTextHandler(cfg.Progress, nil)))
+		if table == nil {
+			table = weightsync.NewTable()
+		}
+		stop := followAnnouncements(ctx, cfg.Kafka, table, slog.New(slog.NewTextHandler(cfg.Progress, nil)))
 		defer stop()
 	}
-	pol, err := rollout.Open(cfg.Policy, rollout.WithServed(cfg.Served), rollout.WithAnnounced(announced))
+	pol, err := rollout.Open(cfg.Policy, rollout.WithTable(table))
 	if err != nil {
 		return Summary{}, fmt.Errorf("train: %w", err)
 	}

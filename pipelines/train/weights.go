@@ -12,7 +12,7 @@ import (
 	"swerl/internal/engineapi"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
-	"swerl/transforms/rollout"
+	"swerl/sinks/weightsync"
 )
 
 // FollowWeights reads the weights topic of c from its start until ctx
@@ -23,7 +23,7 @@ import (
 // skipped: a request cannot name them. A topic that does not exist yet
 // is waited for; a record that does not decode is logged and skipped. It
 // returns ctx's error.
-func FollowWeights(ctx context.Context, c kafkaio.Config, a *rollout.Announced, log *slog.Logger) error {
+func FollowWeights(ctx context.Context, c kafkaio.Config, a *weightsync.Table, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -66,7 +66,7 @@ func FollowWeights(ctx context.Context, c kafkaio.Config, a *rollout.Announced, 
 					continue
 				}
 				for _, e := range v.Engines {
-					a.Hold(e, engineapi.ServedVersion{Version: v.Version, Adapter: v.Adapter})
+					a.Announce(e, engineapi.ServedVersion{Version: v.Version, Adapter: v.Adapter})
 				}
 			}
 		})
@@ -77,7 +77,7 @@ func FollowWeights(ctx context.Context, c kafkaio.Config, a *rollout.Announced, 
 
 // followAnnouncements runs FollowWeights in the background until ctx ends
 // or the returned stop is called; stop waits for it to return.
-func followAnnouncements(ctx context.Context, c kafkaio.Config, a *rollout.Announced, log *slog.Logger) (stop func()) {
+func followAnnouncements(ctx context.Context, c kafkaio.Config, a *weightsync.Table, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -12,7 +12,7 @@ import (
 	"swerl/pipelines/train"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
-	"swerl/transforms/rollout"
+	"swerl/sinks/weightsync"
 )
 
 // FollowWeights reads the weights topic from its start (announcements
@@ -55,20 +55,20 @@ func TestFollowWeightsRecordsTheEnginesAnnounced(t *testing.T) {
 	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("junk"), Value: []byte("{not json")}); err != nil {
 		t.Fatal(err)
 	}
-	ann := rollout.NewAnnounced()
+	ann := weightsync.NewTable()
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- train.FollowWeights(fctx, kc, ann, nil) }()
 	holds := func(engine string, v int64) func() bool {
 		return func() bool {
-			sv, ok := ann.Get(engine)
+			sv, ok := ann.Announced(engine)
 			return ok && sv.Version == v && sv.Adapter == engineapi.AdapterName(v)
 		}
 	}
 	testenv.Eventually(t, 30*time.Second, "a and b hold v2", func() bool { return holds(a, 2)() && holds(b, 2)() })
 	announce(lora(4, b+"/v1"))
 	testenv.Eventually(t, 30*time.Second, "b holds v4, announced after the follower started", holds(b, 4))
-	if sv, _ := ann.Get(a); !holds(a, 2)() {
+	if sv, _ := ann.Announced(a); !holds(a, 2)() {
 		t.Errorf("a holds %+v, want v2: v4 was announced for b only", sv)
 	}
 	stop()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"swerl/internal/engineapi"
+	"swerl/sinks/weightsync"
 )
 
 func init() {
@@ -36,82 +37,28 @@ func openHTTP(spec string, opts ...Option) (Policy, error) {
 }
 
 // HTTPPolicy calls one or more OpenAI-compatible chat-completions servers
-// (vLLM, SGLang, llama.cpp server, swerl serve, hosted APIs).
+// (vLLM, SGLang, llama.cpp server, swerl serve, hosted APIs) that serve
+// one policy. Its spec is parsed by sinks/weightsync.ParseSpec; the keys
+// (model, concurrency, retries, timeout, backoff, token_ids, logprobs,
+// engine, route, health, follow and the weight sync's) are in
+// docs/engines.md's table.
 //
-// The spec is the server's base URL ("http://host:8000/v1"; "/chat/completions"
-// is appended unless present), or several separated by commas
-// ("http://a:8000/v1,http://b:8000/v1", engines serving the same model),
-// with optional query parameters after the last URL that configure the
-// client and are not sent: model (default "default"; swerl's commands
-// fill it from $SWERL_OPENAI_MODEL), concurrency (requests in flight per engine, default 8),
-// retries (default 5), timeout (per request, default 120s), backoff (first
-// retry delay, default 500ms, doubled each retry up to 20s, with jitter; a
-// Retry-After header is honoured), token_ids (true: ask for vLLM's
-// return_token_ids, which swerl serve and vLLM answer with the prompt and
-// completion token ids, so the learner trains on exactly the sampled tokens
-// against the sampler's log-probabilities; hosted APIs reject the field, so
-// it is off by default; token ids a server returns unasked are used too),
-// logprobs (raw, the default, or processed: whether the engine's
-// log-probabilities are taken before or after the temperature), engine
-// (vllm, the default, or sglang: how a request names a LoRA adapter, see
-// below), route, health and follow (see below), and the weight sync's
-// sync, keep_adapters and engine_path (read by
-// sinks/engine.ConfigFromSpec for each engine).
-// 429, 5xx, timeouts and connection errors are retried;
-// other statuses fail at once. The API key is read from $SWERL_API_KEY, else
-// $OPENAI_API_KEY (internal/engineapi.APIKey), on the machine that sends
-// the requests, and sent as a bearer token.
+// Each request asks for n completions and token log-probs (more requests
+// follow when a server returns fewer choices); 429, 5xx, timeouts and
+// connection errors are retried, on another engine at once where there is
+// one, with the same body and seed, so a group's completions do not
+// depend on the engine that answered; other statuses fail at once. The
+// API key is engineapi.APIKey's, sent as a bearer token.
 //
-// Each request asks for n completions and token logprobs; when a server
-// returns fewer choices than asked (some ignore n), the rest are requested
-// again.
-//
-// # Several engines
-//
-// With several engines, each attempt goes to one chosen by route:
-// least-loaded (the default: the fewest requests in flight) or
-// round-robin. An attempt that fails (no answer, a timeout, 5xx, 429) is
-// sent again to another engine at once, with the same body, seed
-// included, so a group's completions do not depend on which engine
-// answered; the failed engine leaves routing (a 429 only moves the
-// attempt), and the attempts still waiting on it are abandoned and sent
-// elsewhere. Every health interval (default 5s; 0 turns the probes off)
-// each engine is asked for /v1/models, waiting at most the interval: one
-// that answers again rejoins, one that does not leaves routing before a
-// request finds out. Engines that hold the newest
-// version the weight sync pushed are preferred: one a push failed on is
-// routed to only when no other is up. Per-engine Prometheus series:
-// swerl_engine_requests_total, _errors_total{reason},
-// _request_seconds, _completion_tokens_total, _tokens_per_second,
-// _in_flight, _up.
-//
-// # Engine weight sync
-//
-// When the weight sync (sinks/engine) has loaded a version on the server
-// (Served.Set on the table the policy was opened WithServed, keyed by
-// BaseURL), requests name that version's adapter:
-// "model": "swerl-v000123" for vLLM (and swerl serve), "model":
-// "BASE:swerl-v000123" for SGLang (BASE the spec's model). The policy
-// version of the answer is then read from the response's model field,
-// which both engines set to the adapter that produced it; a response
-// whose model field names no version is an error, never version -1, so
-// the learner's staleness bound holds. For a full-weight sync (SGLang's
-// update_weights_from_disk) the version is the one the sync last loaded.
-//
-// A rollout worker in another process than the learner follows the
-// adapters it pushes with follow=true: each health probe reads the
-// adapters an engine lists on /v1/models (vLLM and swerl serve list them)
-// and the newest swerl-vNNNNNN becomes what requests to that engine name.
-// A policy opened WithAnnounced also names the newest adapter the learner
-// announced an engine holds (on the weights topic) when it is newer than
-// the listed one, so engines that do not list their adapters (older
-// SGLang) are followed too; an engine that answers 404 to an announced
-// adapter (restarted without it) is not asked for it again, and falls
-// back to what it lists until a newer version is announced for it.
+// Requests to an engine name the version the policy's weightsync.Table
+// gives for it (Table.Named): the adapter the weight sync loaded there,
+// and with follow=true the newest adapter the engine lists or a learner
+// announced. An answer to a request naming an adapter takes its version
+// from the response's model field, and one that names no version is an
+// error, never version -1, so the learner's staleness bound holds.
 type HTTPPolicy struct {
 	eps          []*endpoint
-	served       *Served
-	announced    *Announced // with follow: what the learner announced each engine holds; nil: listing only
+	table        *weightsync.Table // what each engine holds; with follow, also what it lists and was announced
 	route        string
 	follow       bool
 	engine       engineapi.Kind
@@ -137,105 +84,36 @@ type HTTPPolicy struct {
 
 // OpenHTTP opens an "http://…" or "https://…" spec.
 func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
-	urls, q, err := SplitSpec(spec)
+	sp, err := weightsync.ParseSpec(spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rollout: %w", err)
 	}
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
-	p := &HTTPPolicy{model: "default", retries: 5, timeout: 120 * time.Second, served: o.served, announced: o.announced,
-		backoff: 500 * time.Millisecond, client: &http.Client{}, route: RouteLeastLoaded, log: slog.Default()}
-	if p.served == nil {
-		p.served = NewServed()
-	}
-	concurrency, health := 8, 5*time.Second
-	for k, vs := range q {
-		v := vs[len(vs)-1]
-		var err error
-		switch k {
-		case "model":
-			p.model = v
-		case "concurrency":
-			concurrency, err = strconv.Atoi(v)
-			if err == nil && concurrency < 1 {
-				err = errors.New("must be at least 1")
-			}
-		case "retries":
-			p.retries, err = strconv.Atoi(v)
-		case "timeout":
-			p.timeout, err = time.ParseDuration(v)
-		case "backoff":
-			p.backoff, err = time.ParseDuration(v)
-		case "token_ids":
-			p.tokenIDs, err = strconv.ParseBool(v)
-		case "logprobs":
-			// What the engine's log-probs are: raw (temperature 1, vLLM's
-			// default and swerl serve's) or processed (after temperature:
-			// vLLM --logprobs-mode processed_logprobs). The learner
-			// converts raw ones to its temperature.
-			switch v {
-			case "raw", "processed":
-				p.processed = v == "processed"
-			default:
-				err = errors.New("want raw or processed")
-			}
-		case "engine":
-			p.engine = engineapi.Kind(v)
-			if !p.engine.Valid() {
-				err = fmt.Errorf("want %s or %s", engineapi.VLLM, engineapi.SGLang)
-			}
-		case "route":
-			p.route = v
-			if v != RouteLeastLoaded && v != RouteRoundRobin {
-				err = fmt.Errorf("want %s or %s", RouteLeastLoaded, RouteRoundRobin)
-			}
-		case "health":
-			health, err = time.ParseDuration(v)
-			if err == nil && health < 0 {
-				err = errors.New("must not be negative")
-			}
-		case "follow":
-			p.follow, err = strconv.ParseBool(v)
-		case "sync", "keep_adapters", "engine_path":
-			// The weight sync's options (sinks/engine.ConfigFromSpec).
-		default:
-			err = errors.New("unknown parameter (want model, concurrency, retries, timeout, backoff, token_ids, logprobs, engine, route, health, follow, sync, keep_adapters, engine_path)")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rollout: policy %q: %s=%q: %v", spec, k, v, err)
-		}
-	}
-	if p.follow && health == 0 {
-		return nil, fmt.Errorf("rollout: policy %q: follow=true reads the engines' adapters on each health probe; health=0 turns them off", spec)
+	p := &HTTPPolicy{table: o.table, route: sp.Route, follow: sp.Follow, engine: sp.Kind, model: sp.Model,
+		retries: sp.Retries, tokenIDs: sp.TokenIDs, processed: sp.Processed, timeout: sp.Timeout, backoff: sp.Backoff,
+		client: &http.Client{}, log: slog.Default()}
+	if p.table == nil {
+		p.table = weightsync.NewTable()
 	}
 	m := engineSeries()
-	seen := map[string]bool{}
-	for _, raw := range urls {
+	for i, raw := range sp.URLs {
 		u, _ := url.Parse(raw)
-		e := &endpoint{base: engineapi.BaseURL(raw), m: m}
-		e.refused.Store(-1)
-		if seen[e.base] {
-			return nil, fmt.Errorf("rollout: policy %q: engine %s listed twice", spec, e.base)
-		}
-		seen[e.base] = true
+		e := &endpoint{base: sp.Bases[i], m: m}
 		if !strings.HasSuffix(u.Path, "/chat/completions") {
 			u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
 		}
 		e.url = u.String()
 		m.up.WithLabelValues(e.base).Set(1)
-		if sv, ok := p.held(e); ok {
-			m.served.WithLabelValues(e.base).Set(float64(sv.Version))
-		} else {
-			m.served.WithLabelValues(e.base).Set(-1)
-		}
+		p.table.Show(e.base, p.follow)
 		p.eps = append(p.eps, e)
 	}
-	p.sem = make(chan struct{}, concurrency*len(p.eps))
+	p.sem = make(chan struct{}, sp.Concurrency*len(p.eps))
 	// A probe waits at most the probe interval (at least 1s, at most 10s
 	// and the request timeout): an engine that stalls leaves routing soon.
-	p.probeTimeout = min(p.timeout, 10*time.Second, max(health, time.Second))
+	p.probeTimeout = min(p.timeout, 10*time.Second, max(sp.Health, time.Second))
 	p.key = engineapi.APIKey()
 	p.version.Store(-1)
 	p.stop = make(chan struct{})
@@ -243,8 +121,8 @@ func OpenHTTP(spec string, opts ...Option) (*HTTPPolicy, error) {
 		// The first requests already name the adapters the engines hold.
 		p.probeAll(context.Background())
 	}
-	if health > 0 && (len(p.eps) > 1 || p.follow) {
-		go p.watch(health, p.stop)
+	if sp.Health > 0 && (len(p.eps) > 1 || p.follow) {
+		go p.watch(sp.Health, p.stop)
 	}
 	return p, nil
 }
@@ -525,62 +403,17 @@ func (p *HTTPPolicy) Close() error {
 	return nil
 }
 
-// Served records, per engine (keyed by engineapi.BaseURL), the version
-// requests to it name: what the weight sync loaded there (sinks/engine's
-// OnHeld hook calls Set) or what adapter following found. The syncer and
-// the policy share one when the policy is opened WithServed; a policy
-// opened without one keeps its own. Safe for concurrent use.
-type Served struct {
-	mu sync.Mutex
-	m  map[string]engineapi.ServedVersion
-}
-
-// NewServed returns an empty table.
-func NewServed() *Served { return &Served{m: map[string]engineapi.ServedVersion{}} }
-
-// Set records that the server at base (any URL engineapi.BaseURL reduces
-// to it) now serves v; HTTP policies of this table name it in their next
-// requests.
-func (s *Served) Set(base string, v engineapi.ServedVersion) {
-	base = engineapi.BaseURL(base)
-	s.mu.Lock()
-	s.m[base] = v
-	s.mu.Unlock()
-	engineSeries().served.WithLabelValues(base).Set(float64(v.Version))
-}
-
-// Get returns what Set recorded for the server at base.
-func (s *Served) Get(base string) (engineapi.ServedVersion, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[engineapi.BaseURL(base)]
-	return v, ok
-}
-
-// Clear forgets a server's synced version.
-func (s *Served) Clear(base string) {
-	base = engineapi.BaseURL(base)
-	s.mu.Lock()
-	delete(s.m, base)
-	s.mu.Unlock()
-	engineSeries().served.WithLabelValues(base).Set(-1)
-}
-
 // Option configures an HTTP policy beyond its spec: what a process holds
 // (a table shared with the weight syncer) rather than what a spec can say.
 type Option func(*options)
 
 type options struct {
-	served    *Served
-	announced *Announced
+	table *weightsync.Table
 }
 
-// WithServed makes the policy read (and, with follow=true, write) the
-// versions its engines serve in s, the table the weight syncer's OnHeld
-// hook sets. A nil s leaves the policy its own table.
-func WithServed(s *Served) Option { return func(o *options) { o.served = s } }
-
-// WithAnnounced makes a policy with follow=true also name, on each engine,
-// the newest adapter a is told that engine holds, when it is newer than
-// the one the engine lists (see Announced). A nil a leaves listing only.
-func WithAnnounced(a *Announced) Option { return func(o *options) { o.announced = a } }
+// WithTable makes the policy read (and, with follow=true, write) what its
+// engines hold in t: the table the weight syncer of this process records
+// its pushes in, and where a learner's announcements are recorded
+// (pipelines/train.FollowWeights). A nil t leaves the policy a table of
+// its own.
+func WithTable(t *weightsync.Table) Option { return func(o *options) { o.table = t } }

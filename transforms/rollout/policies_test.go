@@ -16,6 +16,7 @@ import (
 
 	"swerl/internal/engineapi"
 	"swerl/internal/jsonscan/jsonscantest"
+	"swerl/sinks/weightsync"
 )
 
 func TestFilePolicy(t *testing.T) {
@@ -221,9 +222,9 @@ func TestHTTPPolicyNamesSyncedAdapter(t *testing.T) {
 	srv := &openAI{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	served := NewServed()
-	vllm, _ := Open(ts.URL+"/v1?model=base", WithServed(served))
-	sgl, _ := Open(ts.URL+"/v1?model=base&engine=sglang", WithServed(served))
+	served := weightsync.NewTable()
+	vllm, _ := Open(ts.URL+"/v1?model=base", WithTable(served))
+	sgl, _ := Open(ts.URL+"/v1?model=base&engine=sglang", WithTable(served))
 	r, err := vllm.Complete(context.Background(), Request{InstanceID: "i", Prompt: "x", N: 1})
 	if err != nil || r.PolicyVersion != 12 || srv.requests[0].Model != "base" {
 		t.Fatalf("unsynced: %+v %v (model %q)", r, err, srv.requests[0].Model)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,82 +15,14 @@ import (
 
 	"swerl/internal/engineapi"
 	"swerl/sinks/metrics"
+	"swerl/sinks/weightsync"
 )
-
-// Routing policies of a spec with several engines (?route=).
-const (
-	RouteLeastLoaded = "least-loaded" // the engine with the fewest requests in flight
-	RouteRoundRobin  = "round-robin"  // each engine in turn
-)
-
-// SplitSpec splits an HTTP policy spec naming one or more engines
-// ("http://a:8000/v1,http://b:8000/v1?model=m") into the engines' URLs,
-// without a query, and the options (the query, which comes once, after
-// the last URL). A URL that is not http(s) with a host, or a query before
-// the last URL, is an error.
-func SplitSpec(spec string) (urls []string, query url.Values, err error) {
-	parts := strings.Split(spec, ",")
-	for i, s := range parts {
-		s = strings.TrimSpace(s)
-		u, err := url.Parse(s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rollout: policy %q: engine %d: %w", spec, i+1, err)
-		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, nil, fmt.Errorf("rollout: policy %q: engine %d (%q) is not an http(s) URL with a host", spec, i+1, s)
-		}
-		if u.RawQuery != "" {
-			if i != len(parts)-1 {
-				return nil, nil, fmt.Errorf("rollout: policy %q: engine %d (%q) has options; write them once, after the last URL", spec, i+1, s)
-			}
-			if query, err = url.ParseQuery(u.RawQuery); err != nil {
-				return nil, nil, fmt.Errorf("rollout: policy %q: options: %w", spec, err)
-			}
-		}
-		u.RawQuery, u.Fragment = "", ""
-		urls = append(urls, u.String())
-	}
-	if query == nil {
-		query = url.Values{}
-	}
-	return urls, query, nil
-}
-
-// EngineSpecs returns one single-engine spec per engine of an HTTP policy
-// spec, each with the spec's options: what the weight sync
-// (sinks/engine.ConfigFromSpec) reads for each engine.
-func EngineSpecs(spec string) ([]string, error) {
-	urls, q, err := SplitSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(urls))
-	for i, u := range urls {
-		out[i] = u
-		if len(q) > 0 {
-			out[i] += "?" + q.Encode()
-		}
-	}
-	return out, nil
-}
-
-// WithDefault returns an http(s) policy spec with the option key set to
-// value unless the spec sets it; other specs are returned as they are.
-func WithDefault(spec, key, value string) string {
-	urls, q, err := SplitSpec(spec)
-	if err != nil || q.Has(key) {
-		return spec
-	}
-	q.Set(key, value)
-	return strings.Join(urls, ",") + "?" + q.Encode()
-}
 
 // endpoint is one engine of an HTTPPolicy.
 type endpoint struct {
-	base     string // server root (engineapi.BaseURL): keys Served, labels metrics
+	base     string // server root (engineapi.BaseURL): keys the Table, labels metrics
 	url      string // its chat-completions URL
 	inFlight atomic.Int64
-	refused  atomic.Int64 // the newest announced version the engine answered 404 to; -1: none
 	down     atomic.Bool  // a request or health probe failed; not routed to until a probe succeeds
 	downs    atomic.Int64 // how many times the engine left routing
 	requests atomic.Int64
@@ -249,7 +179,7 @@ func (p *HTTPPolicy) choose(tried map[*endpoint]bool, ok func(*endpoint) bool) *
 		if tried[e] || !ok(e) {
 			continue
 		}
-		if p.route == RouteRoundRobin {
+		if p.route == weightsync.RouteRoundRobin {
 			return e
 		}
 		if best == nil || e.inFlight.Load() < best.inFlight.Load() {
@@ -319,30 +249,22 @@ func (p *HTTPPolicy) followListed(e *endpoint, models []engineapi.Model) {
 			newest = max(newest, v)
 		}
 	}
-	sv, ok := p.served.Get(e.base)
+	sv, ok := p.table.Get(e.base)
 	switch {
 	case newest < 0 && ok && sv.Adapter != "":
-		p.served.Clear(e.base)
+		p.table.Clear(e.base)
 		p.log.Warn("rollout: engine lists no swerl adapter any more; requests name the base model", "engine", e.base, "was", sv.Adapter)
 	case newest >= 0 && (!ok || sv.Version != newest || sv.Adapter != engineapi.AdapterName(newest)):
-		p.served.Set(e.base, engineapi.ServedVersion{Version: newest, Adapter: engineapi.AdapterName(newest)})
+		p.table.Set(e.base, engineapi.ServedVersion{Version: newest, Adapter: engineapi.AdapterName(newest)})
 		p.log.Info("rollout: engine holds a new adapter; requests name it", "engine", e.base, "adapter", engineapi.AdapterName(newest))
 	}
 }
 
-// held is what requests to e name: the served table's version (the
-// weight sync's, or the newest adapter e lists, with follow=true), or,
-// with follow=true and an Announced table, the newest adapter the learner
-// announced e holds when that is newer and e did not answer 404 to it.
+// held is what requests to e name (weightsync.Table.Named): the weight
+// sync's version or, with follow=true, the newest adapter e lists or a
+// learner announced it holds.
 func (p *HTTPPolicy) held(e *endpoint) (engineapi.ServedVersion, bool) {
-	sv, ok := p.served.Get(e.base)
-	if !p.follow || p.announced == nil {
-		return sv, ok
-	}
-	if a, aok := p.announced.Get(e.base); aok && a.Adapter != "" && a.Version > e.refused.Load() && (!ok || a.Version > sv.Version) {
-		return a, true
-	}
-	return sv, ok
+	return p.table.Named(e.base, p.follow)
 }
 
 // refuse records that e answered 404 to a request naming sv; it reports
@@ -350,22 +272,14 @@ func (p *HTTPPolicy) held(e *endpoint) (engineapi.ServedVersion, bool) {
 // without it). A 404 to what the engine lists or the sync loaded stays an
 // error of the request.
 func (p *HTTPPolicy) refuse(e *endpoint, sv engineapi.ServedVersion) bool {
-	if !p.follow || p.announced == nil || sv.Adapter == "" {
+	if !p.follow {
 		return false
 	}
-	if a, ok := p.announced.Get(e.base); !ok || a != sv {
-		return false
+	announced, news := p.table.Refuse(e.base, sv)
+	if news {
+		p.log.Warn("rollout: engine does not hold the adapter it was announced to hold (restarted?); requests name what it lists", "engine", e.base, "adapter", sv.Adapter)
 	}
-	for {
-		old := e.refused.Load()
-		if sv.Version <= old {
-			return true
-		}
-		if e.refused.CompareAndSwap(old, sv.Version) {
-			p.log.Warn("rollout: engine does not hold the adapter it was announced to hold (restarted?); requests name what it lists", "engine", e.base, "adapter", sv.Adapter)
-			return true
-		}
-	}
+	return announced
 }
 
 // probeAll probes every engine once, at the same time: a down engine that
@@ -377,14 +291,10 @@ func (p *HTTPPolicy) probeAll(ctx context.Context) {
 		wg.Go(func() {
 			downs := e.downs.Load()
 			err := p.probe(ctx, e)
-			if p.follow && p.announced != nil {
+			if p.follow {
 				// The gauge shows what requests name, the announced
 				// adapter included.
-				if sv, ok := p.held(e); ok {
-					e.m.served.WithLabelValues(e.base).Set(float64(sv.Version))
-				} else {
-					e.m.served.WithLabelValues(e.base).Set(-1)
-				}
+				p.table.Show(e.base, true)
 			}
 			switch {
 			case ctx.Err() != nil:
@@ -425,7 +335,6 @@ type engineMetrics struct {
 	tps      *prometheus.GaugeVec
 	inFlight *prometheus.GaugeVec
 	up       *prometheus.GaugeVec
-	served   *prometheus.GaugeVec
 }
 
 var (
@@ -450,8 +359,6 @@ func engineSeries() engineMetrics {
 				Help: "Requests in flight to an engine."}, []string{"engine"}),
 			up: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_up",
 				Help: "1 while an engine is routed to, 0 while it is out of routing after a failure."}, []string{"engine"}),
-			served: metrics.Factory.GaugeVec(prometheus.GaugeOpts{Name: "swerl_engine_policy_version",
-				Help: "The weight version requests to an engine name: the adapter the weight sync loaded or following found (-1: the engine's own weights)."}, []string{"engine"}),
 		}
 	})
 	return mEngine

@@ -15,6 +15,7 @@ import (
 
 	"swerl/internal/engineapi"
 	"swerl/internal/testenv"
+	"swerl/sinks/weightsync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -328,11 +329,12 @@ func TestHTTPPolicyRoutes(t *testing.T) {
 		t.Fatalf("round-robin: %d and %d of 10", a.hits.Load()-a0, b.hits.Load()-b0)
 	}
 	for spec, want := range map[string]string{
-		a.url() + "?model=m," + b.url():           "write them once",
-		a.url() + "," + a.url() + "/":             "listed twice",
-		a.url() + ",ftp://x/v1":                   "not an http(s) URL",
-		a.url() + "," + b.url() + "?route=random": "route=",
-		a.url() + "?follow=true&health=0":         "follow=true",
+		a.url() + "?model=m," + b.url():                   "write them once",
+		a.url() + "," + a.url() + "/":                     "listed twice",
+		a.url() + ",ftp://x/v1":                           "not an http(s) URL",
+		a.url() + "," + b.url() + "?route=random":         "route=",
+		a.url() + "?follow=true&health=0":                 "follow=true",
+		a.url() + "?route=round-robin&route=least-loaded": "route given 2 times",
 	} {
 		if _, err := Open(spec); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", spec, err, want)
@@ -346,10 +348,10 @@ func TestHTTPPolicyRoutes(t *testing.T) {
 func TestHTTPPolicyPrefersEnginesWithTheNewestVersion(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
 	b := startEngine(t, "127.0.0.1:0", nil)
-	served := NewServed()
+	served := weightsync.NewTable()
 	served.Set(a.url(), engineapi.ServedVersion{Version: 5, Adapter: engineapi.AdapterName(5)})
 	served.Set(b.url(), engineapi.ServedVersion{Version: 4, Adapter: engineapi.AdapterName(4)})
-	pol, _ := Open(a.url()+","+b.url()+"?route=round-robin&health=0&backoff=1ms", WithServed(served))
+	pol, _ := Open(a.url()+","+b.url()+"?route=round-robin&health=0&backoff=1ms", WithTable(served))
 	defer pol.Close()
 	for range 6 {
 		r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
@@ -371,8 +373,8 @@ func TestHTTPPolicyPrefersEnginesWithTheNewestVersion(t *testing.T) {
 // swerl adapter each engine lists, as another process's learner loads them.
 func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
-	served := NewServed()
-	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithServed(served))
+	served := weightsync.NewTable()
+	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithTable(served))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,16 +408,16 @@ func TestHTTPPolicyFollowsListedAdapters(t *testing.T) {
 	waitFor(t, "the policy follows swerl-v000001", func() bool { sv, ok := served.Get(a.url()); return ok && sv.Version == 1 })
 }
 
-// With an Announced table, follow=true names on each engine the newest
+// With announcements in its table, follow=true names on each engine the newest
 // adapter the learner announced that engine holds, though the engines list
 // none: never on an engine it was not announced for, and an adapter an
 // engine lists that is newer than its announced one wins.
 func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
 	a := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
 	b := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
-	ann := NewAnnounced()
-	served := NewServed()
-	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=10ms&model=m&route=round-robin", WithServed(served), WithAnnounced(ann))
+	ann := weightsync.NewTable()
+	served := ann
+	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=10ms&model=m&route=round-robin", WithTable(ann))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,9 +436,9 @@ func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
 	a.mu.Lock()
 	a.unlisted = []string{engineapi.AdapterName(2), engineapi.AdapterName(3)}
 	a.mu.Unlock()
-	ann.Hold(a.url(), engineapi.ServedVersion{Version: 2, Adapter: engineapi.AdapterName(2)})
-	ann.Hold(a.url(), engineapi.ServedVersion{Version: 3, Adapter: engineapi.AdapterName(3)})
-	ann.Hold(a.url(), engineapi.ServedVersion{Version: 1, Adapter: engineapi.AdapterName(1)}) // late: ignored
+	ann.Announce(a.url(), engineapi.ServedVersion{Version: 2, Adapter: engineapi.AdapterName(2)})
+	ann.Announce(a.url(), engineapi.ServedVersion{Version: 3, Adapter: engineapi.AdapterName(3)})
+	ann.Announce(a.url(), engineapi.ServedVersion{Version: 1, Adapter: engineapi.AdapterName(1)}) // late: ignored
 	for range 4 {
 		if v := complete(); v != 3 {
 			t.Fatalf("a announced with v3: version %d, want 3 (routing prefers the newest)", v)
@@ -452,7 +454,7 @@ func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
 	b.unlisted = []string{engineapi.AdapterName(4)}
 	b.adapters = []string{engineapi.AdapterName(5)}
 	b.mu.Unlock()
-	ann.Hold(b.url(), engineapi.ServedVersion{Version: 4, Adapter: engineapi.AdapterName(4)})
+	ann.Announce(b.url(), engineapi.ServedVersion{Version: 4, Adapter: engineapi.AdapterName(4)})
 	waitFor(t, "b's listed v5 is named", func() bool { sv, ok := served.Get(b.url()); return ok && sv.Version == 5 })
 	for range 4 {
 		if v := complete(); v != 5 {
@@ -463,7 +465,7 @@ func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
 	b.mu.Lock()
 	b.unlisted = append(b.unlisted, engineapi.AdapterName(6))
 	b.mu.Unlock()
-	ann.Hold(b.url(), engineapi.ServedVersion{Version: 6, Adapter: engineapi.AdapterName(6)})
+	ann.Announce(b.url(), engineapi.ServedVersion{Version: 6, Adapter: engineapi.AdapterName(6)})
 	if v := complete(); v != 6 {
 		t.Fatalf("b announced with v6: version %d, want 6", v)
 	}
@@ -475,13 +477,13 @@ func TestHTTPPolicyFollowsAnnouncedAdapters(t *testing.T) {
 // for it is followed.
 func TestHTTPPolicyDropsAnAnnouncedAdapterOn404(t *testing.T) {
 	a := startEngineWith(t, "127.0.0.1:0", &engineSrv{strict: true})
-	ann := NewAnnounced()
-	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithAnnounced(ann))
+	ann := weightsync.NewTable()
+	pol, err := Open(a.url()+"?follow=true&health=10ms&model=m", WithTable(ann))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pol.Close()
-	ann.Hold(a.url(), engineapi.ServedVersion{Version: 7, Adapter: engineapi.AdapterName(7)})
+	ann.Announce(a.url(), engineapi.ServedVersion{Version: 7, Adapter: engineapi.AdapterName(7)})
 	for range 2 {
 		r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1})
 		if err != nil || r.PolicyVersion != -1 {
@@ -494,7 +496,7 @@ func TestHTTPPolicyDropsAnAnnouncedAdapterOn404(t *testing.T) {
 	}
 	a.unlisted = []string{engineapi.AdapterName(8)}
 	a.mu.Unlock()
-	ann.Hold(a.url(), engineapi.ServedVersion{Version: 8, Adapter: engineapi.AdapterName(8)})
+	ann.Announce(a.url(), engineapi.ServedVersion{Version: 8, Adapter: engineapi.AdapterName(8)})
 	if r, err := pol.Complete(context.Background(), Request{Prompt: "p", N: 1}); err != nil || r.PolicyVersion != 8 {
 		t.Fatalf("after v8 was announced: %+v %v", r, err)
 	}
@@ -507,19 +509,6 @@ func counterValue(c prometheus.Counter) float64 {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
-}
-
-func TestWithDefault(t *testing.T) {
-	for in, want := range map[string]string{
-		"http://a/v1,http://b/v1?model=m": "http://a/v1,http://b/v1?follow=true&model=m",
-		"http://a/v1?follow=false":        "http://a/v1?follow=false",
-		"file:/x.jsonl":                   "file:/x.jsonl",
-		"model:/m":                        "model:/m",
-	} {
-		if got := WithDefault(in, "follow", "true"); got != want {
-			t.Errorf("WithDefault(%q) = %q, want %q", in, got, want)
-		}
-	}
 }
 
 // An engine that stalls (its requests and probes hang: a machine that
@@ -566,13 +555,13 @@ func TestHTTPPolicyAbandonsAStalledEngine(t *testing.T) {
 // the weight sync's versions to compare.
 func BenchmarkPick(b *testing.B) {
 	var urls []string
-	served := NewServed()
+	served := weightsync.NewTable()
 	for i := range 4 {
 		u := fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)
 		urls = append(urls, u)
 		served.Set(u, engineapi.ServedVersion{Version: int64(i % 2), Adapter: engineapi.AdapterName(int64(i % 2))})
 	}
-	pol, err := Open(strings.Join(urls, ",")+"?health=0", WithServed(served))
+	pol, err := Open(strings.Join(urls, ",")+"?health=0", WithTable(served))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -592,10 +581,10 @@ func BenchmarkPick(b *testing.B) {
 func TestHTTPPolicyFollowingLeavesALaggingEngineOut(t *testing.T) {
 	a := startEngine(t, "127.0.0.1:0", nil)
 	b := startEngine(t, "127.0.0.1:0", nil)
-	served := NewServed()
+	served := weightsync.NewTable()
 	a.adapters = []string{engineapi.AdapterName(2), engineapi.AdapterName(3)}
 	b.adapters = []string{engineapi.AdapterName(2)}
-	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=20ms&route=round-robin", WithServed(served))
+	pol, err := Open(a.url()+","+b.url()+"?follow=true&health=20ms&route=round-robin", WithTable(served))
 	if err != nil {
 		t.Fatal(err)
 	}

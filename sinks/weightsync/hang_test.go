@@ -1,4 +1,4 @@
-package engine
+package weightsync
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"swerl/internal/engineapi"
+	"swerl/internal/fakeengine"
 	"swerl/internal/testenv"
 	"swerl/sinks/metrics"
 )
@@ -23,7 +24,7 @@ func TestHangingEngineTimesOut(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
 	start := time.Now()
-	err := s.Push(context.Background(), 1, versionDir(t, t.TempDir(), 1, true))
+	err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, true))
 	took := time.Since(start)
 	// The list, then the load and its one retry: 3 × 300ms and a backoff
 	// of at most 1ns (newSyncer). A generous bound for a loaded machine.
@@ -57,7 +58,7 @@ func TestPushToHangingEngineIsCancelled(t *testing.T) {
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Push(ctx, 1, versionDir(t, t.TempDir(), 1, true)) }()
+	go func() { done <- s.Push(ctx, 1, writeVersion(t, t.TempDir(), 1, true)) }()
 	waitFor(t, func() bool { return accepted() >= 1 })
 	held := make(chan bool, 1)
 	go func() { _, ok := s.Held(url); held <- ok }()
@@ -93,7 +94,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // gatedEngine is a vLLM server whose loads of the versions in stuck wait
 // until release is closed (an engine slow to load one adapter).
 type gatedEngine struct {
-	*vllmServer
+	*fakeengine.VLLM
 	stuck   map[string]bool
 	release chan struct{}
 	started chan string // each stuck load, once it arrived
@@ -114,7 +115,7 @@ func (g *gatedEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	g.vllmServer.ServeHTTP(w, r)
+	g.VLLM.ServeHTTP(w, r)
 }
 
 // metricValue is the value of the counter or gauge name on metrics.Registry.
@@ -145,17 +146,17 @@ func metricValue(t *testing.T, name string) float64 {
 // 1, then 3.
 func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	root := t.TempDir()
-	g := &gatedEngine{vllmServer: &vllmServer{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
+	g := &gatedEngine{VLLM: &fakeengine.VLLM{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
 	ts := httptest.NewServer(g)
 	defer ts.Close()
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
 	a := s.Async(context.Background())
 	defer a.Close()
-	a.Submit(1, versionDir(t, root, 1, true))
+	a.Submit(1, writeVersion(t, root, 1, true))
 	<-g.started
 	start := time.Now()
-	a.Submit(2, versionDir(t, root, 2, true))
-	a.Submit(3, versionDir(t, root, 3, true))
+	a.Submit(2, writeVersion(t, root, 2, true))
+	a.Submit(3, writeVersion(t, root, 3, true))
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("Submit waited %s for a stuck engine", took)
 	}
@@ -182,7 +183,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	if len(seq) != 2 || seq[0] != 1 || seq[1] != 3 {
 		t.Fatalf("versions held in turn %v, want [1 3]", seq)
 	}
-	for _, c := range g.calls {
+	for _, c := range g.Calls {
 		if c.Body["lora_name"] == engineapi.AdapterName(2) {
 			t.Fatalf("the superseded version 2 was sent: %v", c)
 		}
@@ -202,7 +203,7 @@ func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
-	a.Submit(1, versionDir(t, t.TempDir(), 1, true))
+	a.Submit(1, writeVersion(t, t.TempDir(), 1, true))
 	waitFor(t, func() bool { return accepted() >= 1 })
 	wctx, wcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer wcancel()

@@ -1,6 +1,21 @@
-// Package engine pushes each published weight version to the inference
-// engines that serve the rollouts (vLLM, SGLang, swerl serve), so that the
-// next round samples the version the learner just published.
+// Package weightsync keeps the inference engines that serve the rollouts
+// (vLLM, SGLang, swerl serve) on the weight versions the learner
+// publishes, and knows which version each engine holds:
+//
+//   - ParseSpec parses an HTTP policy spec (the engines and their options,
+//     docs/engines.md's table), for the rollout client and the sync alike.
+//   - Table records, per engine, the version it holds (what a push
+//     loaded, or what it lists), what a learner announced it holds, and
+//     the announced adapter it answered 404 to; Table.Named is what a
+//     rollout request to it names.
+//   - Syncer pushes a version to every engine (Push); Round is the push
+//     a run waits for before the round that samples the version (swerl
+//     run), Async the background push of a learner that never waits.
+//   - Publisher is a separate learner's side (swerl learn): it announces
+//     each version on the weights topic and pushes it, then announces it
+//     again naming the engines that loaded it, which rollout workers in
+//     other processes follow (pipelines/train.FollowWeights fills their
+//     Table).
 //
 // # What is pushed
 //
@@ -51,10 +66,9 @@
 // that name and loads again; unloading a name the engine does not know
 // counts as done. When the retries run out, Push returns an error naming the engine, the version and the
 // engine's message, and the engine keeps the newest version it did load:
-// Held reports it and the OnHeld hook is not called, so rollouts keep
-// naming that adapter (the rollout policy's Served table) and their samples keep its exact
-// version, which the learner's staleness bound then judges. Held never
-// waits for a push in flight.
+// the Table (and Held) keep it, so rollouts keep naming that adapter and
+// their samples keep its exact version, which the learner's staleness
+// bound then judges. Held never waits for a push in flight.
 //
 // # Pushing in the background
 //
@@ -66,7 +80,7 @@
 // swerl_engine_push_late_total); versions superseded before their turn
 // are skipped (swerl_engine_push_skipped_total), never queued. What the
 // engines hold and the rollouts name stays exact either way: an engine
-// holds a version (Held, OnHeld) only once it confirmed loading it.
+// holds a version (in the Table) only once it confirmed loading it.
 // swerl_engine_held_version and swerl_engine_push_behind_versions show how
 // far the engines trail the learner. Cancelling Async's context (or
 // Close) cancels the push in flight; the engines keep what they confirmed.
@@ -91,4 +105,4 @@
 //     (e.g. gsutil rsync / aws s3 sync of checkpoints/v000123) and map the
 //     output root to the store's prefix with PathMap; the syncer sends the
 //     mapped name as is (it checks only the learner's local folder).
-package engine
+package weightsync

@@ -1,4 +1,4 @@
-package engine
+package weightsync
 
 import (
 	"bytes"
@@ -31,51 +31,6 @@ type Engine struct {
 	Kind engineapi.Kind
 }
 
-// FromSpec returns the engine an HTTP policy spec names
-// ("http://h:8000/v1?model=m&engine=sglang"): its server root, and the
-// kind its engine parameter gives (default vLLM).
-func FromSpec(spec string) (Engine, error) {
-	u, ok := httpURL(spec)
-	if !ok {
-		return Engine{}, fmt.Errorf("engine: %q is not an http(s) policy URL", spec)
-	}
-	e := Engine{URL: engineapi.BaseURL(spec), Kind: engineapi.VLLM}
-	if k := u.Query().Get("engine"); k != "" {
-		e.Kind = engineapi.Kind(k)
-	}
-	if !e.Kind.Valid() {
-		return Engine{}, fmt.Errorf("engine: %q: engine=%s, want %s or %s", spec, e.Kind, engineapi.VLLM, engineapi.SGLang)
-	}
-	return e, nil
-}
-
-// ConfigFromSpec returns the sync configuration of an HTTP policy spec:
-// its engine (FromSpec) and the spec's options sync (false: no sync),
-// keep_adapters (Keep) and engine_path (PathMap); the API key is the HTTP
-// policy's (engineapi.APIKey: $SWERL_API_KEY, else $OPENAI_API_KEY). ok is
-// false when the spec turns the sync off.
-func ConfigFromSpec(spec string) (cfg Config, ok bool, err error) {
-	e, err := FromSpec(spec)
-	if err != nil {
-		return cfg, false, err
-	}
-	u, _ := url.Parse(spec)
-	q := u.Query()
-	cfg = Config{Engines: []Engine{e}, PathMap: q.Get("engine_path"), APIKey: engineapi.APIKey()}
-	if v := q.Get("keep_adapters"); v != "" {
-		if cfg.Keep, err = strconv.Atoi(v); err != nil || cfg.Keep < 1 {
-			return cfg, false, fmt.Errorf("engine: %q: keep_adapters=%q, want an integer ≥ 1", spec, v)
-		}
-	}
-	ok = true
-	if v := q.Get("sync"); v != "" {
-		if ok, err = strconv.ParseBool(v); err != nil {
-			return cfg, false, fmt.Errorf("engine: %q: sync=%q, want true or false", spec, v)
-		}
-	}
-	return cfg, ok, nil
-}
-
 // DefaultTimeout is Config.Timeout's default (swerl's --engine-timeout).
 const DefaultTimeout = 60 * time.Second
 
@@ -101,9 +56,13 @@ type Config struct {
 	PathMap string
 	// APIKey, when set, is sent as "Authorization: Bearer <key>".
 	APIKey string
-	// OnHeld is called when an engine holds a newer version than before
-	// (after a successful push): swerl run points the rollout policy at it
-	// there (the Set of the policy's rollout.Served table).
+	// Table is where the syncer records what each engine holds once it
+	// confirmed a load; the rollout policies opened with the same table
+	// (rollout.WithTable) name it in their next requests. Default: a table
+	// of the syncer's own.
+	Table *Table
+	// OnHeld, when set, is called after Table records a version an engine
+	// confirmed (tests watch the pushes with it).
 	OnHeld func(e Engine, v engineapi.ServedVersion)
 	// OnPushed is called at the end of a Push that loaded the version on
 	// at least one engine, with the adapter name it was loaded as ("" for
@@ -122,18 +81,14 @@ type Syncer struct {
 	cfg      Config
 	from, to string
 
-	push   sync.Mutex // held by Push: serializes pushes, guards states but held/has
+	push   sync.Mutex // held by Push: serializes pushes, guards states
 	states []*state
 	warned bool
-
-	mu sync.Mutex // guards each state's held and has, so Held never waits for an engine
 }
 
-// state is what one engine holds.
+// state is the push side of one engine; what it holds is in cfg.Table.
 type state struct {
 	Engine
-	held    engineapi.ServedVersion
-	has     bool
 	loaded  []int64 // adapter versions loaded there, oldest first
 	adopted bool    // the engine's adapters from before were read (adopt)
 }
@@ -141,7 +96,7 @@ type state struct {
 // New returns a Syncer for cfg.Engines.
 func New(cfg Config) (*Syncer, error) {
 	if len(cfg.Engines) == 0 {
-		return nil, errors.New("engine: no engines to sync")
+		return nil, errors.New("weightsync: no engines to sync")
 	}
 	if cfg.Keep <= 0 {
 		cfg.Keep = 2
@@ -163,17 +118,20 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.Table == nil {
+		cfg.Table = NewTable()
+	}
 	s := &Syncer{cfg: cfg}
 	if cfg.PathMap != "" {
 		from, to, ok := strings.Cut(cfg.PathMap, "=")
 		if !ok || from == "" || to == "" {
-			return nil, fmt.Errorf("engine: path map %q: want LEARNER_PREFIX=ENGINE_PREFIX", cfg.PathMap)
+			return nil, fmt.Errorf("weightsync: path map %q: want LEARNER_PREFIX=ENGINE_PREFIX", cfg.PathMap)
 		}
 		s.from, s.to = filepath.Clean(from), strings.TrimSuffix(to, "/")
 	}
 	for _, e := range cfg.Engines {
 		if !e.Kind.Valid() {
-			return nil, fmt.Errorf("engine: %s: %w", e.URL, engineapi.KindError(e.Kind))
+			return nil, fmt.Errorf("weightsync: %s: %w", e.URL, engineapi.KindError(e.Kind))
 		}
 		s.states = append(s.states, &state{Engine: Engine{URL: engineapi.BaseURL(e.URL), Kind: e.Kind}})
 	}
@@ -183,15 +141,13 @@ func New(cfg Config) (*Syncer, error) {
 // Held returns the newest version the engine at url (any URL of it) holds,
 // and false before one was pushed.
 func (s *Syncer) Held(url string) (engineapi.ServedVersion, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	base := engineapi.BaseURL(url)
-	for _, st := range s.states {
-		if st.URL == base {
-			return st.held, st.has
-		}
-	}
-	return engineapi.ServedVersion{}, false
+	return s.cfg.Table.Get(url)
+}
+
+// holds reports whether st holds version.
+func (s *Syncer) holds(st *state, version int64) bool {
+	v, ok := s.cfg.Table.Get(st.URL)
+	return ok && v.Version == version
 }
 
 // Adapter returns the PEFT adapter folder of a version folder (the folder
@@ -222,16 +178,16 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 	if adapter != "" {
 		path = adapter
 	} else if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		return fmt.Errorf("engine: version %d: %s holds neither adapter_config.json nor config.json", version, dir)
+		return fmt.Errorf("weightsync: version %d: %s holds neither adapter_config.json nor config.json", version, dir)
 	}
 	if err := readable(path); err != nil {
-		return fmt.Errorf("engine: version %d: %w (the engines read it as another user: files 0644, folders 0755)", version, err)
+		return fmt.Errorf("weightsync: version %d: %w (the engines read it as another user: files 0644, folders 0755)", version, err)
 	}
 	remote := s.mapPath(path)
 	var errs []error
 	loaded := false
 	for _, st := range s.states {
-		if st.has && st.held.Version == version {
+		if s.holds(st, version) {
 			continue
 		}
 		var err error
@@ -242,14 +198,14 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 		}
 		if err != nil {
 			errs = append(errs, err)
-		} else if st.has && st.held.Version == version {
+		} else if s.holds(st, version) {
 			loaded = true
 		}
 	}
 	if loaded && s.cfg.OnPushed != nil {
 		var holders []string
 		for _, st := range s.states {
-			if st.has && st.held.Version == version {
+			if s.holds(st, version) {
 				holders = append(holders, st.URL)
 			}
 		}
@@ -278,7 +234,7 @@ func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("engine: %s (%s) did not load version %d (%s from %s): %w; rollouts keep %s", st.URL, st.Kind, version, name, path, err, heldName(st))
+		return fmt.Errorf("weightsync: %s (%s) did not load version %d (%s from %s): %w; rollouts keep %s", st.URL, st.Kind, version, name, path, err, s.heldName(st))
 	}
 	st.loaded = append(slices.DeleteFunc(st.loaded, func(v int64) bool { return v == version }), version)
 	s.hold(st, engineapi.ServedVersion{Version: version, Adapter: name})
@@ -287,7 +243,7 @@ func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path
 	for len(st.loaded) > s.cfg.Keep {
 		old := engineapi.AdapterName(st.loaded[0])
 		if err := s.call(ctx, st, engineapi.UnloadAdapterPath(st.Kind), engineapi.AdapterRequest{LoraName: old}, okIfUnknown); err != nil {
-			s.cfg.Log.Warn("engine: unloading an old adapter failed; it stays loaded", "engine", st.URL, "adapter", old, "err", err.Error())
+			s.cfg.Log.Warn("weightsync: unloading an old adapter failed; it stays loaded", "engine", st.URL, "adapter", old, "err", err.Error())
 			break
 		}
 		st.loaded = st.loaded[1:]
@@ -317,7 +273,7 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // an interrupt is no news
-			s.cfg.Log.Info("engine: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
+			s.cfg.Log.Info("weightsync: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
 		}
 		return
 	}
@@ -338,36 +294,35 @@ func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path st
 	if st.Kind == engineapi.VLLM {
 		if !s.warned {
 			s.warned = true
-			s.cfg.Log.Warn("engine: vLLM cannot load full weights at run time; its rollouts keep the weights it started with (train a LoRA adapter, or use SGLang)", "engine", st.URL)
+			s.cfg.Log.Warn("weightsync: vLLM cannot load full weights at run time; its rollouts keep the weights it started with (train a LoRA adapter, or use SGLang)", "engine", st.URL)
 		}
 		return nil
 	}
 	body := engineapi.UpdateWeightsRequest{ModelPath: path, WeightVersion: engineapi.AdapterName(version)}
 	if err := s.call(ctx, st, engineapi.UpdateWeightsPath, body, nil); err != nil {
-		return fmt.Errorf("engine: %s (%s) did not load the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, heldName(st))
+		return fmt.Errorf("weightsync: %s (%s) did not load the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, s.heldName(st))
 	}
 	s.hold(st, engineapi.ServedVersion{Version: version})
 	return nil
 }
 
 func (s *Syncer) hold(st *state, v engineapi.ServedVersion) {
-	s.mu.Lock()
-	st.held, st.has = v, true
-	s.mu.Unlock()
+	s.cfg.Table.Set(st.URL, v)
 	mHeld.WithLabelValues(st.URL).Set(float64(v.Version))
 	if s.cfg.OnHeld != nil {
 		s.cfg.OnHeld(st.Engine, v)
 	}
 }
 
-func heldName(st *state) string {
+func (s *Syncer) heldName(st *state) string {
+	v, ok := s.cfg.Table.Get(st.URL)
 	switch {
-	case !st.has:
+	case !ok:
 		return "the weights the engine started with"
-	case st.held.Adapter != "":
-		return st.held.Adapter
+	case v.Adapter != "":
+		return v.Adapter
 	}
-	return "version " + strconv.FormatInt(st.held.Version, 10)
+	return "version " + strconv.FormatInt(v.Version, 10)
 }
 
 // mapPath rewrites the learner's prefix to the engines' (PathMap).
@@ -456,7 +411,7 @@ func (s *Syncer) call(ctx context.Context, st *state, path string, body any, ok 
 		if attempt >= s.cfg.Retries || ctx.Err() != nil {
 			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
 		}
-		s.cfg.Log.Warn("engine: request failed, retrying", "engine", st.URL, "path", path, "attempt", attempt+1, "err", err.Error())
+		s.cfg.Log.Warn("weightsync: request failed, retrying", "engine", st.URL, "path", path, "attempt", attempt+1, "err", err.Error())
 		wait := delay/2 + rand.N(delay/2+1)
 		select {
 		case <-time.After(wait):
@@ -550,7 +505,7 @@ func clip(s string) string {
 // swerl learn --engine names them. Each must be an http(s) URL with a host.
 func ParseEngines(list string, kind engineapi.Kind) ([]Engine, error) {
 	if !kind.Valid() {
-		return nil, fmt.Errorf("engine: %w", engineapi.KindError(kind))
+		return nil, fmt.Errorf("weightsync: %w", engineapi.KindError(kind))
 	}
 	var es []Engine
 	for _, s := range strings.Split(list, ",") {
@@ -559,12 +514,12 @@ func ParseEngines(list string, kind engineapi.Kind) ([]Engine, error) {
 			continue
 		}
 		if _, ok := httpURL(s); !ok {
-			return nil, fmt.Errorf("engine: %q is not an http(s) server URL", s)
+			return nil, fmt.Errorf("weightsync: %q is not an http(s) server URL", s)
 		}
 		es = append(es, Engine{URL: s, Kind: kind})
 	}
 	if len(es) == 0 {
-		return nil, fmt.Errorf("engine: no server URL in %q", list)
+		return nil, fmt.Errorf("weightsync: no server URL in %q", list)
 	}
 	return es, nil
 }

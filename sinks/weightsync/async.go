@@ -1,4 +1,4 @@
-package engine
+package weightsync
 
 import (
 	"context"
@@ -58,12 +58,12 @@ func (a *Async) Submit(version int64, dir string) {
 	a.mu.Lock()
 	if a.next != nil {
 		mSkipped.Inc()
-		a.log.Warn("engine: version superseded before its push started; skipped", "version", a.next.version, "newer", version)
+		a.log.Warn("weightsync: version superseded before its push started; skipped", "version", a.next.version, "newer", version)
 	}
 	if a.inflight != nil && !a.inflight.late {
 		a.inflight.late = true
 		mLate.Inc()
-		a.log.Warn("engine: push late: an engine has not confirmed the previous version yet; the learner goes on and the newest version is pushed next",
+		a.log.Warn("weightsync: push late: an engine has not confirmed the previous version yet; the learner goes on and the newest version is pushed next",
 			"version", a.inflight.version, "in_flight", time.Since(a.inflight.start).Round(time.Millisecond).String(), "newer", version)
 	}
 	a.next = &job{version: version, dir: dir}
@@ -161,9 +161,9 @@ func (a *Async) loop() {
 			}
 			if err != nil {
 				mFailed.Inc()
-				a.log.Warn("engine: an engine did not load the new version; its rollouts stay on the version it holds", "version", j.version, "err", err.Error())
+				a.log.Warn("weightsync: an engine did not load the new version; its rollouts stay on the version it holds", "version", j.version, "err", err.Error())
 			} else if j.late {
-				a.log.Info("engine: late push done", "version", j.version, "took", time.Since(j.start).Round(time.Millisecond).String())
+				a.log.Info("weightsync: late push done", "version", j.version, "took", time.Since(j.start).Round(time.Millisecond).String())
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package weightsync
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,11 +6,15 @@ import (
 	"swerl/sinks/metrics"
 )
 
-// The weight sync's Prometheus metrics: what each engine holds, and the
-// pushes of an Async that fell behind the learner.
+// The weight sync's Prometheus metrics: what each engine holds, what
+// requests to it name (Table), and the pushes of an Async that fell
+// behind the learner.
 var (
 	mHeld = metrics.Factory.GaugeVec(prometheus.GaugeOpts{
 		Name: "swerl_engine_held_version", Help: "Newest weight version each engine confirmed it loaded (absent: none yet).",
+	}, []string{"engine"})
+	mNamed = metrics.Factory.GaugeVec(prometheus.GaugeOpts{
+		Name: "swerl_engine_policy_version", Help: "The weight version requests to an engine name: the adapter the weight sync loaded or following found (-1: the engine's own weights).",
 	}, []string{"engine"})
 	mLate = metrics.Factory.Counter(prometheus.CounterOpts{
 		Name: "swerl_engine_push_late_total", Help: "Pushes still in flight when the learner published the next version (the learner went on without waiting).",
