@@ -235,17 +235,22 @@ func PyPeers(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("SWERL_PY")
 	if dir == "" {
-		cache := os.Getenv("SWERL_CACHE")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache", "swerl")
-		}
-		dir = filepath.Join(cache, "py")
+		dir = filepath.Join(Cache(), "py")
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
 		Missing(t, "the Python peers (transformers, PEFT, torch) in "+dir, "scripts/install-py-peers.sh")
 	}
 	return dir
+}
+
+// Cache is the folder the install scripts cache peers in: $SWERL_CACHE,
+// default ~/.cache/swerl.
+func Cache() string {
+	if c := os.Getenv("SWERL_CACHE"); c != "" {
+		return c
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "swerl")
 }
 
 // SmolLM2GGUF returns the GGUF file of SmolLM2-135M-Instruct that PyPI's

