@@ -148,3 +148,70 @@ func TestRunLoRA(t *testing.T) {
 		t.Errorf("sample policy versions %v, want %v", versions, want)
 	}
 }
+
+// swerl run --lora-rank --sft-lora: the warm start trains adapters too, so
+// every version, v0's zero adapter and the warm start's included, is a
+// PEFT adapter on the --model directory itself (what an engine that loads
+// only adapters holds), the warm start's adapter moves the policy, and RL
+// continues that adapter.
+func TestRunSFTLoRA(t *testing.T) {
+	root := t.TempDir()
+	base := tinyModelAt(t, filepath.Join(root, "base"))
+	out := filepath.Join(root, "out")
+	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--sft-steps", "2", "--sft-lora", "--batch", "2", "--group-size", "2", "--steps", "2",
+		"--max-tokens", "200", "--eval", "0", "--metrics-addr", "", "--seed", "3", "--lora-rank", "2", "--lr", "1e-2"}
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	st, _ := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
+	rows, err := st.Versions()
+	if err != nil || len(rows) != 5 { // v0 + 2 SFT + 2 RL
+		t.Fatalf("%d versions (%v), want 5", len(rows), err)
+	}
+	abs, _ := filepath.Abs(base)
+	var prev *peft.Adapter
+	for v := int64(0); v < 5; v++ {
+		a, err := peft.Read(st.Path(v))
+		if err != nil {
+			t.Fatalf("v%d is not an adapter: %v", v, err)
+		}
+		if a.Config.BaseModelNameOrPath != abs || a.Config.R != 2 {
+			t.Errorf("v%d adapter config %+v, want rank 2 on %s", v, a.Config, abs)
+		}
+		if prev != nil && v <= 2 && sameTensors(prev, a) {
+			t.Errorf("warm-start version v%d has the adapter of v%d: the warm start trained nothing", v, v-1)
+		}
+		prev = a
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for _, s := range samples {
+		versions = append(versions, s.PolicyVersion)
+	}
+	slices.Sort(versions)
+	if want := []int64{2, 2, 2, 2, 3, 3, 3, 3}; !slices.Equal(versions, want) {
+		t.Errorf("sample policy versions %v, want %v", versions, want)
+	}
+
+	var usage bytes.Buffer
+	if code := runMain(context.Background(), []string{"run", "--sft-lora", "--out", filepath.Join(root, "x")}, &usage, &usage); code != 2 || !strings.Contains(usage.String(), "--lora-rank") {
+		t.Errorf("--sft-lora without --lora-rank: exit %d:\n%s", code, usage.String())
+	}
+}
+
+// sameTensors reports whether two adapters hold the same tensor values.
+func sameTensors(a, b *peft.Adapter) bool {
+	if len(a.Tensors) != len(b.Tensors) {
+		return false
+	}
+	for i := range a.Tensors {
+		if !slices.Equal(a.Tensors[i].Data, b.Tensors[i].Data) {
+			return false
+		}
+	}
+	return true
+}

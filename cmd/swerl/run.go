@@ -117,6 +117,7 @@ type runOptions struct {
 	resume, hunks, compact         bool
 	reuseData                      bool // use finished mining output in --out (--resume)
 	freshOptimizer, verbose        bool
+	sftLoRA                        bool
 	steps, keep, group, batch      int
 	sftSteps, sftBatch             int
 	maxTokens, maxTasks, evalN     int
@@ -152,6 +153,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.sftSteps, "sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
 	fs.IntVar(&o.sftBatch, "sft-batch", 8, "warm-start examples per optimizer step")
 	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "warm-start learning rate")
+	fs.BoolVar(&o.sftLoRA, "sft-lora", false, "train the warm start with the --lora-rank adapters too, instead of every weight: for a pretrained --model, and for a --policy engine that loads adapters but not full weights (vLLM), which then samples every version exactly")
 	fs.Float64Var(&o.sftUntil, "sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
 	of := addOptimizerFlags(fs, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank, where 1e-2 collapsed it (docs/experiments.md)")
 	addGroupSizeFlag(fs, &o.group)
@@ -205,11 +207,14 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	if o.method, err = advantage.ParseMethod(adv); err != nil {
 		return nil, usagef("%v", err)
 	}
-	// LoRA applies to the RL steps; the warm start stays full fine-tuning:
-	// the built-in model starts from random weights, whose frozen
-	// embeddings and norms LoRA could not move.
+	// LoRA applies to the RL steps; the warm start stays full fine-tuning
+	// unless --sft-lora: the built-in model starts from random weights,
+	// whose frozen embeddings and norms LoRA could not move.
 	if o.lora, err = lf.config(o.seed); err != nil {
 		return nil, err
+	}
+	if o.sftLoRA && o.lora.Rank == 0 {
+		return nil, usagef("--sft-lora trains the warm start's LoRA adapters: give --lora-rank")
 	}
 	o.prompt = promptOpts()
 	o.prompt.Compact = o.compact
@@ -521,7 +526,7 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 			Train: o.train, LoRA: o.lora, Temperature: o.temperature, MaskTruncated: o.maskTruncated, FreshOptimizer: o.freshOptimizer,
 			Log: env.log,
 		},
-		Instances: trainSet, SFTSteps: o.sftSteps, SFTBatch: o.sftBatch, SFTLR: o.sftLR, SFTUntil: o.sftUntil,
+		Instances: trainSet, SFTSteps: o.sftSteps, SFTBatch: o.sftBatch, SFTLR: o.sftLR, SFTLoRA: o.sftLoRA, SFTUntil: o.sftUntil,
 		AfterSFTCheck: func(step int, p float64) {
 			fmt.Fprintf(stderr, "warm start step %d: oracle answers sampled exactly with mean probability %.3f\n", step, p)
 		},

@@ -54,7 +54,8 @@ type Config struct {
 	// the first updates are then sign steps of size LR on every weight,
 	// docs/experiments.md) are the RL phase's. The warm start trains full
 	// fine-tuning at SFTLR with Train's micro-batch, MaxSeq, clip and
-	// activation checkpointing, and no objective. Run sets Reference,
+	// activation checkpointing, and no objective; with SFTLoRA it trains
+	// LoRA's adapters instead of every weight. Run sets Reference,
 	// BatchGroups and MaxStaleness itself.
 	learner.Config
 	// Instances are the training instances; Run cycles through them in a
@@ -64,6 +65,13 @@ type Config struct {
 	// SFTBatch, learning rate SFTLR) before RL. 0 skips it.
 	SFTSteps, SFTBatch int
 	SFTLR              float64
+	// SFTLoRA trains the warm start with LoRA too (LoRA must be set), so
+	// every version of the run, the warm start's included, is an adapter
+	// on the base model: for a pretrained model, whose embeddings need no
+	// training, and for an engine that loads adapters but not full
+	// weights at run time (vLLM), which then samples the warm start's
+	// versions exactly. RL continues the warm start's adapter.
+	SFTLoRA bool
 	// SFTUntil, when positive, ends the warm start early: once the mean
 	// probability that the policy samples an oracle answer exactly
 	// (learner.AnswerProbs, a lower bound on its exact-match rate) reaches
@@ -190,6 +198,9 @@ func (c *Config) defaults() error {
 	if len(c.Instances) == 0 {
 		return errors.New("rl: no training instances")
 	}
+	if c.SFTLoRA && c.LoRA.Rank <= 0 {
+		return errors.New("rl: a LoRA warm start (SFTLoRA) needs a LoRA rank")
+	}
 	if c.SFTUntil < 0 || c.SFTUntil > 1 {
 		return fmt.Errorf("rl: SFTUntil %v outside [0,1]", c.SFTUntil)
 	}
@@ -230,7 +241,10 @@ func (c *Config) learner(ctx context.Context, sft, resume, freshOptimizer bool, 
 	if sft {
 		lc.Train = gpu.TrainConfig{MaxBatch: c.Train.MaxBatch, MaxSeq: c.Train.MaxSeq, LR: c.SFTLR,
 			GradClip: c.Train.GradClip, Checkpoint: c.Train.Checkpoint}
-		lc.LoRA, lc.Temperature = gpu.LoRAConfig{}, 1
+		lc.Temperature = 1
+		if !c.SFTLoRA {
+			lc.LoRA = gpu.LoRAConfig{}
+		}
 	}
 	return learner.New(ctx, lc)
 }
