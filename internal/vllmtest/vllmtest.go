@@ -44,7 +44,7 @@ const Install = "scripts/install-vllm.sh"
 // CI=true (testenv.Missing).
 func Env(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("SWERL_VLLM")
+	dir := testenv.VLLMEnv()
 	if dir == "" {
 		// Not yet a CI leg: the tests run only when asked for.
 		t.Skip("the vLLM tests run with SWERL_VLLM set to the environment " + Install + " prints")
