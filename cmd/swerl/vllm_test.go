@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,10 +18,12 @@ import (
 	"swerl/gpu/hf"
 	"swerl/gpu/learner"
 	"swerl/gpu/modeldir"
+	"swerl/internal/engineapi"
 	"swerl/internal/testenv"
 	"swerl/internal/vllmtest"
 	"swerl/pipelines/train/traintest"
 	"swerl/schemas"
+	"swerl/sinks/checkpoint"
 	"swerl/sinks/parquetio"
 )
 
@@ -147,5 +152,115 @@ func TestTrainThroughVLLM(t *testing.T) {
 				t.Errorf("learn's step record: %d rollout tokens (want %d), rollout_logprob_diff_max %.3g (want at most %.3g)", rec.RolloutTokens, toks, rec.RolloutLogprobDiffMax, tol/temp)
 			}
 		})
+	}
+}
+
+// TestRunLoRAThroughVLLM closes swerl run's loop through a real vLLM
+// serving the imported SmolLM2 with runtime LoRA loading: a LoRA warm
+// start (--sft-lora, so vLLM, which loads adapters and not full weights,
+// can hold every version) and RL rounds whose rollouts vLLM samples. Every
+// version a round samples must have been loaded through
+// /v1/load_lora_adapter and named by the rollouts: each sample's recorded
+// log-probs (vLLM's, raw) must be what swerl computes at the sample's
+// version, closer than the base model gives, and vLLM must list the
+// adapters it holds.
+func TestRunLoRAThroughVLLM(t *testing.T) {
+	model := smolLM2(t)
+	const tol = 2e-3
+	start := time.Now()
+	srv := vllmtest.Start(t, vllmtest.Options{Model: model, MaxLoRARank: 8})
+	t.Logf("vLLM healthy after %v", time.Since(start).Round(time.Second))
+	start = time.Now()
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", model,
+		"--policy", srv.URL + "?engine=vllm&token_ids=true&model=base",
+		"--lora-rank", "8", "--sft-lora", "--sft-steps", "1", "--sft-batch", "2", "--sft-until", "0", "--sft-lr", "2e-3",
+		"--steps", "2", "--batch", "2", "--group-size", "2", "--max-tokens", "16", "--lr", "2e-3",
+		"--eval", "0", "--seed", "3", "--metrics-addr", ""}
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
+	}
+	t.Logf("swerl run through vLLM: %v", time.Since(start).Round(time.Second))
+
+	resp, err := http.Get(srv.URL + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range listed.Data {
+		names = append(names, m.ID)
+	}
+
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logprobs := map[int64]*gpu.Trainer{}
+	at := func(dir string) *gpu.Trainer {
+		p, err := modeldir.Load(dir) // an adapter version: its base with the adapter merged
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	base := at(model)
+	var versions []int64
+	worst, sumV, sumB, toks := 0.0, 0.0, 0.0, 0
+	for _, s := range samples {
+		versions = append(versions, s.PolicyVersion)
+		if s.PolicyVersion < 1 || len(s.LogProbs) != len(s.CompletionTokens) || len(s.CompletionTokens) == 0 {
+			t.Fatalf("sample %s: version %d, %d completion tokens, %d log-probs", s.ID, s.PolicyVersion, len(s.CompletionTokens), len(s.LogProbs))
+		}
+		if logprobs[s.PolicyVersion] == nil {
+			logprobs[s.PolicyVersion] = at(st.Path(s.PolicyVersion))
+		}
+		seq := []gpu.Sequence{{Prompt: s.PromptTokens, Completion: s.CompletionTokens}}
+		v, err := logprobs[s.PolicyVersion].LogProbs(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := base.LogProbs(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, lp := range s.LogProbs {
+			dv, db := math.Abs(float64(lp-v[0][k])), math.Abs(float64(lp-b[0][k]))
+			worst, sumV, sumB, toks = max(worst, dv), sumV+dv, sumB+db, toks+1
+			if dv > tol {
+				t.Errorf("sample %s (v%d) token %d: vLLM log-prob %.5f, swerl at v%d %.5f, base %.5f", s.ID, s.PolicyVersion, k, lp, s.PolicyVersion, v[0][k], b[0][k])
+			}
+		}
+	}
+	slices.Sort(versions)
+	t.Logf("%d samples of versions %v, %d tokens: max |vLLM - swerl at the version| %.3g, mean %.3g; mean |vLLM - base| %.3g; vLLM lists %v",
+		len(samples), slices.Compact(slices.Clone(versions)), toks, worst, sumV/float64(toks), sumB/float64(toks), names)
+	if len(samples) != 2*2*2 {
+		t.Fatalf("%d samples, want 8", len(samples))
+	}
+	if !(sumV < sumB/10) {
+		t.Errorf("swerl at the samples' versions is no closer to vLLM (mean %.3g) than the base (mean %.3g): the adapters were not loaded, or not named", sumV/float64(toks), sumB/float64(toks))
+	}
+	newest := versions[len(versions)-1]
+	if !slices.Contains(names, engineapi.AdapterName(newest)) {
+		t.Errorf("vLLM's /v1/models lists %v, not %s, the newest version sampled", names, engineapi.AdapterName(newest))
 	}
 }

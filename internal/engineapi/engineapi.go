@@ -33,7 +33,24 @@ const (
 	// UpdateWeightsPath is SGLang's full-weight reload
 	// (UpdateWeightsRequest).
 	UpdateWeightsPath = "/update_weights_from_disk"
+	// CollectiveRPCPath is vLLM's call of a method on every worker
+	// (CollectiveRPCRequest), served only with VLLM_SERVER_DEV_MODE=1;
+	// its workers' reload_weights loads full weights from a folder in
+	// place.
+	CollectiveRPCPath = "/collective_rpc"
 )
+
+// CollectiveRPCRequest is the body of vLLM's CollectiveRPCPath.
+type CollectiveRPCRequest struct {
+	Method string         `json:"method"`
+	Kwargs map[string]any `json:"kwargs,omitempty"`
+}
+
+// ReloadWeights is the body that makes vLLM's workers load the full
+// weights of the Hugging Face folder dir in place (their reload_weights).
+func ReloadWeights(dir string) CollectiveRPCRequest {
+	return CollectiveRPCRequest{Method: "reload_weights", Kwargs: map[string]any{"weights_path": dir}}
+}
 
 // LoadAdapterPath is the endpoint that loads a LoRA adapter
 // (AdapterRequest) on an engine of kind k.

@@ -177,7 +177,7 @@ func start(env string, o Options) (*Server, error) {
 			if strings.Contains(log.String(), "address already in use") {
 				return nil, fmt.Errorf("%w: %d", errPortTaken, port)
 			}
-			return nil, fmt.Errorf("vLLM exited before it was healthy (%v):\n%s", cmd.ProcessState, tail(log.String(), 40))
+			return nil, fmt.Errorf("vLLM exited before it was healthy (%v):\n%s", cmd.ProcessState, Tail(log.String(), 40))
 		case <-time.After(500 * time.Millisecond):
 		}
 		if resp, err := client.Get("http://" + addr + "/health"); err == nil {
@@ -188,7 +188,7 @@ func start(env string, o Options) (*Server, error) {
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			return nil, fmt.Errorf("vLLM not healthy after %v:\n%s", o.Ready, tail(log.String(), 40))
+			return nil, fmt.Errorf("vLLM not healthy after %v:\n%s", o.Ready, Tail(log.String(), 40))
 		}
 	}
 }
@@ -212,7 +212,8 @@ func (s *Server) Exited() bool {
 	}
 }
 
-func tail(s string, n int) string {
+// Tail returns the last n lines of s (a server log).
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

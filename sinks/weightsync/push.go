@@ -83,14 +83,17 @@ type Syncer struct {
 
 	push   sync.Mutex // held by Push: serializes pushes, guards states
 	states []*state
-	warned bool
 }
 
 // state is the push side of one engine; what it holds is in cfg.Table.
 type state struct {
 	Engine
-	loaded  []int64 // adapter versions loaded there, oldest first
-	adopted bool    // the engine's adapters from before were read (adopt)
+	loaded []int64 // adapter versions loaded there, oldest first
+	// noReload is set once a vLLM answered 404 to the full-weight reload
+	// (started without VLLM_SERVER_DEV_MODE=1): full weights are no
+	// longer pushed to it.
+	noReload bool
+	adopted  bool // the engine's adapters from before were read (adopt)
 }
 
 // New returns a Syncer for cfg.Engines.
@@ -292,15 +295,36 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 
 func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path string) error {
 	if st.Kind == engineapi.VLLM {
-		if !s.warned {
-			s.warned = true
-			s.cfg.Log.Warn("weightsync: vLLM cannot load full weights at run time; its rollouts keep the weights it started with (train a LoRA adapter, or use SGLang)", "engine", st.URL)
-		}
-		return nil
+		return s.reloadVLLM(ctx, st, version, path)
 	}
 	body := engineapi.UpdateWeightsRequest{ModelPath: path, WeightVersion: engineapi.AdapterName(version)}
 	if err := s.call(ctx, st, engineapi.UpdateWeightsPath, body, nil); err != nil {
 		return fmt.Errorf("weightsync: %s (%s) did not load the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, s.heldName(st))
+	}
+	s.hold(st, engineapi.ServedVersion{Version: version})
+	return nil
+}
+
+// reloadVLLM loads full weights into a running vLLM through its workers'
+// reload_weights (POST /collective_rpc, which vLLM serves only with
+// VLLM_SERVER_DEV_MODE=1). A vLLM without that endpoint (404) keeps the
+// weights it started with: logged once, and not asked again.
+func (s *Syncer) reloadVLLM(ctx context.Context, st *state, version int64, path string) error {
+	if st.noReload {
+		return nil
+	}
+	missing := false
+	notFound := func(status int, _ string) bool {
+		missing = status == http.StatusNotFound
+		return missing
+	}
+	if err := s.call(ctx, st, engineapi.CollectiveRPCPath, engineapi.ReloadWeights(path), notFound); err != nil {
+		return fmt.Errorf("weightsync: %s (%s) did not reload the full weights of version %d from %s: %w; rollouts keep %s", st.URL, st.Kind, version, path, err, s.heldName(st))
+	}
+	if missing {
+		st.noReload = true
+		s.cfg.Log.Warn("weightsync: this vLLM has no /collective_rpc (start it with VLLM_SERVER_DEV_MODE=1 to reload full weights); its rollouts keep the weights it started with (or train a LoRA adapter)", "engine", st.URL)
+		return nil
 	}
 	s.hold(st, engineapi.ServedVersion{Version: version})
 	return nil
