@@ -41,9 +41,12 @@
 //
 // A version folder with full weights (config.json, no adapter) is loaded by
 // SGLang with POST /update_weights_from_disk {"model_path",
-// "weight_version"} ({"success", "message"} back). vLLM has no such
-// endpoint: full-weight versions are not pushed to it (Push logs it once),
-// and its rollouts keep the weights it started with, as before.
+// "weight_version"} ({"success", "message"} back). vLLM loads them in
+// place through its workers' reload_weights: POST /collective_rpc
+// {"method": "reload_weights", "kwargs": {"weights_path"}}, an endpoint it
+// serves only with VLLM_SERVER_DEV_MODE=1. A vLLM that answers 404 there
+// keeps the weights it started with (Push logs it once per engine and does
+// not ask it again).
 //
 // An adapter is a delta on the base it was trained from, so the engine
 // must hold that base. A LoRA run started from the engine's own model
@@ -51,7 +54,9 @@
 // full warm start trains on the warm start's last checkpoint: SGLang (and
 // swerl serve with engine=sglang) receive that checkpoint through
 // update_weights_from_disk before the first adapter, as a full-weight
-// version; vLLM cannot, so start it on that checkpoint.
+// version, and vLLM in dev mode through reload_weights; otherwise start
+// vLLM on that checkpoint, or train the warm start as LoRA too (swerl run
+// --sft-lora), so that every version is an adapter on the base.
 //
 // # Failures
 //
