@@ -41,6 +41,7 @@ type VLLM struct {
 	Calls    []Call            // every POST it decoded, in order
 	Loaded   map[string]string // lora_name → lora_path
 	NewShape bool              // answer errors as {"error":{…}} (vLLM ≥ 0.10) instead of {"object":"error",…}
+	Chats    int               // chat completions answered (POST /v1/chat/completions)
 	// Fail, when set, sees each call (n counts them from 1); a status
 	// other than 0 is answered as an error with the message instead.
 	Fail func(n int, c Call) (status int, msg string)
@@ -70,8 +71,8 @@ func decodeStrict(r *http.Request, fields ...string) (map[string]any, error) {
 	return m, nil
 }
 
-// ServeHTTP answers GET /v1/models, POST /v1/load_lora_adapter and POST
-// /v1/unload_lora_adapter as vLLM does.
+// ServeHTTP answers GET /v1/models, POST /v1/load_lora_adapter, POST
+// /v1/unload_lora_adapter and POST /v1/chat/completions as vLLM does.
 func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.Mu.Lock()
 	defer v.Mu.Unlock()
@@ -94,6 +95,9 @@ func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var fields []string
 	switch r.URL.Path {
+	case "/v1/chat/completions":
+		v.chat(w, r)
+		return
 	case "/v1/load_lora_adapter":
 		fields = []string{"lora_name", "lora_path", "load_inplace"}
 	case "/v1/unload_lora_adapter":
@@ -140,6 +144,32 @@ func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(v.Loaded, name)
 	io.WriteString(w, fmt.Sprintf("Success: LoRA adapter '%s' removed successfully.", name))
+}
+
+// chat answers a chat completion as vLLM does for the model named: the
+// base ("base") or a loaded adapter, each choice's text naming the model;
+// any other name is vLLM's 404 ("The model `X` does not exist."). Chats
+// counts the answered ones.
+func (v *VLLM) chat(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+		N     int    `json:"n"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		v.errorAnswer(w, 400, "BadRequestError", err.Error())
+		return
+	}
+	if _, ok := v.Loaded[req.Model]; !ok && req.Model != "base" {
+		v.errorAnswer(w, 404, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+		return
+	}
+	v.Chats++
+	var choices []map[string]any
+	for i := range max(req.N, 1) {
+		choices = append(choices, map[string]any{"index": i, "finish_reason": "stop",
+			"message": map[string]string{"role": "assistant", "content": "from " + req.Model}})
+	}
+	json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": req.Model, "choices": choices})
 }
 
 // SGLang is SGLang's server with --enable-lora.

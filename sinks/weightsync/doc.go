@@ -75,6 +75,15 @@
 // their samples keep its exact version, which the learner's staleness
 // bound then judges. Held never waits for a push in flight.
 //
+// An engine restarted under a run (a crash, a rescheduled pod) comes back
+// holding its own weights only. A request to it that finds no server, or
+// a 404 for the adapter the sync loaded there, marks it lost in the Table
+// (Lose); before the next request to it, Table.Restore has the Syncer load
+// again the newest version a Push asked of it (after the full-weight
+// version that adapter builds on), so no sample is drawn from, or
+// labelled with, a version the engine does not hold. Until the engine
+// answers again, those attempts fail and the request's retries go on.
+//
 // # Pushing in the background
 //
 // Push returns once every engine answered, which a round that samples the

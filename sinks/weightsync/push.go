@@ -94,6 +94,18 @@ type state struct {
 	// longer pushed to it.
 	noReload bool
 	adopted  bool // the engine's adapters from before were read (adopt)
+	// want is the newest version a Push asked the engine to load, and
+	// full the newest full-weight version it loaded (the base of later
+	// adapters): what restore loads again onto an engine that lost them.
+	want, full *pushed
+}
+
+// pushed is a version as a Push sent it: its number and the folder the
+// engine reads (mapped), an adapter or full weights.
+type pushed struct {
+	version int64
+	path    string
+	adapter bool
 }
 
 // New returns a Syncer for cfg.Engines.
@@ -138,6 +150,7 @@ func New(cfg Config) (*Syncer, error) {
 		}
 		s.states = append(s.states, &state{Engine: Engine{URL: engineapi.BaseURL(e.URL), Kind: e.Kind}})
 	}
+	cfg.Table.restoreWith(s.restore)
 	return s, nil
 }
 
@@ -190,15 +203,11 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 	var errs []error
 	loaded := false
 	for _, st := range s.states {
-		if s.holds(st, version) {
+		if s.holds(st, version) && !s.cfg.Table.Lost(st.URL) {
 			continue
 		}
-		var err error
-		if adapter != "" {
-			err = s.pushAdapter(ctx, st, version, remote)
-		} else {
-			err = s.pushFull(ctx, st, version, remote)
-		}
+		st.want = &pushed{version: version, path: remote, adapter: adapter != ""}
+		err := s.load(ctx, st, *st.want)
 		if err != nil {
 			errs = append(errs, err)
 		} else if s.holds(st, version) {
@@ -219,6 +228,106 @@ func (s *Syncer) Push(ctx context.Context, version int64, dir string) error {
 		s.cfg.OnPushed(version, name, holders)
 	}
 	return errors.Join(errs...)
+}
+
+// load pushes one version to one engine. When no answer came (the engine
+// is down, or restarting without what it held), the Table marks the
+// engine lost, so its next rollout request first loads st.want again.
+func (s *Syncer) load(ctx context.Context, st *state, p pushed) error {
+	var err error
+	if p.adapter {
+		err = s.pushAdapter(ctx, st, p.version, p.path)
+	} else if err = s.pushFull(ctx, st, p.version, p.path); err == nil && s.holds(st, p.version) {
+		st.full = &p
+	}
+	var ref *refused
+	if err != nil && !errors.As(err, &ref) && ctx.Err() == nil {
+		s.cfg.Table.Lose(st.URL)
+	}
+	return err
+}
+
+// restore loads again, onto an engine the Table marked lost, the newest
+// version a Push asked it to load (and before an adapter the full-weight
+// version it builds on). One GET /v1/models first: an engine that does not
+// answer yet is an error at once (the rollout request retries later), and
+// one that still lists the adapter (a dropped connection, no restart)
+// holds it without a load. Full weights cannot be seen in the listing, so
+// they are always loaded again.
+func (s *Syncer) restore(ctx context.Context, base string) error {
+	s.push.Lock()
+	defer s.push.Unlock()
+	t := s.cfg.Table
+	if !t.Lost(base) {
+		return nil // restored by another request meanwhile
+	}
+	i := slices.IndexFunc(s.states, func(st *state) bool { return st.URL == base })
+	if i < 0 || s.states[i].want == nil {
+		t.found(base) // nothing of this syncer's to load again
+		return nil
+	}
+	st := s.states[i]
+	listed, err := s.list(ctx, st)
+	if err != nil {
+		return fmt.Errorf("weightsync: %s may have lost version %d and does not answer yet: %w", base, st.want.version, err)
+	}
+	w := *st.want
+	if w.adapter && slices.Contains(listed, w.version) {
+		st.loaded = mergeSorted(st.loaded, listed)
+		s.hold(st, engineapi.ServedVersion{Version: w.version, Adapter: engineapi.AdapterName(w.version)})
+		return nil
+	}
+	s.cfg.Log.Warn("weightsync: the engine lost its weight version (restarted?); loading it again", "engine", base, "version", w.version)
+	st.loaded = listed
+	if st.full != nil && (!w.adapter || st.full.version < w.version) {
+		if err := s.load(ctx, st, *st.full); err != nil {
+			return err
+		}
+		if !w.adapter {
+			return nil
+		}
+	}
+	return s.load(ctx, st, w)
+}
+
+// list returns the swerl adapter versions the engine lists on GET
+// /v1/models, sorted, in one request bounded by Config.Timeout. The error
+// is only for no answer: an engine that answers something else than a
+// model list lists none.
+func (s *Syncer) list(ctx context.Context, st *state) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+engineapi.ModelsPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.APIKey != "" {
+		req.Header.Set("Authorization", engineapi.Bearer(s.cfg.APIKey))
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list engineapi.ModelList
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list) != nil {
+		return nil, nil // it answers, and lists no adapters
+	}
+	var vs []int64
+	for _, m := range list.Data {
+		if v, ok := engineapi.ParseAdapter(m.ID); ok && m.ID == engineapi.AdapterName(v) {
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
+	return slices.Compact(vs), nil
+}
+
+// mergeSorted returns the sorted union of a and b.
+func mergeSorted(a, b []int64) []int64 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (s *Syncer) pushAdapter(ctx context.Context, st *state, version int64, path string) error {
@@ -264,33 +373,14 @@ func (s *Syncer) adopt(ctx context.Context, st *state) {
 		return
 	}
 	st.adopted = true
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+engineapi.ModelsPath, nil)
+	listed, err := s.list(ctx, st)
 	if err != nil {
-		return
-	}
-	if s.cfg.APIKey != "" {
-		req.Header.Set("Authorization", engineapi.Bearer(s.cfg.APIKey))
-	}
-	resp, err := s.cfg.Client.Do(req)
-	if err != nil {
-		if !errors.Is(ctx.Err(), context.Canceled) { // an interrupt is no news
+		if ctx.Err() == nil { // an interrupt is no news
 			s.cfg.Log.Info("weightsync: could not list the engine's adapters", "engine", st.URL, "err", err.Error())
 		}
 		return
 	}
-	defer resp.Body.Close()
-	var list engineapi.ModelList
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&list) != nil {
-		return
-	}
-	for _, m := range list.Data {
-		if v, ok := engineapi.ParseAdapter(m.ID); ok && m.ID == engineapi.AdapterName(v) && !slices.Contains(st.loaded, v) {
-			st.loaded = append(st.loaded, v)
-		}
-	}
-	slices.Sort(st.loaded)
+	st.loaded = mergeSorted(st.loaded, listed)
 }
 
 func (s *Syncer) pushFull(ctx context.Context, st *state, version int64, path string) error {

@@ -385,3 +385,76 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 		t.Fatalf("OnPushed heard %+v, want %+v", got, want)
 	}
 }
+
+// An engine marked lost (a restarted process: nothing of what it held)
+// gets, from Table.Restore, the full-weight version its adapters build on
+// and then the newest adapter pushed; one still listing the adapter gets
+// nothing; one that does not answer is an error that keeps it lost.
+func TestRestoreLoadsWhatTheEngineLost(t *testing.T) {
+	root := t.TempDir()
+	g := &fakeengine.SGLang{}
+	ts := httptest.NewServer(g)
+	defer ts.Close()
+	table := NewTable()
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Table: table})
+	ctx := context.Background()
+	for _, p := range []struct {
+		v       int64
+		adapter bool
+	}{{1, false}, {2, true}, {3, true}} {
+		if err := s.Push(ctx, p.v, writeVersion(t, root, p.v, p.adapter)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if table.Lost(ts.URL) || table.Restore(ctx, ts.URL) != nil {
+		t.Fatal("an engine that lost nothing is restored without a call")
+	}
+	calls := len(g.Calls)
+	// The process restarts: nothing loaded.
+	g.Mu.Lock()
+	g.Loaded, g.Model = nil, ""
+	g.Mu.Unlock()
+	if !table.Lose(ts.URL + "/v1") {
+		t.Fatal("Lose with a syncer on the table reports false")
+	}
+	if err := table.Restore(ctx, ts.URL); err != nil {
+		t.Fatal(err)
+	}
+	var seq []string
+	for _, c := range g.Calls[calls:] {
+		seq = append(seq, c.Path)
+	}
+	if want := []string{"/update_weights_from_disk", "/load_lora_adapter"}; !slices.Equal(seq, want) {
+		t.Fatalf("restore sent %v, want %v", seq, want)
+	}
+	if g.Model != filepath.Join(root, "checkpoints", "v000001") || g.Loaded["swerl-v000003"] != filepath.Join(root, "checkpoints", "v000003") {
+		t.Fatalf("engine holds model %q, adapters %v", g.Model, g.Loaded)
+	}
+	if h, _ := table.Get(ts.URL); table.Lost(ts.URL) || h.Version != 3 {
+		t.Fatalf("after restore: held %+v, lost %v", h, table.Lost(ts.URL))
+	}
+
+	// vLLM that still lists the adapter (a dropped connection): no load.
+	v := &fakeengine.VLLM{}
+	tv := httptest.NewServer(v)
+	tvt := NewTable()
+	sv, _ := newSyncer(t, Config{Engines: []Engine{{URL: tv.URL, Kind: engineapi.VLLM}}, Table: tvt})
+	if err := sv.Push(ctx, 2, filepath.Join(root, "checkpoints", "v000002")); err != nil {
+		t.Fatal(err)
+	}
+	tvt.Lose(tv.URL)
+	if err := tvt.Restore(ctx, tv.URL); err != nil || tvt.Lost(tv.URL) || len(v.Calls) != 1 {
+		t.Fatalf("restore of an engine that lists the adapter: %v, lost %v, %d calls", err, tvt.Lost(tv.URL), len(v.Calls))
+	}
+	// Down: an error, and it stays lost.
+	tv.Close()
+	tvt.Lose(tv.URL)
+	if err := tvt.Restore(ctx, tv.URL); err == nil || !tvt.Lost(tv.URL) || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("restore of a down engine: %v, lost %v", err, tvt.Lost(tv.URL))
+	}
+	// Without a syncer, Lose does nothing.
+	bare := NewTable()
+	if bare.Lose(tv.URL) || bare.Lost(tv.URL) || bare.Restore(ctx, tv.URL) != nil {
+		t.Fatal("a table without a syncer marks an engine lost")
+	}
+}

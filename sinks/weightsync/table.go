@@ -1,6 +1,7 @@
 package weightsync
 
 import (
+	"context"
 	"sync"
 
 	"swerl/internal/engineapi"
@@ -18,7 +19,12 @@ import (
 //     announcements than the one recorded are ignored, since they can
 //     arrive late);
 //   - refused: the newest announced version the engine answered 404 to
-//     (Refuse), which is never named there again.
+//     (Refuse), which is never named there again;
+//   - lost: the engine may no longer hold what it held (Lose): a request
+//     to it found no server (a restarted engine has dropped every
+//     adapter and reloaded weight), or it answered 404 to the held
+//     adapter. A Syncer on the table loads the version again before the
+//     next request to that engine (Restore); Set ends it.
 //
 // Named combines them into what a request to the engine names. A Syncer
 // and the rollout policies of one process share one Table, so the next
@@ -28,6 +34,9 @@ import (
 type Table struct {
 	mu sync.Mutex
 	m  map[string]*row
+	// restore loads again what an engine lost (Syncer.restore); nil
+	// without a Syncer, when Lose does nothing.
+	restore func(ctx context.Context, base string) error
 }
 
 // row is one engine's versions.
@@ -37,6 +46,7 @@ type row struct {
 	announced engineapi.ServedVersion
 	hasAnn    bool
 	refused   int64 // -1: none
+	lost      bool
 }
 
 // NewTable returns an empty table.
@@ -59,7 +69,7 @@ func (t *Table) Set(base string, v engineapi.ServedVersion) {
 	base = engineapi.BaseURL(base)
 	t.mu.Lock()
 	r := t.row(base)
-	r.held, r.hasHeld = v, true
+	r.held, r.hasHeld, r.lost = v, true, false
 	t.mu.Unlock()
 	mNamed.WithLabelValues(base).Set(float64(v.Version))
 }
@@ -155,4 +165,56 @@ func (t *Table) Show(base string, follow bool) {
 		v.Version = -1
 	}
 	mNamed.WithLabelValues(engineapi.BaseURL(base)).Set(float64(v.Version))
+}
+
+// Lose records that the engine at base may no longer hold what it held,
+// and reports whether the table can restore it (a Syncer shares it):
+// then the next Restore for that engine loads it again. Without a Syncer
+// it does nothing and reports false.
+func (t *Table) Lose(base string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.restore == nil {
+		return false
+	}
+	t.row(engineapi.BaseURL(base)).lost = true
+	return true
+}
+
+// Lost reports whether the engine at base was marked by Lose and not
+// restored since.
+func (t *Table) Lost(base string) bool {
+	return t.read(base).lost
+}
+
+// found ends a Lose without a load: the engine still holds its version,
+// or holds nothing the table could load again.
+func (t *Table) found(base string) {
+	t.mu.Lock()
+	if r := t.m[engineapi.BaseURL(base)]; r != nil {
+		r.lost = false
+	}
+	t.mu.Unlock()
+}
+
+// Restore makes an engine marked by Lose hold its version again, through
+// the table's Syncer, before a request is sent to it; it returns nil at
+// once for an engine that was not lost. An error (the engine does not
+// answer yet, or refused the load) leaves it lost: the request fails that
+// attempt, and the next one tries again.
+func (t *Table) Restore(ctx context.Context, base string) error {
+	t.mu.Lock()
+	f := t.restore
+	t.mu.Unlock()
+	if f == nil || !t.Lost(base) {
+		return nil
+	}
+	return f(ctx, engineapi.BaseURL(base))
+}
+
+// restoreWith makes f what Restore calls (a Syncer on the table).
+func (t *Table) restoreWith(f func(ctx context.Context, base string) error) {
+	t.mu.Lock()
+	t.restore = f
+	t.mu.Unlock()
 }

@@ -167,20 +167,46 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 			e = p.pick(tried)
 		}
 		tried[e] = true
-		sv, synced := p.held(e)
-		b, err := p.body(req, n, sv, synced)
+		var (
+			sv         engineapi.ServedVersion
+			synced     bool
+			res        httpResult
+			retryAfter time.Duration
+			status     int
+			start      time.Time
+		)
+		// An engine the weight sync saw lose its version (a restart) gets
+		// it loaded again before anything is asked of it; until that
+		// works, the attempt fails like one the engine did not answer.
+		err := p.table.Restore(ctx, e.base)
 		if err != nil {
 			e.release()
-			return nil, 0, "", err
+		} else {
+			sv, synced = p.held(e)
+			b, berr := p.body(req, n, sv, synced)
+			if berr != nil {
+				e.release()
+				return nil, 0, "", berr
+			}
+			start = time.Now()
+			res, retryAfter, status, err = p.post(ctx, e, b)
 		}
-		start := time.Now()
-		res, retryAfter, status, err := p.post(ctx, e, b)
 		if status == http.StatusNotFound && p.refuse(e, sv) {
 			p.fail(e, errReason(err, status), err)
 			// The engine lacks the announced adapter (restarted without
 			// it): it is not named there again, and the attempt is sent
 			// at once with what the engine lists.
 			clear(tried)
+			continue
+		}
+		if status == http.StatusNotFound && synced && sv.Adapter != "" && p.table.Lose(e.base) {
+			// The engine lacks the adapter the weight sync loaded there
+			// (restarted since): the next attempt loads it again first.
+			p.fail(e, errReason(err, status), err)
+			if attempt >= p.retries {
+				return nil, 0, e.url, fmt.Errorf("rollout: %s: instance %s: after %d attempts: %w", e.url, req.InstanceID, attempt+1, err)
+			}
+			p.RetriesDone.Add(1)
 			continue
 		}
 		if err == nil {
@@ -195,6 +221,11 @@ func (p *HTTPPolicy) once(ctx context.Context, req Request, n int) (cs []Complet
 		var perm permanent
 		if ctx.Err() != nil {
 			return nil, 0, "", ctx.Err()
+		}
+		if status == 0 && errReason(err, 0) == "connect" {
+			// No server answered: it may come back as a new process
+			// without the version it held.
+			p.table.Lose(e.base)
 		}
 		p.fail(e, errReason(err, status), err)
 		if errors.As(err, &perm) || attempt >= p.retries {
