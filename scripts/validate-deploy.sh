@@ -86,7 +86,9 @@ shellcheck -x deploy/dataflow/*.sh scripts/validate-deploy.sh scripts/kafka.sh
 echo "ok: deploy/dataflow/*.sh scripts/validate-deploy.sh scripts/kafka.sh"
 
 step "go test ./deploy"
-go test ./deploy
+# The cold build of ./cmd/swerl inside it shares 2 cores with the
+# background installs of .ci/run: more than go test's 10-minute default.
+go test -timeout 30m ./deploy
 
 echo
 echo "validate-deploy: all checks passed"
