@@ -129,39 +129,54 @@ func DecodeRecord(b []byte) (Record, error) {
 func fastRecordWire(b []byte) (w recordWire, ok bool) {
 	ok = jsonscan.Try(b, func(p *jsonscan.Scanner) bool {
 		return p.Fields(recordWireFields[:], func(field int) bool {
+			var ok bool
 			switch field {
-			case 0, 3, 6: // id, output, mode
-				s, ok := p.Str()
-				switch field {
-				case 0:
-					w.ID = s
-				case 3:
-					w.Output = &s
-				default:
-					w.Mode = s
-				}
-				return ok
-			case 1, 2: // code_context, oracle_new_content
-				m, ok := p.StrMap()
-				if field == 1 {
-					w.CodeContext = m
-				} else {
-					w.OracleNewContent = m
-				}
-				return ok
-			default: // 4, 5: oracle_patches, pred_patches
-				l, ok := p.StrList()
-				if field == 4 {
-					w.OraclePatches = &l
-				} else {
-					w.PredPatches = &l
-				}
-				return ok
+			case fieldID:
+				w.ID, ok = p.Str()
+			case fieldCodeContext:
+				w.CodeContext, ok = p.StrMap()
+			case fieldOracleNewContent:
+				w.OracleNewContent, ok = p.StrMap()
+			case fieldOutput:
+				var s string
+				s, ok = p.Str()
+				w.Output = &s
+			case fieldOraclePatches:
+				var l []string
+				l, ok = p.StrList()
+				w.OraclePatches = &l
+			case fieldPredPatches:
+				var l []string
+				l, ok = p.StrList()
+				w.PredPatches = &l
+			case fieldMode:
+				w.Mode, ok = p.Str()
 			}
+			return ok
 		})
 	})
 	return w, ok
 }
 
-// recordWireFields are recordWire's JSON names, in fastRecordWire's order.
-var recordWireFields = [7]string{"id", "code_context", "oracle_new_content", "output", "oracle_patches", "pred_patches", "mode"}
+// recordWire's fields, as fastRecordWire numbers them.
+const (
+	fieldID = iota
+	fieldCodeContext
+	fieldOracleNewContent
+	fieldOutput
+	fieldOraclePatches
+	fieldPredPatches
+	fieldMode
+	numFields
+)
+
+// recordWireFields are recordWire's JSON names, by field number.
+var recordWireFields = [numFields]string{
+	fieldID:               "id",
+	fieldCodeContext:      "code_context",
+	fieldOracleNewContent: "oracle_new_content",
+	fieldOutput:           "output",
+	fieldOraclePatches:    "oracle_patches",
+	fieldPredPatches:      "pred_patches",
+	fieldMode:             "mode",
+}
