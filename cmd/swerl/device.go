@@ -2,34 +2,20 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"swerl/gpu"
-	"swerl/gpu/cpu"
+	"swerl/gpu/device"
 )
 
-// backends maps a --device name to its constructor. The default build knows
-// "cpu"; device_cuda.go (build tag cuda) adds "cuda", so nothing in the
-// default build links the CUDA driver.
-var backends = map[string]func() (gpu.Backend, error){
-	"cpu": func() (gpu.Backend, error) { return cpu.New(), nil },
-}
-
-// deviceNames lists the devices this binary was built with.
-func deviceNames() string {
-	names := make([]string, 0, len(backends))
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// deviceNames lists the devices this binary was built with (package
+// gpu/device: "cpu", and "cuda" under the cuda build tag).
+func deviceNames() string { return strings.Join(device.Names(), ", ") }
 
 // openBackend returns the compute backend --device names.
 func openBackend(name string) (gpu.Backend, error) {
-	open := backends[name]
-	if open == nil {
+	open, ok := device.Lookup(name)
+	if !ok {
 		hint := ""
 		if name == "cuda" {
 			hint = " (this binary was built without CUDA: go build -tags cuda, see scripts/cuda-env.sh)"

@@ -11,7 +11,6 @@ import (
 
 	"swerl/gpu"
 	"swerl/gpu/learner"
-	"swerl/gpu/policy"
 	"swerl/internal/engineapi"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/metrics"
@@ -20,10 +19,6 @@ import (
 
 func init() {
 	register(&command{name: "learn", summary: "train the policy with GRPO on scored samples and publish checkpoint versions", run: runLearn})
-	// The in-process policy ("model:DIR") opens the same devices as --device.
-	for name, open := range backends {
-		policy.RegisterDevice(name, open)
-	}
 }
 
 // optimizerFlags are the trainer's flags: learn, sft and run take them.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"swerl/sinks/parquetio"
@@ -20,15 +18,6 @@ import (
 
 func init() {
 	register(&command{name: "reward", summary: "score answers offline with the exact SWE-RL reward (JSONL or Parquet)", run: runReward})
-}
-
-// rewardJob is one input record on its way through the scoring workers; the
-// writer takes jobs in input order and waits on done.
-type rewardJob struct {
-	rec  reward.Record
-	out  reward.Scored
-	bad  bool // the line did not decode: out is already the error record
-	done chan struct{}
 }
 
 func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,7 +30,8 @@ func runReward(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer sink.close()
-	jobs, wait := scoreInOrder(ctx, o.in, o.workers, o.timeout)
+	read := func(emit func(int64, reward.Record, error) error) error { return readRewardRecords(ctx, o.in, emit) }
+	jobs, wait := reward.ScoreInOrder(ctx, read, o.workers, o.timeout)
 	t, writeErr := writeScored(ctx, jobs, sink, o.progressEvery, stderr)
 	if err := wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -151,62 +141,6 @@ func (s *scoredSink) close() {
 	}
 }
 
-// scoreInOrder reads the records of path and scores them on workers
-// goroutines. It returns the jobs in input order (each done when scored;
-// a line that did not decode is done at once, as its error record) and a
-// function that waits for the reader and the workers and returns the
-// reader's error.
-func scoreInOrder(ctx context.Context, path string, workers int, timeout time.Duration) (<-chan *rewardJob, func() error) {
-	work := make(chan *rewardJob, 4*workers)
-	order := make(chan *rewardJob, 64*workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				res := reward.Score(ctx, &j.rec, timeout)
-				j.out.ID, j.out.Mode = j.rec.ID, j.rec.Mode()
-				j.out.Reward, j.out.Error, j.out.Similarities = res.Reward, res.Error, res.Similarities
-				close(j.done)
-			}
-		}()
-	}
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(order)
-		defer close(work)
-		readErr <- readRewardRecords(ctx, path, func(line int64, rec reward.Record, err error) error {
-			j := &rewardJob{rec: rec, out: reward.Scored{Line: line}, done: make(chan struct{})}
-			if err != nil {
-				j.bad = true
-				j.out.ID, j.out.Mode, j.out.Reward, j.out.Error = rec.ID, "invalid", -1, err.Error()
-				close(j.done)
-			}
-			select {
-			case order <- j:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if !j.bad {
-				select {
-				case work <- j:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return nil
-		})
-	}()
-	return order, func() error {
-		// Drain so the reader and workers finish.
-		for range order {
-		}
-		wg.Wait()
-		return <-readErr
-	}
-}
-
 // rewardTally counts what swerl reward scored.
 type rewardTally struct {
 	n, bad, formatErrs int64
@@ -217,30 +151,27 @@ type rewardTally struct {
 // writeScored writes each job's result as it is done, in input order,
 // with a progress line every progressEvery, until the jobs end or ctx is
 // done. After a write error it counts on without writing.
-func writeScored(ctx context.Context, jobs <-chan *rewardJob, sink *scoredSink, progressEvery time.Duration, stderr io.Writer) (rewardTally, error) {
+func writeScored(ctx context.Context, jobs <-chan *reward.Pending, sink *scoredSink, progressEvery time.Duration, stderr io.Writer) (rewardTally, error) {
 	t := rewardTally{start: time.Now()}
 	lastProgress := t.start
 	var writeErr error
 	for j := range jobs {
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if !j.Wait(ctx) {
 			break
 		}
+		out := j.Scored()
 		t.n++
 		switch {
-		case j.bad:
+		case j.Invalid():
 			t.bad++
-		case j.out.Error != "":
+		case out.Error != "":
 			t.formatErrs++
 		}
-		if !j.bad {
-			t.sum += j.out.Reward
+		if !j.Invalid() {
+			t.sum += out.Reward
 		}
 		if writeErr == nil {
-			writeErr = sink.write(&j.out)
+			writeErr = sink.write(out)
 		}
 		if progressEvery > 0 && time.Since(lastProgress) >= progressEvery {
 			lastProgress = time.Now()
@@ -273,106 +204,13 @@ func readRewardRecords(ctx context.Context, path string, fn func(line int64, rec
 			return nil
 		})
 	}
-	src := io.Reader(os.Stdin)
-	name := "stdin"
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		src, name = f, path
+	if path == "-" {
+		return reward.ReadRecords(ctx, os.Stdin, "stdin", fn)
 	}
-	r := bufio.NewReaderSize(src, 1<<20)
-	var long []byte // a line longer than r's buffer, gathered here
-	for line := int64(1); ; line++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var b []byte
-		var err error
-		b, long, err = nextLine(r, long)
-		if len(bytes.TrimSpace(b)) > 0 {
-			rec, derr := decodeRewardRecord(b)
-			if derr != nil {
-				derr = fmt.Errorf("%s:%d: %v", name, line, derr)
-			}
-			if ferr := fn(line, rec, derr); ferr != nil {
-				return ferr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", name, line, err)
-		}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-}
-
-// nextLine returns the next line of r with its '\n' (none at the end of
-// the input). The line is only valid until the next call: it is r's buffer,
-// or long (returned for reuse) when it is longer than that buffer, so most
-// lines are decoded without being copied. The decoders copy what they keep.
-func nextLine(r *bufio.Reader, long []byte) (line, buf []byte, err error) {
-	b, err := r.ReadSlice('\n')
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return b, long, err
-	}
-	long = append(long[:0], b...)
-	for errors.Is(err, bufio.ErrBufferFull) {
-		b, err = r.ReadSlice('\n')
-		long = append(long, b...)
-	}
-	return long, long, err
-}
-
-// rewardWire is a JSONL record with pointer fields, so one decoding tells
-// which mode's fields are present.
-type rewardWire struct {
-	ID               string            `json:"id"`
-	CodeContext      map[string]string `json:"code_context"`
-	OracleNewContent map[string]string `json:"oracle_new_content"`
-	Output           *string           `json:"output"`
-	OraclePatches    *[]string         `json:"oracle_patches"`
-	PredPatches      *[]string         `json:"pred_patches"`
-	Mode             string            `json:"mode"`
-}
-
-// decodeRewardRecord decodes one JSONL record and checks it names a mode.
-// fastRewardWire decodes the usual lines; encoding/json the rest and the
-// malformed ones.
-func decodeRewardRecord(b []byte) (reward.Record, error) {
-	w, ok := fastRewardWire(b)
-	if !ok {
-		w = rewardWire{}
-		if err := json.Unmarshal(b, &w); err != nil {
-			// Keep the id when only a field is wrong, so the error record can name it.
-			var id struct {
-				ID string `json:"id"`
-			}
-			_ = json.Unmarshal(b, &id)
-			return reward.Record{ID: id.ID}, fmt.Errorf("invalid record: %v", err)
-		}
-	}
-	rec := reward.Record{ID: w.ID, CodeContext: w.CodeContext, OracleNewContent: w.OracleNewContent, ModeName: w.Mode}
-	if w.Output != nil {
-		rec.Output = *w.Output
-	}
-	if w.OraclePatches != nil {
-		rec.OraclePatches = *w.OraclePatches
-	}
-	if w.PredPatches != nil {
-		rec.PredPatches = *w.PredPatches
-	}
-	switch {
-	case rec.ModeName != "":
-	case w.OraclePatches != nil || w.PredPatches != nil:
-		rec.ModeName = reward.ModeUnidiff
-	case w.Output != nil:
-		rec.ModeName = reward.ModeSearchReplace
-	default:
-		return rec, errors.New("invalid record: want output (search/replace) or oracle_patches/pred_patches (unidiff)")
-	}
-	return rec, nil
+	defer f.Close()
+	return reward.ReadRecords(ctx, f, path, fn)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -135,7 +134,7 @@ func TestRewardCommandParquetBothWays(t *testing.T) {
 	b, _ := os.ReadFile(in)
 	for i, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		_ = i
-		if rec, err := decodeRewardRecord([]byte(l)); err == nil {
+		if rec, err := reward.DecodeRecord([]byte(l)); err == nil {
 			recs = append(recs, rec)
 		}
 	}
@@ -193,92 +192,5 @@ func TestRewardCommandTimeout(t *testing.T) {
 	}
 	if got.Reward != -1 || !strings.Contains(got.Error, "timeout") {
 		t.Fatalf("got %+v, want −1 with a timeout error", got)
-	}
-}
-
-// TestNextLine reads lines shorter than, as long as and longer than the
-// reader's buffer, with and without a final newline, and checks each comes
-// back whole and in order although the buffers are reused between calls.
-func TestNextLine(t *testing.T) {
-	const size = 16 // bufio's smallest buffer
-	var lines []string
-	for _, n := range []int{0, 1, size - 2, size - 1, size, size + 1, 3*size + 5, 40, 1} {
-		lines = append(lines, strings.Repeat(string(rune('a'+len(lines))), n)+"\n")
-	}
-	for _, last := range []string{"", "tail without newline", strings.Repeat("z", 5*size)} {
-		in := strings.Join(lines, "") + last
-		want := strings.SplitAfter(in, "\n")
-		if want[len(want)-1] == "" {
-			want = want[:len(want)-1]
-		}
-		r := bufio.NewReaderSize(strings.NewReader(in), size)
-		var long []byte
-		var got []string
-		for {
-			b, buf, err := nextLine(r, long)
-			long = buf
-			if len(b) > 0 {
-				got = append(got, string(b))
-			}
-			if err != nil {
-				if err.Error() != "EOF" {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-		if strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("last %q: got %q, want %q", last, got, want)
-		}
-	}
-}
-
-// TestReadRewardRecordsKeepsNoBuffer decodes records, some longer than the
-// 1 MiB read buffer and with escapes, keeps them all, and only then checks
-// each against json.Unmarshal of its line: a record that pointed into the
-// reused line buffers would have been overwritten by later lines.
-func TestReadRewardRecordsKeepsNoBuffer(t *testing.T) {
-	var lines [][]byte
-	for i, n := range []int{10, 300 << 10, 10, 1 << 20, 3 << 20, 7, 2 << 20} {
-		body := strings.Repeat(fmt.Sprintf("line %d \"q\" \\ é\t\n", i), n/20+1)
-		rec := map[string]any{
-			"id":                 fmt.Sprintf("r%d", i),
-			"code_context":       map[string]string{"a.py": body},
-			"oracle_new_content": map[string]string{"a.py": body + "x\n"},
-			"output":             "<think>t</think>\n<solution>\n```python\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```\n</solution>",
-		}
-		b, err := json.Marshal(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, b)
-	}
-	path := filepath.Join(t.TempDir(), "in.jsonl")
-	if err := os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var got []reward.Record
-	err := readRewardRecords(context.Background(), path, func(_ int64, rec reward.Record, err error) error {
-		if err != nil {
-			t.Errorf("record %d: %v", len(got), err)
-		}
-		got = append(got, rec)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(lines) {
-		t.Fatalf("%d records, want %d", len(got), len(lines))
-	}
-	for i, b := range lines {
-		var want rewardWire
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatal(err)
-		}
-		g := got[i]
-		if g.ID != want.ID || g.Output != *want.Output || g.CodeContext["a.py"] != want.CodeContext["a.py"] || g.OracleNewContent["a.py"] != want.OracleNewContent["a.py"] {
-			t.Errorf("record %d (%d bytes) differs from its line", i, len(b))
-		}
 	}
 }

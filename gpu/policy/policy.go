@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"swerl/gpu"
-	"swerl/gpu/cpu"
+	"swerl/gpu/device"
 	"swerl/gpu/hf"
 	"swerl/gpu/modeldir"
 	"swerl/gpu/tokenizer"
@@ -46,26 +46,11 @@ import (
 // Scheme is the rollout scheme this package registers.
 const Scheme = "model"
 
-var (
-	devMu   sync.RWMutex
-	devices = map[string]func() (gpu.Backend, error){
-		"cpu": func() (gpu.Backend, error) { return cpu.New(), nil },
-	}
-)
-
-// RegisterDevice makes device=NAME in a spec (and Options.Device) open a
-// backend with open; cmd/swerl registers its --device table here.
-func RegisterDevice(name string, open func() (gpu.Backend, error)) {
-	devMu.Lock()
-	defer devMu.Unlock()
-	devices[name] = open
-}
-
+// openDevice opens the backend of device=NAME (Options.Device): the
+// devices of package gpu/device, the same table as swerl's --device.
 func openDevice(name string) (gpu.Backend, error) {
-	devMu.RLock()
-	open := devices[name]
-	devMu.RUnlock()
-	if open == nil {
+	open, ok := device.Lookup(name)
+	if !ok {
 		return nil, fmt.Errorf("policy: device %q is not available in this build", name)
 	}
 	return open()
