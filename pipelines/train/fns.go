@@ -20,6 +20,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
+	"swerl/transforms/groups"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
@@ -454,6 +455,12 @@ func (f *wholeGroupFn) ProcessElement(ctx context.Context, p part, emit func(str
 // accounted for or its timeout fires, computes the advantages and emits the
 // samples.
 //
+// Its pending groups are Beam keyed state, not a transforms/groups
+// Assembler in memory: the runner holds them across bundles and workers.
+// Arrived counts the members (tombstones and replayed copies too) so that
+// an element reads no more state than one value; emitGroup merges the
+// parts with an Assembler once the group is done.
+//
 // The timeout is an event-time timer at the first member's timestamp plus
 // TimeoutMS: with a Kafka source the watermark follows the message times, so
 // it fires about GroupTimeout after the group's instance was published; at
@@ -553,16 +560,23 @@ func newGroupRule(groupSize int, method string, dropZeroVariance, dropIncomplete
 // dropped, only that origin on dropped (nothing of it needs to become
 // durable before the input is acknowledged).
 func (f *groupRule) emitGroup(ctx context.Context, parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
-	seen := map[int]bool{}
+	// The group stage decided the group is done; the assembler merges its
+	// parts: members in arrival order, the first copy of a replayed
+	// member (same index) kept.
+	asm := groups.New(groups.Config[member]{
+		Key: func(*member) string { return gid },
+		ID:  func(m *member) string { return strconv.Itoa(m.Sample.Index) },
+	})
+	for _, p := range parts {
+		for _, m := range p.Members {
+			asm.Add(m)
+		}
+	}
 	var samples []schemas.Sample
 	lost := 0
 	origin, system, prompt := parts[0].Origin, parts[0].System, parts[0].Prompt
-	for _, p := range parts {
-		for _, m := range p.Members {
-			if seen[m.Sample.Index] { // a replayed member
-				continue
-			}
-			seen[m.Sample.Index] = true
+	if g, ok := asm.Take(gid); ok {
+		for _, m := range g.Members {
 			if m.Lost != "" {
 				lost++
 				continue
