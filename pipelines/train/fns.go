@@ -242,10 +242,6 @@ type rolled struct {
 	dead *schemas.DeadLetter
 }
 
-var semaphores = struct {
-	m map[string]chan struct{}
-}{m: map[string]chan struct{}{}}
-
 func (f *rolloutFn) Setup() error {
 	f.st = runStats(f.RunID)
 	f.st.mu.Lock()
@@ -268,14 +264,11 @@ func (f *rolloutFn) Setup() error {
 		f.st.policy, f.own = p, true
 	}
 	f.policy = f.st.policy
-	runsMu.Lock()
-	if semaphores.m[f.RunID] == nil {
-		semaphores.m[f.RunID] = make(chan struct{}, max(f.Concurrency, 1))
+	if f.st.sem == nil {
+		f.st.sem = make(chan struct{}, max(f.Concurrency, 1))
 	}
-	sem := semaphores.m[f.RunID]
-	runsMu.Unlock()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.work = beamrun.NewAsync[rolled](0, sem)
+	f.work = beamrun.NewAsync[rolled](0, f.st.sem)
 	return nil
 }
 
