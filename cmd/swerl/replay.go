@@ -15,6 +15,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/advantage"
+	"swerl/transforms/groups"
 	"swerl/transforms/reward"
 )
 
@@ -76,13 +77,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--kind %q: want samples, instances, weights, deadletter or raw", *kind)
 	}
 	cfg := kafkaio.ReplayConfig{Kind: *kind, Out: *out, Progress: stderr}
+	var rg *regrouper
 	if *rescore {
 		byID, err := loadInstances(*instances)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "replay: %d instances from %s for re-scoring\n", len(byID), *instances)
-		cfg.Rescore = rescorer(byID, method, *timeout)
+		rg = newRegrouper(rescorer(byID, method, *timeout))
+		cfg.Rescore = rg
 	}
 	// Only reads: no topic is created (the account may not be allowed to).
 	c, err := kf.config()
@@ -101,7 +104,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "replayed %s: %d records → %d rows, %d dead-letter, %d files under %s", rc.Topic, st.Records, st.Rows, st.DeadLetter, len(st.Files), *out)
 	if *rescore {
-		fmt.Fprintf(stdout, "; %d samples re-scored, %d incomplete groups", st.Rescored, st.Incomplete)
+		fmt.Fprintf(stdout, "; %d samples re-scored, %d incomplete groups", rg.rescored, rg.incomplete)
 	}
 	fmt.Fprintln(stdout)
 	return nil
@@ -116,6 +119,71 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 		return t, usagef("--%s %q: want an RFC 3339 time such as 2026-01-02T15:04:05Z", name, v)
 	}
 	return t, nil
+}
+
+// replayed is a sample of a replay and the record it was decoded from.
+type replayed struct {
+	s schemas.Sample
+	m kafkaio.Message
+}
+
+// regrouper is replay's kafkaio.Rescorer: it assembles the samples read
+// into their groups (transforms/groups, keyed by group id, every record
+// kept) and calls rescore with every group once its last sample read makes
+// GroupSize (a size ≤ 0: never), and at the end with what was read of the
+// groups still incomplete, in group id order (complete false). The
+// samples rescore returns are written; when it fails, every sample of the
+// group goes to the dead-letter output with the reason.
+type regrouper struct {
+	asm                  *groups.Assembler[replayed]
+	rescore              func(context.Context, []schemas.Sample, bool) ([]schemas.Sample, error)
+	rescored, incomplete int64 // samples passed to rescore; groups passed incomplete
+}
+
+func newRegrouper(rescore func(context.Context, []schemas.Sample, bool) ([]schemas.Sample, error)) *regrouper {
+	return &regrouper{rescore: rescore, asm: groups.New(groups.Config[replayed]{
+		Key: func(r *replayed) string { return r.s.GroupID },
+		Full: func(rs []replayed) bool {
+			last := rs[len(rs)-1].s
+			return last.GroupSize > 0 && len(rs) >= last.GroupSize
+		},
+	})}
+}
+
+func (rg *regrouper) Add(ctx context.Context, s schemas.Sample, m kafkaio.Message) ([]schemas.Sample, []schemas.DeadLetter, error) {
+	done, _ := rg.asm.Add(replayed{s: s, m: m})
+	return rg.finish(ctx, done)
+}
+
+func (rg *regrouper) End(ctx context.Context) ([]schemas.Sample, []schemas.DeadLetter, error) {
+	rest := rg.asm.Flush()
+	slices.SortFunc(rest, func(a, b *groups.Group[replayed]) int { return strings.Compare(a.Key, b.Key) })
+	return rg.finish(ctx, rest)
+}
+
+// finish rescores gs, in order.
+func (rg *regrouper) finish(ctx context.Context, gs []*groups.Group[replayed]) ([]schemas.Sample, []schemas.DeadLetter, error) {
+	var out []schemas.Sample
+	var dead []schemas.DeadLetter
+	for _, g := range gs {
+		ss := make([]schemas.Sample, len(g.Members))
+		for i := range g.Members {
+			ss[i] = g.Members[i].s
+		}
+		rg.rescored += int64(len(ss))
+		if !g.Full {
+			rg.incomplete++
+		}
+		got, err := rg.rescore(ctx, ss, g.Full)
+		if err != nil {
+			for i := range g.Members {
+				dead = append(dead, kafkaio.DeadLetterFor(g.Members[i].m, "rescore", err))
+			}
+			continue
+		}
+		out = append(out, got...)
+	}
+	return out, dead, nil
 }
 
 // rescorer scores every sample of a group with the current search/replace

@@ -62,6 +62,7 @@ import (
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
+	"swerl/transforms/groups"
 )
 
 // Config configures a Learner.
@@ -421,22 +422,20 @@ func (l *Learner) Offsets() []schemas.TopicOffset {
 	for k, o := range l.offsets {
 		at[k] = o
 	}
-	pin := func(g *group) {
-		for _, o := range g.pos {
-			k := offKey(o)
-			if c, ok := at[k]; ok && o.Topic != "" && o.Offset < c.Offset {
-				c.Offset = o.Offset
-				at[k] = c
-			}
+	pin1 := func(o schemas.TopicOffset) {
+		k := offKey(o)
+		if c, ok := at[k]; ok && o.Topic != "" && o.Offset < c.Offset {
+			c.Offset = o.Offset
+			at[k] = c
 		}
 	}
 	if b := l.prog.b; b != nil {
-		for _, g := range b.pending {
-			pin(g)
-		}
+		b.positions(pin1)
 	}
 	for _, g := range l.prog.held {
-		pin(g)
+		for _, o := range g.pos {
+			pin1(o)
+		}
 	}
 	out := make([]schemas.TopicOffset, 0, len(at))
 	for _, o := range at {
@@ -552,72 +551,76 @@ type group struct {
 	pos     []schemas.TopicOffset
 }
 
-func (g *group) ready() bool {
-	return len(g.samples) > 0 && len(g.samples) >= g.samples[0].GroupSize
+// read is a sample and where it was read: a member of the batcher's
+// groups.
+type read struct {
+	s   schemas.Sample
+	pos schemas.TopicOffset
 }
 
-// batcher assembles whole groups from a sample stream.
+// batcher assembles whole groups from a sample stream (a groups.Assembler
+// keyed by group id): a group is whole when it holds its first sample's
+// GroupSize samples, or, when its samples say group_complete=false (the
+// train pipeline emitted it incomplete, all its samples together), when a
+// sample of another group arrives. A sample whose pending group already
+// holds its id (a copy the train pipeline produced again) is a duplicate.
 type batcher struct {
-	l       *Learner
-	pending map[string]*group
-	order   []string // pending group ids, oldest first
-	last    string   // group id of the previous sample
+	l   *Learner
+	asm *groups.Assembler[read]
+}
+
+func newBatcher(l *Learner) *batcher {
+	return &batcher{l: l, asm: groups.New(groups.Config[read]{
+		Key:        func(r *read) string { return r.s.GroupID },
+		ID:         func(r *read) string { return r.s.ID },
+		Full:       func(rs []read) bool { return len(rs) > 0 && len(rs) >= rs[0].s.GroupSize },
+		EndsAtNext: func(first *read) bool { return !first.s.GroupComplete },
+	})}
 }
 
 // add takes one sample, read at pos, and returns the groups it completed:
 // its own when full, and the previous group when that one was emitted
-// incomplete (its samples say group_complete=false) and a sample of another
-// group arrived. A sample whose group already holds its id (a copy the
-// train pipeline produced again) is counted and dropped.
+// incomplete and a sample of another group arrived. A duplicate is
+// counted and dropped.
 func (b *batcher) add(s schemas.Sample, pos schemas.TopicOffset) []*group {
-	if g := b.pending[s.GroupID]; g != nil {
-		for i := range g.samples {
-			if g.samples[i].ID == s.ID {
-				b.l.duplicate(&s)
-				return nil
-			}
-		}
+	done, dup := b.asm.Add(read{s: s, pos: pos})
+	if dup {
+		b.l.duplicate(&s)
+		return nil
 	}
-	var out []*group
-	if b.last != "" && b.last != s.GroupID {
-		if g := b.pending[b.last]; g != nil && !g.samples[0].GroupComplete {
-			out = append(out, b.take(b.last))
-		}
-	}
-	b.last = s.GroupID
-	g := b.pending[s.GroupID]
-	if g == nil {
-		g = &group{id: s.GroupID}
-		b.pending[s.GroupID] = g
-		b.order = append(b.order, s.GroupID)
-	}
-	g.samples = append(g.samples, s)
-	g.pos = append(g.pos, pos)
-	if g.ready() {
-		out = append(out, b.take(s.GroupID))
+	out := make([]*group, 0, len(done))
+	for _, g := range done {
+		out = append(out, b.took(g))
 	}
 	return out
 }
 
-func (b *batcher) take(id string) *group {
-	g := b.pending[id]
-	delete(b.pending, id)
-	b.l.prog.taken[id] = true
-	for i, o := range b.order {
-		if o == id {
-			b.order = append(b.order[:i], b.order[i+1:]...)
-			break
+// took converts a group out of the assembler and marks it taken.
+func (b *batcher) took(ag *groups.Group[read]) *group {
+	g := &group{id: ag.Key, samples: make([]schemas.Sample, len(ag.Members)), pos: make([]schemas.TopicOffset, len(ag.Members))}
+	for i, r := range ag.Members {
+		g.samples[i], g.pos[i] = r.s, r.pos
+	}
+	b.l.prog.taken[g.id] = true
+	return g
+}
+
+// positions calls f with where every sample of the pending groups was
+// read.
+func (b *batcher) positions(f func(schemas.TopicOffset)) {
+	for g := range b.asm.Pending() {
+		for i := range g.Members {
+			f(g.Members[i].pos)
 		}
 	}
-	return g
 }
 
 // flush returns the pending groups emitted incomplete, and counts and
 // drops the others (their missing members never came).
 func (b *batcher) flush() []*group {
 	var out []*group
-	for _, id := range append([]string(nil), b.order...) {
-		g := b.take(id)
+	for _, ag := range b.asm.Flush() {
+		g := b.took(ag)
 		if !g.samples[0].GroupComplete {
 			out = append(out, g)
 			continue
@@ -650,7 +653,7 @@ func (l *Learner) Run(ctx context.Context, src Source, steps int) (Stats, error)
 			return l.Stats(), err
 		}
 	}
-	b := &batcher{l: l, pending: map[string]*group{}}
+	b := newBatcher(l)
 	var batch []*group
 	l.prog.b = b
 	start := time.Now()

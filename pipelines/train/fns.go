@@ -20,6 +20,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
+	"swerl/transforms/groups"
 	"swerl/transforms/reward"
 	"swerl/transforms/rollout"
 	"swerl/transforms/scoring"
@@ -241,10 +242,6 @@ type rolled struct {
 	dead *schemas.DeadLetter
 }
 
-var semaphores = struct {
-	m map[string]chan struct{}
-}{m: map[string]chan struct{}{}}
-
 func (f *rolloutFn) Setup() error {
 	f.st = runStats(f.RunID)
 	f.st.mu.Lock()
@@ -267,14 +264,11 @@ func (f *rolloutFn) Setup() error {
 		f.st.policy, f.own = p, true
 	}
 	f.policy = f.st.policy
-	runsMu.Lock()
-	if semaphores.m[f.RunID] == nil {
-		semaphores.m[f.RunID] = make(chan struct{}, max(f.Concurrency, 1))
+	if f.st.sem == nil {
+		f.st.sem = make(chan struct{}, max(f.Concurrency, 1))
 	}
-	sem := semaphores.m[f.RunID]
-	runsMu.Unlock()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.work = beamrun.NewAsync[rolled](0, sem)
+	f.work = beamrun.NewAsync[rolled](0, f.st.sem)
 	return nil
 }
 
@@ -454,6 +448,12 @@ func (f *wholeGroupFn) ProcessElement(ctx context.Context, p part, emit func(str
 // accounted for or its timeout fires, computes the advantages and emits the
 // samples.
 //
+// Its pending groups are Beam keyed state, not a transforms/groups
+// Assembler in memory: the runner holds them across bundles and workers.
+// Arrived counts the members (tombstones and replayed copies too) so that
+// an element reads no more state than one value; emitGroup merges the
+// parts with an Assembler once the group is done.
+//
 // The timeout is an event-time timer at the first member's timestamp plus
 // TimeoutMS: with a Kafka source the watermark follows the message times, so
 // it fires about GroupTimeout after the group's instance was published; at
@@ -553,16 +553,23 @@ func newGroupRule(groupSize int, method string, dropZeroVariance, dropIncomplete
 // dropped, only that origin on dropped (nothing of it needs to become
 // durable before the input is acknowledged).
 func (f *groupRule) emitGroup(ctx context.Context, parts []part, gid string, emit func(string, schemas.Sample), dropped func(string)) {
-	seen := map[int]bool{}
+	// The group stage decided the group is done; the assembler merges its
+	// parts: members in arrival order, the first copy of a replayed
+	// member (same index) kept.
+	asm := groups.New(groups.Config[member]{
+		Key: func(*member) string { return gid },
+		ID:  func(m *member) string { return strconv.Itoa(m.Sample.Index) },
+	})
+	for _, p := range parts {
+		for _, m := range p.Members {
+			asm.Add(m)
+		}
+	}
 	var samples []schemas.Sample
 	lost := 0
 	origin, system, prompt := parts[0].Origin, parts[0].System, parts[0].Prompt
-	for _, p := range parts {
-		for _, m := range p.Members {
-			if seen[m.Sample.Index] { // a replayed member
-				continue
-			}
-			seen[m.Sample.Index] = true
+	if g, ok := asm.Take(gid); ok {
+		for _, m := range g.Members {
 			if m.Lost != "" {
 				lost++
 				continue

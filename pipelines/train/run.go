@@ -55,14 +55,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		beam.Init()
 	}
 	id := newRunID()
-	st := runStats(id)
-	st.policy = pol
-	defer func() {
-		dropRun(id)
-		runsMu.Lock()
-		delete(semaphores.m, id)
-		runsMu.Unlock()
-	}()
+	defer runs.Register(id, &stats{policy: pol})()
 
 	var member *kafkaio.GroupMember
 	if cfg.Group != "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"swerl/pipelines/beamrun"
 	"swerl/sinks/metrics"
 	"swerl/transforms/rollout"
 )
@@ -55,35 +56,26 @@ const (
 )
 
 // stats are what the DoFns of one run share in one process, found by run
-// id: the policy Run opened.
+// id in runs: the policy Run opened and the semaphore of its policy
+// requests.
 type stats struct {
 	mu     sync.Mutex
 	policy rollout.Policy // opened by Run, shared by the run's DoFns
+	sem    chan struct{}  // bounds the run's policy requests; made by the first rolloutFn
 }
 
-var (
-	runsMu sync.Mutex
-	runs   = map[string]*stats{}
-)
+// runs are the stats of this process's runs (beamrun.Registry: Run
+// registers them, the DoFns look them up, Run's end releases them).
+var runs = beamrun.NewRegistry[*stats]("train run")
 
 // runStats returns the stats of run id, creating them when this process did
 // not start the run (a remote worker).
 func runStats(id string) *stats {
-	runsMu.Lock()
-	defer runsMu.Unlock()
-	s := runs[id]
-	if s == nil {
-		s = &stats{}
-		runs[id] = s
-	}
+	s, _ := runs.LoadOrCreate(id, func() (*stats, error) { return &stats{}, nil })
 	return s
 }
 
-func dropRun(id string) {
-	runsMu.Lock()
-	delete(runs, id)
-	runsMu.Unlock()
-}
+func dropRun(id string) { runs.Release(id) }
 
 // notePolicyVersion counts the version v of a policy response; newest is
 // the newest version the policy knows (-1: unknown).

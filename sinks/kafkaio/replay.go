@@ -55,12 +55,9 @@ type ReplayConfig struct {
 	// Out is the output root: rows go to Out/<kind>/, undecodable records
 	// to Out/deadletter/.
 	Out string
-	// Rescore, when set, is called with every group of samples (equal
-	// GroupID) once all GroupSize members have been read, or at the end
-	// with what was read of incomplete groups (complete false). It returns
-	// the samples to write, or an error for the whole group (its samples
-	// go to the dead-letter output with the reason).
-	Rescore func(ctx context.Context, group []schemas.Sample, complete bool) ([]schemas.Sample, error)
+	// Rescore, when set, takes every sample of a samples topic in place of
+	// Replay writing it, and says what to write instead.
+	Rescore Rescorer
 	// Progress receives a progress line every ProgressEvery (default 2s)
 	// and the summary; nil is silent.
 	Progress      io.Writer
@@ -69,13 +66,23 @@ type ReplayConfig struct {
 	RowsPerFile int
 }
 
+// Rescorer stands between a replay's decoded samples and its output
+// (ReplayConfig.Rescore). Replay writes the samples and dead letters it
+// returns; how it groups and scores them is its own (cmd/swerl's
+// assembles GRPO groups with transforms/groups).
+type Rescorer interface {
+	// Add takes a sample (Source set) and the record it was decoded
+	// from.
+	Add(ctx context.Context, s schemas.Sample, m Message) ([]schemas.Sample, []schemas.DeadLetter, error)
+	// End is called once the read is done, for what Add held back.
+	End(ctx context.Context) ([]schemas.Sample, []schemas.DeadLetter, error)
+}
+
 // ReplayStats summarises a replay.
 type ReplayStats struct {
 	Records    int64 // read from the topic
 	Rows       int64 // written to Out/<kind>/
 	DeadLetter int64 // written to Out/deadletter/
-	Rescored   int64 // samples passed through Rescore
-	Incomplete int64 // groups rescored incomplete
 	Files      []string
 }
 
@@ -111,24 +118,16 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayStats, error) {
 		st.DeadLetter++
 		return dead.Write(DeadLetterFor(m, stage, err))
 	}
-	groups := map[string][]schemas.Sample{}
-	groupMsgs := map[string][]Message{}
-	rescore := func(id string, complete bool) error {
-		g, ms := groups[id], groupMsgs[id]
-		delete(groups, id)
-		delete(groupMsgs, id)
-		st.Rescored += int64(len(g))
-		if !complete {
-			st.Incomplete++
-		}
-		out, err := cfg.Rescore(ctx, g, complete)
+	// rescored writes what the Rescorer returned.
+	rescored := func(out []schemas.Sample, ds []schemas.DeadLetter, err error) error {
 		if err != nil {
-			for _, m := range ms {
-				if err := deadLetter(m, "rescore", err); err != nil {
-					return err
-				}
+			return err
+		}
+		for _, d := range ds {
+			st.DeadLetter++
+			if err := dead.Write(d); err != nil {
+				return err
 			}
-			return nil
 		}
 		st.Rows += int64(len(out))
 		return samples.Write(out...)
@@ -166,12 +165,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayStats, error) {
 				st.Rows++
 				return samples.Write(s)
 			}
-			groups[s.GroupID] = append(groups[s.GroupID], s)
-			groupMsgs[s.GroupID] = append(groupMsgs[s.GroupID], m)
-			if s.GroupSize > 0 && len(groups[s.GroupID]) >= s.GroupSize {
-				return rescore(s.GroupID, true)
-			}
-			return nil
+			return rescored(cfg.Rescore.Add(ctx, s, m))
 		case KindInstances:
 			in, err := Decode[schemas.Instance](m.Value, src)
 			if err != nil {
@@ -201,8 +195,8 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayStats, error) {
 	if err != nil {
 		return st, err
 	}
-	for _, id := range schemas.SortedPaths(groups) {
-		if err := rescore(id, false); err != nil {
+	if cfg.Rescore != nil {
+		if err := rescored(cfg.Rescore.End(ctx)); err != nil {
 			return st, err
 		}
 	}
