@@ -122,12 +122,38 @@ func absPolicy(spec string) string {
 // Prism logs every job step at INFO; beamInit sets it up) to stderr at WARN.
 // Once ctx is done (Ctrl-C) it also drops the runner's errors about the
 // bundles the cancellation cut short: the command reports the stop itself.
+// The check is made as each record is logged, not by a callback after the
+// cancellation, so an error the cancellation caused can never slip out
+// ahead of it.
 func quietRunner(ctx context.Context, stderr io.Writer, verbose bool) {
 	if verbose {
 		return
 	}
-	level := new(slog.LevelVar)
-	level.Set(slog.LevelWarn)
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
-	context.AfterFunc(ctx, func() { level.Set(slog.LevelError + 4) })
+	text := slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	slog.SetDefault(slog.New(untilDone{Handler: text, ctx: ctx}))
+}
+
+// untilDone is a slog.Handler that logs nothing once ctx is done.
+type untilDone struct {
+	slog.Handler
+	ctx context.Context
+}
+
+func (h untilDone) Enabled(c context.Context, l slog.Level) bool {
+	return h.ctx.Err() == nil && h.Handler.Enabled(c, l)
+}
+
+func (h untilDone) Handle(c context.Context, r slog.Record) error {
+	if h.ctx.Err() != nil {
+		return nil
+	}
+	return h.Handler.Handle(c, r)
+}
+
+func (h untilDone) WithAttrs(as []slog.Attr) slog.Handler {
+	return untilDone{Handler: h.Handler.WithAttrs(as), ctx: h.ctx}
+}
+
+func (h untilDone) WithGroup(name string) slog.Handler {
+	return untilDone{Handler: h.Handler.WithGroup(name), ctx: h.ctx}
 }
