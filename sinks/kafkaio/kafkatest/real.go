@@ -51,7 +51,7 @@ func Prefix(t testing.TB) string {
 }
 
 // CreateTopics creates topics (full names) with partitions each on the
-// broker at addr and waits until every partition has a leader.
+// broker at addr and waits until every partition's leader serves it.
 func CreateTopics(t testing.TB, addr string, partitions int, topics ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,8 +70,8 @@ func CreateTopics(t testing.TB, addr string, partitions int, topics ...string) {
 			t.Fatalf("kafkatest: create topic %s on %s: %v", n, addr, e)
 		}
 	}
-	if !testenv.WaitFor(time.Minute, func() bool { return leaders(ctx, cl, topics, partitions) }) {
-		t.Fatalf("kafkatest: topics %v on %s: not every partition has a leader after a minute", topics, addr)
+	if !testenv.WaitFor(time.Minute, func() bool { return leaders(ctx, cl, topics, partitions) && served(ctx, addr, topics, partitions) }) {
+		t.Fatalf("kafkatest: topics %v on %s: not every partition has a leader serving it after a minute", topics, addr)
 	}
 }
 
@@ -88,6 +88,27 @@ func leaders(ctx context.Context, cl *kafka.Client, topics []string, partitions 
 		}
 		for _, p := range tp.Partitions {
 			if p.Error != nil || p.Leader.Host == "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// served reports whether the leader of every partition answers a request
+// for its end offset. Under KRaft the metadata can name a leader before
+// that broker has taken the partition up; a produce in between fails with
+// Not Leader For Partition, and so does this request.
+func served(ctx context.Context, addr string, topics []string, partitions int) bool {
+	for _, topic := range topics {
+		for p := range partitions {
+			conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
+			if err != nil {
+				return false
+			}
+			_, err = conn.ReadLastOffset()
+			conn.Close()
+			if err != nil {
 				return false
 			}
 		}
