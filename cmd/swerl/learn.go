@@ -327,22 +327,16 @@ func (o *learnOptions) syncer(log *slog.Logger) (*weightsync.Syncer, error) {
 }
 
 // openLearner opens the learner with pub publishing each version (its
-// announcement and engine push), the start version pushed too. A bucket
-// --out makes the learner work in a local store and copy each version to
-// the bucket before pub sees it.
+// announcement and engine push), the start version pushed too. done
+// closes the learner (a bucket --out: its local store).
 func openLearner(ctx context.Context, cfg *learner.Config, pub *weightsync.Publisher) (*learner.Learner, func(), error) {
 	cfg.Announce = pub.Publish
-	done, err := bucketOut(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
 	l, err := learner.New(ctx, *cfg)
 	if err != nil {
-		done()
 		return nil, nil, err
 	}
 	pub.Start(l.Version())
-	return l, done, nil
+	return l, func() { l.Close() }, nil
 }
 
 // learnEnd ends a learn run whose Run returned err. An interrupt is a

@@ -79,6 +79,7 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	defer l.Close()
 	_, err = l.SFT(ctx, examples, *batch, tf.steps)
 	return err
 }

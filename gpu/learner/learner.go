@@ -176,6 +176,7 @@ type Learner struct {
 	sft          bool // train runs SFTStep
 	sftNext      int  // the example SFT's next batch starts at, across calls
 	prog         progress
+	done         func() // removes the local store of a bucket Out (see bucketOut)
 }
 
 // ErrPublished is the error of a learner started fresh (Config.Resume
@@ -185,8 +186,10 @@ var ErrPublished = errors.New("the output root already holds published versions;
 // New opens the store, loads the model (fresh or resumed) and, on a fresh
 // run, publishes it as version 0. The publish (Config.Announce included)
 // ends when ctx does, so an interrupt stops a learner that is still
-// opening.
-func New(ctx context.Context, cfg Config) (*Learner, error) {
+// opening. An Out in a bucket (gs://…, s3://…) is worked on in a local
+// store that Close removes; each version is copied to the bucket before
+// it is announced.
+func New(ctx context.Context, cfg Config) (_ *Learner, err error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("learner: no backend")
 	}
@@ -214,7 +217,15 @@ func New(ctx context.Context, cfg Config) (*Learner, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	var err error
+	if l.done, err = bucketOut(ctx, &cfg, l.log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.done()
+		}
+	}()
+	l.cfg = cfg
 	if l.store, err = checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: l.log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}}); err != nil {
 		return nil, err
 	}
@@ -295,6 +306,14 @@ func New(ctx context.Context, cfg Config) (*Learner, error) {
 		}
 	}
 	return l, nil
+}
+
+// Close removes what the learner keeps only while it runs: the local
+// store of an Out in a bucket. Everything published stays where it was
+// published.
+func (l *Learner) Close() error {
+	l.done()
+	return nil
 }
 
 // openLoRA loads the base and the adapters of a LoRA run and makes the

@@ -330,6 +330,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if err != nil {
 			return sum, err
 		}
+		defer l.Close()
 		ex := SFTExamples(cfg.Instances, cfg.Prompt, cfg.ShortThought, cfg.Log)
 		if len(ex) == 0 {
 			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
@@ -360,6 +361,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
+	defer l.Close()
 	if cfg.BeforeRL != nil && !st.BeforeRLDone {
 		if err := cfg.sync(ctx, l.Stats().Version); err != nil {
 			return sum, err

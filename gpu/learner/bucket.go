@@ -1,28 +1,29 @@
-package main
+package learner
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
-	"swerl/gpu/learner"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
 	"swerl/sinks/files"
 )
 
-// bucketOut lets `swerl learn --out gs://…|s3://…` work with a learner
-// that reads and writes local folders: the learner works in a local
+// bucketOut lets a learner whose Out is a bucket (gs://…, s3://…) work in
+// local folders, as it does for a local Out: it works in a local
 // temporary store, and every version it publishes is copied, with its
 // step record, into the store in the bucket before it is announced (the
-// announcement names the bucket's copy). With --resume the bucket's newest
+// announcement names the bucket's copy). With Resume the bucket's newest
 // good version and its record are first copied into the local store.
-// It does nothing for a local --out. done removes the local store.
-func bucketOut(ctx context.Context, cfg *learner.Config) (done func(), err error) {
+// It rewrites Out and Announce of cfg, New's own copy of the caller's
+// Config, and does nothing for a local Out. done removes the local store.
+func bucketOut(ctx context.Context, cfg *Config, log *slog.Logger) (done func(), err error) {
 	if !files.IsRemote(cfg.Out) {
 		return func() {}, nil
 	}
-	remote, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: cfg.Log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}})
+	remote, err := checkpoint.Open(checkpoint.Config{Dir: cfg.Out, Log: log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}})
 	if err != nil {
 		return nil, err
 	}
@@ -31,14 +32,14 @@ func bucketOut(ctx context.Context, cfg *learner.Config) (done func(), err error
 		return nil, err
 	}
 	if len(rows) > 0 && !cfg.Resume {
-		return nil, fmt.Errorf("learner: %s has %d published versions (latest v%d): %w", remote.Dir(), len(rows), rows[len(rows)-1].Version, learner.ErrPublished)
+		return nil, fmt.Errorf("learner: %s has %d published versions (latest v%d): %w", remote.Dir(), len(rows), rows[len(rows)-1].Version, ErrPublished)
 	}
 	dir, err := os.MkdirTemp("", "swerl-learn-")
 	if err != nil {
 		return nil, err
 	}
 	done = func() { os.RemoveAll(dir) }
-	local, err := checkpoint.Open(checkpoint.Config{Dir: dir, Log: cfg.Log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}})
+	local, err := checkpoint.Open(checkpoint.Config{Dir: dir, Log: log, Keep: cfg.KeepCheckpoints, Pin: []int64{cfg.Reference}})
 	if err == nil && len(rows) > 0 {
 		err = pullVersion(ctx, remote, local, dir, cfg.Reference)
 	}
@@ -49,9 +50,9 @@ func bucketOut(ctx context.Context, cfg *learner.Config) (done func(), err error
 	bucket, announce := cfg.Out, cfg.Announce
 	cfg.Out = dir
 	cfg.Announce = func(ctx context.Context, row schemas.WeightVersion) error {
-		rec := learner.RecordPath(dir, row.Version)
+		rec := RecordPath(dir, row.Version)
 		if _, err := os.Stat(rec); err == nil {
-			if err := files.Upload(ctx, rec, files.Join(bucket, learner.RecordDir, files.Base(rec))); err != nil {
+			if err := files.Upload(ctx, rec, files.Join(bucket, RecordDir, files.Base(rec))); err != nil {
 				return err
 			}
 		}
@@ -64,7 +65,7 @@ func bucketOut(ctx context.Context, cfg *learner.Config) (done func(), err error
 		}
 		return nil
 	}
-	cfg.Log.Info("learner: working in a local store, copying each version to the bucket", "local", dir, "out", bucket)
+	log.Info("learner: working in a local store, copying each version to the bucket", "local", dir, "out", bucket)
 	return done, nil
 }
 
@@ -85,8 +86,8 @@ func pullVersion(ctx context.Context, remote, local *checkpoint.Store, dir strin
 	if _, err := local.CopyFrom(remote, v.Version); err != nil {
 		return err
 	}
-	rec := learner.RecordPath(dir, v.Version)
-	src := files.Join(remote.Dir(), learner.RecordDir, files.Base(rec))
+	rec := RecordPath(dir, v.Version)
+	src := files.Join(remote.Dir(), RecordDir, files.Base(rec))
 	if ok, err := files.Exists(ctx, src); err != nil || !ok {
 		return err
 	}
