@@ -31,9 +31,8 @@ func (l *listFlag) Set(s string) error {
 }
 
 // mineMemoryFloor is the memory limit below which swerl mine collects at
-// GOGC=200. On the mining bench (alternating runs): 5000 commits, CPU
-// 1.555 -> 1.455 s and peak RSS 269 -> 266 MiB; 20000 commits, CPU 5.73 ->
-// 5.29 s and peak RSS 345 -> 376 MiB.
+// GOGC=200: less collection CPU for a small rise in peak memory
+// (bench/mine/README.md, "Choices in the code").
 const mineMemoryFloor = 256 << 20
 
 func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -25,9 +25,8 @@ import (
 // Requests are pipelined: callers write their requests and queue for the
 // answers, and one goroutine reads the answers in order and hands them
 // out. Many goroutines sharing one CatFile keep git's input full, so git
-// answers a run of requests per wake-up instead of one round trip each;
-// on the mining bench the round trips, not the objects, were most of the
-// time git and swerl spent on reads.
+// answers a run of requests per wake-up instead of one round trip each:
+// round trips, not objects, were most of the time reads took.
 type CatFile struct {
 	repo   *Repo
 	cmd    *exec.Cmd

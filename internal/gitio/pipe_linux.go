@@ -13,10 +13,9 @@ const pipeBytes = 1 << 20
 
 // growPipe enlarges the pipe r reads from (a git process's output) from
 // Linux's 64 KiB to pipeBytes, so git writes a blob or a run of answers
-// without blocking each 64 KiB and the reader drains it in fewer wake-ups:
-// mining pallets/flask switched contexts 17-32 thousand times a run
-// before, 19-23 thousand after, and took 2-6% less CPU. A failure (an
-// older kernel, a lower limit) leaves the pipe as it was.
+// without blocking each 64 KiB and the reader drains it in fewer wake-ups
+// (bench/mine/README.md, "Choices in the code"). A failure (an older
+// kernel, a lower limit) leaves the pipe as it was.
 func growPipe(r io.Reader) {
 	f, ok := r.(*os.File)
 	if !ok {

@@ -310,9 +310,8 @@ func (f *buildFn) acquire(c Candidate) (*gitio.CatFile, error) {
 
 // catFiles is how many cat-file processes a build bundle runs for one
 // repository: one per two cores. Fewer processes each find more requests
-// queued (fewer sleeps and wake-ups) and share one delta-base cache: on 2
-// cores one process instead of two took 8-11% less wall and CPU time on
-// the mining bench, at 5000 and at 20000 commits.
+// queued (fewer sleeps and wake-ups) and share one delta-base cache
+// (bench/mine/README.md, "Choices in the code").
 func catFiles() int { return max(1, runtime.NumCPU()/2) }
 
 // trees is the process's tree cache, shared by every build bundle's

@@ -69,15 +69,11 @@ func (r *stagedRecord) release() {
 // matters more than size or a self-describing format: each is the
 // instance in package bincode's primitives (a version byte first),
 // compressed with S2 (snappy's faster successor), on local scratch as in
-// an object store. Uncompressed, staging needed 3.8x the disk of the final
-// Parquet (a clone of swerl, 774 commits: 24.9 MB peak for 6.5 MB of
-// instance files), so a disk that held the output did not hold the run.
-// With S2 the peak is 7.3 MB (1.1x) and mining's wall time did not move
-// measurably (2.06-2.62 s uncompressed against 2.19-2.49 s, three
-// alternating runs each; user CPU +12%). S2's better mode gave 6.3 MB for
-// +15-25% wall time. gob, the format before bincode, took a tenth of the
-// mining bench's CPU to encode and decode; zstd, before S2, took 2.9 s of
-// CPU on the 20000-commit bench for files 1.6x smaller than S2's.
+// an object store. Compressed, staging needs about the disk of the final
+// Parquet, so a disk that holds the output holds the run; S2 is the
+// codec that costs mining no measurable time (the figures, and the
+// formats and codecs tried before: bench/mine/README.md, "Choices in the
+// code").
 const stagingVersion = 1
 
 // encodeRecord encodes inst for a staging file, compressed when compress

@@ -34,8 +34,8 @@
 //	go test ./sinks/parquetio -run '^$' -fuzz '^FuzzSchema$' -fuzztime 100000x -fuzzminimizetime 0 -parallel 1
 //	go test ./sinks/checkpoint -run '^$' -fuzz '^FuzzIndex$' -fuzztime 1000000x -fuzzminimizetime 0 -parallel 1
 //
-// (-fuzzminimizetime 0: minimizing each new input of several KiB took the
-// default minute, and the runs made no progress.)
+// (-fuzzminimizetime 0: minimizing inputs of several KiB takes the default
+// minute each, and the runs would make no progress.)
 //
 // # Concurrency
 //

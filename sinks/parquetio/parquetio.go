@@ -76,10 +76,10 @@ func streamOptions() []parquet.WriterOption {
 
 // streamCodec is zstd at its fastest level with a 2 MiB window, enough for
 // a FileWriter's pages: parquet-go's codec keeps the default 8 MiB window,
-// 16 MiB of history per encoder, which dominated the heap of a writer. On
-// the mining bench's instance files the fastest level took 18% less
-// encoding CPU than the default, for files of the same size within 0.3%
-// (1 MiB pages of source code are mostly long repeats, which both find).
+// 16 MiB of history per encoder, which dominated the heap of a writer.
+// The fastest level costs less CPU than the default for files of about
+// the same size, since pages of source code are mostly long repeats that
+// both levels find (bench/mine/README.md, "Choices in the code").
 var streamCodec = &zstdCodec{}
 
 type zstdCodec struct {
