@@ -17,7 +17,7 @@ type TrainConfig struct {
 	// MaxBatch and MaxSeq bound a micro-batch: at most MaxBatch sequences
 	// of at most MaxSeq tokens (prompt + completion). Activations are
 	// allocated for MaxBatch*MaxSeq rows on the first step and reused.
-	// Defaults 8 and 256.
+	// Defaults DefaultMaxBatch and DefaultMaxSeq.
 	MaxBatch, MaxSeq int
 	// LR is the peak learning rate. Default 1e-5.
 	LR float64
@@ -55,6 +55,14 @@ type TrainConfig struct {
 	Checkpoint bool
 }
 
+// DefaultMaxBatch and DefaultMaxSeq bound a micro-batch where a
+// TrainConfig leaves MaxBatch and MaxSeq zero; they are the defaults of
+// swerl's --micro-batch and --max-seq too.
+const (
+	DefaultMaxBatch = 8
+	DefaultMaxSeq   = 1024
+)
+
 func (c TrainConfig) withDefaults() TrainConfig {
 	def := func(v *float64, d float64) {
 		if *v == 0 {
@@ -62,10 +70,10 @@ func (c TrainConfig) withDefaults() TrainConfig {
 		}
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = 8
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.MaxSeq == 0 {
-		c.MaxSeq = 256
+		c.MaxSeq = DefaultMaxSeq
 	}
 	def(&c.LR, 1e-5)
 	def(&c.Beta1, 0.9)

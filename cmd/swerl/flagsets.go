@@ -10,6 +10,7 @@ import (
 
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/weightsync"
+	"swerl/transforms/advantage"
 )
 
 // A command's flags are printed by concept: its own flags first, then each
@@ -122,7 +123,7 @@ func addAdvantageFlag(fs *flag.FlagSet, p *string) {
 }
 
 func addGroupSizeFlag(fs *flag.FlagSet, p *int) {
-	fs.IntVar(p, "group-size", 4, "completions per instance (G, the GRPO group)")
+	fs.IntVar(p, "group-size", advantage.DefaultGroupSize, "completions per instance (G, the GRPO group)")
 }
 
 func addRewardTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {

@@ -34,8 +34,8 @@ func addOptimizerFlags(fs *flag.FlagSet, defLR float64, lrWhy string) *optimizer
 	f := &optimizerFlags{}
 	section(fs, "Model and trainer")
 	defer endSection(fs)
-	fs.IntVar(&f.microBatch, "micro-batch", 8, "sequences per micro-batch (a step accumulates as many as it needs)")
-	addMaxSeqFlag(fs, &f.maxSeq, 1024, "")
+	fs.IntVar(&f.microBatch, "micro-batch", gpu.DefaultMaxBatch, "sequences per micro-batch (a step accumulates as many as it needs)")
+	addMaxSeqFlag(fs, &f.maxSeq, gpu.DefaultMaxSeq, "")
 	fs.BoolVar(&f.ckpt, "checkpoint-activations", false, "keep only each layer's input and recompute the layer in the backward pass: one layer's activations in memory instead of all, for one more forward pass (a 7B LoRA step at 4×2048 fits 80 GB with it)")
 	addLRFlag(fs, &f.lr, defLR, lrWhy)
 	fs.Float64Var(&f.minLR, "min-lr", 0, "learning rate at the end of the cosine decay")

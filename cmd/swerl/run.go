@@ -521,7 +521,7 @@ func (l *runLoop) close() {
 func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Instance, stderr io.Writer) rl.Config {
 	lastLine := time.Time{}
 	cfg := rl.Config{
-		Config: learner.Config{
+		Learner: learner.Config{
 			Out: o.out, Model: o.model, Resume: o.resume, Backend: env.be, KeepCheckpoints: o.keep,
 			Train: o.train, LoRA: o.lora, Temperature: o.temperature, MaskTruncated: o.maskTruncated, FreshOptimizer: o.freshOptimizer,
 			Log: env.log,
@@ -550,7 +550,7 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 		Sync: loop.engineSync,
 	}
 	if o.verbose {
-		cfg.Progress = stderr
+		cfg.Learner.Progress = stderr
 	}
 	until := ""
 	if o.sftUntil > 0 {

@@ -472,8 +472,11 @@ func (p *Policy) sampleRaw(ctx context.Context, st *state, req rollout.Request, 
 	if room := len(prompt) + len(extra.Forced) + min(maxTok, 1); room > st.maxSeq {
 		return resp, nil, fmt.Errorf("%w: instance %q: %d prompt tokens, the context is %d (raise max_seq up to max_position_embeddings)", ErrPromptTooLong, req.InstanceID, len(prompt)+len(extra.Forced), st.maxSeq)
 	}
-	temp := req.Temperature
-	if temp == 0 {
+	temp := req.Temperature // the sampler's 0 is greedy
+	switch {
+	case req.Greedy:
+		temp = 0
+	case temp == 0:
 		temp = p.opts.Temperature
 	}
 	sp := gpu.SamplingParams{

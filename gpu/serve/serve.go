@@ -413,7 +413,7 @@ func (s *Server) request(p engineapi.Sampling) (rollout.Request, policy.Params, 
 			return rr, extra, nil, badRequest("temperature", "temperature %v outside [0, 2]", *p.Temperature)
 		}
 		// OpenAI's 0 is greedy; the policy's 0 means its default.
-		rr.Temperature = max(*p.Temperature, 1e-9)
+		rr.Temperature, rr.Greedy = *p.Temperature, *p.Temperature == 0
 	}
 	if p.TopP != nil {
 		if *p.TopP <= 0 || *p.TopP > 1 {

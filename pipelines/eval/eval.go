@@ -84,11 +84,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 			o.Progress(i)
 		}
 		in := &instances[i]
-		temp := o.Temperature
-		if temp == 0 {
-			temp = 1e-9 // the policies treat 0 as "default"; this is greedy
-		}
-		spec := scoring.Spec{Prompt: o.Prompt, GroupSize: 1, MaxTokens: o.MaxTokens, Temperature: temp}
+		spec := scoring.Spec{Prompt: o.Prompt, GroupSize: 1, MaxTokens: o.MaxTokens, Temperature: o.Temperature, Greedy: o.Temperature == 0}
 		g, err := spec.Prepare(in, scoring.GroupID("eval/", in.ID, i))
 		if err != nil {
 			res.Unpromptable++

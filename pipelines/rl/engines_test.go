@@ -36,7 +36,7 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sync = s.Round(cfg.Out)
+	cfg.Sync = s.Round(cfg.Learner.Out)
 	cfg.BeforeRL = func(context.Context) error {
 		if loads := loadedModels(g); !slices.Equal(loads, []string{"v000002"}) {
 			t.Errorf("before RL the engine holds %v, want the warm start's v000002", loads)
@@ -75,11 +75,11 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 	served := weightsync.NewTable()
 	cfg, _ := testRun(t, 1)
 	cfg.SFTSteps = 1
-	push, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", served, 0, cfg.Log)
+	push, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?engine=sglang&model=m", served, 0, cfg.Learner.Log)
 	if err != nil || push == nil {
 		t.Fatalf("SpecSyncer: %v", err)
 	}
-	cfg.Sync = push.Round(cfg.Out)
+	cfg.Sync = push.Round(cfg.Learner.Out)
 	cfg.Steps = 1
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -93,10 +93,10 @@ func TestSpecSyncPushesToEveryEngine(t *testing.T) {
 			t.Fatalf("%s: served %+v, %v; loads %v", u, sv, ok, loadsA)
 		}
 	}
-	if s, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?sync=false", served, 0, cfg.Log); err != nil || s != nil {
+	if s, err := weightsync.SpecSyncer(a.URL+"/v1,"+b.URL+"/v1?sync=false", served, 0, cfg.Learner.Log); err != nil || s != nil {
 		t.Fatalf("sync=false: %v %v", s != nil, err)
 	}
-	if _, err := weightsync.SpecSyncer(a.URL+"/v1?model=m,"+b.URL+"/v1", served, 0, cfg.Log); err == nil {
+	if _, err := weightsync.SpecSyncer(a.URL+"/v1?model=m,"+b.URL+"/v1", served, 0, cfg.Learner.Log); err == nil {
 		t.Fatal("options before the last URL must fail")
 	}
 }

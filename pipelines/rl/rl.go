@@ -43,7 +43,7 @@ type RolloutFunc func(ctx context.Context, round int, instances []schemas.Instan
 
 // Config configures Run.
 type Config struct {
-	// Config is the learner both phases run. Out is the output root
+	// Learner is the learner both phases run. Out is the output root
 	// (samples/, checkpoints/, index.parquet, run.json); Resume continues
 	// a run in Out (its checkpoints and run.json); Model, Backend
 	// (required), KeepCheckpoints, Log and Progress serve both phases.
@@ -55,9 +55,13 @@ type Config struct {
 	// docs/experiments.md) are the RL phase's. The warm start trains full
 	// fine-tuning at SFTLR with Train's micro-batch, MaxSeq, clip and
 	// activation checkpointing, and no objective; with SFTLoRA it trains
-	// LoRA's adapters instead of every weight. Run sets Reference,
-	// BatchGroups and MaxStaleness itself.
-	learner.Config
+	// LoRA's adapters instead of every weight.
+	//
+	// Run chooses three fields itself and refuses a Config that sets them:
+	// Reference (the version RL starts from), BatchGroups (BatchInstances)
+	// and MaxStaleness (off: a round's samples all come from the version
+	// published before it).
+	Learner learner.Config
 	// Instances are the training instances; Run cycles through them in a
 	// seeded random order.
 	Instances []schemas.Instance
@@ -189,16 +193,19 @@ type state struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Backend == nil {
+	if c.Learner.Backend == nil {
 		return errors.New("rl: no backend")
 	}
 	if c.Rollouts == nil {
 		return errors.New("rl: no rollout function")
 	}
+	if l := c.Learner; l.Reference != 0 || l.BatchGroups != 0 || l.MaxStaleness != 0 {
+		return fmt.Errorf("rl: Learner.Reference %d, BatchGroups %d, MaxStaleness %d: Run sets these (the version RL starts from, BatchInstances, off)", l.Reference, l.BatchGroups, l.MaxStaleness)
+	}
 	if len(c.Instances) == 0 {
 		return errors.New("rl: no training instances")
 	}
-	if c.SFTLoRA && c.LoRA.Rank <= 0 {
+	if c.SFTLoRA && c.Learner.LoRA.Rank <= 0 {
 		return errors.New("rl: a LoRA warm start (SFTLoRA) needs a LoRA rank")
 	}
 	if c.SFTUntil < 0 || c.SFTUntil > 1 {
@@ -214,19 +221,19 @@ func (c *Config) defaults() error {
 		c.BatchInstances = 4
 	}
 	if c.GroupSize <= 0 {
-		c.GroupSize = 4
+		c.GroupSize = advantage.DefaultGroupSize
 	}
-	if c.Train.MaxSeq <= 0 {
-		c.Train.MaxSeq = 1024
+	if c.Learner.Train.MaxSeq <= 0 {
+		c.Learner.Train.MaxSeq = gpu.DefaultMaxSeq
 	}
-	if c.Train.MaxBatch <= 0 {
-		c.Train.MaxBatch = 8
+	if c.Learner.Train.MaxBatch <= 0 {
+		c.Learner.Train.MaxBatch = gpu.DefaultMaxBatch
 	}
 	if c.Method == "" {
 		c.Method = advantage.GRPO
 	}
-	if c.Log == nil {
-		c.Log = slog.Default()
+	if c.Learner.Log == nil {
+		c.Learner.Log = slog.Default()
 	}
 	return nil
 }
@@ -235,12 +242,12 @@ func (c *Config) defaults() error {
 // fine-tuning at SFTLR, no objective, so no KL reference to load) or RL
 // (the Config as given, its KL reference the version ref).
 func (c *Config) learner(ctx context.Context, sft, resume, freshOptimizer bool, ref int64) (*learner.Learner, error) {
-	lc := c.Config
+	lc := c.Learner
 	lc.Resume, lc.FreshOptimizer, lc.Reference = resume, freshOptimizer, ref
 	lc.BatchGroups, lc.MaxStaleness = c.BatchInstances, -1
 	if sft {
-		lc.Train = gpu.TrainConfig{MaxBatch: c.Train.MaxBatch, MaxSeq: c.Train.MaxSeq, LR: c.SFTLR,
-			GradClip: c.Train.GradClip, Checkpoint: c.Train.Checkpoint}
+		lc.Train = gpu.TrainConfig{MaxBatch: c.Learner.Train.MaxBatch, MaxSeq: c.Learner.Train.MaxSeq, LR: c.SFTLR,
+			GradClip: c.Learner.Train.GradClip, Checkpoint: c.Learner.Train.Checkpoint}
 		lc.Temperature = 1
 		if !c.SFTLoRA {
 			lc.LoRA = gpu.LoRAConfig{}
@@ -313,25 +320,25 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return Summary{}, err
 	}
-	sum := Summary{SamplesDir: filepath.Join(cfg.Out, "samples"), Phase: PhaseWarmStart}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+	sum := Summary{SamplesDir: filepath.Join(cfg.Learner.Out, "samples"), Phase: PhaseWarmStart}
+	if err := os.MkdirAll(cfg.Learner.Out, 0o755); err != nil {
 		return sum, err
 	}
 	st := state{}
-	if cfg.Resume {
+	if cfg.Learner.Resume {
 		var err error
-		if st, err = readState(cfg.Out); err != nil {
+		if st, err = readState(cfg.Learner.Out); err != nil {
 			return sum, err
 		}
 	}
-	resume := cfg.Resume
+	resume := cfg.Learner.Resume
 	if !st.SFTDone && cfg.SFTSteps > 0 {
 		l, err := cfg.learner(ctx, true, resume, false, 0)
 		if err != nil {
 			return sum, err
 		}
 		defer l.Close()
-		ex := SFTExamples(cfg.Instances, cfg.Prompt, cfg.ShortThought, cfg.Log)
+		ex := SFTExamples(cfg.Instances, cfg.Prompt, cfg.ShortThought, cfg.Learner.Log)
 		if len(ex) == 0 {
 			return sum, errors.New("rl: no SFT example (no instance has an oracle answer that fits)")
 		}
@@ -345,7 +352,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// Every warm-start step published one version after v0.
 	sum.SFTSteps, sum.Version = int(st.RLStart), st.RLStart
 	st.SFTDone = true
-	if err := writeState(cfg.Out, st); err != nil {
+	if err := writeState(cfg.Learner.Out, st); err != nil {
 		return sum, err
 	}
 	sum.Phase, sum.Done = PhaseBeforeRL, st.RLSteps
@@ -357,7 +364,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// ones make the first updates sign steps of size LR on every weight,
 	// whatever its gradient (see FreshOptimizer). A resumed RL phase keeps
 	// its own moments either way.
-	l, err := cfg.learner(ctx, false, resume, st.RLSteps == 0 && cfg.FreshOptimizer, st.RLStart)
+	l, err := cfg.learner(ctx, false, resume, st.RLSteps == 0 && cfg.Learner.FreshOptimizer, st.RLStart)
 	if err != nil {
 		return sum, err
 	}
@@ -370,7 +377,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 		st.BeforeRLDone = true
-		if err := writeState(cfg.Out, st); err != nil {
+		if err := writeState(cfg.Learner.Out, st); err != nil {
 			return sum, err
 		}
 	}
@@ -380,7 +387,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	// said so is done: keep its samples instead of training it again.
 	if st.RLSteps < cfg.Steps && l.Stats().Version > st.RLStart+int64(st.RLSteps) {
 		step := st.RLSteps + 1
-		if err := keepRound(cfg.Out, step); err != nil {
+		if err := keepRound(cfg.Learner.Out, step); err != nil {
 			return sum, err
 		}
 		ss, err := restoredStats(cfg, step, l.Stats().Version)
@@ -388,7 +395,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, err
 		}
 		st.RLSteps, st.History = step, append(st.History, ss)
-		if err := writeState(cfg.Out, st); err != nil {
+		if err := writeState(cfg.Learner.Out, st); err != nil {
 			return sum, err
 		}
 		sum.History, sum.Done = append(sum.History, ss), step
@@ -405,7 +412,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			next++
 		}
 		// What a killed attempt at this step staged was never trained on.
-		if err := os.RemoveAll(roundDir(cfg.Out, step)); err != nil {
+		if err := os.RemoveAll(roundDir(cfg.Learner.Out, step)); err != nil {
 			return sum, err
 		}
 		t0 := time.Now()
@@ -420,7 +427,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		ss := roundStats(round)
 		ss.Step, ss.Steps, ss.RolloutTime, ss.SyncTime = step, cfg.Steps, time.Since(t0), syncTime
 		if !cfg.RolloutsStore {
-			samples := parquetio.NewDirWriter[schemas.Sample](StagedSamples(cfg.Out, step), "rl", 1<<30)
+			samples := parquetio.NewDirWriter[schemas.Sample](StagedSamples(cfg.Learner.Out, step), "rl", 1<<30)
 			if err := samples.Write(round...); err != nil {
 				return sum, err
 			}
@@ -434,11 +441,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			return sum, fmt.Errorf("rl: step %d: %w", step, err)
 		}
 		ss.TrainTime, ss.Version, ss.Loss, ss.Learner = time.Since(t1), ls.Version, ls.LastLoss, l.LastStep()
-		if err := keepRound(cfg.Out, step); err != nil {
+		if err := keepRound(cfg.Learner.Out, step); err != nil {
 			return sum, err
 		}
 		st.RLSteps, st.History = step, append(st.History, ss)
-		if err := writeState(cfg.Out, st); err != nil {
+		if err := writeState(cfg.Learner.Out, st); err != nil {
 			return sum, err
 		}
 		sum.RLSteps, sum.Version, sum.Samples = sum.RLSteps+1, ls.Version, sum.Samples+len(round)
@@ -458,7 +465,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 // round's samples and the learner's record of v. Times are those of the
 // record (the rollout time is lost with the process).
 func restoredStats(cfg Config, step int, v int64) (StepStats, error) {
-	files, err := filepath.Glob(filepath.Join(cfg.Out, "samples", fmt.Sprintf("round-%06d-*.parquet", step)))
+	files, err := filepath.Glob(filepath.Join(cfg.Learner.Out, "samples", fmt.Sprintf("round-%06d-*.parquet", step)))
 	if err != nil {
 		return StepStats{}, err
 	}
@@ -472,7 +479,7 @@ func restoredStats(cfg Config, step int, v int64) (StepStats, error) {
 	}
 	ss := roundStats(round)
 	ss.Step, ss.Steps, ss.Version = step, cfg.Steps, v
-	if rec, err := learner.ReadRecord(cfg.Out, v); err == nil {
+	if rec, err := learner.ReadRecord(cfg.Learner.Out, v); err == nil {
 		ss.Loss, ss.Learner = rec.Loss, rec.StepStats
 		ss.TrainTime = time.Duration(rec.TimeStep * float64(time.Second))
 	}

@@ -3,6 +3,7 @@ package rl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,7 +75,7 @@ func testRun(t *testing.T, n int) (Config, string) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	spec := scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}
-	return Config{Config: learner.Config{Out: filepath.Join(dir, "out"), Model: model, Backend: cpu.New(),
+	return Config{Learner: learner.Config{Out: filepath.Join(dir, "out"), Model: model, Backend: cpu.New(),
 		Train: gpu.TrainConfig{LR: 1e-4, MaxSeq: 512}, Log: log},
 		Instances: ins, SFTBatch: 2, SFTLR: 1e-3, Steps: 2, BatchInstances: 2, GroupSize: 2, Prompt: spec.Prompt, Seed: 7,
 		Rollouts: Local(pol, spec, advantage.GRPO, 0, log)}, dir
@@ -83,7 +84,7 @@ func testRun(t *testing.T, n int) (Config, string) {
 func TestRunStepsAndResume(t *testing.T) {
 	cfg, _ := testRun(t, 3)
 	cfg.SFTSteps = 2
-	out := cfg.Out
+	out := cfg.Learner.Out
 	var seen []StepStats
 	cfg.AfterStep = func(_ context.Context, st StepStats) error { seen = append(seen, st); return nil }
 	sum, err := Run(context.Background(), cfg)
@@ -117,7 +118,7 @@ func TestRunStepsAndResume(t *testing.T) {
 		}
 	}
 	// Resume to 3 steps: only step 3 runs, no new warm start.
-	cfg.Steps, cfg.Resume, seen = 3, true, nil
+	cfg.Steps, cfg.Learner.Resume, seen = 3, true, nil
 	sum, err = Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	beforeRL := 0
 	ctx, stop := context.WithCancel(context.Background())
-	cfg := Config{Config: learner.Config{Out: out, Model: model, Backend: cpu.New(), Train: gpu.TrainConfig{LR: 1e-4, MaxSeq: 512}, Log: log},
+	cfg := Config{Learner: learner.Config{Out: out, Model: model, Backend: cpu.New(), Train: gpu.TrainConfig{LR: 1e-4, MaxSeq: 512}, Log: log},
 		Instances: ins, SFTSteps: 6, SFTBatch: 2, SFTLR: 1e-3,
 		SFTUntil: 0.999, SFTCheck: 2, Steps: 1, BatchInstances: 2, GroupSize: 2, Prompt: prompt.Options{Compact: true},
 		Rollouts: Local(pol, scoring.Spec{Prompt: prompt.Options{Compact: true}, GroupSize: 2, MaxTokens: 64, Temperature: 1, Seed: 7}, advantage.GRPO, 0, log),
@@ -192,7 +193,7 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 		t.Fatal("the stopped run returned no error")
 	}
 	var checks []int
-	cfg.Resume = true
+	cfg.Learner.Resume = true
 	cfg.AfterSFTCheck = func(step int, _ float64) { checks = append(checks, step) }
 	// Stop right after BeforeRL: its step has not run.
 	ctx, stop = context.WithCancel(context.Background())
@@ -226,7 +227,7 @@ func TestResumeKeepsBudgetsAndBeforeRL(t *testing.T) {
 // its samples must be kept, not trained again).
 func TestResumeKeepsEachStepsSamplesOnce(t *testing.T) {
 	cfg, _ := testRun(t, 3)
-	out := cfg.Out
+	out := cfg.Learner.Out
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestResumeKeepsEachStepsSamplesOnce(t *testing.T) {
 	if err := writeState(out, state{SFTDone: true, RLSteps: 1, BeforeRLDone: true}); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Resume = true
+	cfg.Learner.Resume = true
 	sum, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -288,5 +289,26 @@ func TestResumeKeepsEachStepsSamplesOnce(t *testing.T) {
 	}
 	if sum.RLSteps != 1 || sum.Version != 3 || len(all) != 12 {
 		t.Fatalf("after resuming an unpublished step: %d steps, v%d, %d samples; want 1, v3, 12", sum.RLSteps, sum.Version, len(all))
+	}
+}
+
+// Run chooses the learner's KL reference, batch and staleness bound
+// itself, so a Config that sets them is refused before any work, naming
+// the fields, instead of being overridden without a word.
+func TestRunRefusesWhatItSets(t *testing.T) {
+	for _, set := range []func(*learner.Config){
+		func(l *learner.Config) { l.Reference = 3 },
+		func(l *learner.Config) { l.BatchGroups = 2 },
+		func(l *learner.Config) { l.MaxStaleness = 1 },
+	} {
+		cfg, _ := testRun(t, 1)
+		set(&cfg.Learner)
+		_, err := Run(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "Run sets these") {
+			t.Errorf("Run with %+v: %v", cfg.Learner, err)
+		}
+		if _, err := os.Stat(cfg.Learner.Out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("refused Run wrote %s: %v", cfg.Learner.Out, err)
+		}
 	}
 }

@@ -19,7 +19,7 @@ func TestWarmStartUntil(t *testing.T) {
 		t.Helper()
 		probes := map[int]float64{}
 		cfg := base
-		cfg.Out, cfg.SFTSteps, cfg.SFTLR, cfg.SFTUntil, cfg.Steps, cfg.BatchInstances = filepath.Join(dir, out), 40, 1e-2, until, 0, 1
+		cfg.Learner.Out, cfg.SFTSteps, cfg.SFTLR, cfg.SFTUntil, cfg.Steps, cfg.BatchInstances = filepath.Join(dir, out), 40, 1e-2, until, 0, 1
 		cfg.AfterSFTCheck = func(step int, p float64) { probes[step] = p }
 		sum, err := Run(context.Background(), cfg)
 		if err != nil {

@@ -129,7 +129,7 @@ type Config struct {
 
 func (c *Config) defaults() error {
 	if c.GroupSize == 0 {
-		c.GroupSize = 4
+		c.GroupSize = advantage.DefaultGroupSize
 	}
 	if c.Method == "" {
 		c.Method = advantage.GRPO

@@ -33,6 +33,11 @@ const (
 	RLOO   Method = "rloo"
 )
 
+// DefaultGroupSize is G, the completions sampled for one prompt, where a
+// caller leaves it unset: swerl's --group-size and the train and RL
+// pipelines' GroupSize.
+const DefaultGroupSize = 4
+
 // Eps is added to the GRPO std.
 const Eps = 1e-6
 

@@ -264,7 +264,11 @@ func (p *HTTPPolicy) body(req Request, n int, sv engineapi.ServedVersion, synced
 		body.Messages = append(body.Messages, engineapi.Message{Role: "system", Content: req.System})
 	}
 	body.Messages = append(body.Messages, engineapi.Message{Role: "user", Content: req.Prompt})
-	if req.Temperature != 0 {
+	switch {
+	case req.Greedy:
+		zero := 0.0
+		body.Temperature = &zero
+	case req.Temperature != 0:
 		body.Temperature = &req.Temperature
 	}
 	if req.TopP != 0 {

@@ -27,6 +27,10 @@ type Request struct {
 	Temperature float64
 	TopP        float64
 	Seed        int64
+	// Greedy asks for the most likely token at every step (OpenAI's
+	// temperature 0); Temperature and TopP are then ignored. A zero
+	// Temperature is the policy's default temperature, not greedy.
+	Greedy bool
 }
 
 // Completion is one answer of the policy.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"swerl/internal/engineapi"
 )
 
 type echo struct{ spec string }
@@ -45,4 +47,37 @@ func TestOpenPicksTheScheme(t *testing.T) {
 		}
 	}()
 	RegisterScheme("echo-test", nil)
+}
+
+// Greedy decoding is asked for by name: a Greedy request sends OpenAI's
+// temperature 0, whatever its Temperature; a zero Temperature without
+// Greedy sends none (the engine's default), never 0.
+func TestHTTPGreedyIsExplicit(t *testing.T) {
+	p, err := OpenHTTP("http://127.0.0.1:1/v1?health=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, c := range []struct {
+		req  Request
+		want string // the temperature field of the body, "" for none
+	}{
+		{Request{Greedy: true}, `"temperature":0`},
+		{Request{Greedy: true, Temperature: 0.7}, `"temperature":0`},
+		{Request{Temperature: 0.7}, `"temperature":0.7`},
+		{Request{}, ""},
+	} {
+		b, err := p.body(c.req, 1, engineapi.ServedVersion{}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if i := strings.Index(string(b), `"temperature":`); i >= 0 {
+			got = string(b[i:])
+			got = got[:strings.IndexAny(got, ",}")]
+		}
+		if got != c.want {
+			t.Errorf("%+v: body has %q, want %q: %s", c.req, got, c.want, b)
+		}
+	}
 }

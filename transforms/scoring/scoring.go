@@ -39,6 +39,9 @@ type Spec struct {
 	GroupSize   int // completions per instance
 	MaxTokens   int // longest completion; 0: the policy's default
 	Temperature float64
+	// Greedy asks for greedy decoding (rollout.Request.Greedy): an
+	// evaluation's single answer.
+	Greedy bool
 	// Seed is the run's sampling seed; 0 asks for no seed.
 	Seed int64
 }
@@ -74,7 +77,7 @@ func (s Spec) Prepare(in *schemas.Instance, gid string) (Group, error) {
 	}
 	return Group{ID: gid, Prompt: p, Oracle: in.OracleNewContent,
 		Request: rollout.Request{InstanceID: in.ID, System: p.System, Prompt: p.User, N: s.GroupSize,
-			MaxTokens: s.MaxTokens, Temperature: s.Temperature, Seed: rollout.GroupSeed(s.Seed, gid)}}, nil
+			MaxTokens: s.MaxTokens, Temperature: s.Temperature, Greedy: s.Greedy, Seed: rollout.GroupSeed(s.Seed, gid)}}, nil
 }
 
 // Samples turns the policy's response into the group's GroupSize samples,
