@@ -99,7 +99,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Policy: *policy, Method: method, DropZeroVariance: *dropZero,
 		GroupTimeout: *groupTimeout, Incomplete: inc, GroupPrefix: *groupPrefix, Out: *out, Concurrency: *concurrency,
 		RewardTimeout: *rewardTimeout, Bounded: !*follow, MetricsAddr: *metricsAddr,
-		Group: *group, GroupSessionTimeout: *groupSession,
+		ConsumerGroup: *group, ConsumerSessionTimeout: *groupSession,
 		// A worker that keeps reading also follows the adapters a learner
 		// in another process announces on the weights topic for each
 		// engine, so it follows engines that do not list them too.

@@ -98,19 +98,24 @@ type Config struct {
 	// RewardTimeout bounds the scoring of one completion (default 30 s);
 	// a completion that runs out of time is dead-lettered.
 	RewardTimeout time.Duration
-	// Group, when set, reads the instances topic as a member of this Kafka
-	// consumer group (kafkaio.JoinGroup): only the partitions the group
+	// ConsumerGroup, when set, reads the instances topic as a member of
+	// this Kafka consumer group (kafkaio.JoinGroup): only the partitions the group
 	// assigns this process, following rebalances as workers join and
 	// leave, each partition from the group's committed offset; offsets are
 	// committed to the group once the outputs of the records below them
 	// are durable, in place of Out/positions. Unbounded reads only.
-	Group string
-	// GroupSessionTimeout is how long the group waits for a silent member
+	//
+	// A Kafka consumer group is not a GRPO group: those are the G
+	// completions of one prompt (Spec.GroupSize, GroupTimeout,
+	// GroupPrefix, Incomplete).
+	ConsumerGroup string
+	// ConsumerSessionTimeout is how long the consumer group waits for a silent member
 	// (a worker that died) before its partitions go to the others
 	// (default 10s; brokers refuse less than 6s by default).
-	GroupSessionTimeout time.Duration
-	// member is the handle of this run's group member (set by Run).
-	member string
+	ConsumerSessionTimeout time.Duration
+	// consumer is the handle of this run's consumer-group member (set by
+	// Run; kafkaio.GroupMember.Handle).
+	consumer string
 	// Bounded stops when the input is drained: a Kafka read stops at the
 	// end offsets seen when it starts (files are always bounded). Unbounded
 	// runs keep reading until ctx is cancelled.
@@ -185,7 +190,7 @@ func (c *Config) defaults() error {
 	if c.FollowAnnouncements && len(c.Kafka.Brokers) == 0 {
 		return errors.New("train: following the adapters announced on the weights topic needs Kafka brokers")
 	}
-	if c.Group != "" {
+	if c.ConsumerGroup != "" {
 		switch {
 		case c.Instances != "" || c.FeedInstances:
 			return errors.New("train: a consumer group reads the instances topic, not an instances file")
@@ -193,11 +198,11 @@ func (c *Config) defaults() error {
 			return errors.New("train: a consumer group read is unbounded (its partitions come and go), not Bounded")
 		case len(c.Kafka.Brokers) == 0:
 			return errors.New("train: a consumer group needs Kafka brokers")
-		case c.GroupSessionTimeout < 0:
+		case c.ConsumerSessionTimeout < 0:
 			return errors.New("train: the group session timeout must be positive")
 		}
 	}
-	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") && c.Group == "" {
+	if files.IsRemote(c.Out) && (c.FeedInstances || c.Instances == "") && c.ConsumerGroup == "" {
 		// kafkaio keeps the acknowledged positions in local files under
 		// Out/positions, which an object store cannot hold.
 		return fmt.Errorf("train: out %s is object storage, but reading the instances topic keeps its positions in local files under out: give a local out, or read the instances file without the topic", c.Out)

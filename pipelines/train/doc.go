@@ -72,7 +72,7 @@
 // de-duplicate by sample id.
 //
 // Several workers (processes) can share the instances topic as a Kafka
-// consumer group (Config.Group, swerl train --follow --group NAME): each
+// consumer group (Config.ConsumerGroup, swerl train --follow --group NAME): each
 // reads the partitions the group assigns it, and the acknowledgements
 // above commit offsets to the group (kafkaio.AckOriginsGroup) instead of
 // positions files. Workers can join and leave a running group; a record

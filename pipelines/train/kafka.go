@@ -43,8 +43,8 @@ func kafkaSource(cfg Config) source {
 	return func(s beam.Scope) beam.PCollection {
 		rc := kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances),
 			Bounded: cfg.Bounded, PositionsDir: positionsDir(cfg)}
-		if cfg.member != "" {
-			rc = kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), GroupMember: cfg.member}
+		if cfg.consumer != "" {
+			rc = kafkaio.ReadConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), GroupMember: cfg.consumer}
 		}
 		msgs := kafkaio.Read(s, rc)
 		return beam.ParDo(s.Scope("ToRecord"), messageRecord, msgs)
@@ -54,8 +54,8 @@ func kafkaSource(cfg Config) source {
 // ackOrigins acknowledges the origins of written (WriteAcked's output):
 // to the consumer group member, or in the positions files.
 func ackOrigins(s beam.Scope, cfg Config, written beam.PCollection) {
-	if cfg.member != "" {
-		kafkaio.AckOriginsGroup(s, cfg.member, written)
+	if cfg.consumer != "" {
+		kafkaio.AckOriginsGroup(s, cfg.consumer, written)
 		return
 	}
 	kafkaio.AckOrigins(s, positionsDir(cfg), written)
@@ -64,18 +64,18 @@ func ackOrigins(s beam.Scope, cfg Config, written beam.PCollection) {
 // ackPositions acknowledges positions (a PCollection of kafkaio.Position) as
 // ackOrigins does.
 func ackPositions(s beam.Scope, cfg Config, positions beam.PCollection) {
-	if cfg.member != "" {
-		kafkaio.AckGroup(s, cfg.member, positions)
+	if cfg.consumer != "" {
+		kafkaio.AckGroup(s, cfg.consumer, positions)
 		return
 	}
 	kafkaio.Ack(s, positionsDir(cfg), positions)
 }
 
-// joinGroup makes this run a member of cfg.Group; its lines go to
+// joinGroup makes this run a member of cfg.ConsumerGroup; its lines go to
 // cfg.Progress.
 func joinGroup(cfg Config) (*kafkaio.GroupMember, error) {
-	m, err := kafkaio.JoinGroup(kafkaio.GroupConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), Group: cfg.Group,
-		SessionTimeout: cfg.GroupSessionTimeout,
+	m, err := kafkaio.JoinGroup(kafkaio.GroupConfig{Config: cfg.Kafka, Topic: cfg.Kafka.Topic(kafkaio.Instances), Group: cfg.ConsumerGroup,
+		SessionTimeout: cfg.ConsumerSessionTimeout,
 		// Enough records in flight to keep the rollout slots busy, few
 		// enough that a worker losing its partitions drains them quickly.
 		MaxInFlight: max(4*cfg.Concurrency, 32),

@@ -233,16 +233,16 @@ func TestGroupConfigRefused(t *testing.T) {
 	set := traintest.New(t, dir, 1, 2, nil)
 	kc := kafkaio.Config{Brokers: []string{"127.0.0.1:1"}}
 	for _, c := range []train.Config{
-		{Group: "g", Kafka: kc, Bounded: true},
-		{Group: "g", Kafka: kc, Instances: set.InstancesPath},
-		{Group: "g", Kafka: kc, Instances: set.InstancesPath, FeedInstances: true},
-		{Group: "g"},
-		{Group: "g", Kafka: kc, GroupSessionTimeout: -time.Second},
+		{ConsumerGroup: "g", Kafka: kc, Bounded: true},
+		{ConsumerGroup: "g", Kafka: kc, Instances: set.InstancesPath},
+		{ConsumerGroup: "g", Kafka: kc, Instances: set.InstancesPath, FeedInstances: true},
+		{ConsumerGroup: "g"},
+		{ConsumerGroup: "g", Kafka: kc, ConsumerSessionTimeout: -time.Second},
 	} {
 		c.Policy, c.Out = "file:"+set.CompletionsPath, filepath.Join(dir, "out")
 		_, err := train.Run(context.Background(), c)
 		if err == nil || !strings.Contains(err.Error(), "group") && !strings.Contains(err.Error(), "brokers") {
-			t.Errorf("group %q, bounded %v, instances %q, brokers %v: %v", c.Group, c.Bounded, c.Instances, c.Kafka.Brokers, err)
+			t.Errorf("group %q, bounded %v, instances %q, brokers %v: %v", c.ConsumerGroup, c.Bounded, c.Instances, c.Kafka.Brokers, err)
 		}
 	}
 }

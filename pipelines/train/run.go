@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer runs.Register(id, &stats{policy: pol})()
 
 	var member *kafkaio.GroupMember
-	if cfg.Group != "" {
+	if cfg.ConsumerGroup != "" {
 		if member, err = joinGroup(cfg); err != nil {
 			return Summary{}, err
 		}
@@ -67,10 +67,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			member.Close()
 			gs := member.Stats()
 			fmt.Fprintf(cfg.Progress, "train: left group %s: %d generations, %d commits, %d records acknowledged while draining, %d left in flight\n",
-				cfg.Group, gs.Generations, gs.Commits, gs.Drained, gs.Abandoned)
+				cfg.ConsumerGroup, gs.Generations, gs.Commits, gs.Drained, gs.Abandoned)
 		}()
 		// Before the source is made: it reads as the member.
-		cfg.member = member.Handle()
+		cfg.consumer = member.Handle()
 	}
 	var src source
 	var fed FeedSummary
