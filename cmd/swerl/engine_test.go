@@ -170,7 +170,7 @@ func TestEngineSyncToServeProcess(t *testing.T) {
 	other := mp.Model.Config
 	other.IntermediateSize *= 2
 	writeAdapter(t, other, base, bad, 7)
-	s2, _ := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Backoff: time.Millisecond})
+	s2, _ := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: url, Kind: engineapi.VLLM}}, Attempts: 2, Backoff: time.Millisecond})
 	if err := s2.Push(context.Background(), 7, bad); err == nil || !strings.Contains(err.Error(), "version 7") {
 		t.Fatalf("mismatched adapter: %v", err)
 	}

@@ -250,7 +250,7 @@ func parseLearnFlags(args []string, stderr io.Writer) (*learnOptions, error) {
 	fs.StringVar(&o.engines, "engine", "", "after each published version, make these inference servers load it, in the background (URL[,URL…], e.g. http://h:8000/v1; sinks/weightsync): adapters of a LoRA run, full weights through SGLang's update_weights_from_disk; training never waits for a push, and versions superseded while one is in flight are skipped")
 	fs.StringVar(&o.engineKind, "engine-kind", "vllm", "the API the --engine servers speak: vllm or sglang (swerl serve speaks both)")
 	fs.StringVar(&o.enginePath, "engine-path-map", "", "FROM=TO: the engines read --out's files under another prefix (FROM is --out's prefix here, TO the engines' mount or object-store prefix)")
-	fs.IntVar(&o.engineRetries, "engine-retries", 4, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
+	fs.IntVar(&o.engineRetries, "engine-retries", weightsync.DefaultAttempts-1, "retries of a refused or unanswered engine request, with exponential backoff from 1s; then the version is reported and the engine keeps the one it holds")
 	addEngineTimeoutFlag(fs, &o.engineTimeout)
 	endSection(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -315,11 +315,7 @@ func (o *learnOptions) syncer(log *slog.Logger) (*weightsync.Syncer, error) {
 	if o.engineTimeout <= 0 {
 		return nil, usagef("--engine-timeout %s, want > 0", o.engineTimeout)
 	}
-	retries := o.engineRetries
-	if retries == 0 {
-		retries = -1 // weightsync.Config: 0 is the default, negative none
-	}
-	s, err := weightsync.New(weightsync.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Retries: retries, Timeout: o.engineTimeout, Log: log})
+	s, err := weightsync.New(weightsync.Config{Engines: es, PathMap: o.enginePath, APIKey: engineapi.APIKey(), Attempts: o.engineRetries + 1, Timeout: o.engineTimeout, Log: log})
 	if err != nil {
 		return nil, usagef("--engine-path-map: %v", err)
 	}

@@ -114,7 +114,7 @@ func runModelMerge(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
 	}
 	pol, err := policy.FromLoaded(&modeldir.Policy{Dir: dir, Model: bp.Model, Tokenizer: bp.Tokenizer, Stop: bp.Stop, Version: -1},
-		policy.Options{MaxSeq: 64, Batch: 1, Poll: -1, Log: log})
+		policy.Options{MaxSeq: 64, Batch: 1, Log: log})
 	if err != nil {
 		return err
 	}

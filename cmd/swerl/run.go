@@ -462,7 +462,7 @@ func (l *runLoop) current() (rollout.Policy, error) {
 		if l.o.policy != "" {
 			p, err = rollout.Open(l.o.policy, rollout.WithTable(l.table))
 		} else {
-			p, err = policy.Open(l.o.out, policy.Options{Device: l.o.device, MaxSeq: l.o.train.MaxSeq, Poll: -1, MaxTokens: l.o.maxTokens,
+			p, err = policy.Open(l.o.out, policy.Options{Device: l.o.device, MaxSeq: l.o.train.MaxSeq, MaxTokens: l.o.maxTokens,
 				Temperature: l.o.temperature, Log: l.log})
 		}
 		if err != nil {

@@ -52,7 +52,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxTokens := fs.Int("max-tokens", 256, "completion length when a request gives no max_tokens")
 	metricsAddr := new(string)
 	addMetricsFlag(fs, metricsAddr, "", "swerl serve's default is off, since it faces clients; its /metrics has the process and Go runtime")
-	poll := fs.Duration("poll", 2*time.Second, "how often an output root's index is checked for a newer version (0: never); hashes are verified only when its newest row changes")
+	poll := fs.Duration("poll", policy.DefaultPoll, "how often an output root's index is checked for a newer version (0: never); hashes are verified only when its newest row changes")
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "time to read a request's headers and body; a connection that stalls longer is closed")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Minute, "time from a request's headers to the end of its response, queueing and generation included")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
@@ -85,11 +85,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usagef("--api-key-env %s: the variable is not set or empty", *apiKeyEnv)
 		}
 	}
-	p := *poll
-	if p == 0 {
-		p = -1
-	}
-	popts := policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: p, BF16Weights: *bf16, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	popts := policy.Options{Device: *device, MaxSeq: *maxSeq, MaxTokens: *maxTokens, Poll: *poll, BF16Weights: *bf16, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	pol, err := policy.Open(*model, popts)
 	if err != nil {
 		return err

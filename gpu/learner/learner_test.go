@@ -114,7 +114,7 @@ func TestGRPOImprovesReward(t *testing.T) {
 	out := t.TempDir()
 	l := newLearner(t, Config{Out: out, Model: initModel(t), BatchGroups: 2, MaxStaleness: 0,
 		Train: gpu.TrainConfig{MaxBatch: 16, MaxSeq: 48, LR: 1e-2}})
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 48, MaxTokens: 4, Log: quiet()})
+	pol, err := policy.Open(out, policy.Options{MaxSeq: 48, MaxTokens: 4, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestSFTLearnsAnswer(t *testing.T) {
 		t.Fatalf("SFT loss %v after 80 steps, first %v", st.LastLoss, first)
 	}
 	// The published checkpoint greedily completes the prompt with the answer.
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 96, MaxTokens: 16, Log: quiet()})
+	pol, err := policy.Open(out, policy.Options{MaxSeq: 96, MaxTokens: 16, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestAnswerProbs(t *testing.T) {
 func TestTextSamplesEncodeAsThePolicy(t *testing.T) {
 	model := initModel(t)
 	l := newLearner(t, Config{Out: t.TempDir(), Model: model, Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 96}})
-	pol, err := policy.Open(model, policy.Options{Poll: -1, MaxSeq: 96, MaxTokens: 2, Log: quiet()})
+	pol, err := policy.Open(model, policy.Options{MaxSeq: 96, MaxTokens: 2, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

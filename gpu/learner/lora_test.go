@@ -90,7 +90,7 @@ func TestLoRAPublishesAdapters(t *testing.T) {
 	}
 	// The in-process policy serves the output root: the newest adapter,
 	// merged.
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 64, MaxTokens: 4, Log: quiet()})
+	pol, err := policy.Open(out, policy.Options{MaxSeq: 64, MaxTokens: 4, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func openV0(t *testing.T, model string) *policy.Policy {
 	t.Helper()
 	out := t.TempDir()
 	newLearner(t, Config{Out: out, Model: model})
-	pol, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 64, MaxTokens: 12, Log: quiet()})
+	pol, err := policy.Open(out, policy.Options{MaxSeq: 64, MaxTokens: 12, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

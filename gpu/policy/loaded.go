@@ -2,7 +2,6 @@ package policy
 
 import (
 	"log/slog"
-	"time"
 
 	"swerl/gpu/modeldir"
 )
@@ -11,9 +10,6 @@ import (
 func (o Options) withDefaults() Options {
 	if o.Device == "" {
 		o.Device = "cpu"
-	}
-	if o.Poll == 0 {
-		o.Poll = 2 * time.Second
 	}
 	if o.MaxTokens == 0 {
 		o.MaxTokens = 256

@@ -77,7 +77,8 @@ type Options struct {
 	// cache of MaxSeq tokens once used). Default 32.
 	Batch int
 	// Poll is how often an output root's index is checked for a newer
-	// version. Default 2s; negative disables reloading.
+	// version; 0 (or negative) never reloads. ParseSpec and swerl serve
+	// default to DefaultPoll.
 	Poll time.Duration
 	// MaxTokens and Temperature are used when a request leaves them zero.
 	// Defaults 256 and 1.0 (RL rollouts sample the raw distribution).
@@ -94,9 +95,15 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// ParseSpec splits "model:PATH?k=v&…" into PATH and Options.
+// DefaultPoll is how often a policy opened from a spec without poll=
+// (and swerl serve without --poll) checks an output root for a newer
+// version.
+const DefaultPoll = 2 * time.Second
+
+// ParseSpec splits "model:PATH?k=v&…" into PATH and Options; Poll is
+// DefaultPoll unless the spec says poll= (0: never).
 func ParseSpec(spec string) (string, Options, error) {
-	var o Options
+	o := Options{Poll: DefaultPoll}
 	rest, ok := strings.CutPrefix(spec, Scheme+":")
 	if !ok {
 		return "", o, fmt.Errorf("policy: spec %q does not start with %s:", spec, Scheme)
@@ -129,9 +136,6 @@ func ParseSpec(spec string) (string, Options, error) {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return "", o, fmt.Errorf("policy: spec %q: poll: %w", spec, err)
-			}
-			if d == 0 {
-				d = -1
 			}
 			o.Poll = d
 		case "device":

@@ -176,8 +176,11 @@ func TestReloadNewVersion(t *testing.T) {
 
 func TestParseSpec(t *testing.T) {
 	path, o, err := ParseSpec("model:/a/b?max_seq=64&poll=0&device=cpu&temperature=0.5")
-	if err != nil || path != "/a/b" || o.MaxSeq != 64 || o.Poll >= 0 || o.Device != "cpu" || o.Temperature != 0.5 {
+	if err != nil || path != "/a/b" || o.MaxSeq != 64 || o.Poll != 0 || o.Device != "cpu" || o.Temperature != 0.5 {
 		t.Fatalf("%q %+v %v", path, o, err)
+	}
+	if _, o, err := ParseSpec("model:/a/b"); err != nil || o.Poll != DefaultPoll {
+		t.Errorf("a spec without poll=: Poll %v, %v; want DefaultPoll", o.Poll, err)
 	}
 	for _, bad := range []string{"model:", "file:/x", "model:/x?max_seq=-1", "model:/x?poll=soon", "model:/x?colour=red"} {
 		if _, _, err := ParseSpec(bad); err == nil {
@@ -196,7 +199,7 @@ func TestReloadDuringRequest(t *testing.T) {
 	root := t.TempDir()
 	publish := publisher(t, root, 200)
 	publish(0)
-	pol := openQuiet(t, root, Options{Poll: -1, MaxSeq: 128, MaxTokens: 6})
+	pol := openQuiet(t, root, Options{MaxSeq: 128, MaxTokens: 6})
 	req := rollout.Request{Prompt: "hello", N: 4, Seed: 9}
 	ref, err := pol.Complete(context.Background(), req)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestReloadRefusesWeightsThatMakeNaN(t *testing.T) {
 		}
 	}
 	publish(0, func(int) (float32, bool) { return 0, false })
-	pol, err := Open(root, Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()})
+	pol, err := Open(root, Options{MaxSeq: 128, MaxTokens: 4, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func adapterDir(t *testing.T, scale string) string {
 // startAdapters serves a fresh tiny model with the test loader.
 func startAdapters(t *testing.T) (*httptest.Server, *Server, string) {
 	t.Helper()
-	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Poll: -1, Log: quiet()}
+	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Log: quiet()}
 	pol, dir := tinyPolicy(t, 9, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts
@@ -448,7 +448,7 @@ func TestPieces(t *testing.T) {
 // FuzzWeightEndpoints: any body sent to the adapter and weight endpoints
 // gets a JSON or text answer with a 2xx or 4xx status, never a panic.
 func FuzzWeightEndpoints(f *testing.F) {
-	opts := policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()}
+	opts := policy.Options{MaxSeq: 128, MaxTokens: 4, Log: quiet()}
 	pol, _ := tinyPolicy(f, 1, opts)
 	sv := New(pol, "tiny")
 	sv.LoadAdapter, sv.PolicyOptions = scaleAdapter, opts

@@ -30,7 +30,7 @@ func dialectServer(t *testing.T) (*httptest.Server, *modeldir.Policy) {
 	if _, err := modeldir.Init(dir, "tiny", 11); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Open(dir, policy.Options{MaxSeq: dialectMaxSeq, MaxTokens: 16, Poll: -1, Log: quiet()})
+	pol, err := policy.Open(dir, policy.Options{MaxSeq: dialectMaxSeq, MaxTokens: 16, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestMaxModelLen(t *testing.T) {
 // prompt_logprobs, top log-probabilities) gets a 2xx or 4xx answer, never
 // a panic or a 5xx.
 func FuzzDialectBodies(f *testing.F) {
-	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 64, MaxTokens: 4, Poll: -1, Log: quiet()})
+	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 64, MaxTokens: 4, Log: quiet()})
 	h := New(pol, "tiny").Handler()
 	paths := []string{engineapi.TokenizePath, engineapi.DetokenizePath, engineapi.CompletionsPath}
 	for i, s := range []string{`{"prompt":"def f():"}`, `{"tokens":[1,2,99999999]}`, `{"prompt":[[1,2],[3]],"echo":true,"logprobs":3,"max_tokens":0,"prompt_logprobs":1}`,

@@ -30,7 +30,7 @@ func endlessPolicy(t *testing.T) *policy.Policy {
 		t.Fatal(err)
 	}
 	mp.Stop = nil
-	pol, err := policy.FromLoaded(mp, policy.Options{MaxSeq: 2048, Batch: 32, Poll: -1, Log: quiet()})
+	pol, err := policy.FromLoaded(mp, policy.Options{MaxSeq: 2048, Batch: 32, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

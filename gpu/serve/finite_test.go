@@ -57,7 +57,7 @@ func filledModel(t *testing.T, base string, v float32) string {
 // Each is a 400 naming the tensor, on both engines' endpoints, and the
 // base keeps answering exactly as before.
 func TestNonFiniteWeightsAreRefused(t *testing.T) {
-	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Poll: -1, Log: quiet()}
+	opts := policy.Options{MaxSeq: 256, MaxTokens: 8, Log: quiet()}
 	pol, dir := tinyPolicy(t, 9, opts)
 	sv := New(pol, "tiny")
 	sv.PolicyOptions = opts

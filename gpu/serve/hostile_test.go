@@ -62,7 +62,7 @@ func tinyPolicy(t testing.TB, seed uint64, o policy.Options) (*policy.Policy, st
 
 // hostilePolicy is the policy the hostile-client tests serve.
 func hostilePolicy(t testing.TB) *policy.Policy {
-	pol, _ := tinyPolicy(t, 3, policy.Options{MaxSeq: 256, MaxTokens: 16, Poll: -1, Log: quiet()})
+	pol, _ := tinyPolicy(t, 3, policy.Options{MaxSeq: 256, MaxTokens: 16, Log: quiet()})
 	return pol
 }
 
@@ -297,7 +297,7 @@ func nanPolicy(t *testing.T) *policy.Policy {
 	for i := range norm {
 		norm[i] = float32(math.NaN())
 	}
-	pol, err := policy.FromLoaded(mp, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()})
+	pol, err := policy.FromLoaded(mp, policy.Options{MaxSeq: 128, MaxTokens: 4, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestChatCompletions(t *testing.T) {
 	if _, err := modeldir.Init(dir, "tiny", 9); err != nil {
 		t.Fatal(err)
 	}
-	srv := start(t, dir, -1)
+	srv := start(t, dir, 0)
 	req := map[string]any{
 		"model":    "whatever",
 		"messages": []map[string]string{{"role": "system", "content": "be terse"}, {"role": "user", "content": "hello"}},
@@ -123,7 +123,7 @@ func TestChatErrors(t *testing.T) {
 	if _, err := modeldir.Init(dir, "tiny", 9); err != nil {
 		t.Fatal(err)
 	}
-	srv := start(t, dir, -1)
+	srv := start(t, dir, 0)
 	for name, body := range map[string]any{
 		"no messages": map[string]any{"messages": []any{}},
 		"bad role":    map[string]any{"messages": []map[string]string{{"role": "robot", "content": "x"}}},
@@ -176,7 +176,7 @@ func TestServeFollowsVersions(t *testing.T) {
 // FuzzChatRequest: any request body gets a JSON answer, 200 or a 4xx
 // error object, never a panic or a 5xx.
 func FuzzChatRequest(f *testing.F) {
-	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 128, MaxTokens: 4, Poll: -1, Log: quiet()})
+	pol, _ := tinyPolicy(f, 1, policy.Options{MaxSeq: 128, MaxTokens: 4, Log: quiet()})
 	h := New(pol, "tiny").Handler()
 	for _, s := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"seed":1}`,

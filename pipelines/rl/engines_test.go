@@ -31,7 +31,7 @@ func TestEngineSyncBeforeEachRound(t *testing.T) {
 	cfg, _ := testRun(t, 3)
 	cfg.SFTSteps = 2
 	var held []int64
-	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Retries: -1,
+	s, err := weightsync.New(weightsync.Config{Engines: []weightsync.Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Attempts: 1,
 		OnHeld: func(_ weightsync.Engine, v engineapi.ServedVersion) { held = append(held, v.Version) }})
 	if err != nil {
 		t.Fatal(err)

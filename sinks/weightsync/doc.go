@@ -63,7 +63,7 @@
 // Every request has a deadline, Timeout (default 60s, swerl's
 // --engine-timeout), its answer included, so an engine that accepts a
 // connection and never answers fails like one that refuses. Every request
-// is retried with exponential backoff and jitter (Retries, Backoff): an
+// is retried with exponential backoff and jitter (Attempts, Backoff): an
 // engine on a shared volume may not see a new folder at once. The retries
 // and their waits end when Push's context does.
 // A load refused because the name is taken (a retry after a lost answer, or

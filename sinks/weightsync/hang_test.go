@@ -22,7 +22,7 @@ import (
 // reports the engine after its retries instead of waiting for it.
 func TestHangingEngineTimesOut(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 1, Timeout: 300 * time.Millisecond})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Attempts: 2, Timeout: 300 * time.Millisecond})
 	start := time.Now()
 	err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, true))
 	took := time.Since(start)
@@ -55,7 +55,7 @@ func TestDefaultTimeout(t *testing.T) {
 // stuck (it waited for the push before).
 func TestPushToHangingEngineIsCancelled(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Attempts: 11, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Push(ctx, 1, writeVersion(t, t.TempDir(), 1, true)) }()
@@ -200,7 +200,7 @@ func TestAsyncSkipsSupersededVersions(t *testing.T) {
 // cancelled, whatever the timeout and retries.
 func TestAsyncCloseCancelsAHangingPush(t *testing.T) {
 	url, accepted := testenv.HangingServer(t)
-	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Retries: 10, Timeout: time.Hour})
+	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: url, Kind: engineapi.VLLM}}, Attempts: 11, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := s.Async(ctx)
 	a.Submit(1, writeVersion(t, t.TempDir(), 1, true))

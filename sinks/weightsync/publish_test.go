@@ -37,7 +37,7 @@ func TestPublisherAnnouncesThenPushes(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newPub := func(withAnnounce bool) (*Publisher, *Syncer) {
-		s, err := New(Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Retries: -1, Backoff: 1, Log: quiet})
+		s, err := New(Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Attempts: 1, Backoff: 1, Log: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,17 +34,22 @@ type Engine struct {
 // DefaultTimeout is Config.Timeout's default (swerl's --engine-timeout).
 const DefaultTimeout = 60 * time.Second
 
+// DefaultAttempts is Config.Attempts's default: a request and four
+// retries (swerl's --engine-retries 4).
+const DefaultAttempts = 5
+
 // Config configures a Syncer.
 type Config struct {
 	Engines []Engine
 	// Keep is how many of the newest adapters this syncer loaded stay
 	// loaded on each engine; older ones are unloaded. Default 2.
 	Keep int
-	// Retries after a failed request, with exponential backoff from
-	// Backoff (doubled each time, at most 30s, with jitter). Defaults 4 and
-	// 1s.
-	Retries int
-	Backoff time.Duration
+	// Attempts is how many times one request is sent before it fails, the
+	// first included (1: no retry), with exponential backoff from Backoff
+	// between them (doubled each time, at most 30s, with jitter). Defaults
+	// DefaultAttempts and 1s.
+	Attempts int
+	Backoff  time.Duration
 	// Timeout bounds one request, the answer included: an engine that
 	// accepts the connection and never answers fails that attempt after
 	// Timeout, and the retries follow. Default DefaultTimeout; loading the
@@ -116,10 +121,11 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.Keep <= 0 {
 		cfg.Keep = 2
 	}
-	if cfg.Retries < 0 {
-		cfg.Retries = 0
-	} else if cfg.Retries == 0 {
-		cfg.Retries = 4
+	if cfg.Attempts < 0 {
+		return nil, fmt.Errorf("weightsync: %d attempts, want ≥ 1 (0: %d)", cfg.Attempts, DefaultAttempts)
+	}
+	if cfg.Attempts == 0 {
+		cfg.Attempts = DefaultAttempts
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = time.Second
@@ -522,7 +528,7 @@ func (s *Syncer) call(ctx context.Context, st *state, path string, body any, ok 
 				return err // the caller handles it; retrying cannot change it
 			}
 		}
-		if attempt >= s.cfg.Retries || ctx.Err() != nil {
+		if attempt+1 >= s.cfg.Attempts || ctx.Err() != nil {
 			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
 		}
 		s.cfg.Log.Warn("weightsync: request failed, retrying", "engine", st.URL, "path", path, "attempt", attempt+1, "err", err.Error())

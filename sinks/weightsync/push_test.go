@@ -108,7 +108,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	srv := &fakeengine.VLLM{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: 3})
+	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Attempts: 4})
 	srv.Fail = func(n int, c fakeengine.Call) (int, string) {
 		if n <= 2 {
 			return 503, "engine overloaded"
@@ -137,7 +137,7 @@ func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	// A folder the engine cannot find (a volume not shared) is reported too.
 	srv.Fail = nil
 	dir := writeVersion(t, root, 7, true)
-	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Retries: -1, PathMap: root + "=/mnt/elsewhere"})
+	s2, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Attempts: 1, PathMap: root + "=/mnt/elsewhere"})
 	if err := s2.Push(context.Background(), 7, dir); err == nil || !strings.Contains(err.Error(), "No adapter found for /mnt/elsewhere/checkpoints/v000007") ||
 		!strings.Contains(err.Error(), "the weights the engine started with") {
 		t.Fatalf("unmapped volume: %v", err)
@@ -200,7 +200,7 @@ func TestSGLang(t *testing.T) {
 	g.Fail = func(int, fakeengine.Call) (int, map[string]any) {
 		return 200, map[string]any{"success": false, "message": "Failed to get weights iterator: shape mismatch", "num_paused_requests": 0}
 	}
-	s.cfg.Retries = 1
+	s.cfg.Attempts = 2
 	if err := s.Push(context.Background(), 4, writeVersion(t, root, 4, false)); err == nil || !strings.Contains(err.Error(), "shape mismatch") ||
 		!strings.Contains(err.Error(), "rollouts keep version 3") {
 		t.Fatalf("success false: %v", err)
@@ -365,7 +365,7 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 		engines []string
 	}
 	var got []pushed
-	s, err := New(Config{Engines: []Engine{{URL: tg.URL + "/v1", Kind: engineapi.VLLM}, {URL: tb.URL, Kind: engineapi.VLLM}}, Retries: -1, Backoff: 1,
+	s, err := New(Config{Engines: []Engine{{URL: tg.URL + "/v1", Kind: engineapi.VLLM}, {URL: tb.URL, Kind: engineapi.VLLM}}, Attempts: 1, Backoff: 1,
 		OnPushed: func(v int64, adapter string, engines []string) { got = append(got, pushed{v, adapter, engines}) }})
 	if err != nil {
 		t.Fatal(err)

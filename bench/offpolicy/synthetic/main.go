@@ -103,7 +103,7 @@ func run(seed uint64, corr gpu.Correction, iters, lag int, lr float64, bf16 bool
 			reload = func() error { return waitVersion(hp, l.Version()) }
 		}
 	} else {
-		mp, err := policy.Open(out, policy.Options{Poll: -1, MaxSeq: 48, MaxTokens: 4, BF16Weights: bf16, Log: quiet})
+		mp, err := policy.Open(out, policy.Options{MaxSeq: 48, MaxTokens: 4, BF16Weights: bf16, Log: quiet})
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
