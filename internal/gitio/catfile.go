@@ -287,15 +287,40 @@ func (c *CatFile) Blob(hash string) ([]byte, error) {
 	return o.Data, nil
 }
 
+// Git's file modes, as tree objects spell them. A Change pads them to six
+// digits (a tree is "040000" there) and says ModeAbsent for no file.
+const (
+	ModeFile       = "100644"
+	ModeExecutable = "100755"
+	ModeSymlink    = "120000" // the blob holds the link's target, not content
+	ModeGitlink    = "160000" // a submodule: the hash names a commit of another repository
+	ModeTree       = "40000"
+	ModeAbsent     = "000000"
+)
+
 // TreeEntry is one entry of a tree object.
 type TreeEntry struct {
-	Mode string // "100644", "100755", "120000" (symlink), "40000" (tree), "160000" (submodule)
+	Mode string // one of the Mode constants
 	Name string
 	Hash string
 }
 
 // IsTree reports whether the entry is a subdirectory.
-func (e TreeEntry) IsTree() bool { return e.Mode == "40000" || e.Mode == "040000" }
+func (e TreeEntry) IsTree() bool { return IsTreeMode(e.Mode) }
+
+// IsFile reports whether the entry's blob is a file's content: not a
+// directory, a symlink or a gitlink. That is ModeFile and ModeExecutable,
+// and also the 100664 that trees written by very old gits hold.
+func (e TreeEntry) IsFile() bool {
+	return !e.IsTree() && e.Mode != ModeSymlink && !IsGitlink(e.Mode)
+}
+
+// IsTreeMode reports whether mode, padded or not, is a directory's.
+func IsTreeMode(mode string) bool { return mode == ModeTree || mode == "0"+ModeTree }
+
+// IsGitlink reports whether mode is a submodule pointer's, which has no
+// content in this repository.
+func IsGitlink(mode string) bool { return mode == ModeGitlink }
 
 // ParseTree parses the binary form of a tree object whose object ids are
 // hashLen bytes (20 for SHA-1, 32 for SHA-256).
@@ -510,7 +535,7 @@ func inTreeOrder(es []TreeEntry) bool {
 
 // change is the raw change from x to y at path (an empty entry is absent).
 func change(x, y TreeEntry, path, zero string) Change {
-	ch := Change{Path: path, OldMode: "000000", NewMode: "000000", OldHash: zero, NewHash: zero}
+	ch := Change{Path: path, OldMode: ModeAbsent, NewMode: ModeAbsent, OldHash: zero, NewHash: zero}
 	if x.Hash != "" {
 		ch.OldMode, ch.OldHash = pad6(x.Mode), x.Hash
 	}

@@ -33,8 +33,8 @@ func (c *Commit) Subject() string {
 // it without rename detection.
 type Change struct {
 	Status  byte   // 'A' added, 'D' deleted, 'M' modified, 'T' type changed
-	OldMode string // "000000" when added
-	NewMode string // "000000" when deleted
+	OldMode string // ModeAbsent when added
+	NewMode string // ModeAbsent when deleted
 	OldHash string // all zeros when added
 	NewHash string // all zeros when deleted
 	Path    string

@@ -156,13 +156,13 @@ func (c *CatFile) readTrees(revs []string) (ids []string, trees [][]TreeEntry, e
 // Lookup finds the entry at path (slash-separated, relative to the root)
 // in the tree of commit, reading each directory on the way through the
 // cache. A path that does not exist returns an error wrapping ErrMissing.
-// The empty path and "." name the root tree itself (Mode "40000").
+// The empty path and "." name the root tree itself (Mode ModeTree).
 func (c *CatFile) Lookup(commit, path string) (TreeEntry, error) {
 	ids, trees, err := c.readTrees([]string{commit})
 	if err != nil {
 		return TreeEntry{}, err
 	}
-	cur := TreeEntry{Mode: "40000", Name: "", Hash: ids[0]}
+	cur := TreeEntry{Mode: ModeTree, Name: "", Hash: ids[0]}
 	es := trees[0]
 	path = strings.Trim(path, "/")
 	if path == "" || path == "." {

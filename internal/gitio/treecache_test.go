@@ -219,3 +219,47 @@ func TestTreeCacheFollowsMovingRefs(t *testing.T) {
 		t.Errorf("HEAD after a new commit lists %d entries, want 2 (a stale root)", len(es))
 	}
 }
+
+// TestEntryKinds: ReadDir's entries say which are files, as git's modes
+// do, for a plain file, an executable, a symlink, a submodule and a
+// directory.
+func TestEntryKinds(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("a", map[string]string{"plain.go": "p\n", "run.sh": "#!/bin/sh\n", "d/in.go": "i\n"})
+	r.Git("update-index", "--chmod=+x", "run.sh")
+	r.Git("update-index", "--add", "--cacheinfo", "120000,"+r.Git("rev-parse", "HEAD:plain.go")+",link")
+	r.Git("update-index", "--add", "--cacheinfo", "160000,"+r.Git("rev-parse", "HEAD")+",sub")
+	r.Git("commit", "-q", "-m", "kinds")
+	c := r.Git("rev-parse", "HEAD")
+	cf, err := gitio.NewCatFile(context.Background(), open(t, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	es, err := cf.ReadDir(c, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		mode           string
+		file, tree, gl bool
+	}{
+		"plain.go": {gitio.ModeFile, true, false, false},
+		"run.sh":   {gitio.ModeExecutable, true, false, false},
+		"link":     {gitio.ModeSymlink, false, false, false},
+		"sub":      {gitio.ModeGitlink, false, false, true},
+		"d":        {gitio.ModeTree, false, true, false},
+	}
+	if len(es) != len(want) {
+		t.Fatalf("ReadDir = %+v, want %d entries", es, len(want))
+	}
+	for _, e := range es {
+		w, ok := want[e.Name]
+		if !ok || e.Mode != w.mode || e.IsFile() != w.file || e.IsTree() != w.tree || gitio.IsGitlink(e.Mode) != w.gl {
+			t.Errorf("%s: mode %s file %v tree %v gitlink %v; want %+v", e.Name, e.Mode, e.IsFile(), e.IsTree(), gitio.IsGitlink(e.Mode), w)
+		}
+	}
+	if !gitio.IsTreeMode("040000") || gitio.IsTreeMode(gitio.ModeFile) {
+		t.Error("IsTreeMode does not take a Change's padded tree mode")
+	}
+}

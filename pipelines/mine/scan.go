@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -502,16 +501,16 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 	// the base, or its new content for a new file (see relevantFiles).
 	modIDs := map[string]string{}
 	for _, ch := range changes {
-		if ch.OldMode == "160000" || ch.NewMode == "160000" {
+		if gitio.IsGitlink(ch.OldMode) || gitio.IsGitlink(ch.NewMode) {
 			continue // a submodule pointer has no content here
 		}
 		files = append(files, mining.FileChange{Path: ch.Path})
 		f := &files[len(files)-1]
-		if ch.NewHash != gitio.ZeroHash && ch.NewMode != "000000" {
+		if ch.NewHash != gitio.ZeroHash && ch.NewMode != gitio.ModeAbsent {
 			f.HasNew = true
 			modIDs[ch.Path] = ch.NewHash
 		}
-		if ch.OldHash != gitio.ZeroHash && ch.OldMode != "000000" {
+		if ch.OldHash != gitio.ZeroHash && ch.OldMode != gitio.ModeAbsent {
 			f.HasOld = true
 			revs = append(revs, ch.OldHash)
 			modIDs[ch.Path] = ch.OldHash
@@ -546,7 +545,10 @@ func build(cat *gitio.CatFile, cand Candidate, cfg buildConfig) (schemas.Instanc
 		return inst, rej
 	}
 	if cfg.Relevant.Files() > 0 {
-		rel := relevantFiles(cat, &inst, modIDs, cfg.Relevant, cfg.Blobs)
+		rel, err := relevantFiles(cat, &inst, modIDs, cfg.Relevant, cfg.Blobs)
+		if err != nil {
+			return fail(err, "relevant files")
+		}
 		for _, p := range schemas.SortedPaths(rel) {
 			inst.CodeContext[p] = rel[p]
 			inst.RelevantFiles = append(inst.RelevantFiles, p)
@@ -575,16 +577,16 @@ func short(h string) string {
 	return h
 }
 
-// relevantFiles reads candidate files at the base (imports of the modified
-// files, files named in the problem statement, same-directory siblings, in
-// that order, up to cfg.Candidates() reads) and returns the ones Rank picks.
+// relevantFiles reads the candidate files at the base that
+// mining.CandidatePaths picks and returns the ones mining.RankWith keeps.
 //
 // Files of the listed directories are read by object id through blobs, so
 // the files that many changes share are read from git once; modIDs names
 // the blob of each modified file's content at the base (its new content
 // for a new file), so that the imports of every file, modified or
-// candidate, are parsed once a blob and path.
-func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string]string, cfg mining.RelevantConfig, blobs *blobCache) map[string]string {
+// candidate, are parsed once a blob and path. A path or directory absent
+// at the base is no candidate; any other git error fails the instance.
+func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string]string, cfg mining.RelevantConfig, blobs *blobCache) (map[string]string, error) {
 	base := inst.BaseCommit
 	modified := map[string]string{}
 	for p := range inst.OracleNewContent {
@@ -594,106 +596,48 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string
 			modified[p] = inst.OracleNewContent[p] // a new file's imports count too
 		}
 	}
-	// Collect the paths to read, best evidence first, then read them in one
-	// pipelined batch.
-	var probes []string
-	tried := map[string]bool{}
-	budget := cfg.Candidates()
-	probe := func(p string) {
-		if len(probes) >= budget || tried[p] || !mining.IsCode(p) {
-			return
-		}
-		tried[p] = true
-		if _, ok := modified[p]; !ok {
-			probes = append(probes, p)
-		}
-	}
-	trees := map[string][]string{}
-	ids := map[string]string{} // path → blob id, for the files in trees
-	listDirs := func(dirs []string) {
-		for _, d := range dirs {
-			if _, ok := trees[d]; ok {
-				continue
-			}
-			trees[d] = nil
-			es, err := cat.ReadDir(base, d)
-			if err != nil {
-				continue
-			}
-			for _, e := range es {
-				if !e.IsTree() && e.Mode != "160000" && e.Mode != "120000" {
-					p := path.Join(d, e.Name)
-					trees[d] = append(trees[d], p)
-					ids[p] = e.Hash
-				}
-			}
-		}
-	}
-	goMod := ""
 	paths := schemas.SortedPaths(modified)
-	for _, p := range paths {
-		if mining.Language(p) == "Go" {
-			if e, err := cat.Lookup(base, "go.mod"); err == nil && !e.IsTree() {
-				if o, err := cat.Get(e.Hash); err == nil {
-					goMod = mining.GoModulePath(string(o.Data))
-				}
-			}
-			break
-		}
+	goMod, err := goModule(cat, base, paths)
+	if err != nil {
+		return nil, err
 	}
-	var importDirs []string
-	dirSet := map[string]bool{}
-	targets := make([][]string, len(paths))
+	src := mining.CandidateSources{Modified: paths, Imports: make([][]string, len(paths)),
+		Files: map[string][]string{}, Issue: inst.ProblemStatement, Budget: cfg.Candidates()}
 	modTargets := make(map[string][]string, len(paths))
 	for i, p := range paths {
-		dirSet[path.Dir(p)] = true
 		if id, ok := modIDs[p]; ok {
-			targets[i] = blobs.importTargets(cat.Dir(), id, p, modified[p], goMod)
+			src.Imports[i] = blobs.importTargets(cat.Dir(), id, p, modified[p], goMod)
 		} else {
-			targets[i] = mining.ImportTargets(p, modified[p], goMod)
+			src.Imports[i] = mining.ImportTargets(p, modified[p], goMod)
 		}
-		modTargets[p] = targets[i]
-		for _, t := range targets[i] {
-			if dir, ok := strings.CutSuffix(t, "/"); ok {
-				importDirs = append(importDirs, dir)
+		modTargets[p] = src.Imports[i]
+	}
+	ids := map[string]string{} // path → blob id, for the files listed
+	for _, d := range mining.ListDirs(paths, src.Imports) {
+		es, err := cat.ReadDir(base, d)
+		if errors.Is(err, gitio.ErrMissing) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if e.IsFile() {
+				p := path.Join(d, e.Name)
+				src.Files[d] = append(src.Files[d], p)
+				ids[p] = e.Hash
 			}
 		}
 	}
-	dirs := sortedSet(dirSet)
-	listDirs(append(importDirs, dirs...))
-	for i := range paths {
-		for _, t := range targets[i] {
-			if dir, ok := strings.CutSuffix(t, "/"); ok {
-				for _, f := range trees[dir] {
-					if !strings.HasSuffix(f, "_test.go") {
-						probe(f)
-					}
-				}
-				continue
-			}
-			probe(t)
-		}
-	}
-	for _, n := range mining.NamedPaths(inst.ProblemStatement) {
-		probe(n)
-		if !strings.Contains(n, "/") {
-			for _, d := range dirs {
-				probe(path.Join(d, n))
-			}
-		}
-	}
-	for _, d := range dirs {
-		for _, f := range trees[d] {
-			probe(f)
-		}
-	}
+	// Read the candidates in one pipelined batch.
 	var revs, read []string
-	for _, p := range probes {
+	for _, p := range mining.CandidatePaths(src) {
 		id, ok := ids[p]
 		if !ok {
 			e, err := cat.Lookup(base, p)
-			if err != nil || e.IsTree() || e.Mode == "160000" || e.Mode == "120000" {
+			if errors.Is(err, gitio.ErrMissing) || err == nil && !e.IsFile() {
 				continue
+			} else if err != nil {
+				return nil, err
 			}
 			id = e.Hash
 		}
@@ -704,6 +648,9 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string
 	candIDs := map[string]string{}
 	got, errs := blobs.read(cat, revs)
 	for i, p := range read {
+		if errs[i] != nil && !errors.Is(errs[i], gitio.ErrMissing) {
+			return nil, errs[i]
+		}
 		if b := got[i]; errs[i] == nil && b.text && len(b.data) <= cfg.FileBytes() {
 			cands[p] = b.data
 			candIDs[p] = revs[i]
@@ -722,16 +669,32 @@ func relevantFiles(cat *gitio.CatFile, inst *schemas.Instance, modIDs map[string
 	for _, p := range mining.RankWith(modified, cands, inst.ProblemStatement, cfg, imports) {
 		out[p] = cands[p]
 	}
-	return out
+	return out, nil
 }
 
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// goModule returns the module path of the base's go.mod when a modified
+// file is Go code ("" when none is, or there is no go.mod), so that Go
+// imports resolve to the repository's directories.
+func goModule(cat *gitio.CatFile, base string, modified []string) (string, error) {
+	for _, p := range modified {
+		if mining.Language(p) != "Go" {
+			continue
+		}
+		e, err := cat.Lookup(base, "go.mod")
+		if errors.Is(err, gitio.ErrMissing) || err == nil && !e.IsFile() {
+			return "", nil
+		} else if err != nil {
+			return "", err
+		}
+		o, err := cat.Get(e.Hash)
+		if errors.Is(err, gitio.ErrMissing) {
+			return "", nil
+		} else if err != nil {
+			return "", err
+		}
+		return mining.GoModulePath(string(o.Data)), nil
 	}
-	sort.Strings(out)
-	return out
+	return "", nil
 }
 
 // blobCache holds blobs by repository and object id: the modified files of
