@@ -192,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				len(o.Candidates), o.PolicyNS.Round(time.Millisecond), o.total().Round(time.Millisecond))
 		}
 	}
-	defer registerRun(runID, st)()
+	defer runs.Register(runID, st)()
 	if err := os.Remove(filepath.Join(cfg.Out, summaryFile)); err != nil && !os.IsNotExist(err) {
 		return sum, err
 	}

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -229,46 +228,22 @@ type runState struct {
 	progress func(outcome)
 }
 
-var runs = struct {
-	sync.Mutex
-	m map[string]*runState
-}{m: map[string]*runState{}}
-
-// registerRun makes st the state of run id until the returned func is called.
-func registerRun(id string, st *runState) func() {
-	runs.Lock()
-	defer runs.Unlock()
-	runs.m[id] = st
-	return func() {
-		runs.Lock()
-		defer runs.Unlock()
-		delete(runs.m, id)
-	}
-}
+// runs holds each run's state in this process (beamrun.Registry: Run
+// registers it for the run's life; a worker of another process makes its
+// own in stateOf, which lives as long as the worker).
+var runs = beamrun.NewRegistry[*runState]("agentless run state")
 
 // stateOf returns the state of run id, making one for a worker that the
 // launcher's process is not (its policy is opened here, and stays open for
 // the worker's life: the run's steps share it).
 func stateOf(id, policy string, concurrency int) (*runState, error) {
-	runs.Lock()
-	defer runs.Unlock()
-	if st := runs.m[id]; st != nil {
-		return st, nil
-	}
-	pol, err := rollout.Open(policy)
-	if err != nil {
-		return nil, err
-	}
-	st := &runState{ctx: context.Background(), policy: pol, sem: make(chan struct{}, max(concurrency, 1))}
-	runs.m[id] = st
-	return st, nil
-}
-
-// lookupRun returns the state of run id in this process, nil if none.
-func lookupRun(id string) *runState {
-	runs.Lock()
-	defer runs.Unlock()
-	return runs.m[id]
+	return runs.LoadOrCreate(id, func() (*runState, error) {
+		pol, err := rollout.Open(policy)
+		if err != nil {
+			return nil, err
+		}
+		return &runState{ctx: context.Background(), policy: pol, sem: make(chan struct{}, max(concurrency, 1))}, nil
+	})
 }
 
 // openRun is the Setup of a step that asks the policy.
@@ -604,7 +579,7 @@ func (f *voteFn) FinishBundle(emit func(beam.EventTime, outcome)) { f.work.Wait(
 
 func (f *voteFn) out(emit func(beam.EventTime, outcome)) func(beam.EventTime, outcome) {
 	return func(ts beam.EventTime, o outcome) {
-		if st := lookupRun(f.RunID); st != nil && st.progress != nil {
+		if st, ok := runs.Find(f.RunID); ok && st.progress != nil {
 			st.progress(o)
 		}
 		emit(ts, o)
@@ -613,7 +588,7 @@ func (f *voteFn) out(emit func(beam.EventTime, outcome)) func(beam.EventTime, ou
 
 func (f *voteFn) vote(o outcome) outcome {
 	ctx := context.Background()
-	if st := lookupRun(f.RunID); st != nil {
+	if st, ok := runs.Find(f.RunID); ok {
 		ctx = st.ctx
 	}
 	in := o.Info

@@ -315,7 +315,10 @@ func (f *buildFn) acquire(c Candidate) (*gitio.CatFile, error) {
 func catFiles() int { return max(1, runtime.NumCPU()/2) }
 
 // trees is the process's tree cache, shared by every build bundle's
-// cat-file processes (entries are kept by repository).
+// cat-file processes (entries are kept by repository). It is a process
+// resource, not a run's, so it is a global and not in a beamrun.Registry:
+// its bound is on this process's memory, whatever the number of runs, and
+// runs that mine the same repository share its trees.
 var trees = gitio.NewTreeCache(16 << 20)
 
 func (f *buildFn) ProcessElement(ctx context.Context, c Candidate, ref func(string, string), row func(string, stagedRow), rej func(Rejected), _ func(int, countRow)) error {
@@ -485,7 +488,9 @@ const minFileRows = 256
 
 // writers bounds the instance files written at once in this process (a
 // runner may run many finalize bundles in parallel; each writer holds
-// tens of MiB): GOMAXPROCS, since writing is CPU-bound.
+// tens of MiB): GOMAXPROCS, since writing is CPU-bound. Like trees it
+// bounds a process resource (cores and memory) across every run in the
+// process, so it is a global and not per run.
 var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // cutRows cuts sorted rows into at most parts contiguous runs of nearly

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"swerl/pipelines/beamrun"
 )
 
 // Per-repository progress: when a run mines several repositories, Run
@@ -48,11 +50,10 @@ type repoState struct {
 	dead                    int64
 }
 
-// trackers are the trackers of this process's runs, by run key.
-var trackers = struct {
-	sync.Mutex
-	m map[string]*repoTracker
-}{m: map[string]*repoTracker{}}
+// trackers are the trackers of this process's runs, by run key
+// (beamrun.Registry: Run registers one for the run's life). A worker of
+// another process finds none and reports nothing.
+var trackers = beamrun.NewRegistry[*repoTracker]("mine repository tracker")
 
 // trackRepos registers a tracker for tasks under key; stop removes it.
 func trackRepos(key string, tasks []RepoTask) (t *repoTracker, stop func()) {
@@ -60,26 +61,17 @@ func trackRepos(key string, tasks []RepoTask) (t *repoTracker, stop func()) {
 	for _, task := range tasks {
 		t.repos[strings.ToLower(task.Name)] = &repoState{name: task.Name}
 	}
-	trackers.Lock()
-	trackers.m[key] = t
-	trackers.Unlock()
-	return t, func() {
-		trackers.Lock()
-		if trackers.m[key] == t {
-			delete(trackers.m, key)
-		}
-		trackers.Unlock()
-	}
+	return t, trackers.Register(key, t)
 }
 
-// trackerFor returns the tracker of run key in this process, or nil.
+// trackerFor returns the tracker of run key in this process, or nil (the
+// nil tracker ignores what it is told).
 func trackerFor(key string) *repoTracker {
 	if key == "" {
 		return nil
 	}
-	trackers.Lock()
-	defer trackers.Unlock()
-	return trackers.m[key]
+	t, _ := trackers.Find(key)
+	return t
 }
 
 // update applies fn to repository repo's state (unknown repositories, such

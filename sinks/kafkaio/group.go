@@ -16,6 +16,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/segmentio/kafka-go"
+
+	"swerl/pipelines/beamrun"
 )
 
 // GroupConfig configures a member of a Kafka consumer group that reads one
@@ -113,16 +115,17 @@ func (gc GroupConfig) withDefaults() GroupConfig {
 // and the acknowledgements must run in the process that joined (Prism's
 // loopback workers do; a remote runner's workers do not).
 type GroupMember struct {
-	gc     GroupConfig
-	handle string
-	cg     *kafka.ConsumerGroup
-	rf     *readFn // fetches and its connections, one a partition
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns
-	wake   chan struct{} // an acknowledgement may let a commit advance
-	closed chan struct{} // closed by Close
-	close1 sync.Once
+	gc      GroupConfig
+	handle  string
+	cg      *kafka.ConsumerGroup
+	rf      *readFn // fetches and its connections, one a partition
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when run returns
+	wake    chan struct{} // an acknowledgement may let a commit advance
+	closed  chan struct{} // closed by Close
+	close1  sync.Once
+	release func() // removes the member from members
 
 	mu       sync.Mutex
 	gen      int32 // generation whose partitions parts holds; 0 none
@@ -174,12 +177,15 @@ func (p *groupPartition) commitPoint() int64 {
 	return p.next
 }
 
-var members sync.Map // handle → *GroupMember
+// members are the group members of this process by handle
+// (beamrun.Registry: JoinGroup registers one, Close releases it); the
+// DoFns that read and acknowledge carry the handle.
+var members = beamrun.NewRegistry[*GroupMember]("consumer group member")
 
 // memberOf finds a member of this process by handle.
 func memberOf(handle string) (*GroupMember, error) {
-	if m, ok := members.Load(handle); ok {
-		return m.(*GroupMember), nil
+	if m, ok := members.Find(handle); ok {
+		return m, nil
 	}
 	return nil, fmt.Errorf("kafkaio: consumer group member %q is not in this process: a group read and its acknowledgements run where the member joined (an in-process runner such as prism)", handle)
 }
@@ -225,7 +231,7 @@ func JoinGroup(gc GroupConfig) (*GroupMember, error) {
 		rf:   &readFn{RC: ReadConfig{Config: gc.Config, Topic: gc.Topic, MaxWait: gc.MaxWait}},
 		done: make(chan struct{}), wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	members.Store(m.handle, m)
+	m.release = members.Register(m.handle, m)
 	go m.run()
 	return m, nil
 }
@@ -245,7 +251,7 @@ func (m *GroupMember) Close() error {
 		m.cancel()
 		<-m.done
 		m.rf.Teardown()
-		members.Delete(m.handle)
+		m.release()
 	})
 	return nil
 }
