@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
 )
 
@@ -266,27 +265,14 @@ func fixtureOut(t *testing.T, dir string) {
 // address, then interrupts it: it must exit 0.
 func runDocServe(t *testing.T, where string, args []string) {
 	t.Helper()
-	se := new(syncbuf.Buffer)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	go func() { done <- runMain(ctx, args, io.Discard, se) }()
-	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	deadline := time.Now().Add(2 * time.Minute)
-	for re.FindStringSubmatch(se.String()) == nil {
-		select {
-		case code := <-done:
-			t.Errorf("%s: exited %d before serving: %s", where, code, se.String())
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: no address line after 2 minutes: %s", where, se.String())
-			return
-		}
+	p := startInProcess(t, args...)
+	r := serveReady
+	r.limit = 2 * time.Minute
+	if _, err := p.readyErr(r); err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("%s: exit %d after the interrupt: %s", where, code, se.String())
+	if code, err := p.stop(time.Minute); err != nil || code != 0 {
+		t.Errorf("%s: exit %d after the interrupt (%v): %s", where, code, err, p.out.String())
 	}
 }

@@ -116,7 +116,7 @@ func TestElasticWorkers(t *testing.T) {
 		t.Fatal("samples came, but no worker says it holds partitions")
 	}
 	w3 := startWorker()
-	w3.waitAlive(t, 2*time.Minute, "the third worker holds partitions", func() bool { return holds.MatchString(w3.out.String()) })
+	w3.ready(t, readiness{what: "the third worker holds partitions", line: holds, limit: 2 * time.Minute})
 	feed(1)
 	dead := map[int]bool{}
 	var kills []string

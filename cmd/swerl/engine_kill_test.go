@@ -17,19 +17,6 @@ import (
 	"swerl/transforms/rollout"
 )
 
-// serveChild starts `swerl serve` on model as a child process on a free
-// loopback port (or port, when given) and waits until it listens.
-func serveChild(t *testing.T, model, port string, extra ...string) (*cli, string) {
-	t.Helper()
-	if port == "" {
-		port = freePort(t)
-	}
-	addr := "127.0.0.1:" + port
-	c := startCLI(t, append([]string{"serve", "--model", model, "--addr", addr, "--metrics-addr", "", "--max-seq", "2048"}, extra...)...)
-	waitPort(t, addr)
-	return c, addr
-}
-
 // engineSeries reads a swerl_engine_* series of this process's registry
 // (the HTTP policy of an in-process swerl train counts there).
 func engineSeries(t *testing.T, name, engine string) float64 {

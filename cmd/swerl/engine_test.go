@@ -1,21 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,51 +22,6 @@ import (
 	"swerl/sinks/weightsync"
 	"swerl/transforms/rollout"
 )
-
-// serveProcess starts `swerl serve` in a child process (this test binary
-// as the CLI, see TestMain) and returns its address once announced; the
-// process is killed at the end of the test.
-func serveProcess(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan string, 1)
-	var mu sync.Mutex
-	var log strings.Builder
-	go func() {
-		re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case addr := <-found:
-		return addr
-	case <-time.After(30 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("swerl serve announced no address:\n%s", log.String())
-		return ""
-	}
-}
 
 // writeAdapter writes a rank-4 PEFT adapter on every module of base's
 // architecture, with values drawn from seed (B nonzero, so merging it

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
 	"swerl/pipelines/mine"
 	"swerl/pipelines/train/traintest"
@@ -152,41 +151,8 @@ func TestServeStopsOnSIGTERMWithARequestInFlight(t *testing.T) {
 		t.Skip("swerl serve in a child process")
 	}
 	base := tinyModelAt(t, filepath.Join(t.TempDir(), "base"))
-	cmd := exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--model", base, "--metrics-addr", "")
-	cmd.Env = append(os.Environ(), "SWERL_TEST_AS_CLI=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	addr := make(chan string, 1)
-	var log syncbuf.Buffer
-	go func() {
-		re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var a string
-	select {
-	case a = <-addr:
-	case err := <-exited:
-		t.Fatalf("serve exited: %v\n%s", err, log.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve announced no address:\n%s", log.String())
-	}
+	c := startCLI(t, "serve", "--addr", "127.0.0.1:0", "--model", base, "--metrics-addr", "")
+	a := c.ready(t, serveReady)
 	conn, err := net.Dial("tcp", a)
 	if err != nil {
 		t.Fatal(err)
@@ -205,18 +171,18 @@ func TestServeStopsOnSIGTERMWithARequestInFlight(t *testing.T) {
 	if _, err := io.WriteString(conn, `{"model":`); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now()
 	select {
-	case err := <-exited:
+	case <-c.done:
 		t.Logf("serve exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
-		if err != nil {
-			t.Fatalf("serve after SIGTERM: %v, want a clean exit:\n%s", err, log.String())
+		if c.err != nil {
+			t.Fatalf("serve after SIGTERM: %v, want a clean exit:\n%s", c.err, c.out.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve still running 30s after SIGTERM with a request in flight:\n%s", log.String())
+		t.Fatalf("serve still running 30s after SIGTERM with a request in flight:\n%s", c.out.String())
 	}
 }
 
@@ -240,7 +206,7 @@ func TestInterruptGraceAndSecondSignal(t *testing.T) {
 	}
 	start := func() *cli {
 		c := startCLI(t, "test-ignore-interrupt")
-		testenv.Eventually(t, 30*time.Second, "the child's ready line", func() bool { return strings.Contains(c.out.String(), "ready") })
+		c.ready(t, readiness{what: "the child's ready line", line: regexp.MustCompile(`(?m)^ready$`), limit: 30 * time.Second})
 		return c
 	}
 	// A second signal once the first was handled: the default action.
@@ -353,7 +319,7 @@ func TestMineInterruptSaysWhatItStopped(t *testing.T) {
 	c := startCLI(t, "mine", "--repo", repo, "--out", out, "--commits", "--progress-every", "20ms", "--metrics-addr", "")
 	// Mining is under way once a progress line counts a built instance.
 	built := regexp.MustCompile(`mine: repos \d+/\d+, .* built [1-9]`)
-	c.waitAlive(t, 2*time.Minute, "a progress line with instances built", func() bool { return built.MatchString(c.out.String()) })
+	c.ready(t, readiness{what: "a progress line with instances built", line: built, limit: 2 * time.Minute})
 	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -26,40 +26,6 @@ func serveModel(t *testing.T, flags ...string) (addr string, stderr *syncbuf.Buf
 	return startServe(t, tinyModel(t, t.TempDir()), flags...)
 }
 
-// startServe starts `swerl serve` on model on a loopback port with the
-// extra flags, and returns the announced host:port, the command's stderr,
-// and stop, which cancels it and fails the test unless it exits 0 within
-// 20 seconds.
-func startServe(t *testing.T, model string, flags ...string) (addr string, stderr *syncbuf.Buffer, stop func()) {
-	t.Helper()
-	se := new(syncbuf.Buffer)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel) // a test that fails before stop
-	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, append([]string{"serve", "--model", model, "--addr", "127.0.0.1:0"}, flags...), &bytes.Buffer{}, se)
-	}()
-	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/v1`)
-	testenv.Eventually(t, time.Minute, "serve's address line", func() bool {
-		if m := re.FindStringSubmatch(se.String()); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
-	return addr, se, func() {
-		t.Helper()
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Fatalf("serve exit %d: %s", code, se.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("serve did not stop on cancel")
-		}
-	}
-}
-
 func TestServeCommand(t *testing.T) {
 	addr, se, stop := serveModel(t, "--max-seq", "128", "--metrics-addr", "127.0.0.1:0")
 	// --metrics-addr: Prometheus /metrics beside the API.
