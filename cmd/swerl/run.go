@@ -151,7 +151,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.steps, "steps", 30, "RL steps (one optimizer step and one published version each)")
 	addKeepFlag(fs, &o.keep, 10, "swerl run's default bounds its disk: every warm-start and RL step publishes a version")
 	fs.IntVar(&o.sftSteps, "sft-steps", 400, "most supervised warm-start steps on the oracle answers before RL (0: none; see --sft-until)")
-	fs.IntVar(&o.sftBatch, "sft-batch", 8, "warm-start examples per optimizer step")
+	fs.IntVar(&o.sftBatch, "sft-batch", rl.DefaultSFTBatch, "warm-start examples per optimizer step")
 	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "warm-start learning rate")
 	fs.BoolVar(&o.sftLoRA, "sft-lora", false, "train the warm start with the --lora-rank adapters too, instead of every weight: for a pretrained --model, and for a --policy engine that loads adapters but not full weights (vLLM), which then samples every version exactly")
 	fs.Float64Var(&o.sftUntil, "sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")

@@ -27,6 +27,7 @@ import (
 	"swerl/gpu"
 	"swerl/gpu/learner"
 	"swerl/internal/atomicfile"
+	"swerl/internal/defaults"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 	"swerl/transforms/advantage"
@@ -79,7 +80,7 @@ type Config struct {
 	// SFTUntil, when positive, ends the warm start early: once the mean
 	// probability that the policy samples an oracle answer exactly
 	// (learner.AnswerProbs, a lower bound on its exact-match rate) reaches
-	// it. It is read every SFTCheck steps (default 5) and reported to
+	// it. It is read every SFTCheck steps (default DefaultSFTCheck) and reported to
 	// AfterSFTCheck. RL learns from groups whose rollouts differ; a warm
 	// start trained until it answers nearly every task exactly leaves
 	// almost none (docs/experiments.md).
@@ -192,6 +193,13 @@ type state struct {
 	History []StepStats `json:"history,omitempty"`
 }
 
+// The defaults of Config's counts, which swerl run's flags share.
+const (
+	DefaultSFTCheck       = 5 // warm-start steps between format checks
+	DefaultSFTBatch       = 8 // warm-start examples per optimizer step
+	DefaultBatchInstances = 4 // instances per RL step
+)
+
 func (c *Config) defaults() error {
 	if c.Learner.Backend == nil {
 		return errors.New("rl: no backend")
@@ -211,24 +219,12 @@ func (c *Config) defaults() error {
 	if c.SFTUntil < 0 || c.SFTUntil > 1 {
 		return fmt.Errorf("rl: SFTUntil %v outside [0,1]", c.SFTUntil)
 	}
-	if c.SFTCheck <= 0 {
-		c.SFTCheck = 5
-	}
-	if c.SFTBatch <= 0 {
-		c.SFTBatch = 8
-	}
-	if c.BatchInstances <= 0 {
-		c.BatchInstances = 4
-	}
-	if c.GroupSize <= 0 {
-		c.GroupSize = advantage.DefaultGroupSize
-	}
-	if c.Learner.Train.MaxSeq <= 0 {
-		c.Learner.Train.MaxSeq = gpu.DefaultMaxSeq
-	}
-	if c.Learner.Train.MaxBatch <= 0 {
-		c.Learner.Train.MaxBatch = gpu.DefaultMaxBatch
-	}
+	c.SFTCheck = defaults.Positive(c.SFTCheck, DefaultSFTCheck)
+	c.SFTBatch = defaults.Positive(c.SFTBatch, DefaultSFTBatch)
+	c.BatchInstances = defaults.Positive(c.BatchInstances, DefaultBatchInstances)
+	c.GroupSize = defaults.Positive(c.GroupSize, advantage.DefaultGroupSize)
+	c.Learner.Train.MaxSeq = defaults.Positive(c.Learner.Train.MaxSeq, gpu.DefaultMaxSeq)
+	c.Learner.Train.MaxBatch = defaults.Positive(c.Learner.Train.MaxBatch, gpu.DefaultMaxBatch)
 	if c.Method == "" {
 		c.Method = advantage.GRPO
 	}

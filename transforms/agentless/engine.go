@@ -6,78 +6,58 @@ import "sync"
 // one instance share their original files, and often their patched ones.
 type memoEngine struct {
 	eng     Engine
-	mu      sync.Mutex
-	parses  map[string]bool
-	unparse map[string]memoResult
-	strip   map[string]memoResult
-	funcs   map[string]memoFuncs
+	parses  memo[bool]
+	unparse memo[string]
+	strip   memo[string]
+	funcs   memo[map[string]string]
 }
 
-type memoResult struct {
-	s   string
+// memo is one method's answers by source text, errors included. The lock
+// is not held while the engine works, so two callers may compute the same
+// answer once each; the engine is deterministic, so either is kept.
+type memo[T any] struct {
+	mu sync.Mutex
+	m  map[string]memoAnswer[T]
+}
+
+type memoAnswer[T any] struct {
+	v   T
 	err error
 }
 
-type memoFuncs struct {
-	m   map[string]string
-	err error
+func (m *memo[T]) get(code string, compute func(string) (T, error)) (T, error) {
+	m.mu.Lock()
+	a, ok := m.m[code]
+	m.mu.Unlock()
+	if !ok {
+		a.v, a.err = compute(code)
+		m.mu.Lock()
+		if m.m == nil {
+			m.m = map[string]memoAnswer[T]{}
+		}
+		m.m[code] = a
+		m.mu.Unlock()
+	}
+	return a.v, a.err
 }
 
 // Memoize wraps eng with a cache keyed by source text; safe for
 // concurrent use. The cache lives as long as the returned engine.
-func Memoize(eng Engine) Engine {
-	return &memoEngine{eng: eng, parses: map[string]bool{}, unparse: map[string]memoResult{},
-		strip: map[string]memoResult{}, funcs: map[string]memoFuncs{}}
-}
+func Memoize(eng Engine) Engine { return &memoEngine{eng: eng} }
 
 func (m *memoEngine) Parses(code string) bool {
-	m.mu.Lock()
-	v, ok := m.parses[code]
-	m.mu.Unlock()
-	if !ok {
-		v = m.eng.Parses(code)
-		m.mu.Lock()
-		m.parses[code] = v
-		m.mu.Unlock()
-	}
+	v, _ := m.parses.get(code, func(c string) (bool, error) { return m.eng.Parses(c), nil })
 	return v
 }
 
 func (m *memoEngine) Unparse(code string) (string, error) {
-	m.mu.Lock()
-	v, ok := m.unparse[code]
-	m.mu.Unlock()
-	if !ok {
-		v.s, v.err = m.eng.Unparse(code)
-		m.mu.Lock()
-		m.unparse[code] = v
-		m.mu.Unlock()
-	}
-	return v.s, v.err
+	return m.unparse.get(code, m.eng.Unparse)
 }
 
 func (m *memoEngine) RemoveCommentsAndDocstrings(code string) (string, error) {
-	m.mu.Lock()
-	v, ok := m.strip[code]
-	m.mu.Unlock()
-	if !ok {
-		v.s, v.err = m.eng.RemoveCommentsAndDocstrings(code)
-		m.mu.Lock()
-		m.strip[code] = v
-		m.mu.Unlock()
-	}
-	return v.s, v.err
+	return m.strip.get(code, m.eng.RemoveCommentsAndDocstrings)
 }
 
 func (m *memoEngine) Functions(code string) (map[string]string, error) {
-	m.mu.Lock()
-	v, ok := m.funcs[code]
-	m.mu.Unlock()
-	if !ok {
-		v.m, v.err = m.eng.Functions(code)
-		m.mu.Lock()
-		m.funcs[code] = v
-		m.mu.Unlock()
-	}
-	return v.m, v.err
+	return m.funcs.get(code, m.eng.Functions)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"swerl/internal/defaults"
 	"swerl/internal/difflib"
 	"swerl/transforms/prompt"
 	"swerl/transforms/rollout"
@@ -64,13 +65,13 @@ type Instance struct {
 
 // Options configure Solve.
 type Options struct {
-	LocalizeSamples int     // default 1
-	RepairSamples   int     // default 1
-	MaxFiles        int     // default 5
+	LocalizeSamples int     // default: DefaultOptions'
+	RepairSamples   int     // default: DefaultOptions'
+	MaxFiles        int     // default: DefaultOptions'
 	Temperature     float64 // repair sampling; 0: the policy's default
-	MaxTokens       int     // per answer; default 4096
+	MaxTokens       int     // per answer; default: DefaultOptions'
 	// MaxInputTokens bounds the repair prompt's file contents, counted as
-	// bytes/4; files past it are left out. Default 60000.
+	// bytes/4; files past it are left out. Default: DefaultOptions'.
 	MaxInputTokens int
 	Seed           int64
 	Model          string // model_name_or_path of the prediction
@@ -79,6 +80,10 @@ type Options struct {
 	Executor Executor
 }
 
+// DefaultOptions holds the defaults of Options' counts: what a zero
+// field means, and where swerl agentless's flags start.
+var DefaultOptions = Options{LocalizeSamples: 1, RepairSamples: 1, MaxFiles: 5, MaxTokens: 4096, MaxInputTokens: 60000}
+
 // WithDefaults is o with its zero fields set to their defaults.
 func (o Options) WithDefaults() Options {
 	o.defaults()
@@ -86,21 +91,12 @@ func (o Options) WithDefaults() Options {
 }
 
 func (o *Options) defaults() {
-	if o.LocalizeSamples <= 0 {
-		o.LocalizeSamples = 1
-	}
-	if o.RepairSamples <= 0 {
-		o.RepairSamples = 1
-	}
-	if o.MaxFiles <= 0 {
-		o.MaxFiles = 5
-	}
-	if o.MaxTokens <= 0 {
-		o.MaxTokens = 4096
-	}
-	if o.MaxInputTokens <= 0 {
-		o.MaxInputTokens = 60000
-	}
+	d := DefaultOptions
+	o.LocalizeSamples = defaults.Positive(o.LocalizeSamples, d.LocalizeSamples)
+	o.RepairSamples = defaults.Positive(o.RepairSamples, d.RepairSamples)
+	o.MaxFiles = defaults.Positive(o.MaxFiles, d.MaxFiles)
+	o.MaxTokens = defaults.Positive(o.MaxTokens, d.MaxTokens)
+	o.MaxInputTokens = defaults.Positive(o.MaxInputTokens, d.MaxInputTokens)
 }
 
 // Candidate is one repair sample and what became of it.

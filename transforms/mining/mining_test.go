@@ -379,24 +379,8 @@ func importLinesByLine(lang, content string, fn func(line string)) {
 		}
 		t := strings.TrimLeft(line, " \t")
 		switch lang {
-		case "Python":
-			if strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from") {
-				fn(t)
-			}
-		case "JavaScript", "TypeScript", "Vue", "Svelte":
-			if strings.Contains(t, "./") && (strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from")) {
-				fn(t)
-			}
-		case "C", "C++", "CUDA", "Objective-C":
-			if strings.HasPrefix(t, "#") {
-				fn(t)
-			}
-		case "Java", "Kotlin", "Scala":
-			if strings.HasPrefix(t, "import") {
-				fn(t)
-			}
-		case "Rust":
-			if strings.HasPrefix(t, "mod") || strings.HasPrefix(t, "pub") {
+		default:
+			if mayImport(lang, t) {
 				fn(t)
 			}
 		case "Go":

@@ -165,24 +165,8 @@ func importLines(lang, content string, fn func(line string)) {
 		content = rest
 		t := trimBlanks(line)
 		switch lang {
-		case "Python":
-			if strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from") {
-				fn(t)
-			}
-		case "JavaScript", "TypeScript", "Vue", "Svelte":
-			if strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from") {
-				fn(t)
-			}
-		case "C", "C++", "CUDA", "Objective-C":
-			if strings.HasPrefix(t, "#") {
-				fn(t)
-			}
-		case "Java", "Kotlin", "Scala":
-			if strings.HasPrefix(t, "import") {
-				fn(t)
-			}
-		case "Rust":
-			if strings.HasPrefix(t, "mod") || strings.HasPrefix(t, "pub") {
+		default:
+			if mayImport(lang, t) {
 				fn(t)
 			}
 		case "Go":
@@ -211,6 +195,24 @@ func importLines(lang, content string, fn func(line string)) {
 			}
 		}
 	}
+}
+
+// mayImport reports whether line t (blanks trimmed) can hold an import in
+// lang, for every language but Go, whose import blocks span lines.
+func mayImport(lang, t string) bool {
+	switch lang {
+	case "Python":
+		return strings.HasPrefix(t, "import") || strings.HasPrefix(t, "from")
+	case "JavaScript", "TypeScript", "Vue", "Svelte":
+		return strings.Contains(t, "./") && (strings.Contains(t, "import") || strings.Contains(t, "require") || strings.Contains(t, "from"))
+	case "C", "C++", "CUDA", "Objective-C":
+		return strings.HasPrefix(t, "#")
+	case "Java", "Kotlin", "Scala":
+		return strings.HasPrefix(t, "import")
+	case "Rust":
+		return strings.HasPrefix(t, "mod") || strings.HasPrefix(t, "pub")
+	}
+	return false
 }
 
 // trimBlanks drops leading spaces and tabs.

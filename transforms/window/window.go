@@ -19,6 +19,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"swerl/internal/defaults"
 	"swerl/internal/difflib"
 	"swerl/schemas"
 )
@@ -40,18 +41,10 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Context <= 0 {
-		o.Context = 3
-	}
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = 1200
-	}
-	if o.MaxIssueBytes <= 0 {
-		o.MaxIssueBytes = 400
-	}
-	if o.MaxPerInstance <= 0 {
-		o.MaxPerInstance = 8
-	}
+	o.Context = defaults.Positive(o.Context, 3)
+	o.MaxBytes = defaults.Positive(o.MaxBytes, 1200)
+	o.MaxIssueBytes = defaults.Positive(o.MaxIssueBytes, 400)
+	o.MaxPerInstance = defaults.Positive(o.MaxPerInstance, 8)
 	return o
 }
 
