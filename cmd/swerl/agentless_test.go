@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"swerl/internal/gitio/gittest"
 	"testing"
 )
 
@@ -81,18 +82,8 @@ func TestAgentlessThroughServe(t *testing.T) {
 	}
 	addr, _, stop := serveModel(t)
 	defer stop()
-	repo := t.TempDir()
-	gitRun := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	gitRun("init", "-q")
+	g := gittest.New(t)
+	repo, gitRun := g.Dir, g.Git
 	if err := os.WriteFile(filepath.Join(repo, "util.py"), []byte("def f():\n    return 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

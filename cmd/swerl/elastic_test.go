@@ -276,17 +276,8 @@ func groupLag(t *testing.T, kc kafkaio.Config, group string, parts int) map[int]
 	}
 	committed := kafkatest.Committed(t, kc.Brokers[0], group, topic, ids...)
 	lag := map[int]int64{}
-	for p := range parts {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", kc.Brokers[0], topic, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, last, err := conn.ReadOffsets()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lag[p] = last - max(committed[p], 0)
+	for p, end := range kafkatest.EndOffsets(t, kc.Brokers[0], topic, ids...) {
+		lag[p] = end - max(committed[p], 0)
 	}
 	return lag
 }

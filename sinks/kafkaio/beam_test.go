@@ -58,15 +58,19 @@ func startBrokerWith(t testing.TB, prefix string, partitions int, topics ...stri
 	if topics == nil {
 		topics = TopicNames
 	}
-	full := make([]string, len(topics))
-	for i, n := range topics {
-		full[i] = c.Topic(n)
-	}
+	full := c.fullNames(topics)
 	if addr := kafkatest.Shared(t); addr != "" {
 		c.Brokers = []string{addr}
 		kafkatest.CreateTopics(t, addr, partitions, full...)
 		return c
 	}
+	return embeddedBroker(t, prefix, partitions, full)
+}
+
+// embeddedBroker starts an embedded broker with the topics full, which the
+// test's cleanup closes.
+func embeddedBroker(t testing.TB, prefix string, partitions int, full []string) Config {
+	t.Helper()
 	b, err := StartBroker(BrokerOptions{Partitions: partitions, Topics: full})
 	if err != nil {
 		t.Fatal(err)
@@ -75,28 +79,37 @@ func startBrokerWith(t testing.TB, prefix string, partitions int, topics ...stri
 	return b.Config(prefix)
 }
 
+// fullNames returns the names of topics under c's prefix.
+func (c Config) fullNames(topics []string) []string {
+	full := make([]string, len(topics))
+	for i, n := range topics {
+		full[i] = c.Topic(n)
+	}
+	return full
+}
+
+// ownRealBroker starts a real broker for this test alone (a new cluster
+// id), creates full on it with partitions each, and points c at it.
+func ownRealBroker(t testing.TB, c *Config, partitions int, full []string) *kafkatest.Real {
+	t.Helper()
+	r := kafkatest.StartReal(t, t.TempDir(), partitions)
+	c.Brokers = []string{r.Addr()}
+	kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
+	return r
+}
+
 // newCluster is startBrokerWith on a cluster of the test's own: a new
 // embedded broker, or under the real-broker leg a real broker started for
 // this test (a new cluster id).
 func newCluster(t testing.TB, prefix string, partitions int, topics ...string) Config {
 	t.Helper()
 	c := Config{TopicPrefix: prefix}
-	full := make([]string, len(topics))
-	for i, n := range topics {
-		full[i] = c.Topic(n)
-	}
+	full := c.fullNames(topics)
 	if kafkatest.Shared(t) != "" {
-		r := kafkatest.StartReal(t, t.TempDir(), partitions)
-		c.Brokers = []string{r.Addr()}
-		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
+		ownRealBroker(t, &c, partitions, full)
 		return c
 	}
-	b, err := StartBroker(BrokerOptions{Partitions: partitions, Topics: full})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b.Config(prefix)
+	return embeddedBroker(t, prefix, partitions, full)
 }
 
 // produce writes n records key-i/value-i (i from first) to topic.

@@ -246,22 +246,7 @@ func TestGroupReadOnPrism(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	ends := func() map[int]int64 {
-		out := map[int]int64{}
-		for p := range 3 {
-			conn, err := kafka.DialLeader(context.Background(), "tcp", c.Brokers[0], tin, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, last, err := conn.ReadOffsets()
-			conn.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[p] = last
-		}
-		return out
-	}
+	ends := func() map[int]int64 { return kafkatest.EndOffsets(t, c.Brokers[0], tin, 0, 1, 2) }
 	testenv.Eventually(t, time.Minute, "the group's commits reach the end of the first 30 records", func() bool {
 		return mapsEqual(committed(t, c, group, tin, 0, 1, 2), ends())
 	})

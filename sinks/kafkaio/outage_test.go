@@ -119,14 +119,9 @@ type restartable struct {
 func startRestartable(t *testing.T, partitions int, topics ...string) *restartable {
 	t.Helper()
 	c := Config{TopicPrefix: kafkatest.Prefix(t)}
-	full := make([]string, len(topics))
-	for i, n := range topics {
-		full[i] = c.Topic(n)
-	}
+	full := c.fullNames(topics)
 	if kafkatest.Shared(t) != "" {
-		r := kafkatest.StartReal(t, t.TempDir(), partitions)
-		c.Brokers = []string{r.Addr()}
-		kafkatest.CreateTopics(t, r.Addr(), partitions, full...)
+		r := ownRealBroker(t, &c, partitions, full)
 		return &restartable{c: c, stop: func() {
 			if err := r.Kill(); err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"swerl/internal/gitio/gittest"
 	"testing"
 )
 
@@ -30,18 +31,8 @@ func TestLocalExecutor(t *testing.T) {
 			t.Skip(tool + " not installed")
 		}
 	}
-	repo := t.TempDir()
-	run := func(args ...string) string {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	run("init", "-q")
+	g := gittest.New(t)
+	repo, run := g.Dir, g.Git
 	os.WriteFile(filepath.Join(repo, "s.py"), []byte("a = 1\n"), 0o644)
 	run("add", ".")
 	run("commit", "-qm", "base")

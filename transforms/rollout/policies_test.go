@@ -78,9 +78,8 @@ func (s *openAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", 404)
 		return
 	}
-	var req engineapi.ChatRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), 400)
+	req, ok := readChatRequest(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -376,4 +375,15 @@ func TestHTTPPolicyLogProbsKind(t *testing.T) {
 	if _, err := Open(ts.URL + "/v1?logprobs=sampled"); err == nil || !strings.Contains(err.Error(), "raw or processed") {
 		t.Errorf("logprobs=sampled: err = %v", err)
 	}
+}
+
+// readChatRequest decodes a chat completions request for a test server,
+// answering 400 when it cannot.
+func readChatRequest(w http.ResponseWriter, r *http.Request) (engineapi.ChatRequest, bool) {
+	var req engineapi.ChatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), 400)
+		return req, false
+	}
+	return req, true
 }

@@ -102,9 +102,8 @@ func (s *engineSrv) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "engine error", s.status)
 		return
 	}
-	var req engineapi.ChatRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), 400)
+	req, ok := readChatRequest(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()

@@ -91,6 +91,26 @@ func Committed(t testing.TB, broker, group, topic string, parts ...int) map[int]
 	return out
 }
 
+// EndOffsets returns the end offset (the next offset to be written) of
+// each of the partitions parts of topic on broker.
+func EndOffsets(t testing.TB, broker, topic string, parts ...int) map[int]int64 {
+	t.Helper()
+	out := map[int]int64{}
+	for _, p := range parts {
+		conn, err := kafka.DialLeader(context.Background(), "tcp", broker, topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, last, err := conn.ReadOffsets()
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = last
+	}
+	return out
+}
+
 // read reads each partition of topic from its first offset to the end
 // offset it finds first.
 func read(ctx context.Context, broker, topic string) ([]kafka.Message, error) {
