@@ -37,11 +37,8 @@ func runAgentless(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	testCmd := fs.String("test-cmd", "", "optional: shell command run in a checkout of base_commit with each candidate applied (non-zero exit: failing); the candidates failing least vote")
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	addBeamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *instances == "" || *policy == "" || (*repo == "" && *repos == "") {
 		return usagef("want: swerl agentless --instances ROWS --repo PATH|--repos FILE --policy SPEC --out DIR")

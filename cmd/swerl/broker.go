@@ -20,11 +20,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var partitions int
 	addTopicFlags(fs, &prefix, &partitions)
 	dataDir := fs.String("data-dir", "", "keep the broker's data in this directory, so that a broker started again with it (and the same --addr) continues where this one stopped (default: in memory only)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if partitions < 1 {
 		return usagef("--partitions ≥ 1, please")

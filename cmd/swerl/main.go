@@ -182,6 +182,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseNoArgs is parseFlags for a command that takes flags only: an
+// argument left after them is a usage error.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
 // startCPUProfile writes a CPU profile of the whole command to path when
 // path is set (the SWERL_CPUPROFILE environment variable, so every command
 // can be profiled without a flag of its own); it returns the function that

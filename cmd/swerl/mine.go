@@ -63,11 +63,8 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	addProgressFlag(fs, every)
 	verbose := fs.Bool("v", false, "also log the Beam runner's own progress")
 	addBeamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *reposFile != "" {
 		more, err := readRepoList(ctx, *reposFile)

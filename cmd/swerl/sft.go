@@ -57,11 +57,8 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	tf := addTrainFlags(fs, 1e-5, "swerl sft's default is a supervised warm start's, larger than an RL step's")
 	pairs := fs.String("pairs", "", `JSONL of {"id","system","prompt","answer"} examples`)
 	batch := fs.Int("batch", 8, "examples per optimizer step")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	examples, err := sftExamples(*pairs, fs)
 	if err != nil {

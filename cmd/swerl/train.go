@@ -49,11 +49,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addProgressFlag(fs, every)
 	kf := addKafkaFlags(fs)
 	addBeamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
 	}
 	if *policy == "" {
 		return usagef("want --policy (file:C.jsonl, http://host:port/v1 or model:DIR)")
