@@ -161,11 +161,8 @@ func TestRunResumesFromAnyKillPoint(t *testing.T) {
 	t.Logf("SWERL_KILL_POINTS=%d SWERL_KILL_SEED=%d", points, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	repo := runRepo(t)
-	const sft, steps, batch, group = 4, 3, 2, 2
-	args := func(out string) []string {
-		return []string{"run", "--repo", repo, "--out", out, "--sft-steps", strconv.Itoa(sft), "--sft-until", "0", "--steps", strconv.Itoa(steps),
-			"--batch", strconv.Itoa(batch), "--group-size", strconv.Itoa(group), "--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
-	}
+	const sft, steps, batch, group = killSFT, killSteps, killBatch, killGroup
+	args := func(out string) []string { return killRunArgs(repo, out) }
 
 	// The uninterrupted run, timing where each phase begins.
 	out := filepath.Join(t.TempDir(), "ref")
@@ -343,11 +340,8 @@ func TestRunOnAFullDiskResumes(t *testing.T) {
 		t.Skip("swerl run in child processes")
 	}
 	repo := runRepo(t)
-	const sft, steps, batch, group = 4, 3, 2, 2
-	args := func(out string) []string {
-		return []string{"run", "--repo", repo, "--out", out, "--sft-steps", strconv.Itoa(sft), "--sft-until", "0", "--steps", strconv.Itoa(steps),
-			"--batch", strconv.Itoa(batch), "--group-size", strconv.Itoa(group), "--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
-	}
+	const sft, steps, batch, group = killSFT, killSteps, killBatch, killGroup
+	args := func(out string) []string { return killRunArgs(repo, out) }
 	ref := filepath.Join(t.TempDir(), "ref")
 	_, log := runCLI(t, args(ref), 0, 5*time.Minute)
 	want := readRunResult(t, ref, log, steps, batch, group)
@@ -373,4 +367,14 @@ func TestRunOnAFullDiskResumes(t *testing.T) {
 	if got.lastStep != want.lastStep || !slices.Equal(got.rewards, want.rewards) || got.versions != want.versions || got.newest != want.newest {
 		t.Fatalf("resumed after the full disk: %+v\nwant (a run that never hit it) %+v\n%s", got, want, log)
 	}
+}
+
+// The swerl run the kill tests interrupt: a warm start of killSFT steps,
+// then killSteps RL steps of killBatch instances × killGroup samples.
+const killSFT, killSteps, killBatch, killGroup = 4, 3, 2, 2
+
+// killRunArgs is that run's command line on repo into out.
+func killRunArgs(repo, out string) []string {
+	return []string{"run", "--repo", repo, "--out", out, "--sft-steps", strconv.Itoa(killSFT), "--sft-until", "0", "--steps", strconv.Itoa(killSteps),
+		"--batch", strconv.Itoa(killBatch), "--group-size", strconv.Itoa(killGroup), "--max-tokens", "200", "--eval", "1", "--metrics-addr", "", "--seed", "3"}
 }

@@ -114,15 +114,7 @@ func TestRunLoRA(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"run", "--repo", repo, "--out", out, "--sft-steps", "2", "--batch", "2", "--group-size", "2", "--steps", "2",
 		"--max-tokens", "200", "--eval", "0", "--metrics-addr", "", "--seed", "3", "--keep-checkpoints", "2", "--lora-rank", "2", "--lr", "1e-2"}
-	var stderr bytes.Buffer
-	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr.String())
-	}
-	st, _ := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
-	rows, err := st.Versions()
-	if err != nil || len(rows) != 5 { // v0 + 2 SFT + 2 RL
-		t.Fatalf("%d versions (%v), want 5", len(rows), err)
-	}
+	st := runVersions(t, args, out, 5) // v0 + 2 SFT + 2 RL
 	for _, v := range []int64{3, 4} {
 		a, err := peft.Read(st.Path(v))
 		if err != nil {
@@ -149,15 +141,7 @@ func TestRunSFTLoRA(t *testing.T) {
 	out := filepath.Join(root, "out")
 	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", base, "--sft-steps", "2", "--sft-lora", "--batch", "2", "--group-size", "2", "--steps", "2",
 		"--max-tokens", "200", "--eval", "0", "--metrics-addr", "", "--seed", "3", "--lora-rank", "2", "--lr", "1e-2"}
-	var stderr bytes.Buffer
-	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, stderr.String())
-	}
-	st, _ := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
-	rows, err := st.Versions()
-	if err != nil || len(rows) != 5 { // v0 + 2 SFT + 2 RL
-		t.Fatalf("%d versions (%v), want 5", len(rows), err)
-	}
+	st := runVersions(t, args, out, 5) // v0 + 2 SFT + 2 RL
 	abs, _ := filepath.Abs(base)
 	var prev *peft.Adapter
 	for v := int64(0); v < 5; v++ {
@@ -210,4 +194,23 @@ func checkSampleVersions(t *testing.T, out string, want []int64) {
 	if !slices.Equal(versions, want) {
 		t.Errorf("sample policy versions %v, want %v", versions, want)
 	}
+}
+
+// runVersions runs the swerl command args in this process and returns the
+// checkpoint store under out, which must hold want versions.
+func runVersions(t *testing.T, args []string, out string, want int) *checkpoint.Store {
+	t.Helper()
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	st, err := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Versions()
+	if err != nil || len(rows) != want {
+		t.Fatalf("%d versions (%v), want %d", len(rows), err, want)
+	}
+	return st
 }

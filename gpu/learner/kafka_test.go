@@ -55,11 +55,7 @@ func TestKafkaLearner(t *testing.T) {
 
 	out := t.TempDir()
 	kc := KafkaConfig{Kafka: kcfg, Log: quiet()}
-	ann, err := NewAnnouncer(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ann.Close()
+	ann := announcer(t, kc)
 	cfg := Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1, Announce: ann.Announce,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64}}
 	l := newLearner(t, cfg)
@@ -179,11 +175,7 @@ func TestKafkaLearnerTrainsCopiesFromTwoWorkersOnce(t *testing.T) {
 
 	out := t.TempDir()
 	kc := KafkaConfig{Kafka: kcfg, Log: quiet()}
-	ann, err := NewAnnouncer(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ann.Close()
+	ann := announcer(t, kc)
 	l := newLearner(t, Config{Out: out, Model: initModel(t), BatchGroups: 1, MaxStaleness: -1, Announce: ann.Announce,
 		Train: gpu.TrainConfig{MaxBatch: 8, MaxSeq: 64}})
 	src, err := NewKafkaSource(kc, l.Offsets())
@@ -219,4 +211,15 @@ func TestKafkaLearnerTrainsCopiesFromTwoWorkersOnce(t *testing.T) {
 	if want := len(stream) - len(distinct); st.Duplicates != want {
 		t.Errorf("%d duplicates counted, want %d (the copies)", st.Duplicates, want)
 	}
+}
+
+// announcer is an Announcer on kc that the test's end closes.
+func announcer(t *testing.T, kc KafkaConfig) *Announcer {
+	t.Helper()
+	ann, err := NewAnnouncer(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ann.Close() })
+	return ann
 }

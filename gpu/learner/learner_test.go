@@ -35,6 +35,21 @@ func initModel(t *testing.T) string {
 	return dir
 }
 
+// publishedVersions opens the checkpoints under out read-only and lists
+// their versions.
+func publishedVersions(t *testing.T, out string) (*checkpoint.Store, []schemas.WeightVersion) {
+	t.Helper()
+	st, err := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, rows
+}
+
 func newLearner(t *testing.T, cfg Config) *Learner {
 	t.Helper()
 	if cfg.Backend == nil {

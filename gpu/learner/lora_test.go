@@ -43,14 +43,7 @@ func TestLoRAPublishesAdapters(t *testing.T) {
 	if !slices.Equal(weights(l.Model()), base) {
 		t.Fatal("LoRA training changed the base weights")
 	}
-	st, err := checkpoint.Open(checkpoint.Config{Dir: out, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := st.Versions()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, rows := publishedVersions(t, out)
 	absModel, _ := filepath.Abs(model)
 	for _, row := range rows {
 		dir := st.Path(row.Version)

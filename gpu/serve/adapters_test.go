@@ -458,9 +458,16 @@ func FuzzWeightEndpoints(f *testing.F) {
 		`{"lora_name":1}`, `{"model_path":"/nonexistent","weight_version":"swerl-v1"}`, `{"prompt":"x","max_tokens":2,"stream":true}`, `[`} {
 		f.Add(uint8(i), []byte(s))
 	}
+	fuzzEndpoints(f, h, paths)
+}
+
+// fuzzEndpoints posts each fuzzed body to one of paths on h: the answer
+// must be 2xx or 4xx, never a panic or a 5xx. A completions body whose
+// work is not bounded (more than 4 tokens or 2 choices) is skipped.
+func fuzzEndpoints(f *testing.F, h http.Handler, paths []string) {
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		path := paths[int(which)%len(paths)]
-		if path == "/v1/completions" {
+		if path == engineapi.CompletionsPath {
 			var probe struct {
 				MaxTokens *int `json:"max_tokens"`
 				N         *int `json:"n"`

@@ -446,21 +446,5 @@ func FuzzDialectBodies(f *testing.F) {
 		`{"prompt":[],"max_tokens":1}`, `{"prompt":["a",[1]],"max_tokens":1,"stream":true,"echo":true}`} {
 		f.Add(uint8(i), []byte(s))
 	}
-	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
-		path := paths[int(which)%len(paths)]
-		if path == engineapi.CompletionsPath {
-			var probe struct {
-				MaxTokens *int `json:"max_tokens"`
-				N         *int `json:"n"`
-			}
-			if json.Unmarshal(body, &probe) == nil && (probe.MaxTokens == nil || *probe.MaxTokens > 4 || (probe.N != nil && *probe.N > 2)) {
-				return // bounded work only
-			}
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(string(body))))
-		if rec.Code >= 500 {
-			t.Fatalf("%s %q: status %d %s", path, body, rec.Code, rec.Body.String())
-		}
-	})
+	fuzzEndpoints(f, h, paths)
 }
