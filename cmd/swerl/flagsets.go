@@ -11,6 +11,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
+	"swerl/transforms/reward"
 )
 
 // A command's flags are printed by concept: its own flags first, then each
@@ -127,7 +128,7 @@ func addGroupSizeFlag(fs *flag.FlagSet, p *int) {
 }
 
 func addRewardTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
-	fs.DurationVar(p, "reward-timeout", 30*time.Second, "longest scoring of one answer (a slower one counts as failed, reward −1; swerl train dead-letters it)")
+	fs.DurationVar(p, "reward-timeout", reward.DefaultTimeout, "longest scoring of one answer (a slower one counts as failed, reward −1; swerl train dead-letters it)")
 }
 
 func addMetricsFlag(fs *flag.FlagSet, p *string, def, why string) {

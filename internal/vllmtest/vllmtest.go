@@ -16,6 +16,7 @@
 package vllmtest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -94,18 +95,10 @@ type Server struct {
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
 	env := Env(t)
-	if o.Name == "" {
-		o.Name = "base"
-	}
-	if o.DType == "" {
-		o.DType = "float32"
-	}
-	if o.MaxModelLen == 0 {
-		o.MaxModelLen = 2048
-	}
-	if o.Ready == 0 {
-		o.Ready = 6 * time.Minute
-	}
+	o.Name = cmp.Or(o.Name, "base")
+	o.DType = cmp.Or(o.DType, "float32")
+	o.MaxModelLen = cmp.Or(o.MaxModelLen, 2048)
+	o.Ready = cmp.Or(o.Ready, 6*time.Minute)
 	var last error
 	for range 3 {
 		s, err := start(env, o)

@@ -69,7 +69,7 @@ func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Insta
 		o.MaxTokens = 512
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
+		o.Timeout = reward.DefaultTimeout
 	}
 	var res Result
 	res.PolicyVersion = -1

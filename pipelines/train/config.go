@@ -1,6 +1,7 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/weightsync"
 	"swerl/transforms/advantage"
+	"swerl/transforms/reward"
 	"swerl/transforms/scoring"
 )
 
@@ -132,34 +134,25 @@ type Config struct {
 	Runner string
 }
 
+// The defaults of Config's fields, which swerl train's flags share.
+const (
+	DefaultGroupTimeout  = 10 * time.Minute
+	DefaultOut           = "swerl-out"
+	DefaultConcurrency   = 8
+	DefaultRowsPerFile   = 10000
+	DefaultProgressEvery = 2 * time.Second
+)
+
 func (c *Config) defaults() error {
-	if c.GroupSize == 0 {
-		c.GroupSize = advantage.DefaultGroupSize
-	}
-	if c.Method == "" {
-		c.Method = advantage.GRPO
-	}
-	if c.GroupTimeout == 0 {
-		c.GroupTimeout = 10 * time.Minute
-	}
-	if c.Incomplete == "" {
-		c.Incomplete = IncompleteEmit
-	}
-	if c.Out == "" {
-		c.Out = "swerl-out"
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
-	}
-	if c.RewardTimeout == 0 {
-		c.RewardTimeout = 30 * time.Second
-	}
-	if c.RowsPerFile == 0 {
-		c.RowsPerFile = 10000
-	}
-	if c.ProgressEvery == 0 {
-		c.ProgressEvery = 2 * time.Second
-	}
+	c.GroupSize = cmp.Or(c.GroupSize, advantage.DefaultGroupSize)
+	c.Method = cmp.Or(c.Method, advantage.GRPO)
+	c.GroupTimeout = cmp.Or(c.GroupTimeout, DefaultGroupTimeout)
+	c.Incomplete = cmp.Or(c.Incomplete, IncompleteEmit)
+	c.Out = cmp.Or(c.Out, DefaultOut)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.RewardTimeout = cmp.Or(c.RewardTimeout, reward.DefaultTimeout)
+	c.RowsPerFile = cmp.Or(c.RowsPerFile, DefaultRowsPerFile)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, DefaultProgressEvery)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}

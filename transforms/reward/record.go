@@ -58,6 +58,10 @@ type Scored struct {
 	Similarities map[string]float64 `json:"similarities,omitempty" parquet:"similarities"`
 }
 
+// DefaultTimeout is the default cap on scoring one answer in swerl's
+// pipelines (train, eval) and the --reward-timeout flag's default.
+const DefaultTimeout = 30 * time.Second
+
 // Score scores one record. timeout (0: none) caps the similarity
 // computation; a record over it scores −1 with an error naming the limit.
 func Score(ctx context.Context, r *Record, timeout time.Duration) Result {
