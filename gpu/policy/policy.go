@@ -118,45 +118,42 @@ func ParseSpec(spec string) (string, Options, error) {
 	}
 	for k, vs := range q {
 		v := vs[len(vs)-1]
+		var err error
 		switch k {
-		case "max_seq", "max_tokens", "batch":
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return "", o, fmt.Errorf("policy: spec %q: %s=%q is not a positive integer", spec, k, v)
-			}
-			switch k {
-			case "max_seq":
-				o.MaxSeq = n
-			case "batch":
-				o.Batch = n
-			default:
-				o.MaxTokens = n
-			}
+		case "max_seq":
+			o.MaxSeq, err = positiveInt(v)
+		case "max_tokens":
+			o.MaxTokens, err = positiveInt(v)
+		case "batch":
+			o.Batch, err = positiveInt(v)
 		case "poll":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return "", o, fmt.Errorf("policy: spec %q: poll: %w", spec, err)
-			}
-			o.Poll = d
+			o.Poll, err = time.ParseDuration(v)
 		case "device":
 			o.Device = v
 		case "bf16":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return "", o, fmt.Errorf("policy: spec %q: bf16=%q is not a boolean", spec, v)
-			}
-			o.BF16Weights = b
+			o.BF16Weights, err = strconv.ParseBool(v)
 		case "temperature":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 {
-				return "", o, fmt.Errorf("policy: spec %q: temperature=%q is not a number ≥ 0", spec, v)
+			o.Temperature, err = strconv.ParseFloat(v, 64)
+			if err == nil && o.Temperature < 0 {
+				err = errors.New("want a number ≥ 0")
 			}
-			o.Temperature = f
 		default:
 			return "", o, fmt.Errorf("policy: spec %q: unknown option %q (have max_seq, max_tokens, batch, poll, device, temperature, bf16)", spec, k)
 		}
+		if err != nil {
+			return "", o, fmt.Errorf("policy: spec %q: %s=%q: %w", spec, k, v, err)
+		}
 	}
 	return path, o, nil
+}
+
+// positiveInt parses a count that must be above zero.
+func positiveInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && n <= 0 {
+		err = errors.New("want a positive integer")
+	}
+	return n, err
 }
 
 // state is one loaded version: its weights in a batch sampler, and the
