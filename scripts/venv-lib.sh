@@ -2,12 +2,13 @@
 # cached virtual environment (install-py-peers.sh, install-vllm.sh).
 # shellcheck shell=bash
 
-# venv_open NAME PREFIX REQ PIN... sets $cache and $venv: the environment
+# venv_open NAME PREFIX REQ PIN... sets $cache, $req and $venv: the environment
 # $cache/PREFIX-KEY, KEY a hash of the requirements file REQ and the pins.
 # When that environment is complete it prints it and exits 0; otherwise it
 # creates it (or resumes an interrupted install: pip skips what is there).
 venv_open() {
-	local name=$1 prefix=$2 req=$3 key
+	local name=$1 prefix=$2 key
+	req=$3
 	shift 3
 	key=$( (grep -v '^#' "$req"; echo "$*") | sha256sum | cut -c1-12)
 	cache="${SWERL_CACHE:-$HOME/.cache/swerl}"

@@ -305,16 +305,23 @@ func bigHistory(t *testing.T, n int) string {
 	return dir
 }
 
+// mineChildRepo is the repository the tests of swerl mine in a child
+// process mine: 3,000 commits, so that there is time to signal it.
+func mineChildRepo(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("swerl mine in a child process")
+	}
+	testenv.Tool(t, "git", "apt-get install git")
+	return bigHistory(t, 3000)
+}
+
 // Ctrl-C of swerl mine while it mines: a clean stop (exit 0, as every
 // command's interrupt) that says what was interrupted, what is left and
 // how to go on, without the runner's internals; the output is not marked
 // finished, so swerl run --resume would mine again.
 func TestMineInterruptSaysWhatItStopped(t *testing.T) {
-	if testing.Short() {
-		t.Skip("swerl mine in a child process")
-	}
-	testenv.Tool(t, "git", "apt-get install git")
-	repo := bigHistory(t, 3000)
+	repo := mineChildRepo(t)
 	out := filepath.Join(t.TempDir(), "out")
 	c := startCLI(t, "mine", "--repo", repo, "--out", out, "--commits", "--progress-every", "20ms", "--metrics-addr", "")
 	// Mining is under way once a progress line counts a built instance.
@@ -367,11 +374,7 @@ func smallDisk(t *testing.T, size string) string {
 // plan; nothing reads as a finished output; once space is freed (the tmpfs
 // grown) the same command mines to the end.
 func TestMineOnAFullDisk(t *testing.T) {
-	if testing.Short() {
-		t.Skip("swerl mine in a child process")
-	}
-	testenv.Tool(t, "git", "apt-get install git")
-	repo := bigHistory(t, 3000)
+	repo := mineChildRepo(t)
 	disk := smallDisk(t, "256k")
 	out := filepath.Join(disk, "out")
 	args := []string{"mine", "--repo", repo, "--out", out, "--commits", "--metrics-addr", ""}

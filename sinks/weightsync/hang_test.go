@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -147,8 +146,7 @@ func metricValue(t *testing.T, name string) float64 {
 func TestAsyncSkipsSupersededVersions(t *testing.T) {
 	root := t.TempDir()
 	g := &gatedEngine{VLLM: &fakeengine.VLLM{}, stuck: map[string]bool{engineapi.AdapterName(1): true}, release: make(chan struct{}), started: make(chan string, 1)}
-	ts := httptest.NewServer(g)
-	defer ts.Close()
+	ts := serveTest(t, g)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL + "/v1", Kind: engineapi.VLLM}}, Timeout: time.Minute})
 	a := s.Async(context.Background())
 	defer a.Close()

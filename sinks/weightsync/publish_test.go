@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"reflect"
 	"sync"
 	"testing"
@@ -25,8 +24,7 @@ func TestPublisherAnnouncesThenPushes(t *testing.T) {
 	writeVersion(t, root, 1, true)
 	writeVersion(t, root, 2, true)
 	srv := &fakeengine.VLLM{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := serveTest(t, srv)
 	var mu sync.Mutex
 	var got []schemas.WeightVersion
 	announce := func(_ context.Context, v schemas.WeightVersion) error {

@@ -3,6 +3,7 @@ package weightsync
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -106,8 +107,7 @@ func TestVLLMLoadsAndUnloadsAdapters(t *testing.T) {
 func TestFailedPushKeepsTheHeldVersion(t *testing.T) {
 	root := t.TempDir()
 	srv := &fakeengine.VLLM{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := serveTest(t, srv)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Attempts: 4})
 	srv.Fail = func(n int, c fakeengine.Call) (int, string) {
 		if n <= 2 {
@@ -172,8 +172,7 @@ func TestTakenNameIsReloaded(t *testing.T) {
 func TestSGLang(t *testing.T) {
 	root := t.TempDir()
 	g := &fakeengine.SGLang{}
-	ts := httptest.NewServer(g)
-	defer ts.Close()
+	ts := serveTest(t, g)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Keep: 1})
 	for v := int64(1); v <= 2; v++ {
 		if err := s.Push(context.Background(), v, writeVersion(t, root, v, true)); err != nil {
@@ -211,8 +210,7 @@ func TestSGLang(t *testing.T) {
 // fails, and the rollouts keep the engine's own weights.
 func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
 	srv := &fakeengine.VLLM{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := serveTest(t, srv)
 	s, got := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
 	if err := s.Push(context.Background(), 1, writeVersion(t, t.TempDir(), 1, false)); err != nil {
 		t.Fatal(err)
@@ -227,8 +225,7 @@ func TestVLLMFullWeightsAreNotPushed(t *testing.T) {
 func TestPushChecksTheFolder(t *testing.T) {
 	root := t.TempDir()
 	srv := &fakeengine.VLLM{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := serveTest(t, srv)
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}})
 	dir := writeVersion(t, root, 1, true)
 	os.Chmod(filepath.Join(dir, "adapter_model.safetensors"), 0o600)
@@ -304,8 +301,7 @@ func TestMessage(t *testing.T) {
 func TestAdoptsTheEnginesAdapters(t *testing.T) {
 	root := t.TempDir()
 	srv := &fakeengine.VLLM{Loaded: map[string]string{"swerl-v000003": "/old/v000003", "swerl-v000004": "/old/v000004", "my-adapter": "/x", "swerl-v7": "/y"}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := serveTest(t, srv)
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.VLLM}}, Keep: 2})
 	if err := s.Push(context.Background(), 5, writeVersion(t, root, 5, true)); err != nil {
 		t.Fatal(err)
@@ -393,8 +389,7 @@ func TestOnPushedNamesTheEnginesThatHoldTheVersion(t *testing.T) {
 func TestRestoreLoadsWhatTheEngineLost(t *testing.T) {
 	root := t.TempDir()
 	g := &fakeengine.SGLang{}
-	ts := httptest.NewServer(g)
-	defer ts.Close()
+	ts := serveTest(t, g)
 	table := NewTable()
 	s, _ := newSyncer(t, Config{Engines: []Engine{{URL: ts.URL, Kind: engineapi.SGLang}}, Table: table})
 	ctx := context.Background()
@@ -457,4 +452,12 @@ func TestRestoreLoadsWhatTheEngineLost(t *testing.T) {
 	if bare.Lose(tv.URL) || bare.Lost(tv.URL) || bare.Restore(ctx, tv.URL) != nil {
 		t.Fatal("a table without a syncer marks an engine lost")
 	}
+}
+
+// serveTest serves h on loopback until the test ends.
+func serveTest(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
 }
