@@ -1,8 +1,9 @@
 // common.cuh is what the standalone attention files of this folder share:
-// the device helpers their kernels call, copied from gpu/cuda (HeadTile
-// from tile.cuh, storeBF16x4 and flash_delta from kernels.cu), and the host
-// side of each file's main: random inputs, causal GQA attention in double
-// precision, error checks and timing with CUDA events.
+// the device helpers their kernels call, from gpu/cuda (HeadTile of
+// tile.cuh and flash_delta.cuh, included; storeBF16x4, a copy of
+// kernels.cu's), and the host side of each file's main: random inputs,
+// causal GQA attention in double precision, error checks and timing with
+// CUDA events.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,21 +27,7 @@
         }                                                                                              \
     } while (0)
 
-// HeadTile is a block's place in the grid of the attention kernels: block
-// blockIdx.x is tile `tile` of the `tiles` tiles of `rows` rows (or keys)
-// that cover T, for batch b and query head h, whose kv head is kh (NH/NKV
-// query heads a kv head); tiles vary fastest, then heads, then the batch.
-struct HeadTile {
-    int tiles, tile, b, h, kh;
-    __device__ HeadTile(int T, int rows, int NH, int NKV) {
-        tiles = (T + rows - 1) / rows;
-        tile = (int)(blockIdx.x % tiles);
-        int bh = blockIdx.x / tiles;
-        b = bh / NH;
-        h = bh % NH;
-        kh = h / (NH / NKV);
-    }
-};
+#include "../../../gpu/cuda/tile.cuh" // HeadTile
 
 // storeBF16x4 rounds v to bf16 (to nearest even, as __float2bfloat16)
 // and stores the four at dst, which is 8-byte aligned.
@@ -52,22 +39,8 @@ __device__ __forceinline__ void storeBF16x4(__nv_bfloat16* dst, float4 v) {
     *(uint2*)dst = u;
 }
 
-// flash_delta: delta[b,h,t] = sum_c dout[b,t,h,c] * out[b,t,h,c]; one warp
-// per row.
-extern "C" __global__ void flash_delta(float* delta, const float* dout, const float* out, int B, int T, int NH,
-                                       int HS) {
-    long rows = (long)B * T * NH;
-    int lane = threadIdx.x & 31;
-    long nw = ((long)gridDim.x * blockDim.x) >> 5;
-    for (long r = (blockIdx.x * (long)blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
-        float s = 0.f;
-        for (int c = lane; c < HS; c += 32) s += dout[r * HS + c] * out[r * HS + c];
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
-        if (lane == 0) {
-            long b = r / ((long)T * NH), t = (r / NH) % T, h = r % NH;
-            delta[(b * NH + h) * T + t] = s;
-        }
-    }
+extern "C" {
+#include "../../../gpu/cuda/flash_delta.cuh"
 }
 
 // ---------------------------------------------------------------------------
