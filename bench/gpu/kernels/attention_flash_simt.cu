@@ -238,47 +238,19 @@ __global__ void flash_bwd_dkv(float* dk, float* dv, const float* dout, const flo
 } // extern "C"
 
 int main() {
-    Checker check{1e-3}; // float32 sums, __expf
     const Shape shapes[] = {{1, 5, 2, 1, 32}, {1, 35, 2, 1, 32}, {2, 70, 4, 2, 64}, {1, 100, 4, 2, 128}, {1, 64, 3, 1, 96}};
-    for (const Shape& s : shapes) {
-        Inputs in(s, 7);
-        Reference ref(s, in);
-        DevBuf q(in.q), k(in.k), v(in.v), dout(in.dout), out(s.nq()), lse(s.nl()), delta(s.nl()), dq(s.nq()),
-            dk(s.nkv()), dv(s.nkv());
-        int tiles = (s.T + FT - 1) / FT;
-        float scale = 1 / sqrtf((float)s.HS);
-        flash_fwd<<<s.B * s.NH * tiles, BLOCK>>>(out.p, lse.p, q.p, k.p, v.p, s.B, s.T, s.NH, s.NKV, s.HS, scale);
-        flash_delta<<<gridFor(s.nl() * 32), BLOCK>>>(delta.p, dout.p, out.p, s.B, s.T, s.NH, s.HS);
-        flash_bwd_dq<<<s.B * s.NH * tiles, BLOCK>>>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH, s.NKV,
-                                                    s.HS, scale);
-        flash_bwd_dkv<<<s.B * s.NH * tiles, BLOCK>>>(dk.p, dv.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH,
-                                                     s.NKV, s.HS, scale);
-        cudaCheck(cudaGetLastError());
-        check(s, "out", out, ref.out);
-        check(s, "lse", lse, ref.lse);
-        check(s, "dq", dq, ref.dq);
-        check(s, "dk", dk, ref.dk);
-        check(s, "dv", dv, ref.dv);
-    }
-    for (const Shape& s : timedShapes) {
-        Inputs in(s, 8);
-        DevBuf q(in.q), k(in.k), v(in.v), dout(in.dout), out(s.nq()), lse(s.nl()), delta(s.nl()), dq(s.nq()),
-            dk(s.nkv()), dv(s.nkv());
-        int tiles = (s.T + FT - 1) / FT;
-        float scale = 1 / sqrtf((float)s.HS);
-        float fwd = timeMs([&] {
-            flash_fwd<<<s.B * s.NH * tiles, BLOCK>>>(out.p, lse.p, q.p, k.p, v.p, s.B, s.T, s.NH, s.NKV, s.HS, scale);
+    auto blocks = [](const Shape& s) { return s.B * s.NH * ((s.T + FT - 1) / FT); };
+    return runAttention(
+        1e-3, shapes, 7, // float32 sums, __expf
+        [&](const Shape& s, Bufs& b) {
+            flash_fwd<<<blocks(s), BLOCK>>>(b.out.p, b.lse.p, b.q.p, b.k.p, b.v.p, s.B, s.T, s.NH, s.NKV, s.HS,
+                                            1 / sqrtf((float)s.HS));
+        },
+        [&](const Shape& s, Bufs& b) {
+            float scale = 1 / sqrtf((float)s.HS);
+            flash_bwd_dq<<<blocks(s), BLOCK>>>(b.dq.p, b.dout.p, b.q.p, b.k.p, b.v.p, b.lse.p, b.delta.p, s.B, s.T, s.NH,
+                                               s.NKV, s.HS, scale);
+            flash_bwd_dkv<<<blocks(s), BLOCK>>>(b.dk.p, b.dv.p, b.dout.p, b.q.p, b.k.p, b.v.p, b.lse.p, b.delta.p, s.B,
+                                                s.T, s.NH, s.NKV, s.HS, scale);
         });
-        float bwd = timeMs([&] {
-            flash_delta<<<gridFor(s.nl() * 32), BLOCK>>>(delta.p, dout.p, out.p, s.B, s.T, s.NH, s.HS);
-            flash_bwd_dq<<<s.B * s.NH * tiles, BLOCK>>>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH,
-                                                        s.NKV, s.HS, scale);
-            flash_bwd_dkv<<<s.B * s.NH * tiles, BLOCK>>>(dk.p, dv.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T,
-                                                         s.NH, s.NKV, s.HS, scale);
-        });
-        printf("B=%d T=%d NH=%d NKV=%d HS=%d forward %.3f ms, backward %.3f ms (a layer)\n", s.B, s.T, s.NH, s.NKV,
-               s.HS, fwd, bwd);
-    }
-    printf(check.ok ? "ok\n" : "FAIL\n");
-    return check.ok ? 0 : 1;
 }

@@ -243,48 +243,20 @@ __global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, c
 const int tcThreads = TCW * 32;
 
 int main() {
-    Checker check{3e-2};
     const Shape shapes[] = {{1, 5, 2, 1, 32},  {1, 35, 2, 1, 32},  {2, 70, 4, 2, 64},
                             {1, 9, 4, 2, 16},  {1, 130, 14, 2, 64}, {1, 100, 4, 2, 128}, {1, 64, 3, 1, 96}};
-    for (const Shape& s : shapes) {
-        Inputs in(s, 9);
-        Reference ref(s, in);
-        DevBuf q(in.q), k(in.k), v(in.v), dout(in.dout), out(s.nq()), lse(s.nl()), delta(s.nl()), dq(s.nq()),
-            dk(s.nkv()), dv(s.nkv());
-        int blocks = s.B * s.NH * ((s.T + 63) / 64);
-        float scale = 1 / sqrtf((float)s.HS);
-        flash_tc_fwd<<<blocks, tcThreads>>>(out.p, lse.p, q.p, k.p, v.p, s.B, s.T, s.NH, s.NKV, s.HS, scale);
-        flash_delta<<<gridFor(s.nl() * 32), BLOCK>>>(delta.p, dout.p, out.p, s.B, s.T, s.NH, s.HS);
-        flash_tc_dq<<<blocks, tcThreads>>>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH, s.NKV, s.HS,
-                                          scale);
-        flash_tc_dkv<<<blocks, tcThreads>>>(dk.p, dv.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH, s.NKV,
-                                           s.HS, scale);
-        cudaCheck(cudaGetLastError());
-        check(s, "out", out, ref.out);
-        check(s, "lse", lse, ref.lse);
-        check(s, "dq", dq, ref.dq);
-        check(s, "dk", dk, ref.dk);
-        check(s, "dv", dv, ref.dv);
-    }
-    for (const Shape& s : timedShapes) {
-        Inputs in(s, 10);
-        DevBuf q(in.q), k(in.k), v(in.v), dout(in.dout), out(s.nq()), lse(s.nl()), delta(s.nl()), dq(s.nq()),
-            dk(s.nkv()), dv(s.nkv());
-        int blocks = s.B * s.NH * ((s.T + 63) / 64);
-        float scale = 1 / sqrtf((float)s.HS);
-        float fwd = timeMs([&] {
-            flash_tc_fwd<<<blocks, tcThreads>>>(out.p, lse.p, q.p, k.p, v.p, s.B, s.T, s.NH, s.NKV, s.HS, scale);
+    auto blocks = [](const Shape& s) { return s.B * s.NH * ((s.T + 63) / 64); };
+    return runAttention(
+        3e-2, shapes, 9, // bf16 operands
+        [&](const Shape& s, Bufs& b) {
+            flash_tc_fwd<<<blocks(s), tcThreads>>>(b.out.p, b.lse.p, b.q.p, b.k.p, b.v.p, s.B, s.T, s.NH, s.NKV, s.HS,
+                                                   1 / sqrtf((float)s.HS));
+        },
+        [&](const Shape& s, Bufs& b) {
+            float scale = 1 / sqrtf((float)s.HS);
+            flash_tc_dq<<<blocks(s), tcThreads>>>(b.dq.p, b.dout.p, b.q.p, b.k.p, b.v.p, b.lse.p, b.delta.p, s.B, s.T,
+                                                  s.NH, s.NKV, s.HS, scale);
+            flash_tc_dkv<<<blocks(s), tcThreads>>>(b.dk.p, b.dv.p, b.dout.p, b.q.p, b.k.p, b.v.p, b.lse.p, b.delta.p,
+                                                   s.B, s.T, s.NH, s.NKV, s.HS, scale);
         });
-        float bwd = timeMs([&] {
-            flash_delta<<<gridFor(s.nl() * 32), BLOCK>>>(delta.p, dout.p, out.p, s.B, s.T, s.NH, s.HS);
-            flash_tc_dq<<<blocks, tcThreads>>>(dq.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH, s.NKV,
-                                              s.HS, scale);
-            flash_tc_dkv<<<blocks, tcThreads>>>(dk.p, dv.p, dout.p, q.p, k.p, v.p, lse.p, delta.p, s.B, s.T, s.NH,
-                                               s.NKV, s.HS, scale);
-        });
-        printf("B=%d T=%d NH=%d NKV=%d HS=%d forward %.3f ms, backward %.3f ms (a layer)\n", s.B, s.T, s.NH, s.NKV,
-               s.HS, fwd, bwd);
-    }
-    printf(check.ok ? "ok\n" : "FAIL\n");
-    return check.ok ? 0 : 1;
 }

@@ -199,3 +199,49 @@ inline int gridFor(long n) {
 // The shapes each file times: Qwen2.5-0.5B's attention (14 query heads, 2
 // kv heads, 64 channels) at BenchmarkTrainStep's 8x512 and 4x2048.
 inline const Shape timedShapes[] = {{8, 512, 14, 2, 64}, {4, 2048, 14, 2, 64}};
+
+// Bufs are the device buffers of one attention: the inputs copied from in,
+// the outputs, their statistics and the gradients zeroed.
+struct Bufs {
+    DevBuf q, k, v, dout, out, lse, delta, dq, dk, dv;
+    Bufs(const Shape& s, const Inputs& in)
+        : q(in.q), k(in.k), v(in.v), dout(in.dout), out(s.nq()), lse(s.nl()), delta(s.nl()), dq(s.nq()),
+          dk(s.nkv()), dv(s.nkv()) {}
+};
+
+// runAttention is a file's main: it checks fwd (out and lse) and bwd (dq,
+// dk and dv, after flash_delta) against the double-precision reference on
+// each of shapes, to relative error tol, then times both on timedShapes.
+// fwd and bwd launch the file's kernels on a shape's buffers; seed draws
+// the checked inputs (seed+1 the timed ones).
+template <int N, class Fwd, class Bwd>
+int runAttention(double tol, const Shape (&shapes)[N], unsigned seed, Fwd fwd, Bwd bwd) {
+    Checker check{tol};
+    auto backward = [&](const Shape& s, Bufs& b) {
+        flash_delta<<<gridFor(s.nl() * 32), BLOCK>>>(b.delta.p, b.dout.p, b.out.p, s.B, s.T, s.NH, s.HS);
+        bwd(s, b);
+    };
+    for (const Shape& s : shapes) {
+        Inputs in(s, seed);
+        Reference ref(s, in);
+        Bufs b(s, in);
+        fwd(s, b);
+        backward(s, b);
+        cudaCheck(cudaGetLastError());
+        check(s, "out", b.out, ref.out);
+        check(s, "lse", b.lse, ref.lse);
+        check(s, "dq", b.dq, ref.dq);
+        check(s, "dk", b.dk, ref.dk);
+        check(s, "dv", b.dv, ref.dv);
+    }
+    for (const Shape& s : timedShapes) {
+        Inputs in(s, seed + 1);
+        Bufs b(s, in);
+        float f = timeMs([&] { fwd(s, b); });
+        float w = timeMs([&] { backward(s, b); });
+        printf("B=%d T=%d NH=%d NKV=%d HS=%d forward %.3f ms, backward %.3f ms (a layer)\n", s.B, s.T, s.NH, s.NKV,
+               s.HS, f, w);
+    }
+    printf(check.ok ? "ok\n" : "FAIL\n");
+    return check.ok ? 0 : 1;
+}
