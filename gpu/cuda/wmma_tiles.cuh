@@ -1,8 +1,10 @@
-// wmma_tiles.cuh: the WMMA (bf16 tensor core, 16x16x16 fragments, float32
-// accumulation) tile types and helpers of the flash attention kernels that
-// run on them: kernels.cu's flash_tc_dkv, and the standalone variant in
-// bench/gpu/kernels/attention_flash_wmma.cu. Included inside an extern "C"
-// block, after <mma.h> and <cuda_bf16.h>.
+// wmma_tiles.cuh: flash attention on WMMA (bf16 tensor cores, 16x16x16
+// fragments, float32 accumulation): the tile types and helpers, and
+// flash_tc_dkv, the backend's dk/dv for heads over 64 channels. Included
+// by kernels.cu and by the standalone variant in
+// bench/gpu/kernels/attention_flash_wmma.cu (whose forward and dq use the
+// same helpers), inside an extern "C" block, after <mma.h> and
+// <cuda_bf16.h>.
 #pragma once
 
 #define TCW 4
@@ -131,4 +133,79 @@ __device__ __forceinline__ void tcAccumulate(TcC (&acc)[TCMAXF], const __nv_bflo
                 wmma::mma_sync(acc[f], pf, xf, acc[f]);
             }
     }
+}
+
+// tcFragments loads the warp's 16 rows of the block's 64 from row first
+// of head `head` of the [B,T,heads,HS] tensors x and y as fragments fx and
+// fy, staging each through the shared tile sm (64 rows of stride t.ld;
+// the whole block takes part).
+__device__ __forceinline__ void tcFragments(TcA (&fx)[TCMAXF], TcA (&fy)[TCMAXF], __nv_bfloat16* sm, const float* x,
+                                            const float* y, int heads, int head, int first, int T, int HS, const TcTile& t) {
+    tcLoad(sm, t.ld, x, t.b, head, heads, first, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) nvcuda::wmma::load_matrix_sync(fx[f], sm + t.warp * 16 * t.ld + f * 16, t.ld);
+    __syncthreads();
+    tcLoad(sm, t.ld, y, t.b, head, heads, first, 64, T, HS, threadIdx.x, blockDim.x);
+    __syncthreads();
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) nvcuda::wmma::load_matrix_sync(fy[f], sm + t.warp * 16 * t.ld + f * 16, t.ld);
+}
+
+// flash_tc_dkv: one block per (b, query head h, 64 keys), looping over the
+// query tiles that can see them: dv += P^T dout, dk += dS^T q for h's kv
+// head. The query heads of a group add into the same rows, so the block's
+// sums go in with atomicAdd at the end.
+__global__ void __launch_bounds__(TCW * 32) flash_tc_dkv(float* dk, float* dv, const float* dout, const float* q,
+                                                          const float* k, const float* v, const float* lse, const float* delta,
+                                                          int B, int T, int NH, int NKV, int HS, float scale) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 qd[2 * TCK * (128 + 8)]; // q, dout tiles; first the K, V tiles (64 rows)
+    __shared__ __align__(32) float sc[TCW][16 * STS];
+    __shared__ __align__(32) float sd[TCW][16 * STS];
+    __shared__ __align__(32) __nv_bfloat16 pt[TCW][16 * PTS];
+    __shared__ __align__(32) __nv_bfloat16 dt[TCW][16 * PTS];
+    __shared__ float lrow[TCK], drow[TCK];
+    TcTile t(T, NH, NKV, HS); // rows are keys here
+    int ld = t.ld, k0 = t.tile * 64, key = t.row;
+    TcA kf[TCMAXF], vf[TCMAXF];
+    TcC ak[TCMAXF], av[TCMAXF];
+    tcFragments(kf, vf, qd, k, v, NKV, t.kh, k0, T, HS, t);
+#pragma unroll
+    for (int f = 0; f < TCMAXF; f++)
+        if (f < t.nf) {
+            wmma::fill_fragment(ak[f], 0.f);
+            wmma::fill_fragment(av[f], 0.f);
+        }
+    __nv_bfloat16 *qs = qd, *os = qd + TCK * ld;
+    float *st = sc[t.warp], *sdp = sd[t.warp];
+    for (int i0 = k0; i0 < T; i0 += TCK) {
+        __syncthreads();
+        tcLoad(qs, ld, q, t.b, t.h, NH, i0, TCK, T, HS, threadIdx.x, blockDim.x);
+        tcLoad(os, ld, dout, t.b, t.h, NH, i0, TCK, T, HS, threadIdx.x, blockDim.x);
+        if (threadIdx.x < TCK) {
+            int r = i0 + threadIdx.x;
+            long o = ((long)t.b * NH + t.h) * T + r;
+            lrow[threadIdx.x] = r < T ? lse[o] : 0.f;
+            drow[threadIdx.x] = r < T ? delta[o] : 0.f;
+        }
+        __syncthreads();
+        if (i0 + TCK - 1 < t.r0 || t.r0 >= T) continue; // every row of the tile before the warp's keys
+        tcTwoProducts(st, sdp, kf, vf, qs, os, ld, t.nf); // S^T = k q^T, dP^T = v dout^T
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            int c = t.half * 16 + j, r = i0 + c, e = t.myr * STS + c, o = t.myr * PTS + c;
+            float p = key < T && r < T && key <= r ? __expf(st[e] * scale - lrow[c]) : 0.f;
+            pt[t.warp][o] = __float2bfloat16(p);
+            dt[t.warp][o] = __float2bfloat16(p * (sdp[e] - drow[c]) * scale);
+        }
+        __syncwarp();
+        tcAccumulate(av, pt[t.warp], os, ld, t.nf); // dv += P^T dout
+        tcAccumulate(ak, dt[t.warp], qs, ld, t.nf); // dk += dS^T q
+    }
+    tcStore(dv, av, st, t, NKV, t.kh, T, HS, 1.f, true, true);
+    tcStore(dk, ak, st, t, NKV, t.kh, T, HS, 1.f, true, true);
 }

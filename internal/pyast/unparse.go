@@ -309,18 +309,13 @@ func (u *unparser) traverse(n *Node) {
 	case "Global", "Nonlocal":
 		u.fill(strings.ToLower(n.Kind) + " ")
 		u.write(strings.Join(n.Names, ", "))
-	case "Await":
-		u.requireParens(pAwait, n, func() {
-			u.write("await")
-			if n.Value != nil {
-				u.write(" ")
-				u.setPrec(pAtom, n.Value)
-				u.traverse(n.Value)
-			}
-		})
-	case "Yield":
-		u.requireParens(pYield, n, func() {
-			u.write("yield")
+	case "Await", "Yield":
+		prec, word := pAwait, "await"
+		if n.Kind == "Yield" {
+			prec, word = pYield, "yield"
+		}
+		u.requireParens(prec, n, func() {
+			u.write(word)
 			if n.Value != nil {
 				u.write(" ")
 				u.setPrec(pAtom, n.Value)
