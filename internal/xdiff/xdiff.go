@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"swerl/internal/difflib"
 )
 
 // Constants of git's xdiff (xdiffi.c, xprepare.c).
@@ -53,30 +55,14 @@ type file struct {
 func (f *file) changed(i int) bool       { return f.rchg[i+1] }
 func (f *file) setChanged(i int, v bool) { f.rchg[i+1] = v }
 
-// SplitLines splits text into lines that keep their '\n'; a last line
-// without one is kept as it is.
-func SplitLines(text string) []string {
-	var out []string
-	for len(text) > 0 {
-		i := strings.IndexByte(text, '\n')
-		if i < 0 {
-			out = append(out, text)
-			break
-		}
-		out = append(out, text[:i+1])
-		text = text[i+1:]
-	}
-	return out
-}
-
 // Change is one group of changed lines: I1/Chg1 lines of the old side are
 // replaced by I2/Chg2 lines of the new side (0-based).
 type Change struct {
 	I1, I2, Chg1, Chg2 int
 }
 
-// Diff returns git's edit script from a to b (lines as SplitLines gives
-// them), in order.
+// Diff returns git's edit script from a to b (lines that keep their "\n",
+// as difflib.SplitAfterNewline gives them), in order.
 func Diff(a, b []string) ([]Change, *[2]file) {
 	var f [2]file
 	f[0].recs, f[1].recs = a, b
@@ -736,7 +722,7 @@ func funcName(rec string) (string, bool) {
 // texts are equal.
 func Unified(sb *strings.Builder, oldText, newText string) {
 	const ctx = 3
-	a, b := SplitLines(oldText), SplitLines(newText)
+	a, b := difflib.SplitAfterNewline(oldText), difflib.SplitAfterNewline(newText)
 	script, fs := Diff(a, b)
 	emitRec := func(prefix string, rec string) {
 		sb.WriteString(prefix)
