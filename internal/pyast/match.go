@@ -248,10 +248,7 @@ func (u *unparser) matchNode(n *Node) bool {
 	case "match_case":
 		u.fill("case ")
 		u.traverse(n.Target)
-		if n.Test != nil {
-			u.write(" if ")
-			u.traverse(n.Test)
-		}
+		u.traverseAfter(" if ", n.Test)
 		u.block(func() { u.traverseAll(n.Body) })
 	case "MatchValue":
 		u.traverse(n.Value)

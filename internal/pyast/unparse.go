@@ -233,6 +233,15 @@ func (u *unparser) writeStrAvoidingBackslashes(s string, quoteTypes []string) {
 
 func (u *unparser) fail(msg string) { panic(errUnparse{msg}) }
 
+// traverseAfter writes prefix and n when n is present (an optional part of
+// a statement: an assert's message, a case's guard).
+func (u *unparser) traverseAfter(prefix string, n *Node) {
+	if n != nil {
+		u.write(prefix)
+		u.traverse(n)
+	}
+}
+
 func (u *unparser) traverse(n *Node) {
 	switch n.Kind {
 	case "Module":
@@ -280,16 +289,10 @@ func (u *unparser) traverse(n *Node) {
 		u.delimitIf("(", ")", !n.Simple && n.Target.Kind == "Name", func() { u.traverse(n.Target) })
 		u.write(": ")
 		u.traverse(n.Annotation)
-		if n.Value != nil {
-			u.write(" = ")
-			u.traverse(n.Value)
-		}
+		u.traverseAfter(" = ", n.Value)
 	case "Return":
 		u.fill("return")
-		if n.Value != nil {
-			u.write(" ")
-			u.traverse(n.Value)
-		}
+		u.traverseAfter(" ", n.Value)
 	case "Pass":
 		u.fill("pass")
 	case "Break":
@@ -302,10 +305,7 @@ func (u *unparser) traverse(n *Node) {
 	case "Assert":
 		u.fill("assert ")
 		u.traverse(n.Test)
-		if n.Msg != nil {
-			u.write(", ")
-			u.traverse(n.Msg)
-		}
+		u.traverseAfter(", ", n.Msg)
 	case "Global", "Nonlocal":
 		u.fill(strings.ToLower(n.Kind) + " ")
 		u.write(strings.Join(n.Names, ", "))
@@ -335,10 +335,7 @@ func (u *unparser) traverse(n *Node) {
 		}
 		u.write(" ")
 		u.traverse(n.Value)
-		if n.Cause != nil {
-			u.write(" from ")
-			u.traverse(n.Cause)
-		}
+		u.traverseAfter(" from ", n.Cause)
 	case "Try", "TryStar":
 		prev := u.inTryStar
 		u.inTryStar = n.Kind == "TryStar"
@@ -360,10 +357,7 @@ func (u *unparser) traverse(n *Node) {
 		} else {
 			u.fill("except")
 		}
-		if n.Value != nil {
-			u.write(" ")
-			u.traverse(n.Value)
-		}
+		u.traverseAfter(" ", n.Value)
 		if n.Name != "" {
 			u.write(" as ", n.Name)
 		}
@@ -393,10 +387,7 @@ func (u *unparser) traverse(n *Node) {
 		u.write("(")
 		u.arguments(n.Args)
 		u.write(")")
-		if n.Returns != nil {
-			u.write(" -> ")
-			u.traverse(n.Returns)
-		}
+		u.traverseAfter(" -> ", n.Returns)
 		u.block(func() { u.docstringAndBody(n) })
 	case "For", "AsyncFor":
 		if n.Kind == "AsyncFor" {
@@ -445,10 +436,7 @@ func (u *unparser) traverse(n *Node) {
 		u.block(func() { u.traverseAll(n.Body) })
 	case "withitem":
 		u.traverse(n.Value)
-		if n.Target != nil {
-			u.write(" as ")
-			u.traverse(n.Target)
-		}
+		u.traverseAfter(" as ", n.Target)
 	case "JoinedStr":
 		u.joinedStr(n)
 	case "FormattedValue":
@@ -614,16 +602,10 @@ func (u *unparser) traverse(n *Node) {
 		if n.Upper != nil {
 			u.traverse(n.Upper)
 		}
-		if n.Step != nil {
-			u.write(":")
-			u.traverse(n.Step)
-		}
+		u.traverseAfter(":", n.Step)
 	case "arg":
 		u.write(n.Name)
-		if n.Annotation != nil {
-			u.write(": ")
-			u.traverse(n.Annotation)
-		}
+		u.traverseAfter(": ", n.Annotation)
 	case "keyword":
 		if n.Name == "" {
 			u.write("**")
