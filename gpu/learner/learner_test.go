@@ -21,6 +21,7 @@ import (
 	"swerl/gpu/policy"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
+	"swerl/transforms/advantage"
 	"swerl/transforms/rollout"
 )
 
@@ -97,14 +98,10 @@ func rollouts(t *testing.T, pol rollout.Policy, it, groups, G int) ([]schemas.Sa
 		for _, c := range resp.Completions {
 			rs = append(rs, reward(c.Tokens))
 		}
-		mean, std := 0.0, 0.0
-		for _, r := range rs {
-			mean += r / float64(G)
+		adv, err := advantage.Compute(advantage.GRPO, rs)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range rs {
-			std += (r - mean) * (r - mean) / float64(G)
-		}
-		std = math.Sqrt(std)
 		gid := fmt.Sprintf("it%d-g%d", it, g)
 		for i, c := range resp.Completions {
 			total += rs[i]
@@ -115,7 +112,7 @@ func rollouts(t *testing.T, pol rollout.Policy, it, groups, G int) ([]schemas.Sa
 					PromptTokens: c.PromptTokens, CompletionTokens: c.Tokens, LogProbs: c.LogProbs,
 					FinishReason: c.FinishReason,
 				},
-				Reward: rs[i], Advantage: (rs[i] - mean) / (std + 1e-6), GroupComplete: true,
+				Reward: rs[i], Advantage: adv[i], GroupComplete: true,
 			})
 		}
 	}
