@@ -128,10 +128,8 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 	refs, staged, buildRej, buildN := beam.ParDo4(s, &buildFn{Limits: p.Limits, Relevant: p.Relevant, Staging: files.Join(instDir, stagingDir), RowsPerFile: p.RowsPerFile, Workers: p.Workers, Progress: p.Progress}, beam.Reshuffle(s, cands))
 	drops, dupRej := beam.ParDo2(s, &dedupFn{}, beam.GroupByKey(s, refs))
 	// Prism busy-waits (a select on a closed channel) through every bundle
-	// of a stage with no output to the runner. Finalize has its counts as
-	// an output (an earlier version gave it one by grouping the names of
-	// the files it wrote, whose consumer, a stage without outputs, then
-	// spun at the end of every run: ~0.1 s of wall time on 2 cores).
+	// of a stage with no output to the runner, so finalize's output is its
+	// counts, which writeCountsFn consumes.
 	kept, finalN := beam.ParDo2(s, &finalizeFn{Dir: instDir, Emit: p.Emit}, beam.CoGroupByKey(s, staged, drops))
 	rejected := beam.Flatten(s, evRej, scanRej, buildRej, dupRej)
 	rejN := beam.ParDo(s, &countFn{}, rejected)
@@ -496,8 +494,8 @@ var writers = make(chan struct{}, runtime.GOMAXPROCS(0))
 // cutRows cuts sorted rows into at most parts contiguous runs of nearly
 // equal bytes (the records' sizes: writing a file costs its bytes, and
 // later changes of a repository carry larger files), one run when rows are
-// fewer than 2*minFileRows. Cut by row count, the two files of
-// pallets/flask held 14.5 and 7.0 MB, and finalize waited on the larger.
+// fewer than 2*minFileRows. Cut by row count instead, one file could
+// hold twice the bytes of another, and finalize would wait on it.
 func cutRows(rows []stagedRow, parts int) [][]stagedRow {
 	k := max(1, min(parts, len(rows)/minFileRows))
 	var total int64
