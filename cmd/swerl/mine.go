@@ -53,7 +53,7 @@ func runMine(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	exclude := fs.String("exclude", "", "decontamination file: one owner/repo, owner/repo#N or owner/repo@sha12 a line")
 	swebench := fs.Bool("exclude-swebench", true, "exclude SWE-bench's twelve repositories (as SWE-RL does)")
 	jsonl := fs.String("jsonl", "", "also write the instances as JSON lines to this file")
-	rowsPerFile := fs.Int("rows-per-file", 5000, "most instances in one Parquet file")
+	rowsPerFile := fs.Int("rows-per-file", mine.DefaultRowsPerFile, "most instances in one Parquet file")
 	workers := fs.Int("build-workers", envDefault("SWERL_MINE_WORKERS"), "goroutines of each worker that read the candidates' files, sharing git cat-file processes (0: 4 a core; default from SWERL_MINE_WORKERS)")
 	kf := addKafkaFlags(fs)
 	fs.Lookup("brokers").Usage = "also publish the instances to the Kafka topic <prefix>instances on these brokers host:port,… (none: no Kafka)"

@@ -61,6 +61,10 @@ type RepoTask struct {
 
 func keyRepo(t RepoTask) (string, string) { return strings.ToLower(t.Name), t.Dir }
 
+// DefaultRowsPerFile is the most instances one file holds when Config and
+// Params leave it unset, and swerl mine's --rows-per-file default.
+const DefaultRowsPerFile = 5000
+
 // Params configures the pipeline graph; Run fills it from Config.
 type Params struct {
 	Repos      []RepoTask
@@ -74,8 +78,9 @@ type Params struct {
 	Limits   mining.Limits
 	Relevant mining.RelevantConfig
 	Exclude  *mining.Exclude
-	// RowsPerFile caps the rows of one instance file; default 500. Memory
-	// does not depend on it: instances are staged and written one at a time.
+	// RowsPerFile caps the rows of one instance file; default
+	// DefaultRowsPerFile. Memory does not depend on it: instances are
+	// staged and written one at a time.
 	RowsPerFile int
 	// Workers builds instances in this many goroutines a worker; default
 	// 4 a core.
@@ -107,7 +112,7 @@ func Build(s beam.Scope, p Params) beam.PCollection {
 		panic("mine.Build: " + err.Error())
 	}
 	if p.RowsPerFile <= 0 {
-		p.RowsPerFile = 500
+		p.RowsPerFile = DefaultRowsPerFile
 	}
 	s = s.Scope("mine")
 	names := make([]string, len(p.Repos))

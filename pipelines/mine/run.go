@@ -64,8 +64,9 @@ type Config struct {
 	// JSONLPath (default DIR/instances.jsonl).
 	JSONL     bool
 	JSONLPath string
-	// RowsPerFile caps the rows of one instance file; default 500. Memory
-	// does not depend on it: instances are staged and written one at a time.
+	// RowsPerFile caps the rows of one instance file; default
+	// DefaultRowsPerFile. Memory does not depend on it: instances are
+	// staged and written one at a time.
 	RowsPerFile int
 	// Workers is how many goroutines of each worker build instances
 	// (sharing git cat-file processes); default 4 a core.
