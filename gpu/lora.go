@@ -43,9 +43,13 @@ type LoRAConfig struct {
 	Seed uint64
 }
 
+// DefaultLoRAAlpha is LoRAConfig.Alpha when it is 0, and --lora-alpha's
+// default.
+const DefaultLoRAAlpha = 32
+
 func (c LoRAConfig) withDefaults() LoRAConfig {
 	if c.Alpha == 0 {
-		c.Alpha = 32
+		c.Alpha = DefaultLoRAAlpha
 	}
 	if len(c.Targets) == 0 {
 		c.Targets = LoRAModules

@@ -27,7 +27,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	out := fs.String("out", filepath.Join("swerl-out", "eval", "predictions.jsonl"), "SWE-bench predictions (instance_id, model_name_or_path, model_patch) plus swerl's scores, one JSON line each")
 	name := fs.String("model-name", "", "model_name_or_path written in the predictions (default: the --model or --policy value)")
 	limit := fs.Int("limit", 0, "evaluate at most this many instances (0: all)")
-	maxTokens := fs.Int("max-tokens", 512, "most completion tokens")
+	maxTokens := fs.Int("max-tokens", eval.DefaultMaxTokens, "most completion tokens")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	compact := new(bool)
 	addCompactPromptFlag(fs, compact, false, "")

@@ -129,7 +129,7 @@ func addLoRAFlags(fs *flag.FlagSet) *loraFlags {
 	section(fs, "LoRA")
 	defer endSection(fs)
 	fs.IntVar(&f.rank, "lora-rank", 0, "train LoRA adapters of this rank on the frozen model and publish PEFT adapter versions (0: full fine-tuning)")
-	fs.Float64Var(&f.alpha, "lora-alpha", 32, "LoRA alpha: the adapters are scaled by alpha/rank")
+	fs.Float64Var(&f.alpha, "lora-alpha", gpu.DefaultLoRAAlpha, "LoRA alpha: the adapters are scaled by alpha/rank")
 	fs.StringVar(&f.targets, "lora-targets", "q,k,v,o,gate,up,down", "modules that get adapters (q, k, v, o, gate, up, down)")
 	return f
 }
@@ -241,7 +241,7 @@ func parseLearnFlags(args []string, stderr io.Writer) (*learnOptions, error) {
 	// the online mode (no embedded broker: nothing would feed it samples).
 	o.kf = addKafkaFlags(fs)
 	fs.StringVar(&o.group, "group", "swerl-learner", "Kafka consumer group")
-	fs.IntVar(&o.batchGroups, "batch-groups", 4, "whole groups per optimizer step")
+	fs.IntVar(&o.batchGroups, "batch-groups", learner.DefaultBatchGroups, "whole groups per optimizer step")
 	fs.IntVar(&o.staleness, "max-staleness", 4, "drop samples more than this many versions behind (-1: keep all, e.g. offline replay)")
 	o.gf = addGRPOFlags(fs, learnGRPO)
 	fs.Float64Var(&o.temp, "temperature", 0, "the rollouts' sampling temperature: the trainer's log-probs are of softmax(logits/T), the distribution sampled from; an engine's raw log-probs (vLLM's default, swerl serve) are converted, processed ones (policy ?logprobs=processed) used as they are; 0: each step takes the temperature its samples record (1 when they record none); samples recorded at another temperature are skipped")

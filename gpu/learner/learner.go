@@ -189,12 +189,16 @@ var ErrPublished = errors.New("the output root already holds published versions;
 // opening. An Out in a bucket (gs://…, s3://…) is worked on in a local
 // store that Close removes; each version is copied to the bucket before
 // it is announced.
+// DefaultBatchGroups is the whole groups an optimizer step takes when
+// Config.BatchGroups is 0, and swerl learn's --batch-groups default.
+const DefaultBatchGroups = 4
+
 func New(ctx context.Context, cfg Config) (_ *Learner, err error) {
 	if cfg.Backend == nil {
 		return nil, errors.New("learner: no backend")
 	}
 	if cfg.BatchGroups == 0 {
-		cfg.BatchGroups = 4
+		cfg.BatchGroups = DefaultBatchGroups
 	}
 	if cfg.BatchGroups < 0 {
 		return nil, fmt.Errorf("learner: batch groups %d, want ≥ 1", cfg.BatchGroups)

@@ -145,11 +145,22 @@ type Server struct {
 	merged   []*merged // least recently used first
 }
 
+// The default limits of a Server (New), which swerl serve's flags share.
+const (
+	DefaultMaxConcurrent = 2
+	DefaultMaxQueue      = 16
+	DefaultReadTimeout   = 30 * time.Second
+	DefaultWriteTimeout  = 5 * time.Minute
+	DefaultIdleTimeout   = 2 * time.Minute
+	DefaultMaxAdapters   = 16
+	DefaultMaxMerged     = 2
+)
+
 // New returns a server for pol named name, with the default limits.
 func New(pol *policy.Policy, name string) *Server {
-	return &Server{pol: pol, Name: name, MaxN: 16, MaxBody: 4 << 20, MaxConcurrent: 2, MaxQueue: 16,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute,
-		MaxAdapters: 16, MaxMerged: 2}
+	return &Server{pol: pol, Name: name, MaxN: 16, MaxBody: 4 << 20, MaxConcurrent: DefaultMaxConcurrent, MaxQueue: DefaultMaxQueue,
+		ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout,
+		MaxAdapters: DefaultMaxAdapters, MaxMerged: DefaultMaxMerged}
 }
 
 func (s *Server) init() {

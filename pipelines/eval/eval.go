@@ -62,11 +62,15 @@ func (r Result) String() string {
 		r.Instances, r.PolicyVersion, 100*r.FormatCorrect, r.MeanReward, 100*r.ExactMatch)
 }
 
+// DefaultMaxTokens is Options.MaxTokens when unset, and swerl eval's
+// --max-tokens default.
+const DefaultMaxTokens = 512
+
 // Evaluate answers every instance once with pol and scores the answers.
 // Each prediction is also written to w as a JSON line when w is not nil.
 func Evaluate(ctx context.Context, pol rollout.Policy, instances []schemas.Instance, o Options, w io.Writer) (Result, []Prediction, error) {
 	if o.MaxTokens <= 0 {
-		o.MaxTokens = 512
+		o.MaxTokens = DefaultMaxTokens
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = reward.DefaultTimeout
