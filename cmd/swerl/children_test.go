@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"swerl/internal/syncbuf"
+	"swerl/internal/testenv"
 )
 
 // The tests start swerl commands two ways: in this process through runMain
@@ -38,27 +40,28 @@ var serveReady = readiness{what: "swerl serve listening", line: serveLine, healt
 // command has stopped, so a command that fails at start fails at once,
 // with its output, not after the limit.
 func awaitReady(r readiness, out *syncbuf.Buffer, exited func() error) (string, error) {
-	limit := r.limit
-	if limit == 0 {
-		limit = time.Minute
-	}
+	limit := cmp.Or(r.limit, time.Minute)
 	client := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(limit)
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		if err := exited(); err != nil {
-			return "", fmt.Errorf("%s: exited before it was ready: %v\n%s", r.what, err, out.String())
+	var got string
+	var stopped error
+	testenv.WaitFor(limit, func() bool {
+		if stopped = exited(); stopped != nil {
+			return true
 		}
-		if m := r.line.FindStringSubmatch(out.String()); m != nil {
-			got := m[len(m)-1]
-			if !r.health || healthy(client, got) {
-				return got, nil
-			}
+		m := r.line.FindStringSubmatch(out.String())
+		if m == nil || r.health && !healthy(client, m[len(m)-1]) {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s: not ready after %v:\n%.4000s", r.what, limit, out.String())
-		}
-		time.Sleep(wait)
+		got = m[len(m)-1]
+		return true
+	})
+	switch {
+	case stopped != nil:
+		return "", fmt.Errorf("%s: exited before it was ready: %v\n%s", r.what, stopped, out.String())
+	case got == "":
+		return "", fmt.Errorf("%s: not ready after %v:\n%.4000s", r.what, limit, out.String())
 	}
+	return got, nil
 }
 
 func healthy(c *http.Client, addr string) bool {
