@@ -221,17 +221,31 @@ func TestLoRAMemory(t *testing.T) {
 		be := &allocCounter{Backend: cpu.New()}
 		defer be.Close()
 		tc := gpu.TrainConfig{MaxBatch: B, MaxSeq: T}
-		if !lora {
-			if _, err := gpu.NewTrainer(m, be, tc); err != nil {
+		// The activations are laid out by the first step, for its B
+		// sequences of T positions.
+		batch := make([]gpu.Sequence, B)
+		for i := range batch {
+			seq := make([]int32, T+1)
+			for k := range seq {
+				seq[k] = int32((i*31 + k*7) % cfg.VocabSize)
+			}
+			batch[i] = gpu.Sequence{Prompt: seq[:T/2], Completion: seq[T/2:], Advantage: 1}
+		}
+		var tr *gpu.Trainer
+		var a *gpu.LoRA
+		var err error
+		if lora {
+			if a, err = gpu.NewLoRA(cfg, gpu.LoRAConfig{Rank: r}); err != nil {
 				t.Fatal(err)
 			}
-			return be.sizes, nil
+			tr, err = gpu.NewLoRATrainer(m, a, be, tc)
+		} else {
+			tr, err = gpu.NewTrainer(m, be, tc)
 		}
-		a, err := gpu.NewLoRA(cfg, gpu.LoRAConfig{Rank: r})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := gpu.NewLoRATrainer(m, a, be, tc); err != nil {
+		if _, err := tr.Step(batch); err != nil {
 			t.Fatal(err)
 		}
 		return be.sizes, a

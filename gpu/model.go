@@ -487,8 +487,9 @@ func dimsOf(c Config) dims {
 // gradients, and q, k and v in bf16 where pq says SplitQKV may write them
 // so for the flash attention that reads them; with glu and dswi16 (no
 // adapter on the down projection), its input gradient from the bf16
-// arena as well.
-func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, dswi16 bool, pq PackedQKV, flash bool) (acts, gradActs) {
+// arena as well. forwardOnly (a scorer) lays out the forward pass only,
+// its layers sharing buffers as with ckpt, and no gradients.
+func trainActs(d dims, B, T int, a *arena, ckpt, forwardOnly bool, glu PairedSwiGLU, dswi16 bool, pq PackedQKV, flash bool) (acts, gradActs) {
 	N := B * T
 	// With activation checkpointing every layer but the residual stream
 	// shares one set of buffers: the backward pass recomputes a layer's
@@ -497,7 +498,7 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, dswi16 b
 	// from a.half() (bf16 on a BF16Activations backend).
 	h := a.half()
 	layer, layer16 := a.takeL, h.takeL
-	if ckpt {
+	if ckpt || forwardOnly {
 		layer, layer16 = a.takeShared, h.takeShared
 	}
 	qkvLayer := layer
@@ -518,6 +519,12 @@ func trainActs(d dims, B, T int, a *arena, ckpt bool, glu PairedSwiGLU, dswi16 b
 		ac.gu = layer16(d.L, 2*N*d.I)
 	} else {
 		ac.gate, ac.up = layer(d.L, N*d.I), layer(d.L, N*d.I)
+	}
+	if forwardOnly {
+		if pq != nil {
+			ac.pq, ac.qkv = pq, a.take(N*(d.QC+2*d.KVC))
+		}
+		return ac, gradActs{}
 	}
 	// dlogits, dgate and dup are read only by the products of the LM
 	// head and of the gate and up projections (none has a bias): they

@@ -48,7 +48,7 @@ func scorer(t *testing.T, dir string, temperature float64) *gpu.Trainer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: temperature})
+	tr, err := gpu.NewScorer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 2048, Temperature: temperature})
 	if err != nil {
 		t.Fatal(err)
 	}

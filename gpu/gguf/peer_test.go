@@ -128,7 +128,7 @@ func TestImportMatchesTransformers(t *testing.T) {
 	start = time.Now()
 
 	be := cpu.New()
-	tr, err := gpu.NewTrainer(p.Model, be, gpu.TrainConfig{MaxBatch: 1, MaxSeq: 256})
+	tr, err := gpu.NewScorer(p.Model, be, gpu.TrainConfig{MaxBatch: 1, MaxSeq: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

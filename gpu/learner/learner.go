@@ -402,7 +402,7 @@ func (l *Learner) openReference() error {
 	}
 	rc := l.cfg.Train
 	rc.GRPO.KLCoef = 0
-	l.ref, err = gpu.NewTrainer(mp.Model, l.cfg.Backend, rc)
+	l.ref, err = gpu.NewScorer(mp.Model, l.cfg.Backend, rc)
 	return err
 }
 

@@ -76,7 +76,7 @@ func swerlLogProbs(t *testing.T, dir string, prompts [][]int32) [][]float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := gpu.NewTrainer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 128})
+	tr, err := gpu.NewScorer(p.Model, cpu.New(), gpu.TrainConfig{MaxBatch: 1, MaxSeq: 128})
 	if err != nil {
 		t.Fatal(err)
 	}

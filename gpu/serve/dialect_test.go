@@ -50,7 +50,7 @@ func trainerLogProbs(t *testing.T, m *gpu.Model, ids []int32) []float32 {
 	t.Helper()
 	be := cpu.New()
 	defer be.Close()
-	tr, err := gpu.NewTrainer(m, be, gpu.TrainConfig{MaxBatch: 1, MaxSeq: dialectMaxSeq})
+	tr, err := gpu.NewScorer(m, be, gpu.TrainConfig{MaxBatch: 1, MaxSeq: dialectMaxSeq})
 	if err != nil {
 		t.Fatal(err)
 	}
