@@ -290,6 +290,7 @@ func (o *learnOptions) learnerConfig(stderr io.Writer) (learner.Config, func(), 
 		return fail(usagef("--temperature %v, want ≥ 0", o.temp))
 	}
 	cfg.Temperature = o.temp
+	cfg.TiedHeadTensor = o.engines != ""
 	if err := cfg.Train.Validate(); err != nil {
 		return fail(usagef("%v", err))
 	}

@@ -124,7 +124,7 @@ func runModelMerge(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("merge %s into %s: %w; nothing written", dir, *base, err)
 	}
 	_, statErr := os.Stat(*out)
-	files, err := modeldir.WriteCheckpoint(*out, *base, bp.Model)
+	files, err := modeldir.WriteCheckpoint(*out, *base, bp.Model, false)
 	if err != nil {
 		if errors.Is(statErr, os.ErrNotExist) {
 			os.RemoveAll(*out) // a folder this run created holds no usable model

@@ -524,7 +524,7 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 		Learner: learner.Config{
 			Out: o.out, Model: o.model, Resume: o.resume, Backend: env.be, KeepCheckpoints: o.keep,
 			Train: o.train, LoRA: o.lora, Temperature: o.temperature, MaskTruncated: o.maskTruncated, FreshOptimizer: o.freshOptimizer,
-			Log: env.log,
+			TiedHeadTensor: loop.engineSync != nil, Log: env.log,
 		},
 		Instances: trainSet, SFTSteps: o.sftSteps, SFTBatch: o.sftBatch, SFTLR: o.sftLR, SFTLoRA: o.sftLoRA, SFTUntil: o.sftUntil,
 		AfterSFTCheck: func(step int, p float64) {

@@ -83,6 +83,11 @@ type Config struct {
 	// this many versions (and version 0); see checkpoint.Config.Keep. 0
 	// keeps all.
 	KeepCheckpoints int
+	// TiedHeadTensor writes lm_head.weight beside tied embeddings in every
+	// full-weight checkpoint (modeldir.WriteCheckpoint's tiedHead), for
+	// engines that reload the versions in place: swerl run and swerl learn
+	// set it when they push versions to engines.
+	TiedHeadTensor bool
 	// Reference is the version whose weights are the frozen reference of
 	// the KL term (Train.GRPO.KLCoef > 0): 0, the default, is the run's
 	// first version; after a warm start, the version RL started from. Its
@@ -535,7 +540,7 @@ func (l *Learner) publish(ctx context.Context, met gpu.Metrics, reward float64, 
 			if err := peft.Write(dir, peft.FromLoRA(l.lora, l.base)); err != nil {
 				return err
 			}
-		} else if _, err := modeldir.WriteCheckpoint(dir, l.src, l.model); err != nil {
+		} else if _, err := modeldir.WriteCheckpoint(dir, l.src, l.model, l.cfg.TiedHeadTensor); err != nil {
 			return err
 		}
 		sd := filepath.Join(dir, modeldir.TrainerStateDir)

@@ -88,7 +88,7 @@ func TestLoadRefusesNonFiniteWeights(t *testing.T) {
 	ts := p.Model.Tensors()
 	ts[1].Data[2] = float32(math.NaN())
 	nan := filepath.Join(root, "nan")
-	if _, err := WriteCheckpoint(nan, base, p.Model); err != nil {
+	if _, err := WriteCheckpoint(nan, base, p.Model, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(nan); err == nil || !strings.Contains(err.Error(), ts[1].Name) || !strings.Contains(err.Error(), nan) {

@@ -379,11 +379,28 @@ const TrainerStateDir = "trainer_state"
 // weights are written as F32), every other file of src (tokenizer,
 // generation config, …) copied byte for byte; src's weights, shard index
 // and trainer state are not copied.
-func WriteCheckpoint(dir, src string, m *gpu.Model) ([]string, error) {
+//
+// With tiedHead, a model with tied embeddings also gets lm_head.weight, a
+// copy of model.embed_tokens.weight, which Hugging Face loaders (and
+// swerl's) take as the tied tensor it is. It is for engines that reload
+// weights in place: vLLM's reload_weights prepares again only the layers
+// it is given tensors for, so without lm_head.weight its output layer
+// keeps the weights the engine last loaded it from (its start), and the
+// engine samples from neither version.
+func WriteCheckpoint(dir, src string, m *gpu.Model, tiedHead bool) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("modeldir: %w", err)
 	}
-	files, err := hf.SaveWeights(dir, m.Tensors(), hf.SaveOptions{})
+	ts := m.Tensors()
+	if tiedHead && m.Config.TieWordEmbeddings {
+		for _, t := range ts {
+			if t.Name == "model.embed_tokens.weight" {
+				ts = append(ts, gpu.Tensor{Name: "lm_head.weight", Shape: t.Shape, Data: t.Data})
+				break
+			}
+		}
+	}
+	files, err := hf.SaveWeights(dir, ts, hf.SaveOptions{})
 	if err != nil {
 		return nil, err
 	}

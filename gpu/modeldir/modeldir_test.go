@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"swerl/gpu"
+	"swerl/gpu/hf"
 	"swerl/gpu/tokenizer"
 	"swerl/schemas"
 	"swerl/sinks/checkpoint"
@@ -132,5 +133,67 @@ func TestResolveOutputRoot(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir(), log); err == nil {
 		t.Error("an empty directory resolved")
+	}
+}
+
+// TestWriteCheckpointTiedHead: with tiedHead, a checkpoint of a model with
+// tied embeddings (the tiny one) holds lm_head.weight equal to the
+// embeddings, what an engine reloading in place needs, and loads back to
+// the same model; without it the file holds exactly the model's tensors.
+func TestWriteCheckpointTiedHead(t *testing.T) {
+	src := t.TempDir()
+	if _, err := Init(src, "tiny", 3); err != nil {
+		t.Fatal(err)
+	}
+	p0, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p0.Model
+	if !m.Config.TieWordEmbeddings {
+		t.Fatal("the tiny model's embeddings are not tied: the test needs a tied model")
+	}
+	for _, head := range []bool{true, false} {
+		dir := filepath.Join(t.TempDir(), "v1")
+		if _, err := WriteCheckpoint(dir, src, m, head); err != nil {
+			t.Fatal(err)
+		}
+		st, err := hf.OpenSafetensors(filepath.Join(dir, hf.WeightsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ti := range st.Tensors() {
+			names = append(names, ti.Name)
+		}
+		if has := slices.Contains(names, "lm_head.weight"); has != head {
+			t.Errorf("tiedHead=%v: lm_head.weight written %v", head, has)
+		}
+		if len(names) != len(m.Tensors())+map[bool]int{true: 1}[head] {
+			t.Errorf("tiedHead=%v: %d tensors written, the model has %d", head, len(names), len(m.Tensors()))
+		}
+		if head {
+			h, err := st.ReadFloat32("lm_head.weight", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := st.ReadFloat32("model.embed_tokens.weight", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(h, e) {
+				t.Errorf("lm_head.weight differs from the embeddings")
+			}
+		}
+		st.Close()
+		p, err := Load(dir)
+		if err != nil {
+			t.Fatalf("tiedHead=%v: %v", head, err)
+		}
+		for i, w := range m.Tensors() {
+			if g := p.Model.Tensors()[i]; g.Name != w.Name || !slices.Equal(g.Data, w.Data) {
+				t.Fatalf("tiedHead=%v: %s loads back different", head, w.Name)
+			}
+		}
 	}
 }

@@ -40,7 +40,7 @@ func TestReloadRefusesWeightsThatMakeNaN(t *testing.T) {
 			}
 		}
 		if _, err := st.Publish(schemas.WeightVersion{Version: v, Step: v}, func(d string) error {
-			_, err := modeldir.WriteCheckpoint(d, base, mp.Model)
+			_, err := modeldir.WriteCheckpoint(d, base, mp.Model, false)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -44,7 +44,7 @@ func filledModel(t *testing.T, base string, v float32) string {
 		}
 	}
 	dir := t.TempDir()
-	if _, err := modeldir.WriteCheckpoint(dir, base, mp.Model); err != nil {
+	if _, err := modeldir.WriteCheckpoint(dir, base, mp.Model, false); err != nil {
 		t.Fatal(err)
 	}
 	return dir
