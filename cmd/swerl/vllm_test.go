@@ -166,33 +166,20 @@ func TestTrainThroughVLLM(t *testing.T) {
 
 // TestRunLoRAThroughVLLM closes swerl run's loop through a real vLLM
 // serving the imported SmolLM2 with runtime LoRA loading: a LoRA warm
-// start (--sft-lora, so vLLM, which loads adapters and not full weights,
-// can hold every version) and RL rounds whose rollouts vLLM samples. Every
-// version a round samples must have been loaded through
-// /v1/load_lora_adapter and named by the rollouts: each sample's recorded
-// log-probs (vLLM's, raw) must be what swerl computes at the sample's
-// version, closer than the base model gives, and vLLM must list the
-// adapters it holds.
+// start (--sft-lora, so that every version is an adapter on the base vLLM
+// holds) and RL rounds whose rollouts vLLM samples. Every version a round
+// samples must have been loaded through /v1/load_lora_adapter and named
+// by the rollouts (checkRunVersions), and vLLM must list the newest
+// adapter sampled.
 func TestRunLoRAThroughVLLM(t *testing.T) {
 	model := smolLM2(t)
 	limitMemory(t)
-	const tol = 2e-3
 	start := time.Now()
 	srv := vllmtest.Start(t, vllmtest.Options{Model: model, MaxLoRARank: 8})
 	t.Logf("vLLM healthy after %v", time.Since(start).Round(time.Second))
-	start = time.Now()
 	out := filepath.Join(t.TempDir(), "out")
-	args := []string{"run", "--repo", runRepo(t), "--out", out, "--model", model,
-		"--policy", srv.URL + "?engine=vllm&token_ids=true&model=base",
-		"--lora-rank", "8", "--sft-lora", "--sft-steps", "1", "--sft-batch", "2", "--sft-until", "0", "--sft-lr", "2e-3",
-		"--steps", "2", "--batch", "2", "--group-size", "2", "--max-tokens", "16", "--lr", "2e-3",
-		"--eval", "0", "--seed", "3", "--metrics-addr", ""}
-	var stderr bytes.Buffer
-	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
-		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
-	}
-	t.Logf("swerl run through vLLM: %v", time.Since(start).Round(time.Second))
-
+	runThroughVLLM(t, srv, model, out, "--lora-rank", "8", "--sft-lora")
+	newest := checkRunVersions(t, model, out)
 	resp, err := http.Get(srv.URL + "/models")
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +198,55 @@ func TestRunLoRAThroughVLLM(t *testing.T) {
 	for _, m := range listed.Data {
 		names = append(names, m.ID)
 	}
+	t.Logf("vLLM lists %v", names)
+	if !slices.Contains(names, engineapi.AdapterName(newest)) {
+		t.Errorf("vLLM's /v1/models lists %v, not %s, the newest version sampled", names, engineapi.AdapterName(newest))
+	}
+}
 
+// TestRunFullWeightsThroughVLLM closes swerl run's loop through a real
+// vLLM with full fine-tuning: every version (the warm start's and each RL
+// step's) is reloaded into the running vLLM in place, through its workers'
+// reload_weights (POST /collective_rpc, served in dev mode), with no
+// restart, and every round's rollouts must come from the version they
+// name (checkRunVersions).
+func TestRunFullWeightsThroughVLLM(t *testing.T) {
+	model := smolLM2(t)
+	limitMemory(t)
+	start := time.Now()
+	srv := vllmtest.Start(t, vllmtest.Options{Model: model, DevMode: true})
+	t.Logf("vLLM healthy after %v", time.Since(start).Round(time.Second))
+	out := filepath.Join(t.TempDir(), "out")
+	runThroughVLLM(t, srv, model, out)
+	checkRunVersions(t, model, out)
+}
+
+// runThroughVLLM runs `swerl run` on the small test repository through
+// srv, from model, into out: a one-step warm start and two RL steps of
+// 2 tasks × 2 samples, with the extra flags.
+func runThroughVLLM(t *testing.T, srv *vllmtest.Server, model, out string, extra ...string) {
+	t.Helper()
+	start := time.Now()
+	args := append([]string{"run", "--repo", runRepo(t), "--out", out, "--model", model,
+		"--policy", srv.URL + "?engine=vllm&token_ids=true&model=base",
+		"--sft-steps", "1", "--sft-batch", "2", "--sft-until", "0", "--sft-lr", "2e-3",
+		"--steps", "2", "--batch", "2", "--group-size", "2", "--max-tokens", "16", "--lr", "2e-3",
+		"--eval", "0", "--seed", "3", "--metrics-addr", ""}, extra...)
+	var stderr bytes.Buffer
+	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
+	}
+	t.Logf("swerl run through vLLM: %v", time.Since(start).Round(time.Second))
+}
+
+// checkRunVersions checks the samples of a run under out against swerl's
+// own log-probs: each sample's recorded log-probs (vLLM's, raw) must be
+// what swerl computes at the sample's version, to 2e-3, and on average
+// ten times closer than the base model's, which holds only if vLLM held
+// that version when it sampled. It returns the newest version sampled.
+func checkRunVersions(t *testing.T, model, out string) int64 {
+	t.Helper()
+	const tol = 2e-3
 	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
 	if err != nil {
 		t.Fatal(err)
@@ -250,25 +285,22 @@ func TestRunLoRAThroughVLLM(t *testing.T) {
 		}
 	}
 	slices.Sort(versions)
-	t.Logf("%d samples of versions %v, %d tokens: max |vLLM - swerl at the version| %.3g, mean %.3g; mean |vLLM - base| %.3g; vLLM lists %v",
-		len(samples), slices.Compact(slices.Clone(versions)), toks, worst, sumV/float64(toks), sumB/float64(toks), names)
+	t.Logf("%d samples of versions %v, %d tokens: max |vLLM - swerl at the version| %.3g, mean %.3g; mean |vLLM - base| %.3g",
+		len(samples), slices.Compact(slices.Clone(versions)), toks, worst, sumV/float64(toks), sumB/float64(toks))
 	if len(samples) != 2*2*2 {
 		t.Fatalf("%d samples, want 8", len(samples))
 	}
 	if !(sumV < sumB/10) {
-		t.Errorf("swerl at the samples' versions is no closer to vLLM (mean %.3g) than the base (mean %.3g): the adapters were not loaded, or not named", sumV/float64(toks), sumB/float64(toks))
+		t.Errorf("swerl at the samples' versions is no closer to vLLM (mean %.3g) than the base (mean %.3g): the versions were not loaded, or not named", sumV/float64(toks), sumB/float64(toks))
 	}
-	newest := versions[len(versions)-1]
-	if !slices.Contains(names, engineapi.AdapterName(newest)) {
-		t.Errorf("vLLM's /v1/models lists %v, not %s, the newest version sampled", names, engineapi.AdapterName(newest))
-	}
+	return versions[len(versions)-1]
 }
 
 // limitMemory sets a soft memory limit of 6 GiB on this process until the
 // test ends, so that the garbage of the swerl commands these tests run in
-// this process on SmolLM2 is collected before the heap doubles: with the
-// default GC pacing alone the process reached 20 GB and was OOM-killed on
-// a 24 GB machine; with the limit it peaks under 9 GB, as fast.
+// this process (each loads SmolLM2's 0.5 GB of weights anew, and the
+// learner its optimizer state) is collected before the heap doubles, with
+// a vLLM server beside it on the same machine.
 func limitMemory(t *testing.T) {
 	old := debug.SetMemoryLimit(6 << 30)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })

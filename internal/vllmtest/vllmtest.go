@@ -67,6 +67,10 @@ type Options struct {
 	// MaxLoRARank, when positive, enables LoRA adapters loaded at run time
 	// (--enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING) up to this rank.
 	MaxLoRARank int
+	// DevMode starts vLLM with VLLM_SERVER_DEV_MODE=1, which serves
+	// /collective_rpc (the full-weight reload swerl pushes), /pause and
+	// /resume.
+	DevMode bool
 	// Args are further command-line arguments.
 	Args []string
 	// Ready bounds the wait for /health. Default 6 minutes: vLLM imports
@@ -146,6 +150,9 @@ func start(env string, o Options) (*Server, error) {
 		"TOKENIZERS_PARALLELISM=false", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1")
 	if o.MaxLoRARank > 0 {
 		cmd.Env = append(cmd.Env, "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True")
+	}
+	if o.DevMode {
+		cmd.Env = append(cmd.Env, "VLLM_SERVER_DEV_MODE=1")
 	}
 	log := new(syncbuf.Buffer)
 	cmd.Stdout, cmd.Stderr = log, log
