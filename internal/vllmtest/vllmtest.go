@@ -88,6 +88,8 @@ type Server struct {
 	Log  *syncbuf.Buffer
 	cmd  *exec.Cmd
 	done chan struct{}
+	opts Options
+	port int
 }
 
 // Start starts vLLM and waits until it is healthy.
@@ -98,9 +100,10 @@ func Start(t testing.TB, o Options) *Server {
 	o.DType = cmp.Or(o.DType, "float32")
 	o.MaxModelLen = cmp.Or(o.MaxModelLen, 2048)
 	o.Ready = cmp.Or(o.Ready, 6*time.Minute)
+	reapOrphans()
 	var last error
 	for range 3 {
-		s, err := start(env, o)
+		s, err := start(env, o, 0)
 		if err == nil {
 			t.Cleanup(s.Kill)
 			return s
@@ -125,10 +128,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func start(env string, o Options) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// start starts vLLM on port, or on a free one when port is 0.
+func start(env string, o Options, port int) (*Server, error) {
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"-m", "vllm.entrypoints.openai.api_server",
 		"--model", o.Model, "--served-model-name", o.Name, "--dtype", o.DType,
@@ -160,8 +166,9 @@ func start(env string, o Options) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	track(cmd.Process.Pid)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	s := &Server{URL: "http://" + addr + "/v1", Addr: addr, Log: log, cmd: cmd, done: make(chan struct{})}
+	s := &Server{URL: "http://" + addr + "/v1", Addr: addr, Log: log, cmd: cmd, done: make(chan struct{}), opts: o, port: port}
 	go func() { cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(o.Ready)
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -188,6 +195,19 @@ func start(env string, o Options) (*Server, error) {
 	}
 }
 
+// Restart starts the server again, a new process on the same port with
+// the same options (after Kill: it holds none of what was loaded at run
+// time), and waits until it is healthy. Log is the new process's.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	n, err := start(Env(t), s.opts, s.port)
+	if err != nil {
+		t.Fatalf("vllmtest: restart on port %d: %v", s.port, err)
+	}
+	s.cmd, s.done, s.Log = n.cmd, n.done, n.Log
+}
+
 // Kill SIGKILLs the server and every process in its group, and waits for
 // the server to exit. It may be called more than once.
 func (s *Server) Kill() {
@@ -195,6 +215,46 @@ func (s *Server) Kill() {
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	<-s.done
+	if s.cmd.Process != nil {
+		os.Remove(filepath.Join(trackDir(), strconv.Itoa(s.cmd.Process.Pid)))
+	}
+}
+
+// trackDir holds a file per running server, named for its process group
+// and holding the pid of the test process that started it.
+func trackDir() string { return filepath.Join(os.TempDir(), "swerl-vllmtest") }
+
+// track records the server's process group (its pid: it leads the group)
+// for reapOrphans.
+func track(pgid int) {
+	if os.MkdirAll(trackDir(), 0o755) == nil {
+		os.WriteFile(filepath.Join(trackDir(), strconv.Itoa(pgid)), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+}
+
+// reapOrphans kills the process groups of servers whose test process is
+// gone. vLLM's engine core and workers are grandchildren of the test: when
+// a test binary is SIGKILLed (a timeout, the OOM killer) its cleanups do
+// not run and Pdeathsig reaches only the API server, so they would live
+// on, holding gigabytes, until the next Start finds them here.
+func reapOrphans() {
+	ents, _ := os.ReadDir(trackDir())
+	for _, e := range ents {
+		pgid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(trackDir(), e.Name()))
+		if err != nil {
+			continue
+		}
+		owner, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || syscall.Kill(owner, 0) != syscall.ESRCH {
+			continue
+		}
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		os.Remove(filepath.Join(trackDir(), e.Name()))
+	}
 }
 
 // Exited reports whether the server process has exited.
