@@ -77,6 +77,19 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer l.Close()
-	_, err = l.SFT(ctx, examples, *batch, tf.steps)
+	// --steps counts the steps of the whole warm start: a resumed one
+	// takes those the output does not hold yet (each step publishes one
+	// version after v0), so a rerun after a kill ends where an
+	// uninterrupted run does.
+	steps := tf.steps
+	if done := int(l.Version()); tf.resume && done > 0 {
+		steps -= done
+		if steps <= 0 {
+			fmt.Fprintf(stderr, "swerl sft: %s already holds %d steps (--steps %d); nothing to train\n", tf.out, done, tf.steps)
+			return nil
+		}
+		fmt.Fprintf(stderr, "swerl sft: %s holds %d of %d steps; training the other %d\n", tf.out, done, tf.steps, steps)
+	}
+	_, err = l.SFT(ctx, examples, *batch, steps)
 	return err
 }
