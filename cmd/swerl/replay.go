@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -98,9 +99,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rc.Topic = c.Topic(*topic)
 	}
 	cfg.Read = rc
+	before := replayFiles(*out)
 	st, err := kafkaio.Replay(ctx, cfg)
 	if err != nil {
-		return err
+		// The files completed before the failure (a full disk, an
+		// interrupt) hold only part of the range: left in place, a rerun
+		// would add the whole range to them and keep those rows twice.
+		return removeReplayed(*out, before, err)
 	}
 	fmt.Fprintf(stdout, "replayed %s: %d records → %d rows, %d dead-letter, %d files under %s", rc.Topic, st.Records, st.Rows, st.DeadLetter, len(st.Files), *out)
 	if *rescore {
@@ -259,4 +264,39 @@ func readInstancesJSONL(path string) ([]schemas.Instance, error) {
 		return nil, errors.New(path + ": no instances")
 	}
 	return out, nil
+}
+
+// replayFiles lists the Parquet files under out's output folders.
+func replayFiles(out string) map[string]bool {
+	have := map[string]bool{}
+	for _, k := range []string{kafkaio.KindSamples, kafkaio.KindInstances, kafkaio.KindWeights, kafkaio.KindDeadLetter, kafkaio.KindRaw} {
+		files, _ := parquetio.Files(filepath.Join(out, k))
+		for _, f := range files {
+			have[f] = true
+		}
+	}
+	return have
+}
+
+// removeReplayed removes the files a failed replay completed (those under
+// out not in before) and returns its error, saying so.
+func removeReplayed(out string, before map[string]bool, err error) error {
+	var removed int
+	for f := range replayFiles(out) {
+		if before[f] {
+			continue
+		}
+		if rerr := os.Remove(f); rerr != nil {
+			return fmt.Errorf("%w; removing %s, written before, failed too: %v", err, f, rerr)
+		}
+		removed++
+	}
+	if removed == 0 {
+		return err
+	}
+	files := "files"
+	if removed == 1 {
+		files = "file"
+	}
+	return fmt.Errorf("%w; the %d %s this replay wrote before under %s are removed, so that running it again writes the range once", err, removed, files, out)
 }
