@@ -23,6 +23,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"swerl/internal/atomicfile"
 	"swerl/pipelines/beamrun"
 	"swerl/pipelines/mine"
 	"swerl/sinks/parquetio"
@@ -193,6 +194,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	defer runs.Register(runID, st)()
+	if unfinished(cfg.Out) && cfg.Progress != nil {
+		// The outputs are written together once every instance is voted
+		// on, so a run stopped before has nothing to continue from.
+		fmt.Fprintf(cfg.Progress, "agentless: %s holds outputs of a run that did not finish; redoing every instance\n", cfg.Out)
+	}
 	if err := os.Remove(filepath.Join(cfg.Out, summaryFile)); err != nil && !os.IsNotExist(err) {
 		return sum, err
 	}
@@ -203,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	pipe, s := beam.NewPipelineWithRoot()
 	Build(s, runID, cfg.Policy, cfg.Concurrency, p, beam.CreateList(s, rows), w)
 	if _, err := beamrun.Run(ctx, cfg.Runner, pipe); err != nil {
-		return sum, fmt.Errorf("agentless: pipeline: %w", err)
+		return sum, fmt.Errorf("agentless: %s", beamrun.RootCause(err, "agentless: "))
 	}
 	b, err := os.ReadFile(filepath.Join(cfg.Out, summaryFile))
 	if err != nil {
@@ -265,6 +271,20 @@ type badRow struct {
 	Where, Error string
 }
 
+// unfinished reports whether out holds any output of a run but not the
+// summary, written last: a run stopped or failed while writing.
+func unfinished(out string) bool {
+	if _, err := os.Stat(filepath.Join(out, summaryFile)); err == nil {
+		return false
+	}
+	for _, f := range []string{"candidates.parquet", "instances.jsonl", "predictions.jsonl", "failed.jsonl"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // summaryFile is the summary the write step leaves for the launcher.
 const summaryFile = "summary.json"
 
@@ -282,8 +302,10 @@ func (w *writeFn) ProcessElement(ctx context.Context, _ int, outcomes func(*outc
 		all = append(all, o)
 		o = outcome{}
 	}
-	_, err := w.write(all)
-	return err
+	if _, err := w.write(all); err != nil {
+		return fmt.Errorf("agentless: writing the outputs: %w", err)
+	}
+	return nil
 }
 
 // total is the work time of the outcome's stages.
@@ -370,10 +392,10 @@ func (w *writeFn) write(outcomes []outcome) (Summary, error) {
 	if err := cw.Close(); err != nil {
 		return sum, err
 	}
-	if err := os.WriteFile(filepath.Join(w.Out, "instances.jsonl"), insts.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(w.Out, "instances.jsonl"), insts.Bytes()); err != nil {
 		return sum, err
 	}
-	if err := os.WriteFile(predPath, preds.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(predPath, preds.Bytes()); err != nil {
 		return sum, err
 	}
 	sum.BadRows = len(w.Bad)
@@ -385,7 +407,7 @@ func (w *writeFn) write(outcomes []outcome) (Summary, error) {
 		for _, f := range failed {
 			fe.Encode(f)
 		}
-		if err := os.WriteFile(failedPath, b.Bytes(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(failedPath, b.Bytes()); err != nil {
 			return sum, err
 		}
 	} else if err := os.Remove(failedPath); err != nil && !os.IsNotExist(err) {
@@ -396,5 +418,5 @@ func (w *writeFn) write(outcomes []outcome) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
-	return sum, os.WriteFile(filepath.Join(w.Out, summaryFile), b, 0o644)
+	return sum, atomicfile.WriteFile(filepath.Join(w.Out, summaryFile), b)
 }

@@ -210,7 +210,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		return sum, fmt.Errorf("mine: %w", ctx.Err())
 	}
 	if err != nil {
-		return sum, fmt.Errorf("mine: pipeline: %s", rootCause(err))
+		return sum, fmt.Errorf("mine: pipeline: %s", beamrun.RootCause(err, "mine: "))
 	}
 	if err := summarize(ctx, cfg, res, since, instDir, deadPath, &sum); err != nil {
 		return sum, err
@@ -497,19 +497,4 @@ func writeJSONL(ctx context.Context, path string, parts []string) error {
 		buf.WriteByte('\n')
 	}
 	return files.WriteFile(ctx, path, []byte(buf.String()))
-}
-
-// rootCause is what a failed pipeline's error says of the cause: the last
-// line one of this package's DoFns wrote ("mine: staging: write FILE: no
-// space left on device"), without the runner's plan dump and wrappers
-// around it; the whole error when no line is one.
-func rootCause(err error) string {
-	lines := strings.Split(err.Error(), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if _, cause, ok := strings.Cut(l, "mine: "); ok && cause != "" {
-			return cause
-		}
-	}
-	return err.Error()
 }
