@@ -130,7 +130,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		if ctx.Err() != nil {
 			return sum, fmt.Errorf("train: stopped: %w", ctx.Err())
 		}
-		return sum, fmt.Errorf("train: pipeline: %w", err)
+		// The write that failed (a full disk) in one line, not the
+		// runner's plan dump around it.
+		return sum, fmt.Errorf("train: pipeline: %s", beamrun.RootCause(err, "train: ", "kafkaio: ", "parquetio: ", "files: "))
 	}
 	return sum, nil
 }
