@@ -104,6 +104,9 @@ func TestFullDisk(t *testing.T) {
 					log = ch.out.String()
 					checkFullDiskError(t, c.name, ch, out, log)
 					checkNothingHalfWritten(t, out)
+					if tmp := tempFiles(t, out); len(tmp) > 0 {
+						t.Errorf("the failed write left temporary files, taking the space a resume needs: %v", tmp)
+					}
 
 					grow(t, disk)
 					rerun := args(out)
@@ -127,7 +130,8 @@ var fullDiskCases = []fullDiskCase{
 	{name: "train", setup: trainSetup, result: trainResult, rooms: []float64{0.2, 0.7}},
 	// Room for the first file of 10,000 rows, not the second.
 	{name: "replay", setup: replaySetup, result: replayResult, rooms: []float64{0.92}},
-	{name: "agentless", setup: agentlessSetup, result: agentlessResult},
+	// Room for a part of instances.jsonl, and for all but predictions.jsonl.
+	{name: "agentless", setup: agentlessSetup, result: agentlessResult, rooms: []float64{0.3, 0.6}},
 	{name: "report", setup: reportSetup, prepare: reportInput, output: "report", result: reportResult},
 }
 
@@ -228,6 +232,29 @@ func checkNothingHalfWritten(t *testing.T, out string) {
 			t.Errorf("indexed v%d does not verify: %v", r.Version, err)
 		}
 	}
+}
+
+// tempFiles lists the temporary files and folders under out (hidden
+// names with ".tmp-", as atomicfile, parquetio and checkpoint make them).
+func tempFiles(t *testing.T, out string) []string {
+	t.Helper()
+	var tmp []string
+	err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n := d.Name(); strings.HasPrefix(n, ".") && strings.Contains(n, "tmp") {
+			tmp = append(tmp, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmp
 }
 
 // diskBytes is what the files under dir take on a tmpfs (whole pages).
@@ -440,7 +467,7 @@ func replayResult(t *testing.T, out string) string {
 	return fmt.Sprintf("%d rows, digest %x", len(lines), sha256.Sum256([]byte(strings.Join(lines, "\n"))))
 }
 
-// agentlessSetup: 12 SWE-bench rows on a one-file repository, answered by
+// agentlessSetup: 40 SWE-bench rows on a one-file repository, answered by
 // the tiny model in process at a fixed seed.
 func agentlessSetup(t *testing.T, dir string) func(out string) []string {
 	testenv.Tool(t, "git", "apt-get install git")
@@ -451,7 +478,7 @@ func agentlessSetup(t *testing.T, dir string) func(out string) []string {
 	base := g.Git("rev-parse", "HEAD")
 	rows := filepath.Join(dir, "rows.jsonl")
 	var b strings.Builder
-	for i := 1; i <= 12; i++ {
+	for i := 1; i <= 40; i++ {
 		fmt.Fprintf(&b, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"f should return %d"}`+"\n", i, base, i)
 	}
 	if err := os.WriteFile(rows, []byte(b.String()), 0o644); err != nil {
