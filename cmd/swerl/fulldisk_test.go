@@ -467,8 +467,10 @@ func replayResult(t *testing.T, out string) string {
 	return fmt.Sprintf("%d rows, digest %x", len(lines), sha256.Sum256([]byte(strings.Join(lines, "\n"))))
 }
 
-// agentlessSetup: 40 SWE-bench rows on a one-file repository, answered by
-// the tiny model in process at a fixed seed.
+// agentlessSetup: 40 SWE-bench rows on a one-file repository, answered
+// from a file of recorded completions: each names the file (localization)
+// and edits it (repair), two of the three the same way, so that every row
+// has candidates, a vote and a patch.
 func agentlessSetup(t *testing.T, dir string) func(out string) []string {
 	testenv.Tool(t, "git", "apt-get install git")
 	g := gittest.New(t)
@@ -476,18 +478,28 @@ func agentlessSetup(t *testing.T, dir string) func(out string) []string {
 	g.Git("add", ".")
 	g.Git("commit", "-qm", "base")
 	base := g.Git("rev-parse", "HEAD")
-	rows := filepath.Join(dir, "rows.jsonl")
-	var b strings.Builder
+	rows, answers := filepath.Join(dir, "rows.jsonl"), filepath.Join(dir, "answers.jsonl")
+	var rb, ab strings.Builder
+	edit := func(n int) string {
+		return fmt.Sprintf("util.py\n\n```python\n### util.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return %d\n>>>>>>> REPLACE\n```\n", n)
+	}
 	for i := 1; i <= 40; i++ {
-		fmt.Fprintf(&b, `{"instance_id":"demo__demo-%d","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"f should return %d"}`+"\n", i, base, i)
+		id := fmt.Sprintf("demo__demo-%d", i)
+		fmt.Fprintf(&rb, `{"instance_id":"%s","repo":"demo/demo","base_commit":"%s","patch":"x","problem_statement":"f should return %d"}`+"\n", id, base, i)
+		line, err := json.Marshal(map[string]any{"instance_id": id, "completions": []string{edit(i), edit(i + 100), edit(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ab.Write(append(line, '\n'))
 	}
-	if err := os.WriteFile(rows, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
+	for path, body := range map[string]string{rows: rb.String(), answers: ab.String()} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	model := tinyModel(t, dir)
 	return func(out string) []string {
-		return []string{"agentless", "--instances", rows, "--repo", g.Dir, "--policy", "model:" + model, "--out", out,
-			"--localize-samples", "2", "--repair-samples", "3", "--max-tokens", "24", "--seed", "5"}
+		return []string{"agentless", "--instances", rows, "--repo", g.Dir, "--policy", "file:" + answers, "--out", out,
+			"--localize-samples", "2", "--repair-samples", "3", "--seed", "5"}
 	}
 }
 
@@ -499,12 +511,29 @@ func agentlessResult(t *testing.T, out string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(cands) == 0 {
+		t.Fatalf("no candidates under %s: the recorded answers no longer apply, and the comparison would hold of empty outputs", out)
+	}
 	var lines []string
 	for _, c := range cands {
 		lines = append(lines, fmt.Sprintf("%s/%d %x %v %s", c.InstanceID, c.Sample, sha256.Sum256([]byte(c.RawPatch)), c.Chosen, c.Dropped))
 	}
 	slices.Sort(lines)
-	return fmt.Sprintf("predictions %s\n%d candidates, digest %x", fileSHA(t, filepath.Join(out, "predictions.jsonl")), len(cands),
+	preds, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(preds)), "\n") {
+		var p agentless.Prediction
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("predictions.jsonl: %v", err)
+		}
+		if p.ModelPatch != "" {
+			patched++
+		}
+	}
+	return fmt.Sprintf("%d predictions with a patch, sha256 %x\n%d candidates, digest %x", patched, sha256.Sum256(preds), len(cands),
 		sha256.Sum256([]byte(strings.Join(lines, "\n"))))
 }
 
