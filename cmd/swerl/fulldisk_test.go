@@ -124,9 +124,11 @@ func TestFullDisk(t *testing.T) {
 }
 
 var fullDiskCases = []fullDiskCase{
-	// From the first version's write to the last step record's.
-	{name: "learn", resume: "--resume", setup: learnSetup, result: learnResult, rooms: []float64{0.02, 0.5, 0.9, 0.99}},
-	{name: "sft", resume: "--resume", setup: sftSetup, result: learnResult, rooms: []float64{0.1, 0.6}},
+	// From the first version's write to the last one's; with room for
+	// all it writes, the index's new copy does not fit beside the old
+	// one: the last checkpoint is in place but not indexed.
+	{name: "learn", resume: "--resume", setup: learnSetup, result: learnResult, rooms: []float64{0.02, 0.5, 0.9, 0.99, 1}},
+	{name: "sft", resume: "--resume", setup: sftSetup, result: learnResult, rooms: []float64{0.1, 0.6, 1}},
 	{name: "train", setup: trainSetup, result: trainResult, rooms: []float64{0.2, 0.7}},
 	// Room for the first file of 10,000 rows, not the second.
 	{name: "replay", setup: replaySetup, result: replayResult, rooms: []float64{0.92}},
