@@ -129,7 +129,8 @@ var fullDiskCases = []fullDiskCase{
 	// one: the last checkpoint is in place but not indexed.
 	{name: "learn", resume: "--resume", setup: learnSetup, result: learnResult, rooms: []float64{0.02, 0.5, 0.9, 0.99, 1}},
 	{name: "sft", resume: "--resume", setup: sftSetup, result: learnResult, rooms: []float64{0.1, 0.6, 1}},
-	{name: "train", setup: trainSetup, result: trainResult, rooms: []float64{0.2, 0.7}},
+	// A samples file, then (room for the samples) a positions file.
+	{name: "train", setup: trainSetup, result: trainResult, rooms: []float64{0.2, 0.9, 1}},
 	// Room for the first file of 10,000 rows, not the second.
 	{name: "replay", setup: replaySetup, result: replayResult, rooms: []float64{0.92}},
 	// Room for a part of instances.jsonl, and for all but predictions.jsonl.
