@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -560,6 +561,8 @@ func reportInput(t *testing.T, dir, out string) {
 	}
 }
 
+var generatedAt = regexp.MustCompile(`generated \d{4}-\d\d-\d\dT[0-9:.]+Z`)
+
 // reportResult digests the report: its files and their bytes.
 func reportResult(t *testing.T, out string) string {
 	t.Helper()
@@ -574,8 +577,9 @@ func reportResult(t *testing.T, out string) string {
 		if err != nil {
 			return err
 		}
-		// The pages name the run's folder.
+		// The pages name the run's folder and the time they were made.
 		page = bytes.ReplaceAll(page, []byte(out), []byte("OUT"))
+		page = generatedAt.ReplaceAll(page, []byte("generated TIME"))
 		fmt.Fprintf(&b, "%s %x\n", rel, sha256.Sum256(page))
 		return nil
 	})
