@@ -20,19 +20,23 @@ type killSweepCase struct {
 	// says when the killed run's output calls for it.
 	redo       string
 	unfinished func(out string) bool
+	// finished, when set, says the killed run's output is complete: a
+	// command whose reruns add to their output (replay) is then not run
+	// again.
+	finished func(out string) bool
 }
 
 // TestKillSweep SIGKILLs swerl sft, learn (--samples), train (--instances,
-// through the embedded broker) and agentless at random points drawn over
+// through the embedded broker), agentless and replay at random points drawn over
 // the whole of an uninterrupted run's time (killRNG: 3 points each, more
 // with SWERL_KILL_CYCLES; early ones included, before anything is
 // written), each in its own --out, resumes each to the end with the
-// command's own resume (sft and learn: --resume; train and agentless: the
-// same command again), and compares the result with the uninterrupted
+// command's own resume (sft and learn: --resume; train, agentless and
+// replay: the same command again), and compares the result with the uninterrupted
 // run's: the same versions, their weights' and optimizer state's hashes
 // and what each trained (sft, learn), the same sample ids once each with
 // the same rewards and advantages (train), the same predictions' bytes and
-// candidates (agentless).
+// candidates (agentless), every record once (replay).
 func TestKillSweep(t *testing.T) {
 	for _, c := range []killSweepCase{
 		{fullDiskCase: fullDiskCase{name: "sft", resume: "--resume", setup: sftSetup, result: learnResult}, stream: 11},
@@ -40,6 +44,8 @@ func TestKillSweep(t *testing.T) {
 		{fullDiskCase: fullDiskCase{name: "train", setup: trainSetup, result: trainResult}, stream: 13},
 		{fullDiskCase: fullDiskCase{name: "agentless", setup: agentlessSetup, result: agentlessResult}, stream: 14,
 			redo: "redoing every instance", unfinished: agentlessUnfinished},
+		{fullDiskCase: fullDiskCase{name: "replay", setup: replaySetup, result: replayResult}, stream: 15,
+			redo: "the files of a replay that did not finish", unfinished: replayUnfinished, finished: replayFinished},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rng, cycles := killRNG(t, c.stream)
@@ -72,7 +78,12 @@ func TestKillSweep(t *testing.T) {
 				if c.resume != "" {
 					rerun = append(rerun, c.resume)
 				}
-				_, log := runCLI(t, rerun, 0, 3*time.Minute)
+				var log string
+				if c.finished != nil && c.finished(out) {
+					t.Logf("kill %d: the output is complete; not run again", k)
+				} else {
+					_, log = runCLI(t, rerun, 0, 3*time.Minute)
+				}
 				if unfinished && !strings.Contains(log, c.redo) {
 					t.Errorf("kill %d: the rerun redoes the killed run's work without saying so (%q):\n%s", k, c.redo, log)
 				}
@@ -96,4 +107,18 @@ func agentlessUnfinished(out string) bool {
 		}
 	}
 	return false
+}
+
+// replayUnfinished reports whether out holds the staging folder of a
+// replay that did not finish.
+func replayUnfinished(out string) bool {
+	m, _ := filepath.Glob(filepath.Join(out, ".replay-staging-*"))
+	return len(m) > 0
+}
+
+// replayFinished reports whether out holds a replay's samples and no
+// staging folder: the replay finished.
+func replayFinished(out string) bool {
+	files, _ := filepath.Glob(filepath.Join(out, "samples", "replay-*.parquet"))
+	return len(files) > 0 && !replayUnfinished(out)
 }

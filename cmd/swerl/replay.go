@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"swerl/internal/atomicfile"
 	"swerl/schemas"
 	"swerl/sinks/kafkaio"
 	"swerl/sinks/parquetio"
@@ -99,15 +100,25 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rc.Topic = c.Topic(*topic)
 	}
 	cfg.Read = rc
-	before := replayFiles(*out)
+	// The files go to a staging folder under --out and into place once the
+	// whole range is read: files of a replay stopped part way (a full
+	// disk, an interrupt, kill -9) would hold part of the range, and a
+	// rerun would add the whole range to them and keep those rows twice.
+	stage, err := newReplayStage(*out, stderr)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	cfg.Out = stage
 	st, err := kafkaio.Replay(ctx, cfg)
 	if err != nil {
-		// The files completed before the failure (a full disk, an
-		// interrupt) hold only part of the range: left in place, a rerun
-		// would add the whole range to them and keep those rows twice.
-		return removeReplayed(*out, before, err)
+		return err
 	}
-	fmt.Fprintf(stdout, "replayed %s: %d records → %d rows, %d dead-letter, %d files under %s", rc.Topic, st.Records, st.Rows, st.DeadLetter, len(st.Files), *out)
+	files, err := publishReplay(stage, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "replayed %s: %d records → %d rows, %d dead-letter, %d files under %s", rc.Topic, st.Records, st.Rows, st.DeadLetter, files, *out)
 	if *rescore {
 		fmt.Fprintf(stdout, "; %d samples re-scored, %d incomplete groups", rg.rescored, rg.incomplete)
 	}
@@ -266,37 +277,75 @@ func readInstancesJSONL(path string) ([]schemas.Instance, error) {
 	return out, nil
 }
 
-// replayFiles lists the Parquet files under out's output folders.
-func replayFiles(out string) map[string]bool {
-	have := map[string]bool{}
-	for _, k := range []string{kafkaio.KindSamples, kafkaio.KindInstances, kafkaio.KindWeights, kafkaio.KindDeadLetter, kafkaio.KindRaw} {
-		files, _ := parquetio.Files(filepath.Join(out, k))
-		for _, f := range files {
-			have[f] = true
-		}
+// replayStagePrefix starts the name of a replay's staging folder under
+// --out.
+const replayStagePrefix = ".replay-staging-"
+
+// replayKinds are the output folders of a replay.
+var replayKinds = []string{kafkaio.KindSamples, kafkaio.KindInstances, kafkaio.KindWeights, kafkaio.KindDeadLetter, kafkaio.KindRaw}
+
+// newReplayStage removes the staging folders of replays under out that
+// never finished, saying so, and makes a new one.
+func newReplayStage(out string, stderr io.Writer) (string, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", fmt.Errorf("replay: %w", err)
 	}
-	return have
+	old, err := filepath.Glob(filepath.Join(out, replayStagePrefix+"*"))
+	if err != nil {
+		return "", fmt.Errorf("replay: %w", err)
+	}
+	for _, d := range old {
+		if err := os.RemoveAll(d); err != nil {
+			return "", fmt.Errorf("replay: removing %s: %w", d, err)
+		}
+		fmt.Fprintf(stderr, "replay: removed %s, the files of a replay that did not finish; its range is not in %s\n", d, out)
+	}
+	stage, err := os.MkdirTemp(out, replayStagePrefix+"*")
+	if err != nil {
+		return "", fmt.Errorf("replay: %w", err)
+	}
+	return stage, nil
 }
 
-// removeReplayed removes the files a failed replay completed (those under
-// out not in before) and returns its error, saying so.
-func removeReplayed(out string, before map[string]bool, err error) error {
-	var removed int
-	for f := range replayFiles(out) {
-		if before[f] {
+// publishReplay moves the files of a finished replay from stage into
+// out's folders, numbered after the files already there (earlier
+// replays' are kept), and returns how many it moved.
+func publishReplay(stage, out string) (int, error) {
+	moved := 0
+	for _, k := range replayKinds {
+		files, err := parquetio.Files(filepath.Join(stage, k))
+		if err != nil || len(files) == 0 {
+			if err != nil {
+				return moved, fmt.Errorf("replay: %w", err)
+			}
 			continue
 		}
-		if rerr := os.Remove(f); rerr != nil {
-			return fmt.Errorf("%w; removing %s, written before, failed too: %v", err, f, rerr)
+		dir := filepath.Join(out, k)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return moved, fmt.Errorf("replay: %w", err)
 		}
-		removed++
+		have, err := parquetio.Files(dir)
+		if err != nil {
+			return moved, fmt.Errorf("replay: %w", err)
+		}
+		seq := 0
+		for _, f := range have {
+			var n int
+			if _, err := fmt.Sscanf(filepath.Base(f), "replay-%d.parquet", &n); err == nil && n >= seq {
+				seq = n + 1
+			}
+		}
+		for _, f := range files {
+			dst := filepath.Join(dir, fmt.Sprintf("replay-%06d.parquet", seq))
+			if err := os.Rename(f, dst); err != nil {
+				return moved, fmt.Errorf("replay: moving %s into place: %w", dst, err)
+			}
+			seq++
+			moved++
+		}
+		if err := atomicfile.SyncDir(dir); err != nil {
+			return moved, err
+		}
 	}
-	if removed == 0 {
-		return err
-	}
-	files := "files"
-	if removed == 1 {
-		files = "file"
-	}
-	return fmt.Errorf("%w; the %d %s this replay wrote before under %s are removed, so that running it again writes the range once", err, removed, files, out)
+	return moved, nil
 }
