@@ -34,7 +34,7 @@ var sameNameOtherConcept = map[string]string{
 	"max-tokens":  "a completion's length: per answer (agentless), a cap (eval, train), run's rollouts, serve's default for requests that give none",
 	"samples":     "learn reads samples to train on; explain the samples to join",
 	"seed":        "run seeds its model, split and sampling; train and agentless pass a sampling seed to the policy",
-	"steps":       "learn and sft stop after N optimizer steps (0: the input's end); run takes N RL rounds",
+	"steps":       "learn stops after N optimizer steps (0: the input's end); sft's warm start has N steps in all, resumed or not; run takes N RL rounds",
 	"temperature": "learn's is the trainer's (the distribution the samples came from); the others sample at it",
 	"resume":      "learn and sft resume a learner's checkpoints; run resumes a whole run (run.json)",
 	"addr":        "broker listens for Kafka clients, serve for HTTP clients",

@@ -57,6 +57,7 @@ func runSFT(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	tf := addTrainFlags(fs, 1e-5, "swerl sft's default is a supervised warm start's, larger than an RL step's")
 	pairs := fs.String("pairs", "", `JSONL of {"id","system","prompt","answer"} examples`)
 	batch := fs.Int("batch", 8, "examples per optimizer step")
+	fs.Lookup("steps").Usage = "optimizer steps of the whole warm start (≥ 1); with --resume, only those --out does not hold yet are taken"
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
