@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"swerl/gpu/learner"
 	"swerl/gpu/modeldir"
 	"swerl/internal/engineapi"
+	"swerl/internal/syncbuf"
 	"swerl/internal/testenv"
 	"swerl/internal/vllmtest"
 	"swerl/pipelines/train/traintest"
@@ -179,6 +183,9 @@ func TestRunLoRAThroughVLLM(t *testing.T) {
 	t.Logf("vLLM healthy after %v", time.Since(start).Round(time.Second))
 	out := filepath.Join(t.TempDir(), "out")
 	runThroughVLLM(t, srv, model, out, "--lora-rank", "8", "--sft-lora")
+	if n := countSamples(t, out); n != 8 {
+		t.Fatalf("%d samples, want 8", n)
+	}
 	newest := checkRunVersions(t, model, out)
 	resp, err := http.Get(srv.URL + "/models")
 	if err != nil {
@@ -218,6 +225,9 @@ func TestRunFullWeightsThroughVLLM(t *testing.T) {
 	t.Logf("vLLM healthy after %v", time.Since(start).Round(time.Second))
 	out := filepath.Join(t.TempDir(), "out")
 	runThroughVLLM(t, srv, model, out)
+	if n := countSamples(t, out); n != 8 {
+		t.Fatalf("%d samples, want 8", n)
+	}
 	checkRunVersions(t, model, out)
 }
 
@@ -227,16 +237,75 @@ func TestRunFullWeightsThroughVLLM(t *testing.T) {
 func runThroughVLLM(t *testing.T, srv *vllmtest.Server, model, out string, extra ...string) {
 	t.Helper()
 	start := time.Now()
-	args := append([]string{"run", "--repo", runRepo(t), "--out", out, "--model", model,
-		"--policy", srv.URL + "?engine=vllm&token_ids=true&model=base",
-		"--sft-steps", "1", "--sft-batch", "2", "--sft-until", "0", "--sft-lr", "2e-3",
-		"--steps", "2", "--batch", "2", "--group-size", "2", "--max-tokens", "16", "--lr", "2e-3",
-		"--eval", "0", "--seed", "3", "--metrics-addr", ""}, extra...)
 	var stderr bytes.Buffer
-	if code := runMain(context.Background(), args, &bytes.Buffer{}, &stderr); code != 0 {
+	if code := runMain(context.Background(), vllmRunArgs(t, srv, model, out, 2, extra...), &bytes.Buffer{}, &stderr); code != 0 {
 		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
 	}
 	t.Logf("swerl run through vLLM: %v", time.Since(start).Round(time.Second))
+}
+
+// vllmRunArgs are runThroughVLLM's arguments, with steps RL steps.
+func vllmRunArgs(t *testing.T, srv *vllmtest.Server, model, out string, steps int, extra ...string) []string {
+	return append([]string{"run", "--repo", runRepo(t), "--out", out, "--model", model,
+		"--policy", srv.URL + "?engine=vllm&token_ids=true&model=base&retries=30",
+		"--sft-steps", "1", "--sft-batch", "2", "--sft-until", "0", "--sft-lr", "2e-3",
+		"--steps", fmt.Sprint(steps), "--batch", "2", "--group-size", "2", "--max-tokens", "16", "--lr", "2e-3",
+		"--eval", "0", "--seed", "3", "--metrics-addr", ""}, extra...)
+}
+
+// TestRunLoRAThroughVLLMKilledAndRestarted SIGKILLs vLLM once swerl run's
+// first RL step is done, as the second round's push and rollouts start,
+// and starts it again on its port, without the adapters it held. The run
+// must go on to the end: the requests that found no server are retried
+// until it is back, the adapter the round names is loaded again onto the
+// new process first, and every sample comes from the version it names
+// (checkRunVersions), none lost or doubled.
+func TestRunLoRAThroughVLLMKilledAndRestarted(t *testing.T) {
+	model := smolLM2(t)
+	limitMemory(t)
+	srv := vllmtest.Start(t, vllmtest.Options{Model: model, MaxLoRARank: 8})
+	out := filepath.Join(t.TempDir(), "out")
+	const steps = 3
+	stderr := new(syncbuf.Buffer)
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(context.Background(), vllmRunArgs(t, srv, model, out, steps, "--lora-rank", "8", "--sft-lora"), &bytes.Buffer{}, stderr)
+	}()
+	testenv.Eventually(t, 10*time.Minute, "swerl run's first RL step", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("swerl run ended (exit %d) before its first RL step:\n%s", code, stderr.String())
+		default:
+		}
+		return strings.Contains(stderr.String(), fmt.Sprintf("step 1/%d ", steps))
+	})
+	killed := time.Now()
+	srv.Restart(t)
+	t.Logf("vLLM killed after step 1 and healthy again %v later", time.Since(killed).Round(time.Second))
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(15 * time.Minute):
+		t.Fatalf("swerl run did not finish:\n%s", stderr.String())
+	}
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
+	}
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, s := range samples {
+		if ids[s.ID] {
+			t.Errorf("sample %s written twice", s.ID)
+		}
+		ids[s.ID] = true
+	}
+	if len(samples) != steps*2*2 {
+		t.Fatalf("%d samples, want %d:\n%s", len(samples), steps*2*2, stderr.String())
+	}
+	checkRunVersions(t, model, out)
 }
 
 // checkRunVersions checks the samples of a run under out against swerl's
@@ -287,13 +356,137 @@ func checkRunVersions(t *testing.T, model, out string) int64 {
 	slices.Sort(versions)
 	t.Logf("%d samples of versions %v, %d tokens: max |vLLM - swerl at the version| %.3g, mean %.3g; mean |vLLM - base| %.3g",
 		len(samples), slices.Compact(slices.Clone(versions)), toks, worst, sumV/float64(toks), sumB/float64(toks))
-	if len(samples) != 2*2*2 {
-		t.Fatalf("%d samples, want 8", len(samples))
+	if len(samples) == 0 {
+		t.Fatal("no samples")
 	}
 	if !(sumV < sumB/10) {
 		t.Errorf("swerl at the samples' versions is no closer to vLLM (mean %.3g) than the base (mean %.3g): the versions were not loaded, or not named", sumV/float64(toks), sumB/float64(toks))
 	}
 	return versions[len(versions)-1]
+}
+
+// TestAgentlessThroughVLLM runs `swerl agentless` with SmolLM2 served by
+// a real vLLM on SWE-bench rows of a git repository (the four fixes of
+// the run tests' repository, each row at its fix's parent): every row
+// gets one prediction, every non-empty prediction applies at its
+// base_commit, and the summary accounts for what the model got wrong:
+// rows without a patch, localization answers naming no file, candidates
+// dropped by reason.
+func TestAgentlessThroughVLLM(t *testing.T) {
+	model := smolLM2(t)
+	limitMemory(t)
+	srv := vllmtest.Start(t, vllmtest.Options{Model: model})
+	repo := runRepo(t)
+	gitOut := func(args ...string) string {
+		t.Helper()
+		b, err := exec.Command("git", append([]string{"-C", repo}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	dir := t.TempDir()
+	rows := filepath.Join(dir, "rows.jsonl")
+	var b strings.Builder
+	fixes := strings.Fields(gitOut("rev-list", "--reverse", "HEAD"))[1:]
+	for i, c := range fixes {
+		row, err := json.Marshal(map[string]string{"instance_id": fmt.Sprintf("demo__demo-%d", i+1), "repo": "demo/demo",
+			"base_commit": gitOut("rev-parse", c+"^"), "patch": gitOut("diff", c+"^", c) + "\n",
+			"problem_statement": gitOut("log", "-1", "--format=%B", c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(row)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(rows, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	args := []string{"agentless", "--instances", rows, "--repo", repo, "--policy", srv.URL + "?engine=vllm&model=base",
+		"--out", out, "--localize-samples", "1", "--repair-samples", "2", "--max-tokens", "256", "--temperature", "0.8", "--seed", "1"}
+	if code := runMain(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d:\n%s\nvLLM:\n%s", code, stderr.String(), vllmtest.Tail(srv.Log.String(), 40))
+	}
+	t.Logf("swerl agentless through vLLM, %d rows: %v\n%s", len(fixes), time.Since(start).Round(time.Second), stdout.String())
+	pb, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(pb)), "\n")
+	if len(lines) != len(fixes) {
+		t.Fatalf("%d prediction lines for %d rows:\n%s", len(lines), len(fixes), pb)
+	}
+	byID := map[string]string{}
+	for i, c := range fixes {
+		byID[fmt.Sprintf("demo__demo-%d", i+1)] = gitOut("rev-parse", c+"^")
+	}
+	withPatch := 0
+	for _, l := range lines {
+		var p struct {
+			ID    string `json:"instance_id"`
+			Patch string `json:"model_patch"`
+		}
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("prediction %q: %v", l, err)
+		}
+		base, ok := byID[p.ID]
+		if !ok {
+			t.Fatalf("prediction for an unknown row %q", p.ID)
+		}
+		delete(byID, p.ID)
+		if p.Patch == "" {
+			continue
+		}
+		withPatch++
+		wt := filepath.Join(t.TempDir(), "wt")
+		gitOut("worktree", "add", "-q", "--detach", wt, base)
+		cmd := exec.Command("git", "-C", wt, "apply", "--check", "-")
+		cmd.Stdin = strings.NewReader(p.Patch)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: the prediction does not apply at %s: %v: %s\n%s", p.ID, base, err, b, p.Patch)
+		}
+	}
+	var sum struct {
+		Instances int            `json:"instances"`
+		WithPatch int            `json:"with_patch"`
+		Failed    int            `json:"failed"`
+		Malformed int            `json:"malformed_localizations"`
+		Cands     int            `json:"candidates"`
+		Dropped   int            `json:"dropped_candidates"`
+		DroppedBy map[string]int `json:"dropped_by"`
+	}
+	sb, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &sum); err != nil {
+		t.Fatal(err)
+	}
+	by := 0
+	for _, n := range sum.DroppedBy {
+		by += n
+	}
+	t.Logf("%d rows: %d with a patch, %d empty; %d malformed localization answers; %d candidates, %d dropped %v",
+		sum.Instances, sum.WithPatch, sum.Instances-sum.WithPatch, sum.Malformed, sum.Cands, sum.Dropped, sum.DroppedBy)
+	// One localization answer a row: those naming no file of the tree end
+	// the row without candidates.
+	if sum.Instances != len(fixes) || sum.WithPatch != withPatch || by != sum.Dropped || sum.Dropped > sum.Cands ||
+		sum.Malformed > len(fixes) || sum.Cands > 2*(len(fixes)-sum.Malformed) {
+		t.Errorf("the summary does not account for the run: %s (%d predictions with a patch)", sb, withPatch)
+	}
+}
+
+// countSamples counts the samples under out.
+func countSamples(t *testing.T, out string) int {
+	t.Helper()
+	samples, err := parquetio.ReadDir[schemas.Sample](filepath.Join(out, "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(samples)
 }
 
 // limitMemory sets a soft memory limit of 6 GiB on this process until the
