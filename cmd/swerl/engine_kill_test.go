@@ -43,11 +43,11 @@ func engineSeries(t *testing.T, name, engine string) float64 {
 
 // trainSamples runs `swerl train` in this process over the instances with
 // the policy spec and returns its samples by id; during, it calls while
-// (when set) from another goroutine.
-func trainSamples(t *testing.T, instances, spec, out string, during func()) map[string]schemas.Sample {
+// (when set) from another goroutine. extra flags override the defaults.
+func trainSamples(t *testing.T, instances, spec, out string, during func(), extra ...string) map[string]schemas.Sample {
 	t.Helper()
-	args := []string{"train", "--instances", instances, "--policy", spec, "--group-size", "3", "--max-tokens", "160",
-		"--seed", "11", "--concurrency", "2", "--out", out, "--metrics-addr", ""}
+	args := append([]string{"train", "--instances", instances, "--policy", spec, "--group-size", "3", "--max-tokens", "160",
+		"--seed", "11", "--concurrency", "2", "--out", out, "--metrics-addr", ""}, extra...)
 	done := make(chan struct{})
 	if during != nil {
 		go func() { defer close(done); during() }()

@@ -479,6 +479,57 @@ func TestAgentlessThroughVLLM(t *testing.T) {
 	}
 }
 
+// TestTrainThroughVLLMTwoEnginesOneKilled: `swerl train` over two vLLM
+// processes behind one policy (route=least-loaded), one SIGKILLed once it
+// has answered a request of the run: every group is still produced once,
+// with no dead letters, and every sample is the one a run with both up
+// gives (the request's seed goes with its retry to the other engine, and
+// vLLM's seeded sampling does not depend on which process draws).
+func TestTrainThroughVLLMTwoEnginesOneKilled(t *testing.T) {
+	model := smolLM2(t)
+	limitMemory(t)
+	a := vllmtest.Start(t, vllmtest.Options{Model: model})
+	b := vllmtest.Start(t, vllmtest.Options{Model: model})
+	dir := t.TempDir()
+	const n, g = 4, 3
+	set := traintest.New(t, dir, n, g, nil)
+	spec := a.URL + "," + b.URL + "?engine=vllm&token_ids=true&model=base&route=least-loaded&health=200ms&backoff=100ms"
+	extra := []string{"--max-tokens", "48", "--temperature", "0.8"}
+	start := time.Now()
+	want := trainSamples(t, set.InstancesPath, spec, filepath.Join(dir, "both"), nil, extra...)
+	t.Logf("both up: %d samples in %v", len(want), time.Since(start).Round(time.Second))
+	if len(want) != n*g {
+		t.Fatalf("with both engines up: %d samples, want %d", len(want), n*g)
+	}
+	hostB := strings.TrimSuffix(b.URL, "/v1")
+	base := engineSeries(t, "swerl_engine_requests_total", hostB)
+	killed := false
+	start = time.Now()
+	got := trainSamples(t, set.InstancesPath, spec, filepath.Join(dir, "killed"), func() {
+		killed = testenv.WaitFor(5*time.Minute, func() bool {
+			return engineSeries(t, "swerl_engine_requests_total", hostB)-base >= 1
+		})
+		b.Kill()
+	}, extra...)
+	if !killed {
+		t.Fatal("engine b never got a request of the run: the policy did not use both engines")
+	}
+	t.Logf("b killed after its first request: %d samples in %v; b's requests %v, connect errors %v",
+		len(got), time.Since(start).Round(time.Second), engineSeries(t, "swerl_engine_requests_total", hostB)-base, engineErrors(t, hostB, "connect"))
+	if len(got) != len(want) {
+		t.Fatalf("with an engine killed: %d samples, want %d", len(got), len(want))
+	}
+	for id, w := range want {
+		s, ok := got[id]
+		switch {
+		case !ok:
+			t.Errorf("sample %s missing after the kill", id)
+		case !slices.Equal(s.CompletionTokens, w.CompletionTokens):
+			t.Errorf("sample %s: %q, with both up %q", id, s.Completion, w.Completion)
+		}
+	}
+}
+
 // countSamples counts the samples under out.
 func countSamples(t *testing.T, out string) int {
 	t.Helper()
