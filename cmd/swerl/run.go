@@ -119,6 +119,7 @@ type runOptions struct {
 	freshOptimizer, verbose        bool
 	sftLoRA                        bool
 	steps, keep, group, batch      int
+	concurrency                    int
 	sftSteps, sftBatch             int
 	maxTokens, maxTasks, evalN     int
 	hunkContext, hunkBytes         int
@@ -158,6 +159,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	of := addOptimizerFlags(fs, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank (higher rates: docs/lora.md)")
 	addGroupSizeFlag(fs, &o.group)
 	fs.IntVar(&o.batch, "batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")
+	fs.IntVar(&o.concurrency, "concurrency", 1, "policy requests in flight at once; swerl run's default sends a round's groups (one request each) one after another; more lets a --policy engine such as vLLM decode several groups in one batch (bench/peers/README.md; --rollouts beam only)")
 	var adv string
 	addAdvantageFlag(fs, &adv)
 	fs.IntVar(&o.maxTokens, "max-tokens", 512, "longest completion in tokens")
@@ -187,8 +189,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	}
 	o.repos, o.events = repos, events
 	o.policy = policyFromEnv(o.policy)
-	if o.steps < 0 || o.sftSteps < 0 || o.sftBatch < 1 || o.group < 2 || o.batch < 1 || o.maxTokens < 1 || o.evalN < 0 || o.keep < 0 || o.sftUntil < 0 || o.sftUntil > 1 {
-		return nil, usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-batch ≥ 1, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
+	if o.steps < 0 || o.sftSteps < 0 || o.sftBatch < 1 || o.group < 2 || o.batch < 1 || o.concurrency < 1 || o.maxTokens < 1 || o.evalN < 0 || o.keep < 0 || o.sftUntil < 0 || o.sftUntil > 1 {
+		return nil, usagef("want --steps ≥ 0, --sft-steps ≥ 0, --sft-batch ≥ 1, --sft-until in [0,1], --group-size ≥ 2, --batch ≥ 1, --concurrency ≥ 1, --max-tokens ≥ 1, --eval ≥ 0, --keep-checkpoints ≥ 0")
 	}
 	if o.mode != "beam" && o.mode != "local" {
 		return nil, usagef("--rollouts %q: want beam or local", o.mode)
@@ -435,7 +437,7 @@ func newRunLoop(o *runOptions, env *runEnv, held []schemas.Instance, stderr io.W
 		if polSpec == "" {
 			polSpec = fmt.Sprintf("model:%s?poll=0&max_tokens=%d&temperature=%g&max_seq=%d&device=%s", o.out, o.maxTokens, o.temperature, o.train.MaxSeq, o.device)
 		}
-		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Table: l.table, Method: o.method, Concurrency: 1, Spec: spec})
+		l.rollouts = rl.BeamRollouts(env.kafka, o.out, train.Config{Policy: polSpec, Table: l.table, Method: o.method, Concurrency: o.concurrency, Spec: spec})
 		l.stored = true
 		return l, nil
 	}

@@ -173,3 +173,16 @@ func TestRunWholeLoopAndResume(t *testing.T) {
 		t.Fatalf("swerl eval's patch %q differs from swerl run's %q", got, want)
 	}
 }
+
+// TestRunConcurrencyFlag: --concurrency below 1 is a usage error naming
+// the flag, before any work (no output folder is made).
+func TestRunConcurrencyFlag(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	var usage bytes.Buffer
+	if code := runMain(context.Background(), []string{"run", "--concurrency", "0", "--out", out}, &usage, &usage); code != 2 || !strings.Contains(usage.String(), "--concurrency ≥ 1") {
+		t.Fatalf("exit %d, want 2 naming --concurrency:\n%s", code, usage.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("--out was made on a usage error: %v", err)
+	}
+}
