@@ -129,7 +129,7 @@ done
 # vLLM's peak RSS: its process group (API server, engine core), sampled.
 (peak=0; while kill -0 $vpid 2>/dev/null; do
   r=$(ps -o rss= -g $vpid 2>/dev/null | awk '{s+=$1} END {print s+0}')
-  [ "$r" -gt "$peak" ] && peak=$r && echo $peak >"$outdir/vllm/engine_maxrss_kb"
+  [ "$r" -gt "$peak" ] && peak=$r && echo "$peak" >"$outdir/vllm/engine_maxrss_kb"
   sleep 0.5
 done) &
 timed "$outdir/vllm/maxrss_kb" "$swerl" run "${common[@]}" --out "$outdir/vllm/run" \
