@@ -155,7 +155,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runOptions, error) {
 	fs.IntVar(&o.sftBatch, "sft-batch", rl.DefaultSFTBatch, "warm-start examples per optimizer step")
 	fs.Float64Var(&o.sftLR, "sft-lr", 3e-3, "warm-start learning rate")
 	fs.BoolVar(&o.sftLoRA, "sft-lora", false, "train the warm start with the --lora-rank adapters too, instead of every weight: for a pretrained --model, and for a --policy engine that loads adapters but not full weights (vLLM), which then samples every version exactly")
-	fs.Float64Var(&o.sftUntil, "sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
+	fs.Float64Var(&o.sftUntil, "sft-until", 0.25, "end the warm start once the policy samples the oracle answers exactly with this mean probability (read every 5 steps, on at most 64 of the tasks), leaving RL tasks it sometimes solves; 0: take all --sft-steps")
 	of := addOptimizerFlags(fs, 1e-3, "swerl run's default is the built-in model's RL rate, also with --lora-rank (higher rates: docs/lora.md)")
 	addGroupSizeFlag(fs, &o.group)
 	fs.IntVar(&o.batch, "batch", 12, "instances per RL step (the default --max-tasks: every training task each step)")

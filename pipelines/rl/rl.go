@@ -83,9 +83,14 @@ type Config struct {
 	// it. It is read every SFTCheck steps (default DefaultSFTCheck) and reported to
 	// AfterSFTCheck. RL learns from groups whose rollouts differ; a warm
 	// start trained until it answers nearly every task exactly leaves
-	// almost none (docs/experiments.md).
+	// almost none (docs/experiments.md). A check reads at most SFTProbe
+	// examples (default DefaultSFTProbe), the same ones every time, spread
+	// evenly over the warm start's examples: one forward pass each, so a
+	// real model's thousands of hunk tasks do not make every check cost
+	// more than the steps between checks.
 	SFTUntil      float64
 	SFTCheck      int
+	SFTProbe      int
 	AfterSFTCheck func(step int, answerProb float64)
 	// Steps is the number of RL steps; each samples BatchInstances
 	// instances GroupSize times and takes one optimizer step.
@@ -195,9 +200,10 @@ type state struct {
 
 // The defaults of Config's counts, which swerl run's flags share.
 const (
-	DefaultSFTCheck       = 5 // warm-start steps between format checks
-	DefaultSFTBatch       = 8 // warm-start examples per optimizer step
-	DefaultBatchInstances = 4 // instances per RL step
+	DefaultSFTCheck       = 5  // warm-start steps between format checks
+	DefaultSFTProbe       = 64 // most examples a format check reads
+	DefaultSFTBatch       = 8  // warm-start examples per optimizer step
+	DefaultBatchInstances = 4  // instances per RL step
 )
 
 func (c *Config) defaults() error {
@@ -220,6 +226,7 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("rl: SFTUntil %v outside [0,1]", c.SFTUntil)
 	}
 	c.SFTCheck = defaults.Positive(c.SFTCheck, DefaultSFTCheck)
+	c.SFTProbe = defaults.Positive(c.SFTProbe, DefaultSFTProbe)
 	c.SFTBatch = defaults.Positive(c.SFTBatch, DefaultSFTBatch)
 	c.BatchInstances = defaults.Positive(c.BatchInstances, DefaultBatchInstances)
 	c.GroupSize = defaults.Positive(c.GroupSize, advantage.DefaultGroupSize)
@@ -505,6 +512,7 @@ func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner
 	// probability there first, as the run that was killed would have: it
 	// may have been the last check.
 	checkFirst := prior > 0 && (prior%cfg.SFTCheck == 0 || prior >= cfg.SFTSteps)
+	probe := probeSet(ex, cfg.SFTProbe)
 	for done := prior; done < cfg.SFTSteps || checkFirst; {
 		if !checkFirst {
 			done = min(cfg.SFTSteps, (done/cfg.SFTCheck+1)*cfg.SFTCheck)
@@ -514,7 +522,7 @@ func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner
 			}
 		}
 		checkFirst = false
-		ps, err := l.AnswerProbs(ex)
+		ps, err := l.AnswerProbs(probe)
 		if err != nil {
 			return ls, err
 		}
@@ -535,6 +543,19 @@ func warmStart(ctx context.Context, cfg Config, l *learner.Learner, ex []learner
 		}
 	}
 	return ls, nil
+}
+
+// probeSet returns at most n of ex, spread evenly over it and the same on
+// every call: all of ex when it holds n or fewer.
+func probeSet(ex []learner.Example, n int) []learner.Example {
+	if len(ex) <= n {
+		return ex
+	}
+	out := make([]learner.Example, n)
+	for i := range out {
+		out[i] = ex[i*len(ex)/n]
+	}
+	return out
 }
 
 // roundStats aggregates a round's samples.

@@ -5,7 +5,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"swerl/gpu/learner"
 )
 
 // TestWarmStartUntil: with SFTUntil the warm start stops at the first probe
@@ -53,5 +57,25 @@ func TestWarmStartUntil(t *testing.T) {
 	}
 	if !bytes.Equal(chunked, once) {
 		t.Fatal("the warm start taken in chunks of 5 steps ends with other weights than in one piece")
+	}
+}
+
+// TestProbeSet: a format check reads at most n examples, spread over the
+// whole warm start (not its first n), and all of them when there are n or
+// fewer, as the built-in model's 12 tasks are.
+func TestProbeSet(t *testing.T) {
+	ex := make([]learner.Example, 10)
+	for i := range ex {
+		ex[i].ID = strconv.Itoa(i)
+	}
+	var ids []string
+	for _, e := range probeSet(ex, 4) {
+		ids = append(ids, e.ID)
+	}
+	if got := strings.Join(ids, ","); got != "0,2,5,7" {
+		t.Fatalf("probe of 4 of 10: %s, want 0,2,5,7", got)
+	}
+	if got := probeSet(ex[:3], 4); len(got) != 3 || got[2].ID != "2" {
+		t.Fatalf("probe of 4 of 3: %v, want all 3", got)
 	}
 }
