@@ -16,6 +16,8 @@ type jobs[F float] struct {
 	attnForward    attnForward[F]
 	attnRows       attnRows[F]
 	attnBackward   attnBackward[F]
+	flashForward   flashForward[F]
+	flashBackward  flashBackward[F]
 	swigluForward  swigluForward[F]
 	swigluBackward swigluBackward[F]
 	logpForward    logpForward[F]
@@ -182,18 +184,29 @@ func (j *attnRows[F]) run(lo, hi int) {
 
 // attend is one query row of one head: p[j] = softmax_j(scale * q·k_j)
 // over the len(p) keys k_j = keys[j*stride:][:len(q)], and
-// o = Σ_j p[j] v_j with v_j read likewise from vals. AttentionForward and
-// AttentionRows both call it, so a row gets the same bits through either.
-func (v *vecOps[F]) attend(o, q, keys, vals []F, stride int, p []F, scale F) {
+// o = Σ_j p[j] v_j with v_j read likewise from vals. AttentionForward,
+// AttentionRows and AttentionForwardLSE all call it, so a row gets the
+// same bits through any of them. It returns probs' max and sum.
+func (v *vecOps[F]) attend(o, q, keys, vals []F, stride int, p []F, scale F) (mx, sum F) {
+	mx, sum = v.probs(q, keys, stride, p, scale)
+	clear(o)
+	v.axpys(p, vals, stride, o)
+	return mx, sum
+}
+
+// probs fills p with the softmax of the scaled scores scale * q·k_j and
+// returns their max and Σ_j exp(score_j - max), whose log plus the max is
+// the row's log-sum-exp. The flash backward recomputes a forward's
+// probabilities with it, bit for bit.
+func (v *vecOps[F]) probs(q, keys []F, stride int, p []F, scale F) (mx, sum F) {
 	v.dots(q, keys, stride, p)
-	mx := F(math.Inf(-1))
+	mx = F(math.Inf(-1))
 	for i, s := range p {
 		s *= scale
 		p[i] = s
 		mx = max(mx, s)
 	}
 	v.expSub(p, mx, p)
-	var sum F
 	for _, e := range p {
 		sum += e
 	}
@@ -201,8 +214,7 @@ func (v *vecOps[F]) attend(o, q, keys, vals []F, stride int, p []F, scale F) {
 	for i := range p {
 		p[i] *= inv
 	}
-	clear(o)
-	v.axpys(p, vals, stride, o)
+	return mx, sum
 }
 
 // attnBackward runs AttentionBackward over (batch, kv head) pairs; its fields are the op's operands.
@@ -235,54 +247,62 @@ type attnBackward[F float] struct {
 // element of dq, dk and dv gets its multiply-adds in the order of a
 // per-key loop: heads in order, then rows i in order.
 func (j *attnBackward[F]) run(lo, hi int) {
+	NH, NKV, Tq, Tk := j.NH, j.NKV, j.Tq, j.Tk
+	for bk := lo; bk < hi; bk++ {
+		b := bk / NKV
+		for h := bk % NKV * j.group; h < (bk%NKV+1)*j.group; h++ {
+			j.head(b, h, j.a[(b*NH+h)*Tq*Tk:][:Tq*Tk], j.da[(b*NH+h)*Tq*Tk:][:Tq*Tk], j.cols[bk*Tq:][:Tq])
+		}
+	}
+}
+
+// head is the backward of query head h of sequence b, given its
+// probabilities att [Tq,Tk]; datt [Tq,Tk] and col [Tq] are scratch. The
+// heads of one kv head must run in order on one worker (run, and the
+// flash backward's run, do).
+func (j *attnBackward[F]) head(b, h int, att, datt, col []F) {
 	NH, NKV, Tq, Tk, HS := j.NH, j.NKV, j.Tq, j.Tk, j.HS
 	kvStride, qStride := NKV*HS, NH*HS // from one row of a head to the next
-	for bk := lo; bk < hi; bk++ {
-		b, kh := bk/NKV, bk%NKV
-		col := j.cols[bk*Tq:][:Tq]
-		keys, vals := j.kd[(b*Tk*NKV+kh)*HS:], j.vd[(b*Tk*NKV+kh)*HS:]
-		for h := kh * j.group; h < (kh+1)*j.group; h++ {
-			att, datt := j.a[(b*NH+h)*Tq*Tk:][:Tq*Tk], j.da[(b*NH+h)*Tq*Tk:][:Tq*Tk]
-			dout, q := j.do[(b*Tq*NH+h)*HS:], j.qd[(b*Tq*NH+h)*HS:]
-			for i := range Tq {
-				last := Tk - Tq + i
-				row, drow := att[i*Tk:][:last+1], datt[i*Tk:][:Tk]
-				// out = sum_j p_j v_j: dp_j = do·v_j.
-				j.vec.dots(dout[i*qStride:][:HS], vals, kvStride, drow[:last+1])
-				clear(drow[last+1:])
-				// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
-				var dot F
-				for jj, p := range row {
-					dot += p * drow[jj]
-				}
-				for jj, p := range row {
-					drow[jj] = p * (drow[jj] - dot) * j.scale
-				}
-				if j.dqd != nil {
-					j.vec.axpys(drow[:last+1], keys, kvStride, j.dqd[((b*Tq+i)*NH+h)*HS:][:HS])
-				}
+	kh := h / j.group
+	keys, vals := j.kd[(b*Tk*NKV+kh)*HS:], j.vd[(b*Tk*NKV+kh)*HS:]
+	dout, q := j.do[(b*Tq*NH+h)*HS:], j.qd[(b*Tq*NH+h)*HS:]
+	for i := range Tq {
+		last := Tk - Tq + i
+		row, drow := att[i*Tk:][:last+1], datt[i*Tk:][:Tk]
+		// out = sum_j p_j v_j: dp_j = do·v_j.
+		j.vec.dots(dout[i*qStride:][:HS], vals, kvStride, drow[:last+1])
+		clear(drow[last+1:])
+		// softmax backward: ds_j = p_j (dp_j - sum_l p_l dp_l).
+		var dot F
+		for jj, p := range row {
+			dot += p * drow[jj]
+		}
+		for jj, p := range row {
+			drow[jj] = p * (drow[jj] - dot) * j.scale
+		}
+		if j.dqd != nil {
+			j.vec.axpys(drow[:last+1], keys, kvStride, j.dqd[((b*Tq+i)*NH+h)*HS:][:HS])
+		}
+	}
+	// Key j is seen by the rows i >= j - (Tk - Tq).
+	for jj := range Tk {
+		i0 := max(0, jj-(Tk-Tq))
+		if i0 >= Tq {
+			continue
+		}
+		c := col[:Tq-i0]
+		off := ((b*Tk+jj)*NKV + kh) * HS
+		if j.dvd != nil {
+			for i := range c {
+				c[i] = att[(i0+i)*Tk+jj]
 			}
-			// Key j is seen by the rows i >= j - (Tk - Tq).
-			for jj := range Tk {
-				i0 := max(0, jj-(Tk-Tq))
-				if i0 >= Tq {
-					continue
-				}
-				c := col[:Tq-i0]
-				off := ((b*Tk+jj)*NKV + kh) * HS
-				if j.dvd != nil {
-					for i := range c {
-						c[i] = att[(i0+i)*Tk+jj]
-					}
-					j.vec.axpys(c, dout[i0*qStride:], qStride, j.dvd[off:][:HS])
-				}
-				if j.dkd != nil {
-					for i := range c {
-						c[i] = datt[(i0+i)*Tk+jj]
-					}
-					j.vec.axpys(c, q[i0*qStride:], qStride, j.dkd[off:][:HS])
-				}
+			j.vec.axpys(c, dout[i0*qStride:], qStride, j.dvd[off:][:HS])
+		}
+		if j.dkd != nil {
+			for i := range c {
+				c[i] = datt[(i0+i)*Tk+jj]
 			}
+			j.vec.axpys(c, q[i0*qStride:], qStride, j.dkd[off:][:HS])
 		}
 	}
 }
