@@ -144,9 +144,6 @@ func (s *Server) completeText(ctx context.Context, t target, req engineapi.Compl
 	}
 	version := versions[0]
 	out = engineapi.CompletionResponse{Head: s.newHead(t, "cmpl", "text_completion", version)}
-	if req.ReturnTokenIDs && len(prompts) == 1 {
-		out.PromptTokenIDs = prompts[0].ids
-	}
 	simple := len(prompts) == 1 && !req.Echo && !score && genTop == 0
 	for pi, pr := range prompts {
 		out.Usage.PromptTokens += len(pr.ids)
@@ -244,7 +241,7 @@ func textChoice(tok *tokenizer.Tokenizer, index int, pr textPrompt, tc textCompl
 		ch.Text = pr.text + k.content
 	}
 	if req.ReturnTokenIDs {
-		ch.TokenIDs = tc.gen.Tokens[:k.keep]
+		ch.TokenIDs, ch.PromptTokenIDs = tc.gen.Tokens[:k.keep], pr.ids
 	}
 	if req.Logprobs != nil {
 		n := *req.Logprobs

@@ -158,6 +158,9 @@ type CompletionChoice struct {
 	Logprobs     *CompletionLogprobs `json:"logprobs"`
 	FinishReason string              `json:"finish_reason"`
 	TokenIDs     []int32             `json:"token_ids,omitempty"`
+	// PromptTokenIDs answers ReturnTokenIDs: the choice's prompt, on each
+	// choice as vLLM puts it (a batch of prompts has one per prompt).
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 	// PromptLogprobs answers prompt_logprobs: per prompt token, null for
 	// the first, else a map from token id (a JSON string) to its entry.
 	PromptLogprobs []map[string]PromptLogprob `json:"prompt_logprobs,omitempty"`
@@ -166,9 +169,8 @@ type CompletionChoice struct {
 // CompletionResponse is an OpenAI text_completion object.
 type CompletionResponse struct {
 	Head
-	Choices        []CompletionChoice `json:"choices"`
-	Usage          Usage              `json:"usage"`
-	PromptTokenIDs []int32            `json:"prompt_token_ids,omitempty"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   Usage              `json:"usage"`
 }
 
 // Paths of vLLM's tokenizer endpoints, which swerl serve answers too.
