@@ -562,8 +562,15 @@ func (o *runOptions) rlConfig(env *runEnv, loop *runLoop, trainSet []schemas.Ins
 	return cfg
 }
 
-// stepLine prints the line of one RL step.
+// stepLine prints the line of one RL step. A round without samples (every
+// rollout dead-lettered: an engine down or timing out) says so instead of
+// a reward of 0 from none and a staleness measured against version 0.
 func stepLine(w io.Writer, st rl.StepStats) {
+	if st.Samples == 0 {
+		fmt.Fprintf(w, "step %d/%d v%d  no samples: every rollout of the round failed (dead letters under --out's deadletter/); no update\n",
+			st.Step, st.Steps, st.Version)
+		return
+	}
 	rate := 0.0
 	if t := (st.RolloutTime + st.TrainTime).Seconds(); t > 0 {
 		rate = float64(st.Samples) / t

@@ -14,6 +14,7 @@ import (
 	"swerl/gpu/learner"
 	"swerl/gpu/learner/learnertest"
 	"swerl/internal/gitio/gittest"
+	"swerl/pipelines/rl"
 	"swerl/schemas"
 	"swerl/sinks/parquetio"
 )
@@ -184,5 +185,21 @@ func TestRunConcurrencyFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("--out was made on a usage error: %v", err)
+	}
+}
+
+// TestStepLine: a step's line reports its round; a round whose every
+// rollout was dead-lettered says it had no samples and no update, not a
+// reward of 0 at a staleness counted from version 0.
+func TestStepLine(t *testing.T) {
+	var b bytes.Buffer
+	stepLine(&b, rl.StepStats{Step: 5, Steps: 8, Version: 5, PolicyVersion: 4, Samples: 16, MeanReward: -0.598, FormatErrorRate: 0.75})
+	stepLine(&b, rl.StepStats{Step: 6, Steps: 8, Version: 5})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "step 5/8 v5  reward -0.598  format-err  75%") || !strings.Contains(lines[0], "staleness 0") {
+		t.Fatalf("step with samples: %q", b.String())
+	}
+	if !strings.HasPrefix(lines[1], "step 6/8 v5  no samples:") || strings.Contains(lines[1], "reward") || strings.Contains(lines[1], "staleness") {
+		t.Errorf("step without samples: %q", lines[1])
 	}
 }
