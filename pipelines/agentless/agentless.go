@@ -218,7 +218,15 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := json.Unmarshal(b, &sum); err != nil {
 		return sum, fmt.Errorf("agentless: %s: %w", summaryFile, err)
 	}
+	// The pipeline's write step cannot know the run's wall time: the
+	// launcher adds it (and the rate) to the file it reads back.
 	sum.finish(time.Since(start))
+	if b, err = json.Marshal(sum); err == nil {
+		err = atomicfile.WriteFile(filepath.Join(cfg.Out, summaryFile), b)
+	}
+	if err != nil {
+		return sum, fmt.Errorf("agentless: %s: %w", summaryFile, err)
+	}
 	return sum, nil
 }
 

@@ -99,6 +99,17 @@ func TestRunEndToEnd(t *testing.T) {
 	if got := strings.Count(progress.String(), "\n"); got != n {
 		t.Errorf("%d progress lines, want %d", got, n)
 	}
+	// summary.json is the summary Run returns, its wall time included.
+	var onDisk Summary
+	if b, err := os.ReadFile(filepath.Join(out, summaryFile)); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &onDisk); err != nil {
+		t.Fatal(err)
+	}
+	if onDisk.Wall <= 0 || onDisk.Wall != sum.Wall || onDisk.PerMinute != sum.PerMinute || onDisk.Instances != sum.Instances {
+		t.Errorf("summary.json has wall %v, %.2f instances/min, %d instances; Run returned %v, %.2f, %d",
+			onDisk.Wall, onDisk.PerMinute, onDisk.Instances, sum.Wall, sum.PerMinute, sum.Instances)
+	}
 	b, err := os.ReadFile(filepath.Join(out, "predictions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
