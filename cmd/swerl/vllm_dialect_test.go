@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -288,15 +288,8 @@ func sameTop(t *testing.T, name string, a, b map[string]float64) {
 		for tok, x := range pair[0] {
 			y, ok := pair[1][tok]
 			if ok && math.Abs(x-y) > dialectTol || !ok && x-floor(pair[0]) > dialectTol {
-				keys := func(m map[string]float64) []string {
-					k := make([]string, 0, len(m))
-					for s := range m {
-						k = append(k, s)
-					}
-					sort.Strings(k)
-					return k
-				}
-				t.Errorf("%s: token %q: %v against %v (vLLM %v, swerl serve %v)", name, tok, x, y, keys(a), keys(b))
+				t.Errorf("%s: token %q: %v against %v (vLLM %v, swerl serve %v)", name, tok, x, y,
+					slices.Sorted(maps.Keys(a)), slices.Sorted(maps.Keys(b)))
 			}
 		}
 	}
@@ -344,7 +337,7 @@ func flatten(m map[string]any) map[string]float64 {
 func same(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
-	return slices.Equal(x, y)
+	return bytes.Equal(x, y)
 }
 
 // dialectMaxDiff is the largest |Δ log-prob| nearLogprob saw, logged.
